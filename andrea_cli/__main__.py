@@ -1,0 +1,3 @@
+from andrea_cli.cli import app
+
+app()
