@@ -1,3 +1,3 @@
-from andrea_cli.cli import app
+from andrea_cli.cli import main
 
-app()
+main()

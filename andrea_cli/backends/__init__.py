@@ -1,0 +1,54 @@
+"""Backends by name: `numpy` (the reference), `cuda` (the kernel file on a GPU), `cpu` (the
+kernel file compiled for the CPU), and `auto`, which tries cuda, then numpy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from andrea_cli.backends.base import Availability, Backend
+from andrea_cli.errors import AndreaError
+
+BACKEND_NAMES = ("auto", "cuda", "cpu", "numpy")
+
+
+def make_backend(name: str, kernel_path: Path) -> Backend:
+    """Construct without checking availability (that may be slow: it asks the driver)."""
+    if name == "numpy":
+        from andrea_cli.backends.numpy_backend import NumpyBackend
+
+        return NumpyBackend()
+    if name == "cuda":
+        from andrea_cli.backends.cuda import CudaBackend
+
+        return CudaBackend(kernel_path)
+    if name == "cpu":
+        from andrea_cli.backends.cpu import CpuBackend
+
+        return CpuBackend(kernel_path)
+    raise AndreaError(f"--backend {name!r} is not a backend: use one of {', '.join(BACKEND_NAMES)}")
+
+
+def select_backend(name: str, kernel_path: Path, *, auto_order: tuple[str, ...] = ("cuda", "numpy")
+                   ) -> tuple[Backend, str | None]:
+    """The backend to run on, and for `auto` a one-line notice saying which and why.
+
+    An explicitly named backend that cannot run here is an error naming what to install."""
+    if name != "auto":
+        backend = make_backend(name, kernel_path)
+        status: Availability = backend.available()
+        if not status.ok:
+            raise AndreaError(f"--backend {name}: {status.reason}; {status.fix}")
+        return backend, None
+    reasons = []
+    for candidate in auto_order:
+        backend = make_backend(candidate, kernel_path)
+        status = backend.available()
+        if status.ok:
+            if not reasons:
+                return backend, None
+            notice = f"backend auto: {candidate}, because {'; '.join(reasons)}."
+            if candidate == "numpy":
+                notice += " To run the kernel file itself without a GPU: --backend cpu"
+            return backend, notice
+        reasons.append(f"{candidate}: {status.reason}")
+    raise AndreaError(f"no backend can run here ({'; '.join(reasons)})")

@@ -1,0 +1,95 @@
+"""The kernel file compiled for the CPU (cuda/cuda_cpu_runtime.h): the same kernels, the same
+launches as on a GPU, one fiber per CUDA thread. For correctness, not speed."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from andrea_cli.backends.base import Availability, StageOutputs
+from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan, run_staged
+from andrea_cli.masks import MaskSpec
+
+
+class _WallClock:
+    """The CPU build runs each launch to completion before returning: wall time is stage time."""
+
+    def __init__(self):
+        self._start: dict[str, float] = {}
+        self._ms: dict[str, float] = {}
+
+    def start(self, stage: str) -> None:
+        self._start[stage] = time.perf_counter()
+
+    def stop(self, stage: str) -> None:
+        self._ms[stage] = (time.perf_counter() - self._start[stage]) * 1e3
+
+    def elapsed_ms(self) -> dict[str, float]:
+        return dict(self._ms)
+
+
+class _HostDevice:
+    warmup_runs = 0  # a CPU run is slow and its timing is not a speed figure anyway
+    name = "cpu"
+
+    def __init__(self, module):
+        self._module = module
+
+    def get_function(self, name):
+        return self._module.get_function(name)
+
+    def to_device(self, a):
+        return np.array(a, dtype=np.float32, order="C")  # a copy: kernels never touch the caller's array
+
+    def empty(self, shape):
+        return np.empty(shape, dtype=np.float32)
+
+    def to_host(self, a):
+        return a
+
+    def clock(self):
+        return _WallClock()
+
+
+class CpuBackend:
+    name = "cpu"
+
+    def __init__(self, kernel_path: Path, plan: LaunchPlan = DEFAULT_PLAN, *, schedule: str = "forward",
+                 sanitize: bool = False):
+        self.kernel_path = Path(kernel_path)
+        self.plan = plan
+        self.schedule = schedule
+        self.sanitize = sanitize
+        self._device: _HostDevice | None = None
+        self._load_ms = 0.0
+
+    def available(self) -> Availability:
+        try:
+            from andrea_cli.backends import cpu_runtime  # noqa: F401
+        except ImportError as exc:
+            return Availability(False, f"the CPU runtime is missing ({exc})", "reinstall andrea")
+        if not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+            return Availability(False, "no C++ compiler found", "install g++ (e.g. apt-get install g++) or set CXX")
+        return Availability(True)
+
+    def device_name(self) -> str:
+        return f"CPU ({platform.machine()}), kernel file compiled with the CUDA-on-CPU runtime, {self.schedule} schedule"
+
+    def device(self) -> _HostDevice:
+        if self._device is None:
+            from andrea_cli.backends.cpu_runtime import CpuModule
+
+            start = time.perf_counter()
+            module = CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize)
+            self._load_ms = (time.perf_counter() - start) * 1e3
+            self._device = _HostDevice(module)
+        return self._device
+
+    def attention(self, q, k, v, *, mask: MaskSpec, scaled: bool) -> StageOutputs:
+        result = run_staged(self.device(), q, k, v, mask=mask, scaled=scaled, plan=self.plan)
+        result.load_ms = self._load_ms
+        return result

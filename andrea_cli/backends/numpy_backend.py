@@ -1,0 +1,40 @@
+"""The NumPy path as a backend: the reference stages, timed, results returned as float32."""
+
+from __future__ import annotations
+
+import platform
+import time
+
+import numpy as np
+
+from andrea_cli import reference
+from andrea_cli.backends.base import Availability, StageOutputs
+from andrea_cli.masks import MaskSpec
+
+
+class NumpyBackend:
+    name = "numpy"
+
+    def available(self) -> Availability:
+        return Availability(True)
+
+    def device_name(self) -> str:
+        return f"CPU ({platform.machine() or 'unknown'}), NumPy {np.__version__}, float64 math"
+
+    def attention(self, q, k, v, *, mask: MaskSpec, scaled: bool) -> StageOutputs:
+        timings: dict[str, float] = {}
+
+        def timed(stage, fn, *args):
+            start = time.perf_counter()
+            result = fn(*args)
+            timings[stage] = (time.perf_counter() - start) * 1e3
+            return result
+
+        s = timed("scores", reference.scores, q, k)
+        s_scaled = timed("scale", reference.scale, s, q.shape[-1]) if scaled else s
+        s_masked = timed("mask", reference.mask, s_scaled, mask) if mask.kind != "none" else s_scaled
+        p = timed("softmax", reference.softmax, s_masked)
+        out = timed("av", reference.weighted_sum, p, v)
+        timings["total"] = sum(timings.values())
+        f32 = lambda a: a.astype(np.float32)  # noqa: E731 - the report's dtype, as the kernels give
+        return StageOutputs(f32(s), f32(s_scaled), f32(s_masked), f32(p), f32(out), timings)

@@ -1,0 +1,61 @@
+"""What this machine offers andrea: versions, the kernel file, and each backend's status."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+
+import numpy as np
+
+from andrea_cli import __version__
+from andrea_cli.backends import make_backend
+from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
+
+
+def _cupy_versions() -> dict:
+    try:
+        import cupy
+    except Exception as exc:
+        return {"cupy": None, "cupy_error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+    found: dict = {"cupy": cupy.__version__}
+    probes = {
+        "cuda_runtime": lambda: cupy.cuda.runtime.runtimeGetVersion(),
+        "cuda_driver": lambda: cupy.cuda.runtime.driverGetVersion(),
+        "nvrtc": lambda: ".".join(map(str, cupy.cuda.nvrtc.getVersion())),
+    }
+    for key, probe in probes.items():
+        try:
+            found[key] = probe()
+        except Exception as exc:  # no driver, no NVRTC library: say so, do not fail
+            found[key] = None
+            found[f"{key}_error"] = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+    return found
+
+
+def _compiler_version() -> str | None:
+    for name in ("g++", "c++", "clang++"):
+        if shutil.which(name):
+            try:
+                return subprocess.run([name, "--version"], capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
+            except (OSError, subprocess.SubprocessError, IndexError):
+                return None
+    return None
+
+
+def describe_environment() -> dict:
+    kernel = packaged_kernel_path()
+    backends = {}
+    for name in ("cuda", "cpu", "numpy"):
+        status = make_backend(name, kernel).available()
+        backends[name] = {"available": status.ok, "reason": status.reason or None, "fix": status.fix or None}
+    return {
+        "andrea": __version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        **_cupy_versions(),
+        "cxx": _compiler_version(),
+        "kernel_file": str(kernel),
+        "kernels": kernel_names(kernel),
+        "backends": backends,
+    }

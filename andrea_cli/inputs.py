@@ -1,0 +1,164 @@
+"""Q, K, V for a run: seeded random N(0, 1) entries, or arrays read from .npy/.npz files.
+
+Files are read with allow_pickle=False: a file's contents are data, never code to execute."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from andrea_cli.errors import AndreaError
+
+
+@dataclass
+class QKV:
+    q: np.ndarray  # (T, d_k) float32
+    k: np.ndarray  # (T, d_k) float32
+    v: np.ndarray  # (T, d_v) float32
+    source: str  # how they were made, for the report
+
+    @property
+    def T(self) -> int:
+        return self.q.shape[0]
+
+    @property
+    def d_k(self) -> int:
+        return self.q.shape[1]
+
+    @property
+    def d_v(self) -> int:
+        return self.v.shape[1]
+
+
+def check_sizes(T: int, d_k: int, d_v: int) -> None:
+    for flag, value in (("--T", T), ("--d-k", d_k), ("--d-v", d_v)):
+        if value < 1:
+            raise AndreaError(f"{flag} must be >= 1 (got {value}): pass a positive size")
+
+
+def random_qkv(T: int, d_k: int, d_v: int, seed: int, *, dist: str = "normal") -> QKV:
+    """Entries drawn N(0, 1) (the course's "unit vectors": unit-variance entries), or with
+    dist="unit", each row scaled to unit length."""
+    check_sizes(T, d_k, d_v)
+    rng = np.random.default_rng(seed)
+    q, k = (rng.standard_normal((T, d_k), dtype=np.float32) for _ in range(2))
+    v = rng.standard_normal((T, d_v), dtype=np.float32)
+    if dist == "unit":
+        q, k = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (q, k))
+        return QKV(q, k, v, f"random unit-norm rows (seed {seed})")
+    return QKV(q, k, v, f"random N(0, 1) entries (seed {seed})")
+
+
+def _load_npy(path: Path, flag: str) -> np.ndarray:
+    _check_readable(path, flag, (".npy",))
+    try:
+        array = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
+            raise AndreaError(f"{flag} {path}: holds pickled/object data, which andrea never loads; save a numeric array with np.save") from None
+        raise AndreaError(f"{flag} {path}: not a valid .npy file ({exc}); save it with np.save") from None
+    except (OSError, EOFError) as exc:
+        raise AndreaError(f"{flag} {path}: cannot read it as .npy ({exc.__class__.__name__}); save it with np.save") from None
+    if not isinstance(array, np.ndarray):
+        raise AndreaError(f"{flag} {path}: not a .npy array; save one array with np.save")
+    return _as_matrix(array, f"{flag} {path}")
+
+
+def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    _check_readable(path, "--qkv", (".npz",))
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [name for name in ("q", "k", "v") if name not in archive.files]
+            if missing:
+                raise AndreaError(
+                    f"--qkv {path}: no array named {', '.join(missing)} (it has {', '.join(archive.files) or 'none'}); "
+                    "save with np.savez(path, q=q, k=k, v=v)"
+                )
+            return tuple(_as_matrix(archive[name], f"--qkv {path} [{name}]") for name in ("q", "k", "v"))
+    except AndreaError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
+            raise AndreaError(f"--qkv {path}: holds pickled/object data, which andrea never loads; save numeric arrays with np.savez") from None
+        raise AndreaError(f"--qkv {path}: not a valid .npz file ({exc}); save with np.savez(path, q=q, k=k, v=v)") from None
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise AndreaError(f"--qkv {path}: cannot read it as .npz ({exc.__class__.__name__}); save with np.savez(path, q=q, k=k, v=v)") from None
+
+
+def _check_readable(path: Path, flag: str, suffixes: tuple[str, ...]) -> None:
+    if not path.exists():
+        raise AndreaError(f"{flag} {path}: no such file; check the path")
+    if not path.is_file():
+        raise AndreaError(f"{flag} {path}: not a file; pass a {'/'.join(suffixes)} file")
+    if path.suffix.lower() not in suffixes:
+        raise AndreaError(f"{flag} {path}: expected a {'/'.join(suffixes)} file (saved with NumPy), got '{path.suffix or 'no extension'}'")
+    if not os.access(path, os.R_OK):
+        raise AndreaError(f"{flag} {path}: not readable (permission denied); check its permissions")
+
+
+def _as_matrix(array: np.ndarray, what: str) -> np.ndarray:
+    if array.dtype.kind not in "fiu":
+        raise AndreaError(f"{what}: dtype {array.dtype} is not real numbers; save a float32 array")
+    if array.ndim != 2:
+        raise AndreaError(f"{what}: expected a 2-D array (T, d), got shape {array.shape}")
+    if 0 in array.shape:
+        raise AndreaError(f"{what}: shape {array.shape} is empty; T and d must be >= 1")
+    with np.errstate(over="ignore"):
+        matrix = np.ascontiguousarray(array, dtype=np.float32)
+    if not np.isfinite(matrix).all():
+        bad = np.argwhere(~np.isfinite(matrix))[0]
+        raise AndreaError(f"{what}: holds NaN or Inf (first at row {bad[0]}, column {bad[1]}, after conversion to float32); clean the input")
+    return matrix
+
+
+def load_qkv(q_path: Path | None, k_path: Path | None, v_path: Path | None, qkv_path: Path | None) -> QKV:
+    """From --q/--k/--v (all three) or --qkv; checks that the shapes fit together."""
+    separate = [p for p in (q_path, k_path, v_path) if p is not None]
+    if qkv_path is not None and separate:
+        raise AndreaError("pass either --qkv FILE.npz or --q/--k/--v, not both")
+    if qkv_path is not None:
+        q, k, v = _load_npz(qkv_path)
+        source = f"file {qkv_path}"
+    else:
+        if len(separate) != 3:
+            missing = [flag for flag, p in (("--q", q_path), ("--k", k_path), ("--v", v_path)) if p is None]
+            raise AndreaError(f"missing {', '.join(missing)}: pass all of --q, --k, --v (or one --qkv FILE.npz)")
+        q, k, v = _load_npy(q_path, "--q"), _load_npy(k_path, "--k"), _load_npy(v_path, "--v")
+        source = f"files {q_path}, {k_path}, {v_path}"
+    if q.shape[1] != k.shape[1]:
+        raise AndreaError(f"Q is {q.shape} and K is {k.shape}: their d_k (columns) must agree, since scores = Q · K^T")
+    if q.shape[0] != k.shape[0] or k.shape[0] != v.shape[0]:
+        raise AndreaError(f"Q {q.shape}, K {k.shape}, V {v.shape}: all three need the same T (rows), one per position")
+    return QKV(q, k, v, source)
+
+
+def available_memory_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+# Host bytes per T×T entry a staged run holds at its peak: the float32 intermediates brought back
+# (scores, scaled, masked, weights), the NumPy path's float64 stages, and the statistics' float64
+# temporaries. An estimate on the generous side, so a refusal comes before any allocation.
+HOST_BYTES_PER_SCORE = 64
+
+
+def check_fits_in_memory(n_heads: int, T: int, available: int | None = None) -> None:
+    entries = n_heads * T * T
+    need = entries * HOST_BYTES_PER_SCORE
+    have = available_memory_bytes() if available is None else available
+    if need > 0.8 * have:
+        raise AndreaError(
+            f"T={T} needs about {need / 2**30:.1f} GiB for its {n_heads}×{T}×{T} score matrices, "
+            f"more than the {have / 2**30:.1f} GiB available: use a smaller --T"
+        )

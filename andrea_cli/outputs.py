@@ -1,0 +1,39 @@
+"""Writing result arrays: checked before the run, written to a temporary file and renamed, so a
+failed run never leaves a half-written file or touches the one already there."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from andrea_cli.errors import AndreaError
+
+
+def check_writable(path: Path | None, flag: str) -> None:
+    """Fail before any work if the file could not be written afterwards."""
+    if path is None:
+        return
+    if path.suffix.lower() != ".npy":
+        raise AndreaError(f"{flag} {path}: the file name must end in .npy (a NumPy array file)")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise AndreaError(f"{flag} {path}: the folder {folder} does not exist; create it first")
+    if not os.access(folder, os.W_OK):
+        raise AndreaError(f"{flag} {path}: the folder {folder} is not writable; choose another")
+    if path.is_dir():
+        raise AndreaError(f"{flag} {path}: is a folder; pass a file name ending in .npy")
+
+
+def save_npy_atomic(path: Path, array: np.ndarray) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

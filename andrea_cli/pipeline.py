@@ -1,0 +1,108 @@
+"""One attention run on a backend, turned into a report: shapes, statistics, timings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from andrea_cli import stats
+from andrea_cli.backends.base import Backend, StageOutputs
+from andrea_cli.inputs import QKV, check_fits_in_memory
+from andrea_cli.masks import MaskSpec
+
+CORNER = 8  # rows and columns of the weight matrix shown, like the course's triangle picture
+
+
+@dataclass
+class AttentionReport:
+    backend: str
+    device: str
+    source: str
+    T: int
+    d_k: int
+    d_v: int
+    mask: str
+    scaled: bool
+    scale: float  # the factor applied to the scores: 1/sqrt(d_k), or 1.0 with --no-scale
+    shapes: dict[str, list[int]]
+    row_sums: stats.RowSums
+    magnitude_unscaled: stats.Magnitude
+    magnitude_scaled: stats.Magnitude
+    softmax: stats.Peakiness
+    hidden_weight_max: float | None  # the largest weight on a masked position: must be 0.0
+    timings_ms: dict[str, float]
+    transfer_ms: dict[str, float]
+    load_ms: float
+    corner: list[list[float]]
+    notices: list[str] = field(default_factory=list)
+    weights: np.ndarray | None = field(default=None, repr=False)  # (T, T)
+    output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v)
+
+    def to_json(self) -> dict:
+        return {
+            "backend": self.backend,
+            "device": self.device,
+            "source": self.source,
+            "T": self.T,
+            "d_k": self.d_k,
+            "d_v": self.d_v,
+            "mask": self.mask,
+            "scaled": self.scaled,
+            "scale": self.scale,
+            "shapes": self.shapes,
+            "row_sums": stats.as_dict(self.row_sums),
+            "magnitude": {
+                "unscaled": stats.as_dict(self.magnitude_unscaled),
+                "scaled": stats.as_dict(self.magnitude_scaled),
+            },
+            "softmax": stats.as_dict(self.softmax),
+            "hidden_weight_max": self.hidden_weight_max,
+            "timings_ms": self.timings_ms,
+            "transfer_ms": self.transfer_ms,
+            "load_ms": self.load_ms,
+            "corner": self.corner,
+            "notices": self.notices,
+        }
+
+
+def heads(a: np.ndarray) -> np.ndarray:
+    """(T, d) -> (1, T, d): the kernels take a head dimension; one head is H = 1."""
+    return a[None, :, :]
+
+
+def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
+                  notices: list[str] | None = None) -> AttentionReport:
+    check_fits_in_memory(1, qkv.T)
+    out: StageOutputs = backend.attention(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled)
+    factor = 1.0 / math.sqrt(qkv.d_k)
+    raw = out.scores[0]
+    # The scaled magnitudes are shown even with --no-scale, to compare: then computed here.
+    scaled_scores = out.scaled[0] if scaled else raw * np.float32(factor)
+    weights = out.weights[0]
+    visible = mask.visible(qkv.T)
+    hidden = weights[~visible]
+    T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
+    return AttentionReport(
+        backend=backend.name,
+        device=backend.device_name(),
+        source=qkv.source,
+        T=T, d_k=d_k, d_v=d_v,
+        mask=str(mask),
+        scaled=scaled,
+        scale=factor if scaled else 1.0,
+        shapes={"q": [T, d_k], "k": [T, d_k], "v": [T, d_v], "scores": [T, T], "weights": [T, T], "output": [T, d_v]},
+        row_sums=stats.row_sums(weights),
+        magnitude_unscaled=stats.magnitude(raw),
+        magnitude_scaled=stats.magnitude(scaled_scores),
+        softmax=stats.peakiness(weights),
+        hidden_weight_max=float(hidden.max()) if hidden.size else None,
+        timings_ms=out.timings_ms,
+        transfer_ms=out.transfer_ms,
+        load_ms=out.load_ms,
+        corner=weights[:CORNER, :CORNER].astype(float).round(6).tolist(),
+        notices=list(notices or []),
+        weights=weights,
+        output=out.output[0],
+    )

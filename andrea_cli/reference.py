@@ -1,0 +1,81 @@
+"""The NumPy path: the attention equation stage by stage, read like the course writes it.
+
+Inputs are float32; every stage computes in float64 so this path is the yardstick the kernels
+are measured against (kernel errors are then fp32 rounding, not shared mistakes).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from andrea_cli.masks import MaskSpec
+
+
+def scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """S = Q · K^T                            (H, T, d_k), (H, T, d_k) -> (H, T, T)"""
+    return np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1))
+
+
+def scale(s: np.ndarray, d_k: int) -> np.ndarray:
+    """S / sqrt(d_k)                          (H, T, T) -> (H, T, T)"""
+    return s / math.sqrt(d_k)
+
+
+def mask(s: np.ndarray, spec: MaskSpec) -> np.ndarray:
+    """Hidden entries become -inf, so softmax gives them exactly 0.    (H, T, T)"""
+    if spec.kind == "none":
+        return s.copy()
+    return np.where(spec.visible(s.shape[-1]), s, -np.inf)
+
+
+def softmax(s: np.ndarray) -> np.ndarray:
+    """Row softmax, max-subtracted so exp never overflows.   (H, T, T) -> (H, T, T)
+
+    A row with every entry masked attends to nothing and gets zeros, as the kernels do.
+    """
+    m = s.max(axis=-1, keepdims=True)
+    safe_m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - safe_m)  # exp(-inf) = 0 exactly
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def weighted_sum(p: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """output[i] = sum_j P[i][j] · V[j]      (H, T, T), (H, T, d_v) -> (H, T, d_v)"""
+    return np.matmul(p, v.astype(np.float64))
+
+
+def attention(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
+    """softmax(mask(Q · K^T / sqrt(d_k))) · V, in float64."""
+    s = scores(q, k)
+    if scaled:
+        s = scale(s, q.shape[-1])
+    return weighted_sum(softmax(mask(s, spec)), v)
+
+
+def attention_loops(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
+    """The same equation with plain Python loops, for tiny shapes: an independent check of the
+    vectorised path above (tests compare the two)."""
+    H, T, d_k = q.shape
+    d_v = v.shape[-1]
+    visible = spec.visible(T)
+    out = np.zeros((H, T, d_v))
+    for h in range(H):
+        for i in range(T):
+            row = []
+            for j in range(T):
+                dot = sum(float(q[h, i, c]) * float(k[h, j, c]) for c in range(d_k))
+                if scaled:
+                    dot /= math.sqrt(d_k)
+                row.append(dot if visible[i, j] else -math.inf)
+            top = max(row)
+            if top == -math.inf:
+                continue
+            exps = [math.exp(x - top) for x in row]
+            total = sum(exps)
+            for j in range(T):
+                for c in range(d_v):
+                    out[h, i, c] += exps[j] / total * float(v[h, j, c])
+    return out

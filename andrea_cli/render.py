@@ -1,0 +1,106 @@
+"""Reports to Rich tables for people; JSON for scripts is printed by the CLI as it is."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from andrea_cli.backends.base import STAGES
+from andrea_cli.pipeline import AttentionReport
+
+
+def _fmt(x: float, digits: int = 4) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}" if abs(x) >= 1 else f"{x:.{digits}f}"
+
+
+def _shape(s: list[int]) -> str:
+    return "(" + ", ".join(str(n) for n in s) + ")"
+
+
+def render_attend(console: Console, r: AttentionReport) -> None:
+    for notice in r.notices:
+        console.print(f"[yellow]{escape(notice)}[/yellow]")
+    console.print(
+        f"[bold]Attention(Q, K, V) = softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  "
+        f"T={r.T} d_k={r.d_k} d_v={r.d_v} mask={r.mask} "
+        f"scale={'1/sqrt(%d) = %.6g' % (r.d_k, r.scale) if r.scaled else 'off (--no-scale)'}"
+    )
+    console.print(f"backend [bold]{r.backend}[/bold] on {escape(r.device)}; inputs: {escape(r.source)}")
+
+    shapes = Table(title="Shapes", title_justify="left")
+    shapes.add_column("array")
+    shapes.add_column("shape", justify="right")
+    shapes.add_column("entries", justify="right")
+    for name, shape in r.shapes.items():
+        shapes.add_row(name, _shape(shape), f"{shape[0] * shape[1]:,}")
+    console.print(shapes)
+    console.print(f"{r.T} × {r.T} = {r.T * r.T:,} scores per head")
+
+    mag = Table(title="Score magnitudes (all T×T scores, before masking)", title_justify="left")
+    mag.add_column("")
+    mag.add_column("unscaled Q·K^T", justify="right")
+    mag.add_column(f"scaled ÷ sqrt({r.d_k})", justify="right")
+    for key, label in (("mean_abs", "mean |s|"), ("std", "std"), ("max_abs", "max |s|")):
+        mag.add_row(label, _fmt(getattr(r.magnitude_unscaled, key)), _fmt(getattr(r.magnitude_scaled, key)))
+    console.print(mag)
+
+    sm = Table(title="Softmax weights", title_justify="left")
+    sm.add_column("measure")
+    sm.add_column("value", justify="right")
+    sm.add_row("row sums min / max", f"{r.row_sums.min:.7f} / {r.row_sums.max:.7f}")
+    sm.add_row("max |row sum - 1|", _fmt(r.row_sums.max_abs_dev))
+    if r.hidden_weight_max is not None:
+        sm.add_row("largest weight on a masked position", _fmt(r.hidden_weight_max))
+    sm.add_row("mean largest weight per row", _fmt(r.softmax.mean_max_weight))
+    sm.add_row("mean row entropy (nats)", _fmt(r.softmax.mean_entropy))
+    sm.add_row("mean positions attended, exp(H)", _fmt(r.softmax.mean_effective_positions))
+    console.print(sm)
+
+    n = len(r.corner)
+    corner = Table(title=f"Weights, first {n} rows and columns", title_justify="left")
+    corner.add_column("row")
+    for j in range(len(r.corner[0]) if n else 0):
+        corner.add_column(str(j), justify="right")
+    for i, row in enumerate(r.corner):
+        corner.add_row(str(i), *[("0" if w == 0 else f"{w:.3f}") for w in row])
+    console.print(corner)
+
+    timing = Table(title="Timings (ms)", title_justify="left")
+    timing.add_column("stage")
+    timing.add_column("ms", justify="right")
+    for stage in STAGES:
+        if stage in r.timings_ms:
+            timing.add_row(stage, f"{r.timings_ms[stage]:.3f}")
+    timing.add_row("[bold]total[/bold]", f"[bold]{r.timings_ms['total']:.3f}[/bold]")
+    for name, ms in r.transfer_ms.items():
+        timing.add_row(f"copy {name} (apart)", f"{ms:.3f}")
+    if r.load_ms:
+        timing.add_row("kernel module load/compile (apart)", f"{r.load_ms:.1f}")
+    console.print(timing)
+
+
+def render_info(console: Console, doc: dict) -> None:
+    versions = Table(title="andrea", title_justify="left", show_header=False)
+    versions.add_column("")
+    versions.add_column("")
+    for key in ("andrea", "python", "numpy", "cupy", "cuda_runtime", "cuda_driver", "nvrtc", "cxx"):
+        value = doc.get(key)
+        error = doc.get(f"{key}_error")
+        versions.add_row(key, escape(str(value)) if value is not None else f"[dim]not available{escape(': ' + error) if error else ''}[/dim]")
+    versions.add_row("kernel file", escape(doc["kernel_file"]))
+    versions.add_row("kernels", ", ".join(doc["kernels"]))
+    console.print(versions)
+    table = Table(title="Backends", title_justify="left")
+    table.add_column("backend")
+    table.add_column("works here")
+    table.add_column("why not / what to do")
+    for name, status in doc["backends"].items():
+        ok = status["available"]
+        table.add_row(name, "[green]yes[/green]" if ok else "[red]no[/red]",
+                      "" if ok else escape(f"{status['reason']}; {status['fix']}"))
+    console.print(table)

@@ -1,0 +1,75 @@
+"""Pure statistics over a run's matrices: magnitudes, row sums, how peaky the softmax is."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Magnitude:
+    """Over every score, before masking: the course's "order of sqrt(d_k)" is the std."""
+
+    mean_abs: float
+    std: float
+    max_abs: float
+
+
+@dataclass(frozen=True)
+class RowSums:
+    min: float
+    max: float
+    max_abs_dev: float  # max over rows of |sum - 1|
+
+
+@dataclass(frozen=True)
+class Peakiness:
+    mean_max_weight: float  # mean over rows of the largest weight: 1.0 means one position wins
+    mean_entropy: float  # nats; log(n) for a uniform row over n positions
+    mean_effective_positions: float  # mean of exp(entropy): how many positions a row really mixes
+    share_rows_over_99: float  # fraction of rows whose largest weight exceeds 0.99
+    mean_jacobian_norm: float  # mean Frobenius norm of d softmax / d scores = diag(p) - p p^T
+
+
+def magnitude(scores: np.ndarray) -> Magnitude:
+    s = scores.astype(np.float64, copy=False)
+    a = np.abs(s)
+    return Magnitude(float(a.mean()), float(s.std()), float(a.max()))
+
+
+def row_sums(weights: np.ndarray) -> RowSums:
+    sums = weights.astype(np.float64).sum(axis=-1)
+    return RowSums(float(sums.min()), float(sums.max()), float(np.abs(sums - 1.0).max()))
+
+
+def row_entropy(weights: np.ndarray) -> np.ndarray:
+    """-sum_j p log p per row, with 0 log 0 = 0 (masked entries contribute nothing)."""
+    p = weights.astype(np.float64)
+    logp = np.log(p, out=np.zeros_like(p), where=p > 0)
+    return -(p * logp).sum(axis=-1)
+
+
+def jacobian_norm(weights: np.ndarray) -> np.ndarray:
+    """||diag(p) - p p^T||_F per row, without building the (T, T) Jacobian of each row:
+    ||J||^2 = sum p^2 - 2 sum p^3 + (sum p^2)^2. Near 0 when one weight is ~1: no gradient."""
+    p = weights.astype(np.float64)
+    s2 = (p * p).sum(axis=-1)
+    s3 = (p * p * p).sum(axis=-1)
+    return np.sqrt(np.maximum(s2 - 2 * s3 + s2 * s2, 0.0))
+
+
+def peakiness(weights: np.ndarray) -> Peakiness:
+    top = weights.max(axis=-1).astype(np.float64)
+    entropy = row_entropy(weights)
+    return Peakiness(
+        mean_max_weight=float(top.mean()),
+        mean_entropy=float(entropy.mean()),
+        mean_effective_positions=float(np.exp(entropy).mean()),
+        share_rows_over_99=float((top > 0.99).mean()),
+        mean_jacobian_norm=float(jacobian_norm(weights).mean()),
+    )
+
+
+def as_dict(stat) -> dict:
+    return asdict(stat)

@@ -1,0 +1,219 @@
+// microgpt_cuda.cu — the attention equation of one decoder-only transformer layer, stage by stage.
+//
+//     Attention(Q, K, V) = softmax(mask(Q · K^T / sqrt(d_k))) · V
+//
+// Every kernel works on H independent heads laid out one after the other (head h of a (H, T, d)
+// tensor starts at h * T * d); the head is blockIdx.z, so one launch covers every head and a
+// single head is just gridDim.z = 1. All data is float32, row-major, contiguous.
+//
+// Kernels, in the order of the equation (launch geometry as the launcher chooses it):
+//
+//   scores_kernel1   S = Q · K^T, unscaled                      (H,T,d_k),(H,T,d_k) -> (H,T,T)
+//                    16x16 output tile per block, Q and K tiles staged in shared memory.
+//                    grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//   scale_kernel1    S' = S * scale, scale = 1/sqrt(d_k)        (n) -> (n), elementwise
+//                    grid-stride loop; grid (min(ceil(n/256), 4096)), block (256)
+//   mask_kernel1     S'[i][j] = -inf where key j is hidden from query i   (H,T,T) -> (H,T,T)
+//                    hidden: j > i (the future), or i - j >= window when window > 0 (a sliding
+//                    window: i sees i-window+1 .. i). grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//   softmax_kernel1  P = row softmax of S', max-subtracted      (H,T,T) -> (H,T,T)
+//                    one block per row; warp shuffles, then the warp results through shared
+//                    memory. grid (T, 1, H), block (threads: a multiple of 32, <= 1024),
+//                    shared_mem = (threads / 32) * sizeof(float)
+//   softmax_kernel2  the same result, one warp per row; shuffles only, no shared memory
+//                    grid (ceil(T/rows), 1, H), block (32, rows)
+//   av_kernel1       O = P · V                                  (H,T,T),(H,T,d_v) -> (H,T,d_v)
+//                    16x16 output tile per block, P and V tiles staged in shared memory;
+//                    with causal != 0 it stops at the diagonal, since P is exactly 0 beyond it.
+//                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16)
+//   attention_fused_kernel1   (see the fused section at the end)
+//
+// Every kernel is correct for any T >= 1 and d >= 1: partial tiles are padded with zeros on load
+// and threads outside the matrix skip the store but still reach every __syncthreads().
+// No host code lives here: the Python launchers (andrea_cli/backends/staged.py) load this file
+// with cupy.RawModule on a GPU, or compile it for the CPU with cuda/cuda_cpu_runtime.h.
+
+#define TILE 16
+
+// ------------------------------------------------------------------------------------------------
+// scores: S = Q · K^T
+
+extern "C" __global__ void scores_kernel1(const float* __restrict__ q,  // (H, T, d_k)
+                                          const float* __restrict__ k,  // (H, T, d_k)
+                                          float* __restrict__ scores,   // (H, T, T)
+                                          int T, int d_k) {
+    // q_tile[r][c] = Q[row0 + r][c0 + c]; k_tile[r][c] = K[col0 + r][c0 + c]. The +1 column
+    // keeps threads of one warp on different shared-memory banks when they read k_tile[tx][c].
+    __shared__ float q_tile[TILE][TILE + 1];
+    __shared__ float k_tile[TILE][TILE + 1];
+
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    const long head = blockIdx.z;
+    q += head * T * d_k;
+    k += head * T * d_k;
+    scores += head * T * T;
+
+    const int i = row0 + ty;  // query position of this thread's output
+    const int j = col0 + tx;  // key position of this thread's output
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < d_k; c0 += TILE) {
+        // Each thread loads one element of each tile; outside the matrices it loads 0, which
+        // adds nothing to the dot product.
+        const int qr = row0 + ty, kr = col0 + ty, c = c0 + tx;
+        q_tile[ty][tx] = (qr < T && c < d_k) ? q[(long)qr * d_k + c] : 0.0f;
+        k_tile[ty][tx] = (kr < T && c < d_k) ? k[(long)kr * d_k + c] : 0.0f;
+        __syncthreads();  // the tiles are complete before anyone reads them
+        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];
+        __syncthreads();  // everyone is done reading before the next tiles overwrite them
+    }
+    if (i < T && j < T) scores[(long)i * T + j] = acc;
+}
+
+// ------------------------------------------------------------------------------------------------
+// scale: S' = S / sqrt(d_k), written as a multiply by the launcher's 1/sqrt(d_k): one float
+// multiply per score. Out of place, so the unscaled scores stay available for statistics.
+
+extern "C" __global__ void scale_kernel1(const float* __restrict__ in,  // (n)
+                                         float* __restrict__ out,       // (n)
+                                         long n, float scale) {
+    const long stride = (long)gridDim.x * blockDim.x;
+    for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride)
+        out[idx] = in[idx] * scale;
+}
+
+// ------------------------------------------------------------------------------------------------
+// mask: the future (and, with a window, the distant past) gets -inf. Not -1e9: exp(-inf) is
+// exactly 0, so masked weights are exactly 0 and a fully masked row is detectable (its max is
+// -inf) instead of silently becoming a uniform distribution.
+
+extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, T, T)
+                                        float* __restrict__ out,       // (H, T, T)
+                                        int T, int window) {
+    const int j = blockIdx.x * TILE + threadIdx.x;  // key
+    const int i = blockIdx.y * TILE + threadIdx.y;  // query
+    if (i >= T || j >= T) return;
+    const long idx = (long)blockIdx.z * T * T + (long)i * T + j;
+    const bool future = j > i;
+    const bool too_far = window > 0 && i - j >= window;
+    out[idx] = (future || too_far) ? -INFINITY : in[idx];
+}
+
+// ------------------------------------------------------------------------------------------------
+// softmax: P[i][j] = exp(S'[i][j] - m_i) / sum_j exp(S'[i][j] - m_i), m_i = max_j S'[i][j].
+// Subtracting the row max changes nothing mathematically and keeps exp() from overflowing:
+// unscaled scores at d_k = 4096 reach 200+, and expf(89) is already inf in float32.
+
+__device__ __forceinline__ float warp_max(float x) {
+    for (int offset = 16; offset > 0; offset >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, offset));
+    return x;  // every lane holds the warp's max
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+    for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffff, x, offset);
+    return x;  // every lane holds the warp's sum
+}
+
+// Reduce one value per thread to one value for the block: shuffles within each warp, then warp 0
+// combines the per-warp results from shared memory. blockDim.x is a multiple of 32.
+__device__ float block_reduce(float x, float* warp_results, bool is_max) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+    x = is_max ? warp_max(x) : warp_sum(x);
+    if (lane == 0) warp_results[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        x = lane < n_warps ? warp_results[lane] : (is_max ? -INFINITY : 0.0f);
+        x = is_max ? warp_max(x) : warp_sum(x);
+        if (lane == 0) warp_results[0] = x;
+    }
+    __syncthreads();
+    const float result = warp_results[0];
+    __syncthreads();  // warp_results is reused by the next reduction
+    return result;
+}
+
+extern "C" __global__ void softmax_kernel1(const float* __restrict__ in,  // (H, T, T)
+                                           float* __restrict__ out,       // (H, T, T)
+                                           int T) {
+    extern __shared__ float warp_results[];  // (blockDim.x / 32)
+    const long row = (long)blockIdx.z * T * T + (long)blockIdx.x * T;
+    const float* x = in + row;
+    float* p = out + row;
+
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < T; j += blockDim.x) m = fmaxf(m, x[j]);
+    m = block_reduce(m, warp_results, true);
+
+    // A row whose every entry is masked has m = -inf; exp(-inf - -inf) would be NaN. Such a row
+    // attends to nothing: give it zeros rather than NaNs (the Python side reports it).
+    if (m == -INFINITY) {
+        for (int j = threadIdx.x; j < T; j += blockDim.x) p[j] = 0.0f;
+        return;  // every thread of the block takes this branch: m is the same for all
+    }
+
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < T; j += blockDim.x) sum += expf(x[j] - m);
+    sum = block_reduce(sum, warp_results, false);
+
+    const float inv_sum = 1.0f / sum;
+    for (int j = threadIdx.x; j < T; j += blockDim.x) p[j] = expf(x[j] - m) * inv_sum;
+}
+
+extern "C" __global__ void softmax_kernel2(const float* __restrict__ in,  // (H, T, T)
+                                           float* __restrict__ out,       // (H, T, T)
+                                           int T) {
+    // One warp per row: for short rows a whole block per row leaves most threads idle.
+    const int i = blockIdx.x * blockDim.y + threadIdx.y;
+    const int lane = threadIdx.x;
+    if (i >= T) return;  // the whole warp leaves together, so no shuffle loses a partner
+    const long row = (long)blockIdx.z * T * T + (long)i * T;
+    const float* x = in + row;
+    float* p = out + row;
+
+    float m = -INFINITY;
+    for (int j = lane; j < T; j += 32) m = fmaxf(m, x[j]);
+    m = warp_max(m);
+    if (m == -INFINITY) {
+        for (int j = lane; j < T; j += 32) p[j] = 0.0f;
+        return;
+    }
+    float sum = 0.0f;
+    for (int j = lane; j < T; j += 32) sum += expf(x[j] - m);
+    const float inv_sum = 1.0f / warp_sum(sum);
+    for (int j = lane; j < T; j += 32) p[j] = expf(x[j] - m) * inv_sum;
+}
+
+// ------------------------------------------------------------------------------------------------
+// av: O = P · V, output[i] = sum_j P[i][j] · V[j].
+
+extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H, T, T)
+                                      const float* __restrict__ v,        // (H, T, d_v)
+                                      float* __restrict__ out,            // (H, T, d_v)
+                                      int T, int d_v, int causal) {
+    __shared__ float p_tile[TILE][TILE + 1];  // p_tile[r][c] = P[row0 + r][j0 + c]
+    __shared__ float v_tile[TILE][TILE + 1];  // v_tile[r][c] = V[j0 + r][col0 + c]
+
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    const long head = blockIdx.z;
+    weights += head * T * T;
+    v += head * T * d_v;
+    out += head * T * d_v;
+
+    // Under a causal mask P[i][j] = 0 for j > i, so key tiles past this block's last query row
+    // contribute nothing: skipping them halves the work without changing a bit of the result.
+    const int last_row = min(row0 + TILE, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;
+
+    const int i = row0 + ty, c = col0 + tx;
+    float acc = 0.0f;
+    for (int j0 = 0; j0 < j_end; j0 += TILE) {
+        const int pj = j0 + tx, vj = j0 + ty;
+        p_tile[ty][tx] = (i < T && pj < T) ? weights[(long)i * T + pj] : 0.0f;
+        v_tile[ty][tx] = (vj < T && c < d_v) ? v[(long)vj * d_v + c] : 0.0f;
+        __syncthreads();
+        for (int jj = 0; jj < TILE; ++jj) acc += p_tile[ty][jj] * v_tile[jj][tx];
+        __syncthreads();
+    }
+    if (i < T && c < d_v) out[(long)i * d_v + c] = acc;
+}
