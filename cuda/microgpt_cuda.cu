@@ -35,6 +35,12 @@
 
 #define TILE 16
 
+// NVRTC compiles without the C headers, so INFINITY is ours to define: the float with all
+// exponent bits set and a zero mantissa. (The CPU build gets it from <cmath>.)
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
 // ------------------------------------------------------------------------------------------------
 // scores: S = Q · K^T
 
