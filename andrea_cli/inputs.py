@@ -59,7 +59,7 @@ def _load_npy(path: Path, flag: str) -> np.ndarray:
         array = np.load(path, allow_pickle=False)
     except ValueError as exc:
         if "pickle" in str(exc).lower() or "object" in str(exc).lower():
-            raise AndreaError(f"{flag} {path}: holds pickled/object data, which andrea never loads; save a numeric array with np.save") from None
+            raise AndreaError(f"{flag} {path}: not a numeric .npy array (reading it would mean unpickling objects, which andrea never does); save a float array with np.save") from None
         raise AndreaError(f"{flag} {path}: not a valid .npy file ({exc}); save it with np.save") from None
     except (OSError, EOFError) as exc:
         raise AndreaError(f"{flag} {path}: cannot read it as .npy ({exc.__class__.__name__}); save it with np.save") from None
@@ -83,7 +83,7 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise
     except ValueError as exc:
         if "pickle" in str(exc).lower() or "object" in str(exc).lower():
-            raise AndreaError(f"--qkv {path}: holds pickled/object data, which andrea never loads; save numeric arrays with np.savez") from None
+            raise AndreaError(f"--qkv {path}: holds object arrays (reading them would mean unpickling, which andrea never does); save float arrays with np.savez") from None
         raise AndreaError(f"--qkv {path}: not a valid .npz file ({exc}); save with np.savez(path, q=q, k=k, v=v)") from None
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise AndreaError(f"--qkv {path}: cannot read it as .npz ({exc.__class__.__name__}); save with np.savez(path, q=q, k=k, v=v)") from None

@@ -1,0 +1,60 @@
+"""Shared test helpers: a fixed console width, the CLI runner, and the GPU gate."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from andrea_cli.cli import app, main
+
+os.environ["COLUMNS"] = "120"  # Rich tables wrap at the terminal width: keep test output stable
+
+
+class Cli:
+    def __init__(self):
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str):
+        return self.runner.invoke(app, [str(a) for a in args])
+
+    def json(self, *args: str) -> dict:
+        result = self(*args, "--json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+
+@pytest.fixture
+def cli() -> Cli:
+    return Cli()
+
+
+@pytest.fixture
+def run_main(capsys):
+    """Run the real entry point (one-line usage errors included); returns (code, stdout, stderr)."""
+
+    def run(*args: str):
+        with pytest.raises(SystemExit) as exit_info:
+            main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return exit_info.value.code, captured.out, captured.err
+
+    return run
+
+
+def pytest_collection_modifyitems(config, items):
+    """`gpu` tests run only where a CUDA device answers; elsewhere they skip with cupy's reason.
+    (cupy imports fine without a GPU, so an import check would not be enough.)"""
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items:
+        return
+    from andrea_cli.backends.cuda import cuda_availability
+
+    status = cuda_availability()
+    if status.ok:
+        return
+    skip = pytest.mark.skip(reason=f"no GPU: {status.reason}")
+    for item in gpu_items:
+        item.add_marker(skip)

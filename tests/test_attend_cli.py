@@ -1,0 +1,160 @@
+"""`andrea attend` through the CLI: the tables, the JSON contract, and every bad input."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from andrea_cli import reference
+from andrea_cli.masks import MaskSpec
+
+NUMPY = ("--backend", "numpy")
+
+
+def test_tables_show_every_section(cli):
+    result = cli("attend", "--T", 64, "--d-k", 16, *NUMPY)
+    assert result.exit_code == 0, result.output
+    for text in ("Shapes", "(64, 16)", "(64, 64)", "Score magnitudes", "row sums", "Timings", "softmax", "4,096 scores per head"):
+        assert text in result.output
+
+
+def test_default_run_is_andrea_120m_head(cli):
+    doc = cli.json("attend", *NUMPY)
+    assert (doc["T"], doc["d_k"], doc["d_v"], doc["mask"], doc["scaled"]) == (1024, 64, 64, "causal", True)
+    assert doc["shapes"]["scores"] == [1024, 1024]
+    assert doc["scale"] == 1 / 8
+
+
+def test_json_contract(cli):
+    doc = cli.json("attend", "-T", 50, "--d-k", 32, "--d-v", 8, *NUMPY)
+    for key in ("backend", "device", "T", "d_k", "d_v", "mask", "scale", "shapes", "row_sums", "magnitude", "softmax", "timings_ms"):
+        assert key in doc
+    assert doc["shapes"] == {"q": [50, 32], "k": [50, 32], "v": [50, 8], "scores": [50, 50], "weights": [50, 50], "output": [50, 8]}
+    assert set(doc["row_sums"]) >= {"min", "max", "max_abs_dev"}
+    for side in ("unscaled", "scaled"):
+        assert set(doc["magnitude"][side]) >= {"mean_abs", "std", "max_abs"}
+    assert set(doc["softmax"]) >= {"mean_max_weight", "mean_entropy"}
+    assert set(doc["timings_ms"]) >= {"scores", "scale", "mask", "softmax", "av", "total"}
+    assert doc["row_sums"]["max_abs_dev"] < 1e-6
+    assert doc["hidden_weight_max"] == 0.0
+    # the scaled magnitudes are the unscaled ones divided by sqrt(d_k)
+    un, sc = doc["magnitude"]["unscaled"], doc["magnitude"]["scaled"]
+    assert math.isclose(sc["std"], un["std"] / math.sqrt(32), rel_tol=1e-5)
+
+
+def test_no_scale_and_no_mask_skip_their_stages(cli):
+    doc = cli.json("attend", "-T", 20, "--d-k", 4, "--no-scale", "--mask", "none", *NUMPY)
+    assert "scale" not in doc["timings_ms"] and "mask" not in doc["timings_ms"]
+    assert doc["hidden_weight_max"] is None and doc["scale"] == 1.0
+
+
+def test_seed_changes_and_repeats_the_inputs(cli):
+    a, b, c = (cli.json("attend", "-T", 16, "--d-k", 4, "--seed", s, *NUMPY) for s in (1, 1, 2))
+    assert a["magnitude"] == b["magnitude"] != c["magnitude"]
+
+
+def test_files_in_output_out(cli, tmp_path):
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((9, 5)).astype(np.float32) for _ in range(3))
+    np.savez(tmp_path / "qkv.npz", q=q, k=k, v=v)
+    out, weights = tmp_path / "o.npy", tmp_path / "w.npy"
+    doc = cli.json("attend", "--qkv", tmp_path / "qkv.npz", "--out", out, "--save-weights", weights, *NUMPY)
+    assert doc["T"] == 9 and "file" in doc["source"]
+    expected = reference.attention(q[None], k[None], v[None], MaskSpec("causal"))[0]
+    saved = np.load(out)
+    assert saved.dtype == np.float32 and saved.shape == (9, 5)
+    np.testing.assert_allclose(saved, expected, rtol=1e-5, atol=1e-6)
+    assert np.load(weights).shape == (9, 9)
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        np.save(tmp_path / f"{name}.npy", a)
+    doc2 = cli.json("attend", "--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy", "--v", tmp_path / "v.npy", *NUMPY)
+    assert doc2["magnitude"] == doc["magnitude"]
+    assert list(tmp_path.glob(".*tmp")) == []  # no temporary file left behind
+
+
+def _bad(tmp_path: Path) -> dict[str, list]:
+    """Each bad-input case: the arguments, and a word the one-line error must contain."""
+    good = np.ones((4, 3), np.float32)
+    np.save(tmp_path / "good.npy", good)
+    np.save(tmp_path / "three_d.npy", np.ones((2, 4, 3), np.float32))
+    np.save(tmp_path / "wide.npy", np.ones((4, 5), np.float32))
+    np.save(tmp_path / "long.npy", np.ones((6, 3), np.float32))
+    np.save(tmp_path / "nan.npy", np.array([[1, np.nan, 0]] * 4, np.float32))
+    np.save(tmp_path / "inf.npy", np.array([[1, np.inf, 0]] * 4, np.float32))
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}] * 12, dtype=object).reshape(4, 3), allow_pickle=True)
+    (tmp_path / "text.npy").write_text("not numpy at all")
+    (tmp_path / "data.csv").write_text("1,2,3\n")
+    np.savez(tmp_path / "partial.npz", q=good, k=good)
+    g = str(tmp_path / "good.npy")
+    files = lambda q: ("--q", q, "--k", g, "--v", g)  # noqa: E731
+    return {
+        "missing file": [[*files(tmp_path / "absent.npy")], "no such file"],
+        "not npy": [[*files(tmp_path / "data.csv")], ".npy"],
+        "garbage npy": [[*files(tmp_path / "text.npy")], "pickl"],
+        "pickled objects": [[*files(tmp_path / "objects.npy")], "pickl"],
+        "3-D array": [[*files(tmp_path / "three_d.npy")], "2-D"],
+        "d_k disagrees": [[*files(tmp_path / "wide.npy")], "d_k"],
+        "T disagrees": [[*files(tmp_path / "long.npy")], "same T"],
+        "NaN": [[*files(tmp_path / "nan.npy")], "NaN"],
+        "Inf": [[*files(tmp_path / "inf.npy")], "Inf"],
+        "missing --v": [["--q", g, "--k", g], "--v"],
+        "npz lacks v": [["--qkv", tmp_path / "partial.npz"], "v"],
+        "T zero": [["--T", 0], "--T"],
+        "d_k zero": [["--d-k", 0], "--d-k"],
+        "d_v negative": [["--d-v", -3], "--d-v"],
+        "too big": [["--T", 10_000_000], "GiB"],
+        "out folder missing": [["-T", 4, "--out", tmp_path / "nowhere" / "o.npy"], "does not exist"],
+        "bad mask": [["-T", 4, "--mask", "window:0"], "window"],
+        "bad backend": [["-T", 4, "--backend", "tpu"], "backend"],
+        "T disagrees with files": [[*files(g), "--T", 7], "disagrees"],
+    }
+
+
+def test_every_bad_input_is_one_line_and_exit_2(run_main, tmp_path):
+    for case, (args, word) in _bad(tmp_path).items():
+        code, out, err = run_main("attend", *args)
+        assert code == 2, case
+        assert out == "", case
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (case, err)
+        assert word.lower() in lines[0].lower(), (case, lines[0])
+        assert "Traceback" not in err
+
+
+def test_usage_errors_are_one_line_too(run_main):
+    for args in (["attend", "--T", "many"], ["attend", "--frobnicate"]):
+        code, _, err = run_main(*args)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+
+
+def test_refusing_a_huge_T_is_fast(run_main):
+    import time
+
+    start = time.perf_counter()
+    code, _, _ = run_main("attend", "--T", 2_000_000, "--backend", "numpy")
+    assert code == 2 and time.perf_counter() - start < 1.0
+
+
+def test_failed_run_leaves_existing_out_untouched(run_main, tmp_path):
+    out = tmp_path / "o.npy"
+    np.save(out, np.arange(3.0))
+    before = out.read_bytes()
+    code, _, _ = run_main("attend", "--T", 4, "--d-k", 0, "--out", out)
+    assert code == 2 and out.read_bytes() == before
+
+
+def test_help_does_not_import_cupy():
+    code = "import sys; from andrea_cli.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit: pass\nprint('cupy' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip().endswith("False"), result.stdout + result.stderr
+
+
+def test_info_lists_backends(cli):
+    doc = json.loads(cli("info", "--json").stdout)
+    assert doc["backends"]["numpy"]["available"] is True
+    assert "scores_kernel1" in doc["kernels"]
+    assert cli("info").exit_code == 0

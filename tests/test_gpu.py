@@ -1,0 +1,33 @@
+"""On a GPU: every stage of the kernel file against the NumPy path, for each launch geometry."""
+
+import numpy as np
+import pytest
+
+from andrea_cli import reference
+from andrea_cli.backends.staged import ALL_PLANS
+from andrea_cli.kernel_file import packaged_kernel_path
+from andrea_cli.masks import MaskSpec
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("plan", ALL_PLANS, ids=lambda p: p.describe())
+@pytest.mark.parametrize("T,d_k,d_v", [(1, 1, 1), (33, 80, 16), (257, 64, 64), (1024, 64, 64)])
+@pytest.mark.parametrize("mask", [MaskSpec("causal"), MaskSpec("none"), MaskSpec("window", 7)], ids=str)
+def test_cuda_stages_match_numpy(plan, T, d_k, d_v, mask):
+    from andrea_cli.backends.cuda import CudaBackend
+
+    rng = np.random.default_rng(T + d_k)
+    q, k = (rng.standard_normal((2, T, d_k), dtype=np.float32) for _ in range(2))
+    v = rng.standard_normal((2, T, d_v), dtype=np.float32)
+    out = CudaBackend(packaged_kernel_path(), plan).attention(q, k, v, mask=mask, scaled=True)
+    s = reference.scores(q, k)
+    np.testing.assert_allclose(out.scores, s, rtol=1e-4, atol=1e-4 * np.sqrt(d_k))
+    np.testing.assert_array_equal(out.scaled, out.scores * np.float32(1 / np.sqrt(d_k)))
+    hidden = ~mask.visible(T)
+    assert np.isneginf(out.masked[:, hidden]).all()
+    p = reference.softmax(out.masked.astype(np.float64))
+    np.testing.assert_allclose(out.weights, p, atol=2e-6)
+    assert (out.weights[:, hidden] == 0).all()
+    np.testing.assert_allclose(out.output, reference.weighted_sum(out.weights.astype(np.float64), v), atol=1e-4)
+    np.testing.assert_allclose(out.output, reference.attention(q, k, v, mask), atol=5e-4)

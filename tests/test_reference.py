@@ -1,0 +1,64 @@
+"""The NumPy path against plain loops, and the invariants the course states."""
+
+import numpy as np
+import pytest
+
+from andrea_cli import reference
+from andrea_cli.masks import MaskSpec, parse_mask
+
+MASKS = [MaskSpec("causal"), MaskSpec("none"), MaskSpec("window", 2)]
+
+
+def rand(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=str)
+@pytest.mark.parametrize("scaled", [True, False])
+@pytest.mark.parametrize("T,d_k,d_v", [(1, 1, 1), (2, 3, 5), (5, 4, 4), (7, 2, 3)])
+def test_reference_matches_plain_loops(T, d_k, d_v, mask, scaled):
+    q, k, v = rand((2, T, d_k), 1), rand((2, T, d_k), 2), rand((2, T, d_v), 3)
+    fast = reference.attention(q, k, v, mask, scaled)
+    slow = reference.attention_loops(q, k, v, mask, scaled)
+    np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=str)
+def test_softmax_invariants(mask):
+    T = 33
+    s = reference.mask(reference.scale(reference.scores(rand((1, T, 16), 4), rand((1, T, 16), 5)), 16), mask)
+    p = reference.softmax(s)
+    hidden = ~mask.visible(T)
+    assert (p >= 0).all()
+    assert (p[0][hidden] == 0).all()  # exactly 0, not small
+    np.testing.assert_allclose(p.sum(axis=-1), 1.0, atol=1e-12)
+
+
+def test_first_row_of_causal_attention_sees_only_itself():
+    p = reference.softmax(reference.mask(reference.scores(rand((1, 4, 8), 6), rand((1, 4, 8), 7)), MaskSpec("causal")))
+    np.testing.assert_array_equal(p[0, 0], [1.0, 0, 0, 0])
+
+
+def test_softmax_survives_huge_scores():
+    # Unscaled scores at d_k = 4096 reach hundreds; exp(800) overflows without the max subtraction.
+    p = reference.softmax(np.array([[[800.0, 799.0, -800.0]]]))
+    assert np.isfinite(p).all()
+    np.testing.assert_allclose(p[0, 0], [1 / (1 + np.exp(-1)), np.exp(-1) / (1 + np.exp(-1)), 0.0])
+
+
+def test_fully_masked_row_gives_zeros_not_nan():
+    assert (reference.softmax(np.full((1, 1, 3), -np.inf)) == 0).all()
+
+
+def test_window_mask_shape():
+    visible = MaskSpec("window", 3).visible(5)
+    assert visible.tolist()[4] == [False, False, True, True, True]
+    assert visible.tolist()[0] == [True, False, False, False, False]
+
+
+@pytest.mark.parametrize("text", ["window:0", "window:x", "window:", "sometimes", "window:-2"])
+def test_bad_masks_are_user_errors(text):
+    from andrea_cli.errors import AndreaError
+
+    with pytest.raises(AndreaError):
+        parse_mask(text)
