@@ -6,7 +6,7 @@ import pytest
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
 from andrea_cli.nvrtc_build import TARGET_ARCHS, compile_kernel_file, parse_ptxas_log
 
-nvrtc = pytest.importorskip("cupy.cuda.nvrtc", reason="cupy is not installed: pip install '.[test]'")
+pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test]'")
 
 
 @pytest.mark.parametrize("arch", TARGET_ARCHS)
