@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -24,9 +25,20 @@ def console() -> Console:
     return Console(highlight=False)
 
 
+def _finite_json(value):
+    """JSON has no inf or NaN: a kernel that produced one is reported as the string "inf"/"nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value
+
+
 def print_json(document: dict) -> None:
     """JSON for scripts: plain stdout, never through Rich (which would wrap and colour it)."""
-    typer.echo(json.dumps(document, indent=2, allow_nan=False))
+    typer.echo(json.dumps(_finite_json(document), indent=2, allow_nan=False))
 
 
 def fail(message: str) -> typer.Exit:
@@ -93,6 +105,37 @@ def attend(
         from andrea_cli.render import render_attend
 
         render_attend(console(), report)
+
+
+@app.command()
+def verify(
+    backend: str = typer.Option("auto", help="auto (cuda if a GPU answers, else cpu), cuda or cpu."),
+    quick: bool = typer.Option(False, "--quick", help="A smaller sweep (seconds on the CPU build)."),
+    T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help="Verify one case of this length."),
+    d_k: Optional[int] = typer.Option(None, "--d-k", help="Width for the one case [default: 64]."),
+    d_v: Optional[int] = typer.Option(None, "--d-v", help="Value width for the one case [default: d_k]."),
+    mask: str = typer.Option("causal", help="Mask for the one case: causal, none or window:W."),
+    no_scale: bool = typer.Option(False, "--no-scale", help="The one case without scaling."),
+    kernel: Optional[Path] = typer.Option(None, help="Verify an edited copy of the kernel file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+) -> None:
+    """Check every stage of the kernel file against the float64 NumPy path over a sweep of shapes.
+
+    Exit 0 when every case passes, 1 when any fails, 2 for bad usage."""
+    from andrea_cli.verify_command import run_verify_command
+
+    try:
+        report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask,
+                                    scaled=not no_scale, kernel=kernel, show_progress=not as_json)
+    except AndreaError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json(report.to_json())
+    else:
+        from andrea_cli.render_verify import render_verify
+
+        render_verify(console(), report)
+    raise typer.Exit(0 if report.passed else 1)
 
 
 @app.command()

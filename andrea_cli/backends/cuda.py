@@ -112,7 +112,7 @@ class CudaBackend:
             self._device = _CupyDevice(module, cupy)
         return self._device
 
-    def attention(self, q, k, v, *, mask: MaskSpec, scaled: bool) -> StageOutputs:
-        result = run_staged(self.device(), q, k, v, mask=mask, scaled=scaled, plan=self.plan)
+    def attention(self, q, k, v, *, mask: MaskSpec, scaled: bool, plan: LaunchPlan | None = None) -> StageOutputs:
+        result = run_staged(self.device(), q, k, v, mask=mask, scaled=scaled, plan=plan or self.plan)
         result.load_ms = self._load_ms
         return result

@@ -1,0 +1,62 @@
+"""Choosing what `andrea verify` runs: the backend(s), and the sweep or the one case asked for."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from andrea_cli.backends import make_backend
+from andrea_cli.errors import AndreaError
+from andrea_cli.inputs import check_sizes
+from andrea_cli.kernel_file import resolve_kernel_path
+from andrea_cli.masks import parse_mask
+from andrea_cli.verify import Case, CaseResult, VerifyReport, run_verify, sweep
+
+
+def verify_backends(name: str, kernel_path: Path) -> list[tuple[str, object]]:
+    """The kernels are what is verified, so the NumPy path is no backend here. On the CPU build,
+    every case runs twice: threads in order, and in reverse to expose a missing barrier."""
+    if name == "numpy":
+        raise AndreaError("--backend numpy is the reference itself: verify the kernels with --backend cpu or cuda")
+    if name == "auto":
+        name = "cuda" if make_backend("cuda", kernel_path).available().ok else "cpu"
+    if name == "cuda":
+        backend = make_backend("cuda", kernel_path)
+        status = backend.available()
+        if not status.ok:
+            raise AndreaError(f"--backend cuda: {status.reason}; {status.fix}")
+        backend.device()  # compile now: a compile error is the user's to fix (exit 2), not a failed case
+        return [("gpu", backend)]
+    if name == "cpu":
+        from andrea_cli.backends.cpu import CpuBackend
+
+        pairs = [(schedule, CpuBackend(kernel_path, schedule=schedule)) for schedule in ("forward", "reverse")]
+        status = pairs[0][1].available()
+        if not status.ok:
+            raise AndreaError(f"--backend cpu: {status.reason}; {status.fix}")
+        for _, backend in pairs:
+            backend.device()
+        return pairs
+    raise AndreaError(f"--backend {name!r} is not a backend for verify: use auto, cuda or cpu")
+
+
+def _progress(result: CaseResult) -> None:
+    mark = "ok  " if result.passed else "FAIL"
+    print(f"{mark} {result.case.label()}  [{result.case.plan.describe()}, {result.schedule}]", file=sys.stderr, flush=True)
+
+
+def run_verify_command(backend: str, *, quick: bool, T: int | None, d_k: int | None, d_v: int | None,
+                       mask: str, scaled: bool, kernel: Path | None, show_progress: bool) -> VerifyReport:
+    mask_spec = parse_mask(mask)
+    one_case = T is not None or d_k is not None or d_v is not None
+    if one_case:
+        T = 1024 if T is None else T
+        d_k = 64 if d_k is None else d_k
+        d_v = d_k if d_v is None else d_v
+        check_sizes(T, d_k, d_v)
+        cases = [Case(T, d_k, d_v, mask_spec, scaled)]
+    else:
+        cases = sweep(quick)
+    kernel_path = resolve_kernel_path(kernel)
+    backends = verify_backends(backend, kernel_path)
+    return run_verify(backends, cases, kernel_file=str(kernel_path), progress=_progress if show_progress else None)

@@ -1,0 +1,75 @@
+"""`andrea verify` on the CPU build of the kernel file: it passes on the real kernels, and it has
+the power to fail: deliberately broken copies of the kernel file must each be caught."""
+
+import json
+
+import pytest
+
+from andrea_cli.kernel_file import packaged_kernel_path
+from andrea_cli.verify import sweep
+
+REAL = packaged_kernel_path().read_text()
+
+
+def test_quick_sweep_passes_with_json_contract(cli):
+    result = cli("verify", "--quick", "--backend", "cpu", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["backend"] == "cpu" and doc["passed"] is True and doc["n_failed"] == 0
+    schedules = {c["schedule"] for c in doc["cases"]}
+    assert schedules == {"forward", "reverse"}
+    for case in doc["cases"]:
+        assert set(case) >= {"T", "d_k", "d_v", "mask", "scaled", "passed", "stages"}
+        for stage in ("scores", "softmax", "av", "output"):
+            assert set(case["stages"][stage]) >= {"max_abs_err", "max_rel_err", "tol"}
+            assert case["stages"][stage]["max_abs_err"] <= case["stages"][stage]["tol"]
+        assert all(case["invariants"].values())
+
+
+def test_one_case_and_table(cli):
+    result = cli("verify", "--backend", "cpu", "--T", 31, "--d-k", 3, "--d-v", 5, "--mask", "window:4")
+    assert result.exit_code == 0, result.output
+    assert "PASSED" in result.output and "window:4" in result.output
+
+
+def test_sweep_covers_every_edge():
+    cases = sweep()
+    assert {c.T for c in cases} >= {1, 2, 7, 31, 32, 33, 64, 127, 257, 1024}
+    assert {c.d_k for c in cases} >= {1, 3, 16, 64, 80, 128, 256}
+    assert any(c.d_v != c.d_k for c in cases)
+    assert {c.mask.kind for c in cases} == {"causal", "none", "window"}
+    assert {c.scaled for c in cases} == {True, False}
+    assert len({c.plan for c in cases}) == 5
+
+
+BROKEN = {
+    "mask off by one": ("const bool future = j > i;", "const bool future = j > i + 1;"),
+    "missing barrier": ("        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];\n        __syncthreads();",
+                        "        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];"),
+    "wrong scale": ("out[idx] = in[idx] * scale;", "out[idx] = in[idx] * scale * scale;"),
+    "no max subtraction": ("expf(x[j] - m)", "expf(x[j])"),
+    "bounds off by one": ("const int j_end = causal ? last_row + 1 : T;", "const int j_end = causal ? last_row : T;"),
+}
+
+
+@pytest.mark.parametrize("bug", BROKEN)
+def test_verify_catches_a_broken_kernel(cli, tmp_path, bug):
+    old, new = BROKEN[bug]
+    assert old in REAL, f"the kernel file changed: update the '{bug}' mutation"
+    broken = tmp_path / "broken.cu"
+    broken.write_text(REAL.replace(old, new))
+    result = cli("verify", "--quick", "--backend", "cpu", "--kernel", broken, "--json")
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["passed"] is False
+
+
+def test_a_kernel_that_does_not_compile_is_a_usage_error(run_main, tmp_path):
+    broken = tmp_path / "broken.cu"
+    broken.write_text(REAL.replace("float acc = 0.0f;", "float acc = 0.0f", 1))
+    code, _, err = run_main("verify", "--quick", "--backend", "cpu", "--kernel", broken)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+
+
+def test_numpy_is_not_a_verify_backend(run_main):
+    code, _, err = run_main("verify", "--backend", "numpy")
+    assert code == 2 and "reference" in err
