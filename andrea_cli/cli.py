@@ -108,7 +108,8 @@ def _attend_layer(o: dict) -> None:
     """`attend` for the multi-head layer: the same options, sizes from the layer flags."""
     from andrea_cli.backends import select_backend
     from andrea_cli.kernel_file import resolve_kernel_path
-    from andrea_cli.layer import LayerFlags, layer_inputs, run_layer
+    from andrea_cli.layer import run_layer
+    from andrea_cli.layer_inputs import LayerFlags, layer_inputs
     from andrea_cli.masks import parse_mask
     from andrea_cli.outputs import check_writable, save_npy_atomic
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from andrea_cli import reference
 from andrea_cli.backends.numpy_backend import NumpyBackend
 from andrea_cli.cli import app
-from andrea_cli.layer import (W_O_STD, LayerInputs, concat_heads, layer_reference, random_layer, run_layer,
-                              split_heads)
+from andrea_cli.layer import concat_heads, layer_reference, run_layer, split_heads
+from andrea_cli.layer_inputs import W_O_STD, random_layer
 from andrea_cli.masks import MaskSpec
 
 runner = CliRunner()
@@ -95,7 +95,10 @@ def test_cli_json_keeps_the_single_head_contract_and_adds_heads(tmp_path):
     assert set(doc["heads"][0]) >= {"row_sums", "magnitude", "softmax", "hidden_weight_max"}
     assert doc["shapes"]["scores"] == [3, 8, 8] and doc["shapes"]["output"] == [8, 12]
     assert set(doc["layer_timings_ms"]) >= {"projections", "w_o", "attention", "total"}
-    assert np.load(tmp_path / "o.npy").shape == (8, 12)
+    # The CLI draws x and the weights as random_layer does for the same seed.
+    inputs = random_layer(8, 12, seed=0)
+    want = layer_reference(inputs.x, inputs.weights, 3, MaskSpec("causal"))
+    assert _relative_error(np.load(tmp_path / "o.npy"), want) < 1e-5
 
 
 def test_cli_preset_and_table():
