@@ -63,8 +63,17 @@ def attend(
     save_weights: Optional[Path] = typer.Option(None, help="Save the (T, T) weights as float32 .npy."),
     kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+    d_model: Optional[int] = typer.Option(None, "--d-model", help="Run the whole multi-head layer from x (T, d_model)."),
+    n_head: Optional[int] = typer.Option(None, "--n-head", help="Heads of the layer [default: d_model / d_k]."),
+    preset: Optional[str] = typer.Option(None, help="andrea-120m: the layer at d_model 768, 12 heads, T 1024."),
+    x: Optional[Path] = typer.Option(None, "--x", help="The layer's input x from a 2-D .npy file (T, d_model)."),
+    layer_weights: Optional[Path] = typer.Option(None, "--weights", help="w_q, w_k, w_v, w_o from one .npz."),
 ) -> None:
-    """Run one attention head through the kernels and show shapes, statistics and timings."""
+    """Run one attention head through the kernels and show shapes, statistics and timings.
+
+    With --d-model/--n-head/--preset (or --x/--weights): the whole multi-head layer, x to output."""
+    if any(o is not None for o in (d_model, n_head, preset, x, layer_weights)):
+        return _attend_layer(locals())
     from andrea_cli.backends import select_backend
     from andrea_cli.inputs import check_sizes, load_qkv, random_qkv
     from andrea_cli.kernel_file import resolve_kernel_path
@@ -105,6 +114,42 @@ def attend(
         from andrea_cli.render import render_attend
 
         render_attend(console(), report)
+
+
+def _attend_layer(o: dict) -> None:
+    """`attend` for the multi-head layer: the same options, sizes from the layer flags."""
+    from andrea_cli.backends import select_backend
+    from andrea_cli.kernel_file import resolve_kernel_path
+    from andrea_cli.layer import run_layer
+    from andrea_cli.layer_inputs import LayerFlags, layer_inputs
+    from andrea_cli.masks import parse_mask
+    from andrea_cli.outputs import check_writable, save_npy_atomic
+
+    try:
+        if any(o[name] is not None for name in ("q", "k", "v", "qkv")):
+            raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
+                              "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
+        mask_spec = parse_mask(o["mask"])
+        check_writable(o["out"], "--out")
+        check_writable(o["save_weights"], "--save-weights")
+        flags = LayerFlags(o["T"], o["d_model"], o["n_head"], o["d_k"], o["d_v"], o["preset"])
+        inputs, n_head = layer_inputs(flags, o["x"], o["layer_weights"], o["seed"])
+        chosen, notice = select_backend(o["backend"], resolve_kernel_path(o["kernel"]))
+        report = run_layer(inputs, n_head, chosen, mask_spec, scaled=not o["no_scale"],
+                           notices=[notice] if notice else [])
+        if o["out"] is not None:
+            save_npy_atomic(o["out"], report.output)  # (T, d_model)
+        if o["save_weights"] is not None:
+            save_npy_atomic(o["save_weights"], report.weights)  # (H, T, T)
+    except AndreaError as exc:
+        raise fail(str(exc)) from None
+
+    if o["as_json"]:
+        print_json(report.to_json())
+    else:
+        from andrea_cli.render_layer import render_layer
+
+        render_layer(console(), report)
 
 
 @app.command()

@@ -1,0 +1,168 @@
+"""x and the weights of one attention layer: seeded random, initialised as GPT-2 does, or read
+from --x x.npy and --weights w.npz (arrays w_q, w_k, w_v, w_o), validated like inputs.py does."""
+
+from __future__ import annotations
+
+import math
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from andrea_cli.errors import AndreaError
+from andrea_cli.inputs import _as_matrix, _check_readable, _load_npy, check_fits_in_memory, check_sizes
+
+WEIGHT_NAMES = ("w_q", "w_k", "w_v", "w_o")
+PRESETS = {"andrea-120m": {"d_model": 768, "n_head": 12, "T": 1024}}  # d_k = 768 / 12 = 64
+
+# Initialisation as GPT-2 (and nanoGPT) does it: every weight N(0, 0.02), and the projections
+# that write into the residual stream (W_O here) N(0, 0.02 / sqrt(2·n_layer)), so the residual's
+# variance does not grow with depth. ANDREA-120M is taken to be GPT-2 small's depth: 12 layers.
+INIT_STD = 0.02
+N_LAYER = 12
+W_O_STD = INIT_STD / math.sqrt(2 * N_LAYER)
+
+
+@dataclass
+class LayerInputs:
+    x: np.ndarray  # (T, d_model) float32
+    weights: dict[str, np.ndarray]  # w_q, w_k, w_v, w_o: (d_model, d_model) float32 each
+    source: str
+
+    @property
+    def T(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def d_model(self) -> int:
+        return self.x.shape[1]
+
+
+def random_layer(T: int, d_model: int, seed: int) -> LayerInputs:
+    """x with N(0, 1) entries, as a LayerNorm output is (unit variance per entry, so the scaled
+    scores come out O(1)); weights as GPT-2 initialises them (see INIT_STD, W_O_STD).
+    The same draws as `layer_inputs` makes for the same seed."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((T, d_model), dtype=np.float32)
+    return LayerInputs(x, random_weights(d_model, rng), f"x random N(0, 1), weights {_init_text()} (seed {seed})")
+
+
+def random_weights(d_model: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    w = {name: rng.standard_normal((d_model, d_model), dtype=np.float32) for name in WEIGHT_NAMES}
+    for name in ("w_q", "w_k", "w_v"):
+        w[name] *= np.float32(INIT_STD)
+    w["w_o"] *= np.float32(W_O_STD)
+    return w
+
+
+def _init_text() -> str:
+    return f"GPT-2 init: W_Q/W_K/W_V N(0, {INIT_STD}), W_O N(0, {INIT_STD}/sqrt(2·{N_LAYER}))"
+
+
+def load_weights(path: Path) -> dict[str, np.ndarray]:
+    """w_q, w_k, w_v, w_o from one .npz, each a finite 2-D matrix (shapes checked by the caller)."""
+    fix = "save with np.savez(path, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o)"
+    _check_readable(path, "--weights", (".npz",))
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [name for name in WEIGHT_NAMES if name not in archive.files]
+            if missing:
+                raise AndreaError(
+                    f"--weights {path}: no array named {', '.join(missing)} (it has {', '.join(archive.files) or 'none'}); {fix}"
+                )
+            return {name: _as_matrix(archive[name], f"--weights {path} [{name}]") for name in WEIGHT_NAMES}
+    except AndreaError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
+            raise AndreaError(f"--weights {path}: holds pickled/object data, which andrea never loads; save numeric arrays with np.savez") from None
+        raise AndreaError(f"--weights {path}: not a valid .npz file ({exc}); {fix}") from None
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise AndreaError(f"--weights {path}: cannot read it as .npz ({exc.__class__.__name__}); {fix}") from None
+
+
+def check_layer(inputs: LayerInputs, n_head: int) -> None:
+    d_model = inputs.d_model
+    for name in WEIGHT_NAMES:
+        shape = inputs.weights[name].shape
+        if shape != (d_model, d_model):
+            raise AndreaError(
+                f"{name} is {shape} but x is {inputs.x.shape}: each weight must be (d_model, d_model) = ({d_model}, {d_model})"
+            )
+    check_heads(d_model, n_head)
+
+
+def check_heads(d_model: int, n_head: int) -> None:
+    if n_head < 1:
+        raise AndreaError(f"--n-head must be >= 1 (got {n_head}): pass a positive number of heads")
+    if d_model % n_head:
+        raise AndreaError(
+            f"d_model {d_model} is not divisible by n_head {n_head}: each head takes d_k = d_model / n_head columns; "
+            f"pick --n-head dividing {d_model}"
+        )
+
+
+@dataclass(frozen=True)
+class LayerFlags:
+    """The sizes as given on the command line (None: not given), and the preset's defaults."""
+
+    T: int | None = None
+    d_model: int | None = None
+    n_head: int | None = None
+    d_k: int | None = None
+    d_v: int | None = None
+    preset: str | None = None
+
+    def defaults(self) -> dict[str, int]:
+        if self.preset is None:
+            return {}
+        if self.preset.lower() not in PRESETS:
+            raise AndreaError(f"--preset {self.preset!r} is not a preset: use one of {', '.join(PRESETS)}")
+        return PRESETS[self.preset.lower()]
+
+
+def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | None, seed: int
+                 ) -> tuple[LayerInputs, int]:
+    """x and the weights (each from its file or drawn at random) and n_head. Each size comes from
+    its flag, else the files, else the preset, else the other sizes with d_k = 64, else 1024 for T."""
+    preset = flags.defaults()
+    for flag, value in (("--T", flags.T), ("--d-model", flags.d_model), ("--n-head", flags.n_head)):
+        if value is not None and value < 1:
+            raise AndreaError(f"{flag} must be >= 1 (got {value}): pass a positive size")
+    x = _load_npy(x_path, "--x") if x_path is not None else None
+    w = load_weights(weights_path) if weights_path is not None else None
+    T, d_model = flags.T, flags.d_model
+    if x is not None:
+        for flag, given, actual in (("--T", T, x.shape[0]), ("--d-model", d_model, x.shape[1])):
+            if given is not None and given != actual:
+                raise AndreaError(f"{flag} {given} disagrees with --x {x_path} (shape {x.shape}); drop {flag} or fix the file")
+        T, d_model = x.shape
+    if d_model is None and w is not None:
+        d_model = w["w_q"].shape[0]  # Q = x · W_Q: W_Q has d_model rows
+    T = T or preset.get("T", 1024)
+    d_model = d_model or preset.get("d_model")
+    n_head = flags.n_head or preset.get("n_head")
+    width = flags.d_k or 64
+    if d_model is None:
+        d_model = n_head * width
+    if n_head is None:
+        if d_model % width:
+            raise AndreaError(f"pass --n-head: d_model {d_model} has no whole number of heads of d_k {width}")
+        n_head = d_model // width
+    check_heads(d_model, n_head)
+    for flag, given in (("--d-k", flags.d_k), ("--d-v", flags.d_v)):
+        if given is not None and given != d_model // n_head:
+            raise AndreaError(f"{flag} {given} disagrees with d_model / n_head = {d_model // n_head}; drop {flag}")
+    check_sizes(T, d_model, d_model)
+    check_fits_in_memory(n_head, T)  # before drawing T×d numbers, refuse what cannot fit
+    rng = np.random.default_rng(seed)
+    if x is None:
+        x = rng.standard_normal((T, d_model), dtype=np.float32)
+    if w is None:
+        w = random_weights(d_model, rng)
+    source = (f"x {'from ' + str(x_path) if x_path else 'random N(0, 1)'}, "
+              f"weights {'from ' + str(weights_path) if weights_path else _init_text()} (seed {seed})")
+    inputs = LayerInputs(x, w, source)
+    check_layer(inputs, n_head)
+    return inputs, n_head
