@@ -112,6 +112,53 @@ def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON docu
         render_info(console(), document)
 
 
+@app.command("compare-scaling")
+def compare_scaling(
+    d_k: str = typer.Option("64,256,4096", "--d-k", help="Comma-separated query/key widths."),
+    T: int = typer.Option(1024, "--T", "-T", "--seq-len", help="Sequence length."),
+    seed: int = typer.Option(0, help="Seed of the random Q, K, V."),
+    backend: str = typer.Option("auto", help="auto, cuda, cpu or numpy."),
+    mask: str = typer.Option("causal", help="causal, none, or window:W (query i sees i-W+1..i)."),
+    dist: str = typer.Option("normal", help="normal (unit-variance entries) or unit (unit-norm rows)."),
+    kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of the table."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Save histograms and heatmaps to FILE.png."),
+) -> None:
+    """Why divide by sqrt(d_k): each d_k run unscaled and scaled, score sizes and softmax peakiness compared."""
+    from andrea_cli.backends import select_backend
+    from andrea_cli.inputs import check_sizes
+    from andrea_cli.kernel_file import resolve_kernel_path
+    from andrea_cli.masks import parse_mask
+    from andrea_cli.scaling import check_distribution, compare_scaling as run, parse_d_k_list
+
+    try:
+        widths = parse_d_k_list(d_k)
+        check_sizes(T, 1, 1)
+        mask_spec = parse_mask(mask)
+        check_distribution(dist)
+        if plot is not None:
+            from andrea_cli.plot import check_plot_path
+
+            check_plot_path(plot)
+        chosen, notice = select_backend(backend, resolve_kernel_path(kernel))
+        report = run(chosen, widths, T, mask_spec, dist, seed, notices=[notice] if notice else [])
+        if plot is not None:
+            from andrea_cli.plot import save_scaling_plot
+
+            save_scaling_plot(report, plot)
+    except AndreaError as exc:
+        raise fail(str(exc)) from None
+
+    if as_json:
+        print_json(report.to_json())
+    else:
+        from andrea_cli.render_scaling import render_scaling
+
+        render_scaling(console(), report)
+        if plot is not None:
+            console().print(f"plot saved to {plot}")
+
+
 def _is_usage_error(exc: BaseException) -> bool:
     """Click's UsageError (bad option, bad value, missing argument) carries exit code 2. Typer
     vendors click in recent versions, so recognise it by shape rather than by import."""
