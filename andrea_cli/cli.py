@@ -51,6 +51,7 @@ def attend(
     save_weights: Optional[Path] = typer.Option(None, help="Save the (T, T) weights as float32 .npy."),
     kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+    show_weights: bool = typer.Option(False, "--show-weights", help="Draw the (T, T) weights in the terminal."),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings."""
     from andrea_cli.backends import select_backend
@@ -61,6 +62,8 @@ def attend(
     from andrea_cli.pipeline import run_attention
 
     try:
+        if show_weights and as_json:
+            raise AndreaError("--show-weights draws in the terminal: drop --json, or keep the weights with --save-weights")
         mask_spec = parse_mask(mask)
         check_writable(out, "--out")
         check_writable(save_weights, "--save-weights")
@@ -93,6 +96,10 @@ def attend(
         from andrea_cli.render import render_attend
 
         render_attend(console(), report)
+        if show_weights:
+            from andrea_cli.render_weights import render_weights
+
+            render_weights(console(), report.weights, report.mask)
 
 
 @app.command()
