@@ -68,6 +68,7 @@ def attend(
     preset: Optional[str] = typer.Option(None, help="andrea-120m: the layer at d_model 768, 12 heads, T 1024."),
     x: Optional[Path] = typer.Option(None, "--x", help="The layer's input x from a 2-D .npy file (T, d_model)."),
     layer_weights: Optional[Path] = typer.Option(None, "--weights", help="w_q, w_k, w_v, w_o from one .npz."),
+    show_weights: bool = typer.Option(False, "--show-weights", help="Draw the (T, T) weights in the terminal."),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
@@ -82,6 +83,8 @@ def attend(
     from andrea_cli.pipeline import run_attention
 
     try:
+        if show_weights and as_json:
+            raise AndreaError("--show-weights draws in the terminal: drop --json, or keep the weights with --save-weights")
         mask_spec = parse_mask(mask)
         check_writable(out, "--out")
         check_writable(save_weights, "--save-weights")
@@ -114,6 +117,10 @@ def attend(
         from andrea_cli.render import render_attend
 
         render_attend(console(), report)
+        if show_weights:
+            from andrea_cli.render_weights import render_weights
+
+            render_weights(console(), report.weights, report.mask)
 
 
 def _attend_layer(o: dict) -> None:
@@ -198,6 +205,53 @@ def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON docu
         from andrea_cli.render import render_info
 
         render_info(console(), document)
+
+
+@app.command("compare-scaling")
+def compare_scaling(
+    d_k: str = typer.Option("64,256,4096", "--d-k", help="Comma-separated query/key widths."),
+    T: int = typer.Option(1024, "--T", "-T", "--seq-len", help="Sequence length."),
+    seed: int = typer.Option(0, help="Seed of the random Q, K, V."),
+    backend: str = typer.Option("auto", help="auto, cuda, cpu or numpy."),
+    mask: str = typer.Option("causal", help="causal, none, or window:W (query i sees i-W+1..i)."),
+    dist: str = typer.Option("normal", help="normal (unit-variance entries) or unit (unit-norm rows)."),
+    kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of the table."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Save histograms and heatmaps to FILE.png."),
+) -> None:
+    """Why divide by sqrt(d_k): each d_k run unscaled and scaled, score sizes and softmax peakiness compared."""
+    from andrea_cli.backends import select_backend
+    from andrea_cli.inputs import check_sizes
+    from andrea_cli.kernel_file import resolve_kernel_path
+    from andrea_cli.masks import parse_mask
+    from andrea_cli.scaling import check_distribution, compare_scaling as run, parse_d_k_list
+
+    try:
+        widths = parse_d_k_list(d_k)
+        check_sizes(T, 1, 1)
+        mask_spec = parse_mask(mask)
+        check_distribution(dist)
+        if plot is not None:
+            from andrea_cli.plot import check_plot_path
+
+            check_plot_path(plot)
+        chosen, notice = select_backend(backend, resolve_kernel_path(kernel))
+        report = run(chosen, widths, T, mask_spec, dist, seed, notices=[notice] if notice else [])
+        if plot is not None:
+            from andrea_cli.plot import save_scaling_plot
+
+            save_scaling_plot(report, plot)
+    except AndreaError as exc:
+        raise fail(str(exc)) from None
+
+    if as_json:
+        print_json(report.to_json())
+    else:
+        from andrea_cli.render_scaling import render_scaling
+
+        render_scaling(console(), report)
+        if plot is not None:
+            console().print(f"plot saved to {plot}")
 
 
 def _is_usage_error(exc: BaseException) -> bool:

@@ -39,7 +39,8 @@ def softmax(s: np.ndarray) -> np.ndarray:
     safe_m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(s - safe_m)  # exp(-inf) = 0 exactly
     total = e.sum(axis=-1, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    # In place: a (T, T) copy less. A fully masked row is all zeros already and is left so.
+    return np.divide(e, total, out=e, where=total > 0)
 
 
 def weighted_sum(p: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -45,7 +45,7 @@ def row_sums(weights: np.ndarray) -> RowSums:
 
 def row_entropy(weights: np.ndarray) -> np.ndarray:
     """-sum_j p log p per row, with 0 log 0 = 0 (masked entries contribute nothing)."""
-    p = weights.astype(np.float64)
+    p = weights.astype(np.float64, copy=False)
     logp = np.log(p, out=np.zeros_like(p), where=p > 0)
     return -(p * logp).sum(axis=-1)
 
@@ -53,14 +53,15 @@ def row_entropy(weights: np.ndarray) -> np.ndarray:
 def jacobian_norm(weights: np.ndarray) -> np.ndarray:
     """||diag(p) - p p^T||_F per row, without building the (T, T) Jacobian of each row:
     ||J||^2 = sum p^2 - 2 sum p^3 + (sum p^2)^2. Near 0 when one weight is ~1: no gradient."""
-    p = weights.astype(np.float64)
+    p = weights.astype(np.float64, copy=False)
     s2 = (p * p).sum(axis=-1)
     s3 = (p * p * p).sum(axis=-1)
     return np.sqrt(np.maximum(s2 - 2 * s3 + s2 * s2, 0.0))
 
 
 def peakiness(weights: np.ndarray) -> Peakiness:
-    top = weights.max(axis=-1).astype(np.float64)
+    weights = weights.astype(np.float64, copy=False)  # once, for the three measures below
+    top = weights.max(axis=-1)
     entropy = row_entropy(weights)
     return Peakiness(
         mean_max_weight=float(top.mean()),

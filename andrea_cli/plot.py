@@ -1,0 +1,81 @@
+"""compare-scaling's report as a PNG: score histograms and first-rows weight heatmaps per d_k.
+The only module that imports matplotlib (an optional extra), with the file-only Agg backend."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from andrea_cli.errors import AndreaError
+from andrea_cli.masks import parse_mask
+from andrea_cli.scaling import FIRST_ROWS, ScalingReport
+
+INSTALL_HINT = 'pip install "andrea[plot]"'
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise AndreaError(f"--plot needs matplotlib, which is not installed: {INSTALL_HINT}") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def check_plot_path(path: Path) -> None:
+    """Fail before any work: matplotlib missing, or a file that could not be written."""
+    _pyplot()
+    if path.suffix.lower() != ".png":
+        raise AndreaError(f"--plot {path}: the file name must end in .png")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise AndreaError(f"--plot {path}: the folder {folder} does not exist; create it first")
+    if not os.access(folder, os.W_OK) or path.is_dir():
+        raise AndreaError(f"--plot {path}: cannot write there; choose another file name")
+
+
+def save_scaling_plot(r: ScalingReport, path: Path) -> None:
+    plt = _pyplot()
+    n = len(r.rows)
+    fig, axes = plt.subplots(3, n, figsize=(4.2 * n + 1, 12), squeeze=False, layout="constrained",
+                             gridspec_kw={"height_ratios": [1, 1.15, 1.15]})
+    hidden = ~parse_mask(r.mask).visible(r.T)[:FIRST_ROWS, :FIRST_ROWS]
+    colours = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
+    fig.suptitle(f"Why divide by sqrt(d_k): T={r.T}, mask={r.mask}, {r.distribution} inputs, backend {r.backend}",
+                 fontsize=13)
+    for col, row in enumerate(r.rows):
+        ax = axes[0, col]
+        unscaled, scaled = row.samples["unscaled"], row.samples["scaled"]
+        near = float(np.percentile(np.abs(scaled), 99.9)) or 1.0
+        reach = max(float(np.percentile(np.abs(unscaled), 99.9)), near) * 1.05
+        bins = np.linspace(-reach, reach, 81)
+        ax.hist(unscaled, bins=bins, density=True, alpha=0.6, color="tab:red",
+                label=f"unscaled, std {row.unscaled.magnitude.std:.3g}")
+        ax.hist(scaled, bins=np.linspace(-near, near, 41), density=True, alpha=0.6,
+                color="tab:blue", label=f"÷ sqrt({row.d_k}), std {row.scaled.magnitude.std:.3g}")
+        ax.set_yscale("log")
+        ax.set_xlim(-reach, reach)
+        ax.set_title(f"d_k = {row.d_k}: scores Q·K^T")
+        ax.set_xlabel("score")
+        if col == 0:
+            ax.set_ylabel("density (log scale)")
+        ax.legend(fontsize=8, loc="upper right")
+        for r_i, (which, side) in enumerate((("unscaled", row.unscaled), ("scaled", row.scaled)), start=1):
+            ax = axes[r_i, col]
+            weights = np.ma.masked_where(hidden, row.first_rows[which])  # both (min(T, 16),) * 2
+            image = ax.imshow(weights, vmin=0, vmax=1, cmap=colours, interpolation="nearest")
+            ax.set_title(f"{which} weights, first {weights.shape[0]} rows\n"
+                         f"mean max p {side.softmax.mean_max_weight:.2f}, exp(H) {side.softmax.mean_effective_positions:.3g}",
+                         fontsize=10)
+            ax.set_xticks(range(0, weights.shape[1], 4))
+            ax.set_yticks(range(0, weights.shape[0], 4))
+            ax.set_xlabel("key j")
+            ax.set_ylabel("query i")
+    fig.colorbar(image, ax=axes[1:, :].ravel().tolist(), shrink=0.6,
+                 label="softmax weight (grey: masked, exactly 0)")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,83 @@
+"""compare-scaling's report as a Rich table with its conclusion, for people."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from andrea_cli.render import _fmt
+from andrea_cli.scaling import ScalingReport
+
+DIST_NOTES = {
+    "normal": "Q, K entries drawn N(0, 1): unit-variance entries, the course's \"unit vectors\". "
+              "Then q·k sums d_k unit-variance products: std sqrt(d_k).",
+    "unit": "Q, K rows of unit length (--dist unit). Then q·k of two random directions has std 1/sqrt(d_k), "
+            "and dividing by sqrt(d_k) shrinks it to 1/d_k. The course's \"unit vectors\" are unit-variance "
+            "entries (length about sqrt(d_k)): run --dist normal to see its case.",
+}
+
+# (header, attribute path on a Side): the softmax table's columns
+SOFTMAX_COLUMNS = (
+    ("mean\nmax p", "softmax.mean_max_weight"),
+    ("entropy\n(nats)", "softmax.mean_entropy"),
+    ("exp(H)", "softmax.mean_effective_positions"),
+    ("rows with\nmax p > 0.99", "softmax.share_rows_over_99"),
+    ("‖J‖\nmean", "softmax.mean_jacobian_norm"),
+    ("‖J‖\nmedian", "median_jacobian_norm"),
+)
+
+
+def _get(side, path: str) -> float:
+    value = side
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
+
+
+def render_scaling(console: Console, r: ScalingReport) -> None:
+    for notice in r.notices:
+        console.print(f"[yellow]{escape(notice)}[/yellow]")
+    console.print(
+        f"[bold]softmax(mask(Q·K^T)) against softmax(mask(Q·K^T / sqrt(d_k)))[/bold]  "
+        f"T={r.T} mask={r.mask} seed={r.seed}"
+    )
+    console.print(f"backend [bold]{r.backend}[/bold] on {escape(r.device)}")
+    console.print(f"inputs: {escape(DIST_NOTES[r.distribution])}")
+
+    scores = Table(title="Scores Q·K^T, all T×T before masking: unscaled | ÷ sqrt(d_k)", title_justify="left")
+    scores.add_column("d_k", justify="right")
+    for label in ("std (expected)", "mean |s|", "max |s|"):
+        scores.add_column(f"{label}\nunscaled", justify="right")
+        scores.add_column(f"{label}\nscaled", justify="right")
+    for row in r.rows:
+        u, s = row.unscaled, row.scaled
+        scores.add_row(
+            str(row.d_k),
+            f"{_fmt(u.magnitude.std)} ({_fmt(u.expected_std, 3)})", f"{_fmt(s.magnitude.std)} ({_fmt(s.expected_std, 3)})",
+            _fmt(u.magnitude.mean_abs), _fmt(s.magnitude.mean_abs),
+            _fmt(u.magnitude.max_abs), _fmt(s.magnitude.max_abs),
+        )
+    console.print(scores)
+
+    table = Table(title="Softmax weights, per row, averaged over the T rows", title_justify="left")
+    table.add_column("d_k", justify="right")
+    table.add_column("run")
+    for label, _ in SOFTMAX_COLUMNS:
+        table.add_column(label, justify="right")
+    for i, row in enumerate(r.rows):
+        for which, side in (("unscaled", row.unscaled), ("scaled", row.scaled)):
+            cells = [_fmt(_get(side, path)) for _, path in SOFTMAX_COLUMNS]
+            cells[3] = f"{side.softmax.share_rows_over_99:.1%}"
+            table.add_row(str(row.d_k) if which == "unscaled" else "", which, *cells,
+                          style="" if which == "unscaled" else "cyan",
+                          end_section=which == "scaled" and i < len(r.rows) - 1)
+    console.print(table)
+    console.print(
+        "[dim]mean max p: the largest weight of a row, "
+        "averaged. exp(H): how many positions a row really mixes. ‖J‖: Frobenius norm of the softmax Jacobian "
+        "diag(p) − p·p^T per row, the gradient that flows back to the scores (0 when one weight is 1).[/dim]"
+    )
+    console.print()
+    console.print(escape(r.conclusion))
+    console.print(f"[dim]{2 * len(r.rows)} runs in {r.wall_s:.2f} s[/dim]")

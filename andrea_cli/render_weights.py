@@ -1,0 +1,86 @@
+"""The weight matrix drawn in the terminal: max-pooled blocks as coloured half-block characters
+(two matrix rows per text line), a log colour scale, masked blocks left dark."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from rich.color import Color
+from rich.console import Console
+from rich.style import Style
+from rich.text import Text
+
+from andrea_cli.heatmap import course_rows, pool
+
+FLOOR = 1e-4  # weights from FLOOR to 1 span the colour scale, on a log axis
+MASKED = Color.from_rgb(28, 28, 28)
+# viridis, sampled: dark blue (small weight) to yellow (weight 1)
+STOPS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
+
+
+def colour(w: float) -> Color:
+    if w <= 0:
+        return MASKED
+    x = (math.log10(max(w, FLOOR)) - math.log10(FLOOR)) / -math.log10(FLOOR)  # 0..1
+    pos = min(x, 1.0) * (len(STOPS) - 1)
+    i = min(int(pos), len(STOPS) - 2)
+    f = pos - i
+    rgb = (round(a + (b - a) * f) for a, b in zip(STOPS[i], STOPS[i + 1]))
+    return Color.from_rgb(*rgb)
+
+
+def render_weights(console: Console, weights: np.ndarray, mask: str) -> None:
+    T = weights.shape[0]
+    cells = max(2, min(T, console.width - 2, 128))
+    pooled = pool(weights, cells, cells)  # (cells, cells), square: two rows per text line
+    block = T / pooled.shape[0]
+    console.print(
+        f"[bold]Weights (T×T = {T}×{T}), mask={mask}[/bold]: row i = query (top: 0), column j = key (left: 0)"
+        + (f"; each cell the largest weight of a {block:.3g}×{block:.3g} block" if block > 1 else "")
+    )
+    if console.color_system is None:  # piped or a dumb terminal: characters instead of colours
+        _draw_characters(console, pooled)
+    else:
+        _draw_colours(console, pooled)
+    console.print("First rows, as in the course:")
+    for line in course_rows(weights):
+        console.print(f"  {line}", highlight=False)
+
+
+def _draw_colours(console: Console, pooled: np.ndarray) -> None:
+    """'▀' paints its upper half in the foreground colour and its lower half in the background:
+    two pooled rows per line, so the cells come out about square."""
+    for top in range(0, pooled.shape[0], 2):
+        line = Text()
+        for j in range(pooled.shape[1]):
+            upper = colour(pooled[top, j])
+            lower = colour(pooled[top + 1, j]) if top + 1 < pooled.shape[0] else None
+            line.append("▀", Style(color=upper, bgcolor=lower))
+        console.print(line, no_wrap=True, overflow="crop")
+    legend = Text("scale: ")
+    for w in (FLOOR, 1e-3, 1e-2, 1e-1, 1.0):
+        legend.append("██", Style(color=colour(w)))
+        legend.append(f" {w:g}  ")
+    legend.append("██", Style(color=MASKED))
+    legend.append(" exactly 0 (masked)")
+    console.print(legend)
+
+
+RAMP = ".:-=+*#%@"  # FLOOR .. 1 on the same log axis; a space is exactly 0 (masked)
+
+
+def _char(w: float) -> str:
+    if w <= 0:
+        return " "
+    x = (math.log10(max(w, FLOOR)) - math.log10(FLOOR)) / -math.log10(FLOOR)
+    return RAMP[min(int(x * len(RAMP)), len(RAMP) - 1)]
+
+
+def _draw_characters(console: Console, pooled: np.ndarray) -> None:
+    for top in range(0, pooled.shape[0], 2):  # two rows per line, the larger kept: cells stay about square
+        row = pooled[top:top + 2].max(axis=0)
+        console.print("|" + "".join(_char(w) for w in row) + "|", no_wrap=True, overflow="crop",
+                      highlight=False, markup=False)
+    console.print(f"scale: '{RAMP[0]}' {FLOOR:g} .. '{RAMP[-1]}' 1 (log); blank: exactly 0 (masked)",
+                  highlight=False, markup=False)
