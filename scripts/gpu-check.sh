@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The one GPU check: run from the repository root on a machine with an NVIDIA GPU, where cupy,
+# numpy, typer, rich and pytest are installed and nothing can be downloaded:
+#     PYTHONPATH=. bash scripts/gpu-check.sh RESULTS_DIR
+# It runs the gpu tests, verify on cuda, cuda against the CPU build, attend at T 128/1024/4096,
+# the ANDREA-120M layer, the fused kernel at long T and a short bench, and writes
+# RESULTS_DIR/gpu-check.json (device, versions, date, results) and RESULTS_DIR/gpu-check.log.
+# Without a GPU it runs the same steps on the CPU build at small sizes, to check the script itself.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+results="${1:-bench/results}"
+mkdir -p "$results"
+export PYTHONPATH="${PYTHONPATH:-.}"
+exec python3 scripts/gpu_check.py "$results"

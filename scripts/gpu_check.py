@@ -1,0 +1,81 @@
+"""The steps of scripts/gpu-check.sh, each a subprocess with a time limit, gathered into one JSON
+summary. A failing step is recorded and the next one still runs."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results")
+ANDREA = [sys.executable, "-m", "andrea_cli"]
+log_lines: list[str] = []
+
+
+def run(name: str, args: list[str], timeout: int, parse_json: bool = True) -> dict:
+    start = time.perf_counter()
+    print(f"== {name}: {' '.join(args[2:] if args[:2] == ANDREA[:2] else args)}", flush=True)
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, out, err = "timeout", exc.stdout or "", exc.stderr or ""
+        out = out.decode() if isinstance(out, bytes) else out
+        err = err.decode() if isinstance(err, bytes) else err
+    seconds = round(time.perf_counter() - start, 2)
+    log_lines.append(f"== {name} (exit {code}, {seconds} s)\n$ {' '.join(args)}\n{out[-20000:]}\n{err[-5000:]}")
+    step = {"exit": code, "seconds": seconds}
+    if parse_json and code in (0, 1):
+        try:
+            step["result"] = json.loads(out)
+        except json.JSONDecodeError:
+            step["result"] = None
+    elif not parse_json:
+        step["tail"] = out.strip().splitlines()[-3:]
+    if code not in (0,):
+        step["stderr_tail"] = err.strip().splitlines()[-3:]
+    print(f"   exit {code} in {seconds} s", flush=True)
+    return step
+
+
+def has_gpu() -> tuple[bool, str]:
+    sys.path.insert(0, ".")
+    from andrea_cli.backends.cuda import cuda_availability
+
+    status = cuda_availability()
+    return status.ok, status.reason
+
+
+def main() -> int:
+    gpu, reason = has_gpu()
+    backend = "cuda" if gpu else "cpu"
+    sizes = (128, 1024, 4096) if gpu else (128,)
+    summary: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                     "gpu": gpu, "no_gpu_reason": None if gpu else reason, "backend": backend, "steps": {}}
+    steps = summary["steps"]
+    steps["info"] = run("info", [*ANDREA, "info", "--json"], 120)
+    steps["gpu_tests"] = run("gpu tests", [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"], 300, parse_json=False)
+    steps["verify"] = run("verify", [*ANDREA, "verify", "--backend", backend, "--json"] + ([] if gpu else ["--quick"]), 300)
+    steps["cuda_vs_cpu"] = run("cuda vs cpu", [sys.executable, "scripts/compare_backends.py", backend], 300)
+    for T in sizes:
+        steps[f"attend_T{T}"] = run(f"attend T={T}", [*ANDREA, "attend", "--T", str(T), "--d-k", "64", "--backend", backend, "--json"], 300)
+    layer_T = "1024" if gpu else "64"
+    steps["layer"] = run("ANDREA-120M layer", [*ANDREA, "attend", "--preset", "andrea-120m", "--T", layer_T, "--backend", backend, "--json"], 300)
+    fused_T = "65536" if gpu else "256"
+    steps["fused_long"] = run(f"fused T={fused_T}", [*ANDREA, "attend", "--fused", "--T", fused_T, "--backend", backend, "--json"], 300)
+    bench_args = ["--quick"] if not gpu else []
+    steps["bench"] = run("bench", [*ANDREA, "bench", "--backend", backend, *bench_args, "--json"], 420)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "gpu-check.json").write_text(json.dumps(summary, indent=2, default=str))
+    (RESULTS / "gpu-check.log").write_text("\n".join(log_lines))
+    failed = [name for name, step in steps.items() if step["exit"] != 0]
+    print(f"wrote {RESULTS / 'gpu-check.json'}; {'all steps passed' if not failed else 'failed: ' + ', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
