@@ -35,6 +35,12 @@
 
 #define TILE 16
 
+// NVRTC compiles without the C headers, so INFINITY (from <math.h>) is not defined there; the CPU
+// build gets it from <cmath>. The bit pattern of +inf in float32, as CUDA's math_constants.h has it.
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
 // ------------------------------------------------------------------------------------------------
 // scores: S = Q · K^T
 
