@@ -51,6 +51,8 @@ def attend(
     save_weights: Optional[Path] = typer.Option(None, help="Save the (T, T) weights as float32 .npy."),
     kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+    fused: bool = typer.Option(False, "--fused", help="One fused kernel; no T×T matrix (cuda, cpu)."),
+    sample_rows: int = typer.Option(0, "--sample-rows", help="With --fused: weight statistics on N rows."),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings."""
     from andrea_cli.backends import select_backend
@@ -64,6 +66,8 @@ def attend(
         mask_spec = parse_mask(mask)
         check_writable(out, "--out")
         check_writable(save_weights, "--save-weights")
+        if fused and save_weights is not None:
+            raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
         if any(p is not None for p in (q, k, v, qkv)):
             data = load_qkv(q, k, v, qkv)
             for flag, given, actual in (("--T", T, data.T), ("--d-k", d_k, data.d_k), ("--d-v", d_v, data.d_v)):
@@ -75,11 +79,18 @@ def attend(
             check_sizes(T, d_k, d_k if d_v is None else d_v)
             from andrea_cli.inputs import check_fits_in_memory
 
-            check_fits_in_memory(1, T)  # before drawing T×d numbers, refuse what cannot fit
+            if not fused:
+                check_fits_in_memory(1, T)  # before drawing T×d numbers, refuse what cannot fit
             data = random_qkv(T, d_k, d_k if d_v is None else d_v, seed)
         chosen, notice = select_backend(backend, resolve_kernel_path(kernel))
-        report = run_attention(data, chosen, mask_spec, scaled=not no_scale,
-                               notices=[notice] if notice else [])
+        if fused:
+            from andrea_cli.fused_pipeline import run_fused_attention
+
+            report = run_fused_attention(data, chosen, mask_spec, not no_scale, sample_rows,
+                                         notices=[notice] if notice else [])
+        else:
+            report = run_attention(data, chosen, mask_spec, scaled=not no_scale,
+                                   notices=[notice] if notice else [])
         if out is not None:
             save_npy_atomic(out, report.output)
         if save_weights is not None:
@@ -89,6 +100,10 @@ def attend(
 
     if as_json:
         print_json(report.to_json())
+    elif fused:
+        from andrea_cli.render_fused import render_fused
+
+        render_fused(console(), report)
     else:
         from andrea_cli.render import render_attend
 
