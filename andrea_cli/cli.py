@@ -111,6 +111,55 @@ def attend(
 
 
 @app.command()
+def bench(
+    side: str = typer.Option("auto", help="gpu, cpu, or auto (gpu when a device answers)."),
+    T: Optional[list[int]] = typer.Option(None, "--T", "-T", help="Sequence lengths (repeat the flag)."),
+    d_k: Optional[list[int]] = typer.Option(None, "--d-k", help="Head widths [default: 64 and 128]."),
+    mask: str = typer.Option("both", help="causal, none, or both."),
+    heads: Optional[int] = typer.Option(None, help="Heads per launch [default: 12 on GPU, 1 on CPU]."),
+    repeats: int = typer.Option(5, help="Timed repeats per size (the median is reported)."),
+    warmup: int = typer.Option(1, help="Untimed runs before the repeats."),
+    no_cpu_build: bool = typer.Option(False, "--no-cpu-build", help="CPU side: skip the kernels' CPU build."),
+    kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of a table."),
+) -> None:
+    """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline."""
+    from andrea_cli import bench as core
+    from andrea_cli import bench_peers
+    from andrea_cli.backends.cuda import cuda_availability
+    from andrea_cli.kernel_file import resolve_kernel_path
+
+    try:
+        if side not in ("auto", "gpu", "cpu") or mask not in ("causal", "none", "both"):
+            raise AndreaError("--side takes auto, gpu or cpu; --mask takes causal, none or both")
+        if min(list(T or [1]) + list(d_k or [1]) + [heads or 1, repeats]) < 1 or warmup < 0:
+            raise AndreaError("--T, --d-k, --heads and --repeats must be >= 1 and --warmup >= 0")
+        path = resolve_kernel_path(kernel)
+        gpu = cuda_availability()
+        if side == "gpu" and not gpu.ok:
+            raise AndreaError(f"--side gpu: {gpu.reason}; {gpu.fix}")
+        on_gpu = side == "gpu" or (side == "auto" and gpu.ok)
+        causals = {"both": (False, True), "causal": (True,), "none": (False,)}[mask]
+        common = dict(Ts=tuple(T or (core.GPU_T if on_gpu else core.CPU_T)), d_ks=tuple(d_k or core.D_KS),
+                      causals=causals, warmup=warmup, repeats=repeats,
+                      progress=lambda line: typer.echo(line, err=True))
+        if on_gpu:
+            result = bench_peers.bench_gpu(path, H=heads or 12, **common)
+        else:
+            result = bench_peers.bench_cpu(path, H=heads or 1, with_cpu_build=not no_cpu_build, **common)
+            if side == "auto":
+                result.notes.insert(0, f"CPU side only: {gpu.reason}; the GPU figures need a GPU run")
+    except AndreaError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json(result.to_json())
+    else:
+        from andrea_cli.render_bench import render_bench
+
+        render_bench(console(), result)
+
+
+@app.command()
 def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
     """Versions, the kernel file in use, and which backends work here (and if not, why)."""
     from andrea_cli.environment import describe_environment
