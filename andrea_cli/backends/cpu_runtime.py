@@ -1,0 +1,210 @@
+"""Run the unmodified kernel file on the CPU, with cupy's RawModule call shape.
+
+    mod = CpuModule(pathlib.Path("cuda/microgpt_cuda.cu"))
+    mod.get_function("scale_kernel1")((4,), (256,), (x, y, np.int32(n), np.float32(0.125)))
+"""
+
+from __future__ import annotations
+
+import ctypes
+import pathlib
+
+import numpy as np
+
+from andrea_cli.backends.cpu_build import (  # noqa: F401  (re-exported: the errors live with the build)
+    MAX_DYNAMIC_SHARED, CompilerNotFoundError, CpuCompileError, CpuRuntimeError, build, scan)
+
+SCHEDULES = {"forward": 0, "reverse": 1}
+MAX_THREADS = 1024
+_OK, _DEADLOCK, _BAD_LAUNCH = 0, 1, 2
+
+
+class CpuDeadlockError(CpuRuntimeError):
+    """No thread of a block can go on: a barrier some threads never reach."""
+
+    def __init__(self, message: str, kernel: str, block: tuple[int, int, int]):
+        super().__init__(message)
+        self.kernel, self.block = kernel, block
+
+
+class CpuLaunchError(CpuRuntimeError):
+    """Launch geometry or shared memory a GPU would refuse."""
+
+
+class CpuArgumentError(CpuRuntimeError):
+    """A kernel argument whose type does not match the kernel's C++ parameter."""
+
+
+class CpuSanitizerError(CpuRuntimeError):
+    """AddressSanitizer or UndefinedBehaviorSanitizer reported an error; `report` holds it all."""
+
+    def __init__(self, message: str, report: str):
+        super().__init__(message)
+        self.report = report
+
+
+class _LaunchInfo(ctypes.Structure):
+    _fields_ = [("block", ctypes.c_int * 3), ("waiting_barrier", ctypes.c_int),
+                ("waiting_warp", ctypes.c_int), ("returned", ctypes.c_int),
+                ("threads", ctypes.c_int), ("message", ctypes.c_char * 512)]
+
+
+# Parameter kind (from the C++ signature) -> the numpy type a kernel argument must have.
+_SCALARS = {"i1": np.int8, "u1": np.uint8, "i2": np.int16, "u2": np.uint16, "i4": np.int32,
+            "u4": np.uint32, "i8": np.int64, "u8": np.uint64, "f4": np.float32, "f8": np.float64,
+            "b1": np.bool_}
+
+
+class CpuKernel:
+    """One `__global__` function of a CpuModule; call it like cupy's RawKernel."""
+
+    def __init__(self, module: "CpuModule", name: str, sig: str, params: list[str]):
+        self.module, self.name = module, name
+        kinds = sig.split()
+        self.signature = [k.split(":")[0] for k in kinds]  # e.g. ["p8", "p8", "i4", "f4"]
+        self.pointee = [k.split(":")[1] if ":" in k else None for k in kinds]  # "f4", "v", None
+        self.params = params if len(params) == len(kinds) else [""] * len(kinds)
+
+    def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
+        grid3, block3 = _dims(self.name, "grid", grid), _dims(self.name, "block", block)
+        if block3[0] * block3[1] * block3[2] > MAX_THREADS:
+            raise CpuLaunchError(f"{self.name}: block {tuple(block)} has more than {MAX_THREADS} threads")
+        if not 0 <= int(shared_mem) <= MAX_DYNAMIC_SHARED:
+            raise CpuLaunchError(f"{self.name}: shared_mem={shared_mem} bytes is outside 0..{MAX_DYNAMIC_SHARED}")
+        self._check(args)
+        self.module._launch(self, grid3, block3, tuple(args), int(shared_mem))
+
+    def _check(self, args: tuple) -> None:
+        if len(args) != len(self.signature):
+            raise CpuArgumentError(f"{self.name} takes {len(self.signature)} arguments, got {len(args)}")
+        for i, (arg, kind, pointee) in enumerate(zip(args, self.signature, self.pointee)):
+            where = f"{self.name}: argument {i} ({self.params[i] or kind})"
+            if kind == "p8":
+                _check_array(where, arg, pointee)
+            elif kind in _SCALARS:
+                want = _SCALARS[kind]
+                if type(arg) is not want:
+                    hint = " (cupy passes Python ints as int64 and floats as float64)" \
+                        if isinstance(arg, (int, float)) else ""
+                    raise CpuArgumentError(f"{where} needs {want.__name__}, got {_describe(arg)}{hint}: "
+                                           f"pass {want.__name__}(...)")
+            else:
+                nbytes = int(kind[1:])
+                if not (isinstance(arg, np.generic) and arg.nbytes == nbytes):
+                    raise CpuArgumentError(f"{where} is a {nbytes}-byte struct, got {_describe(arg)}")
+
+
+def _check_array(where: str, arg, pointee: str | None) -> None:
+    if not isinstance(arg, np.ndarray):
+        raise CpuArgumentError(f"{where} is a pointer and needs a numpy array, got {_describe(arg)}")
+    if not arg.flags.c_contiguous:
+        raise CpuArgumentError(f"{where} needs a C-contiguous array, got a strided view: "
+                               "pass np.ascontiguousarray(...)")
+    want = _SCALARS.get(pointee or "")
+    if want is not None and arg.dtype != np.dtype(want):
+        raise CpuArgumentError(f"{where} points to {np.dtype(want).name}, got an array of {arg.dtype}")
+
+
+def _describe(arg) -> str:
+    if isinstance(arg, np.ndarray):
+        return f"an array of {arg.dtype}"
+    kind = type(arg)
+    return f"{'numpy' if kind.__module__ == 'numpy' else 'Python'} {kind.__name__}"
+
+
+def _dims(kernel: str, what: str, dims) -> tuple[int, int, int]:
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) for d in dims):
+        raise CpuLaunchError(f"{kernel}: {what} must be 1 to 3 ints, got {dims!r}")
+    if any(d < 1 for d in dims):
+        raise CpuLaunchError(f"{kernel}: every {what} dimension must be >= 1, got {dims!r}")
+    full = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    if what == "grid" and (full[0] >= 2**31 or full[1] > 65535 or full[2] > 65535):
+        raise CpuLaunchError(f"{kernel}: grid {dims!r} is larger than a GPU allows")
+    if what == "block" and (full[0] > 1024 or full[1] > 1024 or full[2] > 64):
+        raise CpuLaunchError(f"{kernel}: block {dims!r} is larger than a GPU allows")
+    return full
+
+
+def _pack(args: tuple, signature: list[str]) -> tuple[ctypes.Array, list]:
+    """cupy-style: one void* per parameter, pointing at the argument's value."""
+    keep: list = []
+    argv = (ctypes.c_void_p * max(1, len(args)))()
+    for i, (arg, kind) in enumerate(zip(args, signature)):
+        if kind == "p8":
+            value = ctypes.c_void_p(arg.ctypes.data)
+        else:
+            value = ctypes.create_string_buffer(np.asarray(arg).tobytes(), arg.nbytes)
+        keep.append(value)
+        argv[i] = ctypes.addressof(value)
+    return argv, keep
+
+
+class NativeLibrary:
+    """The compiled kernel file loaded into this process."""
+
+    def __init__(self, path: pathlib.Path):
+        self.lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        if self.lib.andrea_info_size() != ctypes.sizeof(_LaunchInfo):
+            raise CpuRuntimeError(f"{path.name}: the runtime header and cpu_runtime.py disagree")
+        self.lib.andrea_launch.restype = ctypes.c_int
+        self.lib.andrea_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                           ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                           ctypes.POINTER(_LaunchInfo)]
+
+    def signature(self, name: str) -> str:
+        fn = self.lib[f"{name}__sig"]
+        fn.restype = ctypes.c_char_p
+        return fn().decode()
+
+    def launch(self, name: str, signature: list[str], grid, block, args, shared_mem: int,
+               reverse: bool) -> tuple[int, _LaunchInfo]:
+        entry = ctypes.cast(self.lib[f"{name}__launch"], ctypes.c_void_p)
+        argv, _keep = _pack(args, signature)
+        info = _LaunchInfo()
+        rc = self.lib.andrea_launch(entry, argv, (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
+                                    shared_mem, int(reverse), ctypes.byref(info))
+        return rc, info
+
+
+def raise_for(kernel: str, rc: int, info: _LaunchInfo) -> None:
+    if rc == _OK:
+        return
+    message = info.message.decode(errors="replace")
+    if rc == _DEADLOCK:
+        block = tuple(info.block)
+        raise CpuDeadlockError(f"{kernel} deadlocked in block {block}: {message}", kernel, block)
+    if rc == _BAD_LAUNCH:
+        raise CpuLaunchError(f"{kernel}: {message}")
+    raise CpuRuntimeError(f"{kernel}: {message}")
+
+
+class CpuModule:
+    """A kernel file compiled for the CPU (cached); `get_function` like cupy.RawModule."""
+
+    def __init__(self, source_path: pathlib.Path, *, schedule: str = "forward", sanitize: bool = False):
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, got {schedule!r}")
+        self.source_path, self.schedule, self.sanitize = pathlib.Path(source_path).resolve(), schedule, sanitize
+        self._src = scan(self.source_path)
+        self.kernel_names: list[str] = list(self._src.kernels)
+        self.library_path = build(self._src, sanitize=sanitize)
+        if sanitize:
+            from andrea_cli.backends.cpu_sanitize import SanitizedLibrary
+            self._native = SanitizedLibrary(self.library_path, self.kernel_names)
+        else:
+            self._native = NativeLibrary(self.library_path)
+        self._kernels: dict[str, CpuKernel] = {}
+
+    def get_function(self, name: str) -> CpuKernel:
+        if name not in self._kernels:
+            if name not in self.kernel_names:
+                raise CpuRuntimeError(f"{self.source_path.name} has no __global__ kernel {name!r} "
+                                      f"(it has: {', '.join(self.kernel_names) or 'none'})")
+            self._kernels[name] = CpuKernel(self, name, self._native.signature(name), self._src.kernels[name])
+        return self._kernels[name]
+
+    def _launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int) -> None:
+        rc, info = self._native.launch(kernel.name, kernel.signature, grid, block, args, shared_mem,
+                                       self.schedule == "reverse")
+        raise_for(kernel.name, rc, info)

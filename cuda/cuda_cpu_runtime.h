@@ -1,0 +1,630 @@
+// cuda_cpu_runtime.h — the CUDA execution model on the CPU, so the unmodified kernel file runs
+// without a GPU. Force-included (g++ -include) into a generated C++ file that #includes the
+// kernel file; andrea_cli/backends/cpu_build.py writes that file and cpu_runtime.py launches.
+//
+// Model: every CUDA thread of a block is a fiber (own mmap'd stack with a guard page) on one OS
+// thread; blocks run one after another. Fibers are created once with makecontext and switched
+// with _setjmp/_longjmp (tens of ns; swapcontext makes a syscall per switch). A scheduler runs
+// each runnable fiber until it blocks; when nothing can run it releases __syncthreads if every
+// live thread waits there (returned threads count as arrived), else it reports a deadlock.
+// __shared__ is thread_local (a block-scope static per OS thread); the module's whole TLS block
+// is therefore shared memory and is poisoned with NaN bytes at each block start.
+// Launches of one library are serialized by a mutex, so the scheduler state is plain globals.
+
+// Fortified _longjmp aborts when it jumps between stacks: turn it off before any system header.
+#undef _FORTIFY_SOURCE
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <dlfcn.h>
+#include <link.h>
+#include <setjmp.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+// ---------------------------------------------------------------------------------------------
+// Qualifiers
+
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+#define __shared__ thread_local
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ANDREA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ANDREA_ASAN 1
+#endif
+#endif
+#ifdef ANDREA_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Vector types (CUDA's alignments: float4/int4 are 16-byte aligned, float2/int2 8)
+
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct float3 { float x, y, z; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(8))) int2 { int x, y; };
+struct int3 { int x, y, z; };
+struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
+struct __attribute__((aligned(16))) double2 { double x, y; };
+struct uint3 { unsigned int x, y, z; };
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+    constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
+inline float3 make_float3(float x, float y, float z) { return float3{x, y, z}; }
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+inline int2 make_int2(int x, int y) { return int2{x, y}; }
+inline int3 make_int3(int x, int y, int z) { return int3{x, y, z}; }
+inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
+inline double2 make_double2(double x, double y) { return double2{x, y}; }
+inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
+
+// ---------------------------------------------------------------------------------------------
+// Math intrinsics: the libm equivalents (GPU __expf and FMA contraction differ in the last bits)
+
+#define CUDART_INF_F INFINITY
+#define CUDART_NAN_F NAN
+static constexpr int warpSize = 32;
+
+inline float __expf(float x) { return expf(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __powf(float x, float y) { return powf(x, y); }
+inline float __sinf(float x) { return sinf(x); }
+inline float __cosf(float x) { return cosf(x); }
+inline float __tanhf(float x) { return tanhf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }
+inline float __int_as_float(int i) { float x; std::memcpy(&x, &i, 4); return x; }
+inline unsigned __float_as_uint(float x) { unsigned i; std::memcpy(&i, &x, 4); return i; }
+inline float __uint_as_float(unsigned i) { float x; std::memcpy(&x, &i, 4); return x; }
+inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+inline int __float2int_rz(float x) { return (int)x; }
+inline float __int2float_rn(int i) { return (float)i; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+using std::isinf;
+using std::isnan;
+using std::isfinite;
+
+// CUDA's min/max are overloaded for every arithmetic type; mixed types take the common type.
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>
+inline std::common_type_t<A, B> min(A a, B b) { return b < a ? b : a; }
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>
+inline std::common_type_t<A, B> max(A a, B b) { return a < b ? b : a; }
+
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+// ---------------------------------------------------------------------------------------------
+// Atomics (one OS thread runs a launch, but std::atomic_ref keeps them honest for any caller)
+
+template <class T> inline T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
+template <class T> inline T atomicSub(T* p, T v) { return std::atomic_ref<T>(*p).fetch_sub(v); }
+template <class T> inline T atomicExch(T* p, T v) { return std::atomic_ref<T>(*p).exchange(v); }
+template <class T> inline T atomicCAS(T* p, T expected, T desired) {
+    std::atomic_ref<T>(*p).compare_exchange_strong(expected, desired);
+    return expected;  // the old value, whether or not the swap happened
+}
+template <class T> inline T atomicMax(T* p, T v) {
+    std::atomic_ref<T> r(*p);
+    T old = r.load();
+    while (old < v && !r.compare_exchange_weak(old, v)) {}
+    return old;
+}
+template <class T> inline T atomicMin(T* p, T v) {
+    std::atomic_ref<T> r(*p);
+    T old = r.load();
+    while (v < old && !r.compare_exchange_weak(old, v)) {}
+    return old;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Built-in indices: plain globals, set by the scheduler before it resumes a fiber
+
+static uint3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+
+namespace andrea {
+// Internal linkage: two kernel libraries in one process must not share a scheduler (inline
+// functions' statics would otherwise become process-wide unique symbols).
+namespace {
+
+enum State { READY, AT_BARRIER, AT_WARP, DONE };
+enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3 };
+
+struct Fiber {
+    jmp_buf jb;
+    char* stack;      // lowest address, the guard page
+    size_t stack_size;
+    void* fake_stack;  // ASan's bookkeeping across switches
+    uint3 tid;
+    int lid;           // linear thread index in the block
+    int state;
+    bool parked;       // waiting at the top of its loop, ready to run the kernel again
+};
+
+struct Warp {
+    uint32_t live;       // lanes that exist and have not returned
+    uint32_t arrived;    // lanes waiting at the current warp sync
+    uint32_t wait_mask;  // the mask of that sync
+    uint64_t gen;        // completed warp syncs; slot_gen says which sync wrote a slot
+    uint64_t slot[2][32];
+    uint64_t slot_gen[2][32];
+};
+
+struct DynShared {
+    void* (*addr)();  // this OS thread's copy of an `extern __shared__` array
+    size_t capacity;
+};
+
+// All scheduler state lives here, on the heap: locals do not survive _longjmp reliably.
+struct Sched {
+    std::vector<Fiber*> pool;
+    std::vector<Warp> warps;
+    jmp_buf jb;
+    Fiber* cur = nullptr;
+    Fiber* creating = nullptr;
+    ucontext_t create_uc;
+    void* sched_fake = nullptr;
+    const void* main_bottom = nullptr;
+    size_t main_size = 0;
+    void (*entry)(void**) = nullptr;
+    void** args = nullptr;
+    int nthreads = 0, live = 0, at_barrier = 0;
+    bool reverse = false;
+    std::vector<DynShared> dyn;
+    std::mutex mu;
+};
+
+inline Sched& sched() {
+    static Sched* s = new Sched();  // never destroyed: fibers may outlive static destructors
+    return *s;
+}
+
+// --- stack switching, with the AddressSanitizer hooks when instrumented -----------------------
+
+inline void asan_start(void** fake, const void* bottom, size_t size) {
+#ifdef ANDREA_ASAN
+    __sanitizer_start_switch_fiber(fake, bottom, size);
+#else
+    (void)fake; (void)bottom; (void)size;
+#endif
+}
+inline void asan_finish(void* fake, const void** bottom, size_t* size) {
+#ifdef ANDREA_ASAN
+    __sanitizer_finish_switch_fiber(fake, bottom, size);
+#else
+    (void)fake; (void)bottom; (void)size;
+#endif
+}
+
+// From a fiber back to the scheduler; returns when the scheduler resumes this fiber.
+__attribute__((noinline)) inline void yield(Fiber* f) {
+    Sched& s = sched();
+    if (!_setjmp(f->jb)) {
+        asan_start(&f->fake_stack, s.main_bottom, s.main_size);
+        _longjmp(s.jb, 1);
+    }
+    asan_finish(f->fake_stack, &s.main_bottom, &s.main_size);
+}
+
+// From the scheduler into a fiber; returns when the fiber yields.
+__attribute__((noinline)) inline void resume(Fiber* f) {
+    Sched& s = sched();
+    s.cur = f;
+    threadIdx = f->tid;
+    if (!_setjmp(s.jb)) {
+        asan_start(&s.sched_fake, f->stack, f->stack_size);
+        _longjmp(f->jb, 1);
+    }
+    asan_finish(s.sched_fake, nullptr, nullptr);
+}
+
+inline void warp_exit(Fiber* f);
+
+// Fiber entry (via makecontext): park once, then loop "run the kernel, mark done, yield".
+inline void fiber_main() {
+    Sched& s = sched();
+    Fiber* f = s.creating;
+    asan_finish(nullptr, &s.main_bottom, &s.main_size);
+    if (!_setjmp(f->jb)) {
+        asan_start(&f->fake_stack, s.main_bottom, s.main_size);
+        setcontext(&s.create_uc);
+    }
+    asan_finish(f->fake_stack, &s.main_bottom, &s.main_size);
+    for (;;) {
+        f = s.cur;
+        f->parked = false;
+        s.entry(s.args);
+        f = s.cur;
+        f->state = DONE;
+        s.live--;
+        warp_exit(f);
+        f->parked = true;
+        yield(f);
+    }
+}
+
+// (Re)start a fiber on its stack so it waits, parked, at the top of its loop.
+inline bool fiber_init(Fiber* f) {
+    Sched& s = sched();
+    if (!f->stack) {
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+#ifdef ANDREA_ASAN
+        f->stack_size = 1 << 20;  // instrumented frames are larger
+#else
+        f->stack_size = 256 << 10;
+#endif
+        void* p = mmap(nullptr, f->stack_size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+        if (p == MAP_FAILED) return false;
+        mprotect(p, page, PROT_NONE);  // guard page: an overflow faults instead of corrupting
+        f->stack = (char*)p;
+    }
+    ucontext_t uc;
+    getcontext(&uc);
+    uc.uc_stack.ss_sp = f->stack;
+    uc.uc_stack.ss_size = f->stack_size;
+    uc.uc_link = nullptr;
+    makecontext(&uc, fiber_main, 0);
+    s.creating = f;
+    asan_start(&s.sched_fake, f->stack, f->stack_size);
+    swapcontext(&s.create_uc, &uc);
+    asan_finish(s.sched_fake, nullptr, nullptr);
+    f->parked = true;
+    return true;
+}
+
+// --- warps --------------------------------------------------------------------------------------
+
+inline void warp_release(Warp& w, uint32_t lanes, int warp_index) {
+    Sched& s = sched();
+    for (uint32_t m = w.arrived & lanes; m; m &= m - 1) {
+        Fiber* g = s.pool[warp_index * 32 + __builtin_ctz(m)];
+        if (g->state == AT_WARP) g->state = READY;
+    }
+    w.arrived &= ~lanes;
+    w.gen++;
+}
+
+// A returned lane no longer holds back the lanes of its warp that wait at a warp sync.
+inline void warp_exit(Fiber* f) {
+    Warp& w = sched().warps[f->lid >> 5];
+    w.live &= ~(1u << (f->lid & 31));
+    if (!w.arrived) return;
+    const uint32_t need = w.wait_mask & w.live;
+    if ((w.arrived & need) == need) warp_release(w, w.arrived, f->lid >> 5);
+}
+
+// Wait until every live lane named in mask has arrived; the last to arrive goes on directly.
+__attribute__((noinline)) inline void warp_sync(uint32_t mask) {
+    Sched& s = sched();
+    Fiber* f = s.cur;
+    Warp& w = s.warps[f->lid >> 5];
+    const uint32_t bit = 1u << (f->lid & 31);
+    w.arrived |= bit;
+    w.wait_mask = mask | bit;
+    const uint32_t need = w.wait_mask & w.live;
+    if ((w.arrived & need) == need) {
+        warp_release(w, w.arrived, f->lid >> 5);
+        return;
+    }
+    f->state = AT_WARP;
+    yield(f);
+}
+
+// Lane `lane` offers v; returns the value offered by lane src of the same sync, or v itself
+// when src is out of range, does not exist or has returned (like an inactive lane).
+template <class T> inline T shfl(uint32_t mask, T v, int src) {
+    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    Sched& s = sched();
+    Fiber* f = s.cur;
+    Warp& w = s.warps[f->lid >> 5];
+    const int lane = f->lid & 31;
+    const uint64_t gen = w.gen;
+    const int b = (int)(gen & 1);  // double-buffered: a fast lane may write the next sync's slot
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    w.slot[b][lane] = bits;
+    w.slot_gen[b][lane] = gen + 1;
+    warp_sync(mask);
+    if (src < 0 || src >= 32 || w.slot_gen[b][src] != gen + 1) return v;
+    T r;
+    std::memcpy(&r, &w.slot[b][src], sizeof(T));
+    return r;
+}
+
+inline int lane_id() { return sched().cur->lid & 31; }
+
+// --- shared memory poisoning --------------------------------------------------------------------
+
+struct TlsQuery { const void* probe; char* block; size_t size; };
+
+inline int find_tls(struct dl_phdr_info* info, size_t, void* data) {
+    auto* q = static_cast<TlsQuery*>(data);
+    bool mine = false;
+    const ElfW(Phdr)* tls = nullptr;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr)& p = info->dlpi_phdr[i];
+        const uintptr_t lo = info->dlpi_addr + p.p_vaddr, a = (uintptr_t)q->probe;
+        if (p.p_type == PT_LOAD && a >= lo && a < lo + p.p_memsz) mine = true;
+        if (p.p_type == PT_TLS) tls = &p;
+    }
+    if (!mine) return 0;
+    if (tls) {
+        q->block = static_cast<char*>(info->dlpi_tls_data);
+        q->size = tls->p_memsz;
+    }
+    return 1;
+}
+
+thread_local char tls_anchor;  // touched so this OS thread's TLS block exists before the query
+
+// Everything thread_local in this library is shared memory: fill it with NaN bytes (0xff), but
+// only the first `dyn_bytes` of each `extern __shared__` array (the rest was poisoned at launch).
+inline void poison_shared(size_t dyn_bytes, bool whole) {
+    Sched& s = sched();
+    struct Range { char* lo; char* hi; };
+    std::vector<Range> skip;
+    for (const DynShared& d : s.dyn) {
+        char* p = static_cast<char*>(d.addr());
+        if (whole) std::memset(p, 0xff, d.capacity);
+        else std::memset(p, 0xff, std::min(dyn_bytes, d.capacity));
+        skip.push_back({p, p + d.capacity});
+    }
+    tls_anchor = 1;
+    TlsQuery q{(const void*)&poison_shared, nullptr, 0};
+    dl_iterate_phdr(find_tls, &q);
+    if (!q.block) return;
+    std::sort(skip.begin(), skip.end(), [](const Range& a, const Range& b) { return a.lo < b.lo; });
+    char* at = q.block;
+    char* end = q.block + q.size;
+    for (const Range& r : skip) {
+        if (r.lo > at) std::memset(at, 0xff, std::min(r.lo, end) - at);
+        at = std::max(at, r.hi);
+    }
+    if (at < end) std::memset(at, 0xff, end - at);
+}
+
+// --- the launch ----------------------------------------------------------------------------------
+
+struct LaunchInfo {  // filled on failure, read by Python
+    int block[3];
+    int waiting_barrier, waiting_warp, returned, threads;
+    char message[512];
+};
+
+inline void describe_deadlock(LaunchInfo* info) {
+    Sched& s = sched();
+    std::string at_barrier, at_warp;
+    auto add = [](std::string& out, int lid) {
+        if (out.size() < 200) out += (out.empty() ? "" : ",") + std::to_string(lid);
+    };
+    for (int i = 0; i < s.nthreads; i++) {
+        if (s.pool[i]->state == AT_BARRIER) { info->waiting_barrier++; add(at_barrier, i); }
+        else if (s.pool[i]->state == AT_WARP) { info->waiting_warp++; add(at_warp, i); }
+        else if (s.pool[i]->state == DONE) info->returned++;
+    }
+    std::snprintf(info->message, sizeof info->message,
+                  "%d of %d threads wait at __syncthreads (linear ids %s), %d at a warp sync (%s), "
+                  "%d returned",
+                  info->waiting_barrier, s.nthreads, at_barrier.empty() ? "-" : at_barrier.c_str(),
+                  info->waiting_warp, at_warp.empty() ? "-" : at_warp.c_str(), info->returned);
+}
+
+// Run one block to the end: every fiber until it blocks, then release barriers, until all return.
+inline int run_block(LaunchInfo* info) {
+    Sched& s = sched();
+    const int n = s.nthreads;
+    for (;;) {
+        bool ran = false;
+        for (int k = 0; k < n; k++) {
+            Fiber* f = s.pool[s.reverse ? n - 1 - k : k];
+            if (f->state != READY) continue;
+            ran = true;
+            resume(f);
+        }
+        if (s.live == 0) return OK;
+        if (s.at_barrier == s.live) {
+            for (int i = 0; i < n; i++)
+                if (s.pool[i]->state == AT_BARRIER) s.pool[i]->state = READY;
+            s.at_barrier = 0;
+            continue;
+        }
+        if (!ran) {
+            describe_deadlock(info);
+            return DEADLOCK;
+        }
+    }
+}
+
+inline int launch(void (*entry)(void**), void** args, const unsigned* grid, const unsigned* block,
+                  size_t shared_bytes, int reverse, LaunchInfo* info) {
+    Sched& s = sched();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const unsigned long long nthreads = (unsigned long long)block[0] * block[1] * block[2];
+    if (nthreads == 0 || nthreads > 1024 || grid[0] == 0 || grid[1] == 0 || grid[2] == 0) {
+        std::snprintf(info->message, sizeof info->message, "bad launch geometry");
+        return BAD_LAUNCH;
+    }
+    for (const DynShared& d : s.dyn)
+        if (shared_bytes > d.capacity) {
+            std::snprintf(info->message, sizeof info->message,
+                          "dynamic shared memory of %zu bytes exceeds the %zu available",
+                          shared_bytes, d.capacity);
+            return BAD_LAUNCH;
+        }
+    const int n = (int)nthreads;
+    while ((int)s.pool.size() < n) {
+        Fiber* f = new Fiber();
+        if (!fiber_init(f)) {
+            delete f;
+            std::snprintf(info->message, sizeof info->message, "cannot map a fiber stack");
+            return INTERNAL;
+        }
+        s.pool.push_back(f);
+    }
+    for (int i = 0; i < n; i++)  // fibers left inside a kernel by a deadlock start over
+        if (!s.pool[i]->parked && !fiber_init(s.pool[i])) return INTERNAL;
+    s.warps.assign((n + 31) / 32, Warp{});
+    for (int i = 0; i < n; i++) {
+        Fiber* f = s.pool[i];
+        f->lid = i;
+        f->tid = uint3{(unsigned)(i % block[0]), (unsigned)(i / block[0] % block[1]),
+                       (unsigned)(i / (block[0] * block[1]))};
+    }
+    s.entry = entry;
+    s.args = args;
+    s.nthreads = n;
+    s.reverse = reverse != 0;
+    blockDim = dim3(block[0], block[1], block[2]);
+    gridDim = dim3(grid[0], grid[1], grid[2]);
+    bool first = true;
+    for (unsigned bz = 0; bz < grid[2]; bz++)
+        for (unsigned by = 0; by < grid[1]; by++)
+            for (unsigned bx = 0; bx < grid[0]; bx++) {
+                blockIdx = uint3{bx, by, bz};
+                poison_shared(shared_bytes, first);
+                first = false;
+                for (int i = 0; i < n; i++) s.pool[i]->state = READY;
+                for (int w = 0; w < (int)s.warps.size(); w++) {
+                    const int lanes = std::min(32, n - 32 * w);
+                    s.warps[w].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+                    s.warps[w].arrived = 0;
+                }
+                s.live = n;
+                s.at_barrier = 0;
+                const int rc = run_block(info);
+                if (rc != OK) {
+                    info->block[0] = (int)bx; info->block[1] = (int)by; info->block[2] = (int)bz;
+                    info->threads = n;
+                    return rc;
+                }
+            }
+    return OK;
+}
+
+// --- argument unpacking and signatures for the generated wrapper ---------------------------------
+
+template <class T> inline void kind_of(std::string& out) {
+    using U = std::remove_cv_t<T>;
+    if constexpr (std::is_pointer_v<U>) {
+        using P = std::remove_pointer_t<U>;
+        out += "p8:";
+        if constexpr (std::is_void_v<std::remove_cv_t<P>>) out += "v";
+        else if constexpr (std::is_pointer_v<P>) out += "p8";
+        else kind_of<P>(out);
+    } else if constexpr (std::is_same_v<U, bool>) {
+        out += "b1";
+    } else if constexpr (std::is_integral_v<U>) {
+        out += (std::is_signed_v<U> ? "i" : "u") + std::to_string(sizeof(U));
+    } else if constexpr (std::is_floating_point_v<U>) {
+        out += "f" + std::to_string(sizeof(U));
+    } else {
+        out += "s" + std::to_string(sizeof(U));  // a struct passed by value
+    }
+}
+
+template <class... P> const char* signature(void (*)(P...)) {
+    static const std::string sig = [] {
+        std::string s;
+        ((s += (s.empty() ? "" : " "), kind_of<P>(s)), ...);
+        return s;
+    }();
+    return sig.c_str();
+}
+
+template <class... P, size_t... I>
+inline void call_with(void (*k)(P...), void** a, std::index_sequence<I...>) {
+    k(*static_cast<std::remove_cv_t<P>*>(a[I])...);
+}
+template <class... P> inline void call(void (*k)(P...), void** a) {
+    call_with(k, a, std::index_sequence_for<P...>{});
+}
+
+struct RegisterDyn {
+    RegisterDyn(void* (*addr)(), size_t capacity) { sched().dyn.push_back(DynShared{addr, capacity}); }
+};
+
+}  // namespace
+}  // namespace andrea
+
+#define ANDREA_EXPORT extern "C" __attribute__((visibility("default")))
+
+// ---------------------------------------------------------------------------------------------
+// Barriers and warp intrinsics
+
+inline void __syncthreads() {
+    andrea::Sched& s = andrea::sched();
+    s.cur->state = andrea::AT_BARRIER;
+    s.at_barrier++;
+    andrea::yield(s.cur);
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu) { andrea::warp_sync(mask); }
+inline unsigned __activemask() {
+    andrea::Sched& s = andrea::sched();
+    return s.warps[s.cur->lid >> 5].live;
+}
+
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+    const int lane = andrea::lane_id(), base = lane & ~(width - 1);
+    return andrea::shfl(mask, v, base + (src & (width - 1)));
+}
+template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    const int lane = andrea::lane_id();
+    const int src = (lane & (width - 1)) >= (int)delta ? lane - (int)delta : -1;
+    return andrea::shfl(mask, v, src);  // -1: no source, the lane keeps its value
+}
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    const int lane = andrea::lane_id();
+    const int src = (lane & (width - 1)) + (int)delta < width ? lane + (int)delta : -1;
+    return andrea::shfl(mask, v, src);
+}
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    const int lane = andrea::lane_id(), src = lane ^ lane_mask;
+    return andrea::shfl(mask, v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : -1);
+}
+
+// The one C entry point Python calls (ctypes releases the GIL around it).
+ANDREA_EXPORT int andrea_launch(void (*entry)(void**), void** args, const unsigned* grid,
+                             const unsigned* block, size_t shared_bytes, int reverse,
+                             andrea::LaunchInfo* info) {
+    return andrea::launch(entry, args, grid, block, shared_bytes, reverse, info);
+}
+ANDREA_EXPORT int andrea_info_size() { return (int)sizeof(andrea::LaunchInfo); }

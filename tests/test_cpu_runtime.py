@@ -1,0 +1,260 @@
+"""The CPU execution layer: CUDA semantics on fibers, checked with small kernels (tests/kernels)."""
+
+import os
+import pathlib
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from andrea_cli.backends.cpu_runtime import (
+    CompilerNotFoundError, CpuArgumentError, CpuCompileError, CpuDeadlockError, CpuLaunchError,
+    CpuModule, CpuRuntimeError, CpuSanitizerError)
+from andrea_cli.errors import AndreaError
+
+KERNELS = pathlib.Path(__file__).parent / "kernels"
+BASICS = KERNELS / "basics.cu"
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cache_dir(tmp_path_factory):
+    # A fresh cache per session: tests see real compiles and never litter ~/.cache.
+    path = tmp_path_factory.mktemp("andrea-cache")
+    old = os.environ.get("ANDREA_CACHE_DIR")
+    os.environ["ANDREA_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        del os.environ["ANDREA_CACHE_DIR"]
+    else:
+        os.environ["ANDREA_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def basics(cache_dir):
+    return CpuModule(BASICS)
+
+
+@pytest.fixture(scope="session")
+def basics_reverse(cache_dir):
+    return CpuModule(BASICS, schedule="reverse")
+
+
+def test_kernel_names_and_signature(basics):
+    assert "scale" in basics.kernel_names and "block_sum" in basics.kernel_names
+    assert basics.get_function("scale").signature == ["p8", "p8", "i4", "f4"]
+
+
+def test_grid_stride_scale(basics):
+    x = np.arange(1000, dtype=np.float32)
+    y = np.zeros_like(x)
+    basics.get_function("scale")((3,), (128,), (x, y, np.int32(1000), np.float32(0.5)))
+    np.testing.assert_array_equal(y, x * np.float32(0.5))
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse"])
+def test_barrier_counts_returned_threads(basics, basics_reverse, schedule):
+    # n = 300 leaves the second block with 44 live threads: 212 return before the barrier.
+    mod = basics if schedule == "forward" else basics_reverse
+    n = 300
+    x = np.arange(n, dtype=np.int32)
+    y = np.zeros_like(x)
+    mod.get_function("reverse_block")((2,), (256,), (x, y, np.int32(n)))
+    np.testing.assert_array_equal(y, np.concatenate([x[:256][::-1], x[256:][::-1]]))
+
+
+@pytest.mark.parametrize("threads", [32, 64, 256, 1024])
+def test_block_sum_where_only_warp0_shuffles_again(basics, threads):
+    rows, n = 3, 1000
+    x = np.random.default_rng(0).standard_normal((rows, n)).astype(np.float32)
+    out = np.zeros(rows, np.float32)
+    basics.get_function("block_sum")((rows,), (threads,), (x, out, np.int32(n)), shared_mem=threads // 32 * 4)
+    np.testing.assert_allclose(out, x.sum(axis=1, dtype=np.float64), rtol=1e-5, atol=1e-4)
+
+
+def _expected_shuffles(threads: int, width: int) -> np.ndarray:
+    """CUDA's shuffle rules; a lane outside the block (partial warp) yields the caller's value."""
+    out = np.zeros((threads, 4), np.int32)
+    for t in range(threads):
+        warp, lane = divmod(t, 32)
+        live = min(32, threads - 32 * warp)
+        value = lambda src: 100 + 32 * warp + src if 0 <= src < live else 100 + t  # noqa: E731
+        base = lane & ~(width - 1)
+        out[t, 0] = value(lane ^ 1)
+        out[t, 1] = value(lane + 3) if lane % width + 3 < width else 100 + t
+        out[t, 2] = value(lane - 2) if lane % width >= 2 else 100 + t
+        out[t, 3] = value(base + (5 & (width - 1)))
+    return out
+
+
+@pytest.mark.parametrize("threads,width", [(32, 32), (48, 32), (48, 8), (100, 16), (64, 4)])
+def test_shuffles_partial_warps_and_width(basics, threads, width):
+    out = np.zeros((threads, 4), np.int32)
+    basics.get_function("shuffles")((1,), (threads,), (out, np.int32(width)))
+    np.testing.assert_array_equal(out, _expected_shuffles(threads, width))
+
+
+def test_shuffle_from_returned_lane_gives_own_value(basics):
+    out = np.full(32, -1, np.int32)
+    basics.get_function("shuffle_exited")((1,), (32,), (out,))
+    np.testing.assert_array_equal(out[0::2], np.arange(0, 32, 2))
+    assert (out[1::2] == -1).all()
+
+
+def test_float4_loads(basics):
+    x = np.arange(4 * 50, dtype=np.float32)
+    y = np.zeros_like(x)
+    basics.get_function("double4")((2,), (32,), (x, y, np.int32(50)))
+    np.testing.assert_array_equal(y, 2 * x)
+
+
+def test_atomics(basics):
+    count, maxid = np.zeros(1, np.int32), np.zeros(1, np.int32)
+    fsum, exch, cas = np.zeros(1, np.float32), np.zeros(1, np.int32), np.zeros(1, np.int32)
+    basics.get_function("atomics")((3,), (100,), (count, fsum, maxid, exch, cas))
+    assert (count[0], fsum[0], maxid[0], exch[0], cas[0]) == (300, 150.0, 299, 7, 1)
+
+
+def test_deadlock_is_an_error_and_the_module_survives(basics):
+    out = np.zeros(32, np.float32)
+    with pytest.raises(CpuDeadlockError) as e:
+        basics.get_function("deadlock")((1,), (32,), (out,))
+    assert e.value.kernel == "deadlock" and e.value.block == (0, 0, 0)
+    assert "16 of 32 threads wait at __syncthreads" in str(e.value)
+    assert isinstance(e.value, AndreaError)
+    test_grid_stride_scale(basics)  # the fibers stuck in the dead block start over cleanly
+
+
+def test_reverse_schedule_exposes_missing_barrier(basics, basics_reverse):
+    want = np.arange(-1, 63, dtype=np.float32)
+    want[0] = -1
+    for with_barrier in (0, 1):
+        forward, reverse = np.zeros(64, np.float32), np.zeros(64, np.float32)
+        basics.get_function("neighbour")((1,), (64,), (forward, np.int32(with_barrier)))
+        basics_reverse.get_function("neighbour")((1,), (64,), (reverse, np.int32(with_barrier)))
+        np.testing.assert_array_equal(forward, want)  # forward passes by luck either way
+        if with_barrier:
+            np.testing.assert_array_equal(reverse, want)
+        else:
+            assert np.isnan(reverse[1:]).all()  # the reads ran before the writes
+
+
+def test_unwritten_shared_memory_reads_nan(basics):
+    out = np.zeros(64, np.float32)
+    kernel = basics.get_function("unwritten")
+    kernel((1,), (32,), (out, np.int32(1)), shared_mem=32 * 4)
+    assert (out[:32] == 1).all() and (out[32:] == 2).all()
+    kernel((1,), (32,), (out, np.int32(0)), shared_mem=32 * 4)  # stale 1s and 2s must not show
+    assert np.isnan(out).all()
+
+
+@pytest.mark.parametrize("args,match", [
+    (lambda x: (x, x, np.int32(4), 0.5), r"argument 3 \(float s\) needs float32, got Python float"),
+    (lambda x: (x, x, np.int32(4), np.float64(0.5)), r"argument 3 .* got numpy float64"),
+    (lambda x: (x, x, 4, np.float32(0.5)), r"argument 2 \(int n\) needs int32, got Python int"),
+    (lambda x: (x, x, np.int64(4), np.float32(0.5)), r"argument 2 .* got numpy int64"),
+    (lambda x: (x, np.float32(1), np.int32(4), np.float32(0.5)), r"argument 1 .* needs a numpy array"),
+    (lambda x: (x.astype(np.float64), x, np.int32(4), np.float32(0.5)), r"argument 0 .* float32, got .* float64"),
+    (lambda x: (x[::2], x, np.int32(2), np.float32(0.5)), r"argument 0 .* C-contiguous"),
+    (lambda x: (x, x, np.int32(4)), r"scale takes 4 arguments, got 3"),
+])
+def test_argument_types_are_checked(basics, args, match):
+    x = np.zeros(8, np.float32)
+    with pytest.raises(CpuArgumentError, match=match):
+        basics.get_function("scale")((1,), (32,), args(x))
+
+
+@pytest.mark.parametrize("grid,block,shared", [
+    ((1,), (1025,), 0), ((1,), (32, 32, 2), 0), ((1,), (0,), 0), ((1, 1, 1, 1), (32,), 0),
+    ((1,), (32,), 229 * 1024), ((0,), (32,), 0),
+])
+def test_launch_geometry_is_checked(basics, grid, block, shared):
+    x = np.zeros(8, np.float32)
+    with pytest.raises(CpuLaunchError):
+        basics.get_function("scale")(grid, block, (x, x, np.int32(8), np.float32(1)), shared_mem=shared)
+
+
+def test_unknown_kernel(basics):
+    with pytest.raises(CpuRuntimeError, match="no __global__ kernel 'nope'"):
+        basics.get_function("nope")
+
+
+def test_compile_error_names_file_and_line(tmp_path):
+    src = tmp_path / "broken.cu"
+    src.write_text('extern "C" __global__ void k(float* out) {\n'
+                   "    out[threadIdx.x] = undeclared_name;\n}\n")
+    with pytest.raises(CpuCompileError, match=r"broken\.cu:2:\d+: error: .*undeclared_name") as e:
+        CpuModule(src)
+    assert "undeclared_name" in e.value.log
+
+
+def test_missing_compiler_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void k(float* out) {}\n')
+    with pytest.raises(CompilerNotFoundError, match="apt-get install g\\+\\+"):
+        CpuModule(src)
+
+
+def test_cache_hit_and_key(tmp_path):
+    src = tmp_path / "tiny.cu"
+    src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 1.0f; }\n')
+    first = CpuModule(src)
+    start = time.perf_counter()
+    second = CpuModule(src)
+    assert time.perf_counter() - start < 0.5  # no compile: the cached library is loaded
+    assert second.library_path == first.library_path
+    src.write_text(src.read_text().replace("1.0f", "2.0f"))
+    changed = CpuModule(src)
+    assert changed.library_path != first.library_path
+    out = np.zeros(4, np.float32)
+    changed.get_function("k")((1,), (4,), (out,))
+    assert (out == 2).all()
+
+
+def _project_kernel_file() -> pathlib.Path | None:
+    for path in (REPO / "cuda" / "microgpt_cuda.cu", pathlib.Path(os.environ.get("ANDREA_KERNEL_FILE", ""))):
+        if path.is_file():
+            return path
+    return None
+
+
+def test_project_softmax_matches_numpy():
+    path = _project_kernel_file()
+    if path is None:
+        pytest.skip("cuda/microgpt_cuda.cu is not in this checkout (set ANDREA_KERNEL_FILE to one)")
+    mod = CpuModule(path)
+    # The file's comment block documents softmax_kernel1: one block per row, blockDim.x a multiple
+    # of 32, shared_mem one float per warp.
+    header = path.read_text().split("\n\n")[0]
+    if "softmax_kernel1" not in mod.kernel_names or "one block per row" not in path.read_text():
+        pytest.skip(f"{path.name} has no documented softmax_kernel1 (kernels: {mod.kernel_names}, {header[:60]!r})")
+    kernel = mod.get_function("softmax_kernel1")
+    assert kernel.signature == ["p8", "p8", "i4"]
+    for T, threads in [(1, 32), (7, 64), (33, 32), (130, 128)]:
+        x = np.random.default_rng(T).standard_normal((T, T)).astype(np.float32) * 4
+        x[0, 1:] = -np.inf  # a causal first row
+        p = np.zeros_like(x)
+        kernel((T, 1, 1), (threads, 1, 1), (x, p, np.int32(T)), shared_mem=threads // 32 * 4)
+        e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(p, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+        assert (p[0, 1:] == 0).all()
+
+
+
+def test_sanitizer_catches_out_of_bounds_read(cache_dir):
+    if subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip() \
+            in ("", "libasan.so"):
+        pytest.skip("g++ has no libasan")
+    mod = CpuModule(BASICS, sanitize=True)
+    x, y = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    mod.get_function("scale")((1,), (32,), (x, y, np.int32(16), np.float32(2)))  # in bounds: no report
+    np.testing.assert_array_equal(y, 2 * x)  # results come back from the sanitized process
+    with pytest.raises(CpuSanitizerError, match=r"heap-buffer-overflow.*basics\.cu:\d+") as e:
+        mod.get_function("out_of_bounds")((1,), (17,), (x, y, np.int32(16)))
+    assert "READ of size 4" in e.value.report
+    with pytest.raises(CpuDeadlockError):  # errors other than reports keep their type
+        mod.get_function("deadlock")((1,), (32,), (y,))
+    mod.get_function("scale")((1,), (16,), (x, y, np.int32(16), np.float32(3)))  # a fresh worker
+    np.testing.assert_array_equal(y, 3 * x)
