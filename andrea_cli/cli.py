@@ -66,6 +66,8 @@ def attend(
         mask_spec = parse_mask(mask)
         check_writable(out, "--out")
         check_writable(save_weights, "--save-weights")
+        if sample_rows < 0 or (sample_rows and not fused):
+            raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
         if fused and save_weights is not None:
             raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
         if any(p is not None for p in (q, k, v, qkv)):

@@ -131,3 +131,16 @@ def test_attend_fused_cpu_matches_staged(tmp_path, cpu_dev):
                                      "--mask", "window:4", "--out", str(path), "--json"])
         assert result.exit_code == 0, result.output
     np.testing.assert_allclose(np.load(fused), np.load(staged), rtol=1e-4, atol=1e-5)
+
+
+def test_sample_rows_needs_fused_and_fused_refuses_save_weights(tmp_path):
+    from typer.testing import CliRunner
+
+    from andrea_cli.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["attend", "--backend", "numpy", "--T", "8", "--sample-rows", "3"])
+    assert result.exit_code == 2 and "--fused" in result.output
+    result = runner.invoke(app, ["attend", "--fused", "--backend", "numpy", "--T", "8",
+                                 "--save-weights", str(tmp_path / "w.npy")])
+    assert result.exit_code == 2 and "--save-weights" in result.output
