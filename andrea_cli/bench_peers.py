@@ -143,7 +143,8 @@ def event_timer_with_l2_flush(l2_bytes: int):
     return timer
 
 
-def fused_gpu_impl(backend) -> Impl:
+def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
+    """variant None: what the launcher picks (kernel2 for widths divisible by 4)."""
     from andrea_cli.backends.fused import launch_fused
     from andrea_cli.masks import MaskSpec
 
@@ -156,12 +157,12 @@ def fused_gpu_impl(backend) -> Impl:
         mask = MaskSpec("causal" if causal else "none")
 
         def run():
-            launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_k, mask=mask, scaled=True)
+            launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_k, mask=mask, scaled=True, variant=variant)
             return out
 
         return run
 
-    return Impl("fused", prepare, to_host=dev.to_host)
+    return Impl("fused" if variant is None else f"fused_kernel{variant}", prepare, to_host=dev.to_host)
 
 
 def cupy_impl(max_T: int) -> Impl:
@@ -231,7 +232,7 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     peak = peak_from_properties(props)
     free, _ = cupy.cuda.runtime.memGetInfo()
     cupy_max_T = int(math.sqrt(0.6 * free / (16 * H)))  # about four (H, T, T) float32 arrays live
-    impls = [fused_gpu_impl(backend), cupy_impl(cupy_max_T)]
+    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1), cupy_impl(cupy_max_T)]
     notes = [f"GPU side: CUDA events, L2 ({props['l2CacheSize'] / 2**20:.0f} MiB) flushed before every repeat; "
              f"peak {peak.peak_tflops:.1f} FP32 TFLOP/s = {peak.sms} SMs × {peak.lanes_per_sm} lanes × 2 × "
              f"{peak.clock_ghz:.2f} GHz; memory {peak.peak_gbs:.0f} GB/s"]
