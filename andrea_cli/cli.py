@@ -69,6 +69,8 @@ def attend(
     x: Optional[Path] = typer.Option(None, "--x", help="The layer's input x from a 2-D .npy file (T, d_model)."),
     layer_weights: Optional[Path] = typer.Option(None, "--weights", help="w_q, w_k, w_v, w_o from one .npz."),
     show_weights: bool = typer.Option(False, "--show-weights", help="Draw the (T, T) weights in the terminal."),
+    fused: bool = typer.Option(False, "--fused", help="One fused kernel; no T×T matrix (cuda, cpu)."),
+    sample_rows: int = typer.Option(0, "--sample-rows", help="With --fused: weight statistics on N rows."),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
@@ -88,6 +90,10 @@ def attend(
         mask_spec = parse_mask(mask)
         check_writable(out, "--out")
         check_writable(save_weights, "--save-weights")
+        if sample_rows < 0 or (sample_rows and not fused):
+            raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
+        if fused and save_weights is not None:
+            raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
         if any(p is not None for p in (q, k, v, qkv)):
             data = load_qkv(q, k, v, qkv)
             for flag, given, actual in (("--T", T, data.T), ("--d-k", d_k, data.d_k), ("--d-v", d_v, data.d_v)):
@@ -99,11 +105,18 @@ def attend(
             check_sizes(T, d_k, d_k if d_v is None else d_v)
             from andrea_cli.inputs import check_fits_in_memory
 
-            check_fits_in_memory(1, T)  # before drawing T×d numbers, refuse what cannot fit
+            if not fused:
+                check_fits_in_memory(1, T)  # before drawing T×d numbers, refuse what cannot fit
             data = random_qkv(T, d_k, d_k if d_v is None else d_v, seed)
         chosen, notice = select_backend(backend, resolve_kernel_path(kernel))
-        report = run_attention(data, chosen, mask_spec, scaled=not no_scale,
-                               notices=[notice] if notice else [])
+        if fused:
+            from andrea_cli.fused_pipeline import run_fused_attention
+
+            report = run_fused_attention(data, chosen, mask_spec, not no_scale, sample_rows,
+                                         notices=[notice] if notice else [])
+        else:
+            report = run_attention(data, chosen, mask_spec, scaled=not no_scale,
+                                   notices=[notice] if notice else [])
         if out is not None:
             save_npy_atomic(out, report.output)
         if save_weights is not None:
@@ -113,6 +126,10 @@ def attend(
 
     if as_json:
         print_json(report.to_json())
+    elif fused:
+        from andrea_cli.render_fused import render_fused
+
+        render_fused(console(), report)
     else:
         from andrea_cli.render import render_attend
 
@@ -188,6 +205,55 @@ def verify(
 
         render_verify(console(), report)
     raise typer.Exit(0 if report.passed else 1)
+
+
+@app.command()
+def bench(
+    side: str = typer.Option("auto", help="gpu, cpu, or auto (gpu when a device answers)."),
+    T: Optional[list[int]] = typer.Option(None, "--T", "-T", help="Sequence lengths (repeat the flag)."),
+    d_k: Optional[list[int]] = typer.Option(None, "--d-k", help="Head widths [default: 64 and 128]."),
+    mask: str = typer.Option("both", help="causal, none, or both."),
+    heads: Optional[int] = typer.Option(None, help="Heads per launch [default: 12 on GPU, 1 on CPU]."),
+    repeats: int = typer.Option(5, help="Timed repeats per size (the median is reported)."),
+    warmup: int = typer.Option(1, help="Untimed runs before the repeats."),
+    no_cpu_build: bool = typer.Option(False, "--no-cpu-build", help="CPU side: skip the kernels' CPU build."),
+    kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of a table."),
+) -> None:
+    """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline."""
+    from andrea_cli import bench as core
+    from andrea_cli import bench_peers
+    from andrea_cli.backends.cuda import cuda_availability
+    from andrea_cli.kernel_file import resolve_kernel_path
+
+    try:
+        if side not in ("auto", "gpu", "cpu") or mask not in ("causal", "none", "both"):
+            raise AndreaError("--side takes auto, gpu or cpu; --mask takes causal, none or both")
+        if min(list(T or [1]) + list(d_k or [1]) + [heads or 1, repeats]) < 1 or warmup < 0:
+            raise AndreaError("--T, --d-k, --heads and --repeats must be >= 1 and --warmup >= 0")
+        path = resolve_kernel_path(kernel)
+        gpu = cuda_availability()
+        if side == "gpu" and not gpu.ok:
+            raise AndreaError(f"--side gpu: {gpu.reason}; {gpu.fix}")
+        on_gpu = side == "gpu" or (side == "auto" and gpu.ok)
+        causals = {"both": (False, True), "causal": (True,), "none": (False,)}[mask]
+        common = dict(Ts=tuple(T or (core.GPU_T if on_gpu else core.CPU_T)), d_ks=tuple(d_k or core.D_KS),
+                      causals=causals, warmup=warmup, repeats=repeats,
+                      progress=lambda line: typer.echo(line, err=True))
+        if on_gpu:
+            result = bench_peers.bench_gpu(path, H=heads or 12, **common)
+        else:
+            result = bench_peers.bench_cpu(path, H=heads or 1, with_cpu_build=not no_cpu_build, **common)
+            if side == "auto":
+                result.notes.insert(0, f"CPU side only: {gpu.reason}; the GPU figures need a GPU run")
+    except AndreaError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json(result.to_json())
+    else:
+        from andrea_cli.render_bench import render_bench
+
+        render_bench(console(), result)
 
 
 @app.command()

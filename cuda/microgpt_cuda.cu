@@ -26,7 +26,15 @@
 //                    16x16 output tile per block, P and V tiles staged in shared memory;
 //                    with causal != 0 it stops at the diagonal, since P is exactly 0 beyond it.
 //                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16)
-//   attention_fused_kernel1   (see the fused section at the end)
+//   attention_fused_kernel1   O = softmax(mask(Q · K^T * scale)) · V in one pass, flash-style
+//                    (H,T,d_k),(H,T,d_k),(H,T,d_v) -> (H,T,d_v); never writes a T×T matrix.
+//                    One warp per query row, `rows` rows per block sharing K/V tiles of 32 keys
+//                    in shared memory; online softmax; key tiles the mask removes are skipped.
+//                    d_k, d_v <= 128. grid (ceil(T/rows), 1, H), block (32, rows),
+//                    shared_mem = 4 * (rows * d_k + 32 * (d_k | 1) + 32 * d_v) bytes
+//   attention_fused_kernel2   the same, with float4 shared-memory loads (4 values per load
+//                    instruction instead of 1); needs d_k % 4 == 0 and d_v % 4 == 0.
+//                    shared_mem = 4 * (rows * d_k + 32 * (d_k + 4) + 32 * d_v) bytes
 //
 // Every kernel is correct for any T >= 1 and d >= 1: partial tiles are padded with zeros on load
 // and threads outside the matrix skip the store but still reach every __syncthreads().
@@ -222,4 +230,223 @@ extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H,
         __syncthreads();
     }
     if (i < T && c < d_v) out[(long)i * d_v + c] = acc;
+}
+
+// ================================================================================================
+// FUSED ATTENTION
+//
+// The staged kernels above write four (H, T, T) matrices to memory and read them back: at T =
+// 16,384 one head's scores alone are 1 GiB. The fused kernel computes the same output in one
+// pass over key tiles and keeps only a (rows, d) slice of the work on chip; the T×T matrices
+// never exist. The softmax is computed "online": each query row keeps its running max m and
+// running sum l of exp(s - m); when a later key tile raises the max, what was accumulated so far
+// is rescaled by exp(m_old - m_new). After the last tile, O = acc / l.
+// ------------------------------------------------------------------------------------------------
+
+#define FUSED_KEYS 32   // keys per tile: one per lane of a warp
+#define FUSED_MAX_D 128 // d_k and d_v limit: each lane owns d_v / 32 <= 4 output columns in registers
+
+extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q,  // (H, T, d_k)
+                                                   const float* __restrict__ k,  // (H, T, d_k)
+                                                   const float* __restrict__ v,  // (H, T, d_v)
+                                                   float* __restrict__ out,      // (H, T, d_v)
+                                                   int T, int d_k, int d_v, float scale,
+                                                   int causal, int window) {
+    // One warp per query row, blockDim.y rows per block, all of them sharing each K/V tile.
+    // grid (ceil(T / blockDim.y), 1, H), block (32, rows). Dynamic shared memory, in floats:
+    //   q_s  (rows, d_k)            this block's query rows
+    //   k_s  (FUSED_KEYS, ks)       the current key tile, ks = d_k | 1: an odd row stride puts
+    //                               lane j's reads of k_s[j][c] on 32 different banks
+    //   v_s  (FUSED_KEYS, d_v)      the current value tile; lanes read consecutive columns
+    extern __shared__ float fused_smem[];
+    const int rows = blockDim.y, lane = threadIdx.x, r = threadIdx.y;
+    const int tid = r * 32 + lane, n_threads = rows * 32;
+    const int ks = d_k | 1;
+    float* q_s = fused_smem;
+    float* k_s = q_s + rows * d_k;
+    float* v_s = k_s + FUSED_KEYS * ks;
+
+    // Under a causal mask the last query tiles have the most key tiles: hand them out first so
+    // the short ones fill in the tail of the launch instead of a long one running alone.
+    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int row0 = tile * rows;
+    const int i = row0 + r;  // this warp's query row (may be >= T in the last tile)
+    const long head = blockIdx.z;
+    q += head * T * d_k;
+    k += head * T * d_k;
+    v += head * T * d_v;
+    out += head * T * d_v;
+
+    for (int idx = tid; idx < rows * d_k; idx += n_threads) {
+        const int rr = idx / d_k, c = idx % d_k;
+        q_s[idx] = (row0 + rr < T) ? q[(long)(row0 + rr) * d_k + c] : 0.0f;
+    }
+
+    // The key range any row of this block can see; tiles outside it are skipped entirely.
+    // Causal: nothing past the block's last row. Window: nothing before first_row - window + 1.
+    const int last_row = min(row0 + rows, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;
+    int j_begin = 0;
+    if (window > 0) j_begin = max(0, row0 - window + 1) / FUSED_KEYS * FUSED_KEYS;
+
+    float m = -INFINITY;  // running max of this row's visible scores
+    float l = 0.0f;       // running sum of exp(s - m)
+    float acc[FUSED_MAX_D / 32];  // acc[t] = output column lane + 32 t, unnormalised
+#pragma unroll
+    for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] = 0.0f;
+
+    for (int j0 = j_begin; j0 < j_end; j0 += FUSED_KEYS) {
+        __syncthreads();  // the previous tile is fully read (and, first time, q_s is written)
+        for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
+            const int jj = idx / d_k, c = idx % d_k;
+            k_s[jj * ks + c] = (j0 + jj < T) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
+        }
+        for (int idx = tid; idx < FUSED_KEYS * d_v; idx += n_threads) {
+            const int jj = idx / d_v;
+            v_s[idx] = (j0 + jj < T) ? v[(long)j0 * d_v + idx] : 0.0f;
+        }
+        __syncthreads();
+
+        // Does this row see any key of the tile? The same answer for the whole warp (one row
+        // per warp), so skipping keeps the warp converged for the shuffles below.
+        const bool any = i < T && (!causal || j0 <= i) && (window <= 0 || j0 + FUSED_KEYS - 1 > i - window);
+        if (!any) continue;
+
+        // S tile: lane owns key j = j0 + lane.
+        const int j = j0 + lane;
+        const float* qi = q_s + r * d_k;
+        const float* kj = k_s + lane * ks;
+        float s = 0.0f;
+        for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
+        s *= scale;
+        const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+        s = visible ? s : -INFINITY;  // -inf, not -1e9: exp gives exactly 0
+
+        // Online softmax. m_new is finite here: `any` guarantees one visible key in the tile.
+        const float m_new = fmaxf(m, warp_max(s));
+        const float alpha = expf(m - m_new);  // m = -inf on the first visible tile: alpha = 0
+        const float p = expf(s - m_new);      // masked: exp(-inf) = 0
+        l = l * alpha + warp_sum(p);
+        m = m_new;
+
+        // acc = acc * alpha + P_tile · V_tile; p of key jj is broadcast from lane jj.
+#pragma unroll
+        for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] *= alpha;
+        const int n_keys = min(FUSED_KEYS, T - j0);
+        for (int jj = 0; jj < n_keys; ++jj) {
+            const float pj = __shfl_sync(0xffffffff, p, jj);
+            const float* vj = v_s + jj * d_v;
+#pragma unroll
+            for (int t = 0; t < FUSED_MAX_D / 32; ++t) {
+                const int c = lane + 32 * t;
+                if (c < d_v) acc[t] += pj * vj[c];
+            }
+        }
+    }
+
+    if (i >= T) return;
+    // l = 0 only if the row saw no key at all: it attends to nothing and gets zeros, like the
+    // staged softmax, rather than 0/0 = NaN.
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int t = 0; t < FUSED_MAX_D / 32; ++t) {
+        const int c = lane + 32 * t;
+        if (c < d_v) out[(long)i * d_v + c] = acc[t] * inv_l;
+    }
+}
+
+// attention_fused_kernel2: kernel1 with 16-byte shared-memory accesses, for d_k and d_v that are
+// multiples of 4 (every real head size). Kernel1's inner loops issue one shared load per FMA in
+// Q·K^T (and one per FMA in P·V), so shared-memory bandwidth, not arithmetic, bounds it; float4
+// loads move four values per instruction. Changes from kernel1:
+//   k_s row stride d_k + 4: lane j reads 16 bytes at word j * (d_k + 4); a quarter warp's 8 lanes
+//                           then start on banks 0, 4, ..., 28 and never conflict
+//   each lane owns 4 adjacent output columns 4·lane .. 4·lane+3 (so d_v <= 128), read from v_s
+//                           as one float4; a warp reads one 512-byte V row without conflicts
+// shared_mem = 4 * (rows * d_k + 32 * (d_k + 4) + 32 * d_v) bytes
+extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q,  // (H, T, d_k)
+                                                   const float* __restrict__ k,  // (H, T, d_k)
+                                                   const float* __restrict__ v,  // (H, T, d_v)
+                                                   float* __restrict__ out,      // (H, T, d_v)
+                                                   int T, int d_k, int d_v, float scale,
+                                                   int causal, int window) {
+    extern __shared__ float4 fused_smem4[];  // float4: the array is 16-byte aligned
+    const int rows = blockDim.y, lane = threadIdx.x, r = threadIdx.y;
+    const int tid = r * 32 + lane, n_threads = rows * 32;
+    const int ks = d_k + 4, dk4 = d_k / 4, dv4 = d_v / 4;
+    float* q_s = (float*)fused_smem4;
+    float* k_s = q_s + rows * d_k;
+    float* v_s = k_s + FUSED_KEYS * ks;
+
+    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int row0 = tile * rows;
+    const int i = row0 + r;
+    const long head = blockIdx.z;
+    const float4* q4 = (const float4*)(q + head * T * d_k);  // d_k % 4 == 0: rows stay aligned
+    const float4* k4 = (const float4*)(k + head * T * d_k);
+    const float4* v4 = (const float4*)(v + head * T * d_v);
+    out += head * T * d_v;
+
+    const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int idx = tid; idx < rows * dk4; idx += n_threads) {
+        const int rr = idx / dk4;
+        ((float4*)q_s)[idx] = (row0 + rr < T) ? q4[(long)row0 * dk4 + idx] : zero4;
+    }
+
+    const int last_row = min(row0 + rows, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;
+    int j_begin = 0;
+    if (window > 0) j_begin = max(0, row0 - window + 1) / FUSED_KEYS * FUSED_KEYS;
+
+    float m = -INFINITY, l = 0.0f;
+    float4 acc = zero4;  // output columns 4·lane .. 4·lane+3, unnormalised
+    const bool owns_columns = 4 * lane < d_v;
+
+    for (int j0 = j_begin; j0 < j_end; j0 += FUSED_KEYS) {
+        __syncthreads();
+        for (int idx = tid; idx < FUSED_KEYS * dk4; idx += n_threads) {
+            const int jj = idx / dk4, c4 = idx % dk4;
+            *(float4*)(k_s + jj * ks + 4 * c4) = (j0 + jj < T) ? k4[(long)(j0 + jj) * dk4 + c4] : zero4;
+        }
+        for (int idx = tid; idx < FUSED_KEYS * dv4; idx += n_threads) {
+            const int jj = idx / dv4;
+            ((float4*)v_s)[idx] = (j0 + jj < T) ? v4[(long)j0 * dv4 + idx] : zero4;
+        }
+        __syncthreads();
+
+        const bool any = i < T && (!causal || j0 <= i) && (window <= 0 || j0 + FUSED_KEYS - 1 > i - window);
+        if (!any) continue;
+
+        const int j = j0 + lane;
+        const float4* qi = (const float4*)(q_s + r * d_k);
+        const float4* kj = (const float4*)(k_s + lane * ks);
+        float s = 0.0f;
+        for (int c4 = 0; c4 < dk4; ++c4) {
+            const float4 a = qi[c4], b = kj[c4];
+            s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+        }
+        s *= scale;
+        const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+        s = visible ? s : -INFINITY;
+
+        const float m_new = fmaxf(m, warp_max(s));
+        const float alpha = expf(m - m_new);
+        const float p = expf(s - m_new);
+        l = l * alpha + warp_sum(p);
+        m = m_new;
+
+        acc.x *= alpha; acc.y *= alpha; acc.z *= alpha; acc.w *= alpha;
+        const int n_keys = min(FUSED_KEYS, T - j0);
+        for (int jj = 0; jj < n_keys; ++jj) {
+            const float pj = __shfl_sync(0xffffffff, p, jj);
+            if (owns_columns) {
+                const float4 b = ((const float4*)(v_s + jj * d_v))[lane];
+                acc.x += pj * b.x; acc.y += pj * b.y; acc.z += pj * b.z; acc.w += pj * b.w;
+            }
+        }
+    }
+
+    if (i >= T || !owns_columns) return;
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+    ((float4*)(out + (long)i * d_v))[lane] = make_float4(acc.x * inv_l, acc.y * inv_l, acc.z * inv_l, acc.w * inv_l);
 }

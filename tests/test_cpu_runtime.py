@@ -241,3 +241,20 @@ def test_project_softmax_matches_numpy():
         np.testing.assert_allclose(p, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
         assert (p[0, 1:] == 0).all()
 
+
+
+def test_sanitizer_catches_out_of_bounds_read(cache_dir):
+    if subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip() \
+            in ("", "libasan.so"):
+        pytest.skip("g++ has no libasan")
+    mod = CpuModule(BASICS, sanitize=True)
+    x, y = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    mod.get_function("scale")((1,), (32,), (x, y, np.int32(16), np.float32(2)))  # in bounds: no report
+    np.testing.assert_array_equal(y, 2 * x)  # results come back from the sanitized process
+    with pytest.raises(CpuSanitizerError, match=r"heap-buffer-overflow.*basics\.cu:\d+") as e:
+        mod.get_function("out_of_bounds")((1,), (17,), (x, y, np.int32(16)))
+    assert "READ of size 4" in e.value.report
+    with pytest.raises(CpuDeadlockError):  # errors other than reports keep their type
+        mod.get_function("deadlock")((1,), (32,), (y,))
+    mod.get_function("scale")((1,), (16,), (x, y, np.int32(16), np.float32(3)))  # a fresh worker
+    np.testing.assert_array_equal(y, 3 * x)

@@ -191,7 +191,7 @@ class CpuModule:
         self.library_path = build(self._src, sanitize=sanitize)
         if sanitize:
             from andrea_cli.backends.cpu_sanitize import SanitizedLibrary
-            self._native = SanitizedLibrary(self.library_path)
+            self._native = SanitizedLibrary(self.library_path, self.kernel_names)
         else:
             self._native = NativeLibrary(self.library_path)
         self._kernels: dict[str, CpuKernel] = {}

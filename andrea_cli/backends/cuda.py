@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from andrea_cli.backends.base import Availability, StageOutputs
+from andrea_cli.backends.fused import FusedOutputs, run_fused
 from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan, run_staged
 from andrea_cli.kernel_file import kernel_names
 from andrea_cli.masks import MaskSpec
@@ -114,5 +115,10 @@ class CudaBackend:
 
     def attention(self, q, k, v, *, mask: MaskSpec, scaled: bool, plan: LaunchPlan | None = None) -> StageOutputs:
         result = run_staged(self.device(), q, k, v, mask=mask, scaled=scaled, plan=plan or self.plan)
+        result.load_ms = self._load_ms
+        return result
+
+    def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool) -> FusedOutputs:
+        result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled)
         result.load_ms = self._load_ms
         return result

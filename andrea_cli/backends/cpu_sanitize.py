@@ -1,0 +1,124 @@
+"""Sanitized launches: the ASan/UBSan build of a kernel file runs in a worker process.
+
+An AddressSanitizer library only loads into a process whose first library is libasan, so the
+worker is a Python started with LD_PRELOAD=libasan.so; numpy's allocations then go through
+ASan's malloc and an access past an array is caught. Arguments travel by pickle and arrays come
+back to be copied into the caller's; a report kills the worker and is raised as CpuSanitizerError.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from andrea_cli.backends.cpu_build import CpuRuntimeError, find_compiler
+
+_ENV = {
+    # Python itself leaks by design; a report must end the worker so it cannot be missed.
+    "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0:allocator_may_return_null=1",
+    "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+}
+
+
+class SanitizedLibrary:
+    """NativeLibrary's interface, served by a worker process (restarted after a report)."""
+
+    def __init__(self, path: pathlib.Path, kernel_names: list[str]):
+        self.path, self.kernel_names = path, kernel_names
+        self._proc: subprocess.Popen | None = None
+        self._signatures: dict[str, str] = {}
+        self._start()
+
+    def _start(self) -> None:
+        libasan = subprocess.run([find_compiler(), "-print-file-name=libasan.so"], capture_output=True,
+                                 text=True, check=False).stdout.strip()
+        if not os.path.isabs(libasan):
+            raise CpuRuntimeError("the C++ compiler has no libasan.so: install it (e.g. `apt-get install "
+                                  "libasan8`) or run without sanitize")
+        env = dict(os.environ, LD_PRELOAD=libasan, **_ENV)
+        package_root = str(pathlib.Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen([sys.executable, "-m", "andrea_cli.backends.cpu_sanitize", str(self.path),
+                                       ",".join(self.kernel_names)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        self._signatures = self._receive()
+
+    def _receive(self):
+        try:
+            return pickle.load(self._proc.stdout)
+        except (EOFError, pickle.UnpicklingError, OSError):
+            self._proc.wait()
+            self._stderr.seek(0)
+            report = self._stderr.read().decode(errors="replace")
+            self._proc = None
+            raise _report_error(report, "the sanitized worker process ended") from None
+
+    def signature(self, name: str) -> str:
+        return self._signatures[name]
+
+    def launch(self, name, signature, grid, block, args, shared_mem, reverse):
+        if self._proc is None:
+            self._start()
+        pickle.dump((name, signature, grid, block, args, shared_mem, reverse), self._proc.stdin)
+        self._proc.stdin.flush()
+        rc, info_bytes, results = self._receive()
+        for arg, result in zip(args, results):
+            if result is not None:
+                np.copyto(arg, result)
+        from andrea_cli.backends.cpu_runtime import _LaunchInfo
+        return rc, _LaunchInfo.from_buffer_copy(info_bytes)
+
+    def __del__(self):
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.stdin.close()
+            self._proc.wait()
+
+
+def _report_error(report: str, fallback: str) -> CpuRuntimeError:
+    """One line: what the sanitizer found and where, e.g. "AddressSanitizer: heap-buffer-overflow,
+    READ of size 4 in out_of_bounds at .../basics.cu:104"; the whole report rides along."""
+    from andrea_cli.backends.cpu_runtime import CpuSanitizerError
+    lines = [line.strip() for line in report.splitlines()]
+    ubsan = next((line for line in lines if "runtime error:" in line), None)
+    if ubsan:
+        return CpuSanitizerError(f"UndefinedBehaviorSanitizer: {ubsan}", report)
+    head = next((line for line in lines if "ERROR: AddressSanitizer:" in line), None)
+    if head is None:
+        return CpuRuntimeError(f"{fallback}: {' | '.join(lines[-5:]) or 'no output'}")
+    what = re.search(r"AddressSanitizer: ([\w-]+)", head).group(1)
+    access = next((m.group(0) for line in lines if (m := re.match(r"(READ|WRITE) of size \d+", line))), "")
+    frame = next((m for line in lines if (m := re.match(r"#\d+ 0x[0-9a-f]+ in (\S+) (\S+\.cuh?:\d+)", line))), None)
+    where = f" in {frame.group(1)} at {frame.group(2)}" if frame else ""
+    return CpuSanitizerError(f"AddressSanitizer: {what}{', ' + access if access else ''}{where}", report)
+
+
+def _worker(path: str, names: list[str]) -> None:
+    from andrea_cli.backends.cpu_runtime import NativeLibrary
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything the kernels print goes to stderr, not into the pickle stream
+    lib = NativeLibrary(pathlib.Path(path))
+    pickle.dump({n: lib.signature(n) for n in names}, out)
+    out.flush()
+    while True:
+        try:
+            name, signature, grid, block, args, shared_mem, reverse = pickle.load(sys.stdin.buffer)
+        except EOFError:
+            return
+        # A fresh copy: its buffer comes from ASan's malloc, exactly as large as the array.
+        args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
+        rc, info = lib.launch(name, signature, grid, block, args, shared_mem, reverse)
+        results = [a if isinstance(a, np.ndarray) else None for a in args]
+        pickle.dump((rc, bytes(info), results), out)
+        out.flush()
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1], [n for n in sys.argv[2].split(",") if n])

@@ -1,0 +1,87 @@
+"""Launch the fused attention kernel (attention_fused_kernel1): one launch for every head, the
+T×T matrices never built. Drives cupy or the CPU build through the same `KernelDevice`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from andrea_cli.backends.staged import KernelDevice, cdiv
+from andrea_cli.errors import AndreaError
+from andrea_cli.masks import MaskSpec
+
+FUSED_KEYS = 32  # must match FUSED_KEYS in cuda/microgpt_cuda.cu
+FUSED_MAX_D = 128  # must match FUSED_MAX_D: each lane keeps d_v / 32 output columns in registers
+ROWS_PER_BLOCK = 8  # query rows (warps) per block; they share every K/V tile loaded
+
+
+@dataclass
+class FusedOutputs:
+    output: np.ndarray  # (H, T, d_v)
+    timings_ms: dict[str, float]  # {"fused": ms, "total": ms}
+    transfer_ms: dict[str, float] = field(default_factory=dict)
+    load_ms: float = 0.0
+
+
+def check_fused_shape(d_k: int, d_v: int) -> None:
+    for flag, d in (("d_k", d_k), ("d_v", d_v)):
+        if d > FUSED_MAX_D:
+            raise AndreaError(
+                f"the fused kernel takes {flag} <= {FUSED_MAX_D} (got {d}): run without --fused for wider heads"
+            )
+
+
+def default_variant(d_k: int, d_v: int) -> int:
+    """Kernel2 (float4 shared-memory loads) where the widths allow it, else kernel1."""
+    return 2 if d_k % 4 == 0 and d_v % 4 == 0 else 1
+
+
+def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 1) -> int:
+    """q_s (rows, d_k) + k_s (32, padded d_k) + v_s (32, d_v), float32. At d = 128 with 8 rows:
+    36,992 (kernel1) or 37,376 (kernel2) bytes, under the 48 KiB every GPU gives without an opt-in."""
+    k_stride = d_k | 1 if variant == 1 else d_k + 4
+    return 4 * (rows * d_k + FUSED_KEYS * k_stride + FUSED_KEYS * d_v)
+
+
+def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d_v: int, *,
+                 mask: MaskSpec, scaled: bool, rows: int = ROWS_PER_BLOCK, variant: int | None = None) -> None:
+    """One launch on arrays already on the device (bench times exactly this)."""
+    variant = default_variant(d_k, d_v) if variant is None else variant
+    if variant == 2 and (d_k % 4 or d_v % 4):
+        raise AndreaError(f"attention_fused_kernel2 needs d_k and d_v divisible by 4 (got {d_k}, {d_v})")
+    scale = 1.0 / math.sqrt(d_k) if scaled else 1.0
+    dev.get_function(f"attention_fused_kernel{variant}")(
+        (cdiv(T, rows), 1, H), (32, rows, 1),
+        (dq, dk, dv, out, np.int32(T), np.int32(d_k), np.int32(d_v), np.float32(scale),
+         np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        shared_mem=shared_bytes(d_k, d_v, rows, variant),
+    )
+
+
+def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
+              rows: int = ROWS_PER_BLOCK, variant: int | None = None) -> FusedOutputs:
+    """q, k: (H, T, d_k); v: (H, T, d_v) -> output (H, T, d_v) and the kernel's time."""
+    H, T, d_k = q.shape
+    d_v = v.shape[-1]
+    check_fused_shape(d_k, d_v)
+
+    transfer = dev.clock()
+    transfer.start("h2d")
+    dq, dk, dv = (dev.to_device(np.ascontiguousarray(a, dtype=np.float32)) for a in (q, k, v))
+    transfer.stop("h2d")
+
+    out = dev.empty((H, T, d_v))
+    for _ in range(dev.warmup_runs + 1):
+        clock = dev.clock()
+        clock.start("fused")
+        launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scaled=scaled, rows=rows, variant=variant)
+        clock.stop("fused")
+        timings = clock.elapsed_ms()
+    timings["total"] = timings["fused"]
+
+    transfer.start("d2h")
+    host = dev.to_host(out)
+    transfer.stop("d2h")
+    return FusedOutputs(host, timings, transfer.elapsed_ms())

@@ -1,0 +1,188 @@
+"""`andrea bench`: what each attention implementation costs, against what the hardware allows.
+
+Pure measuring code: the formulas, the device's peak from its own properties, and a sweep that
+times implementations (andrea_cli/bench_peers.py) and returns dataclasses. Rendering is apart.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+GPU_T = (256, 1024, 4096, 16384)
+CPU_T = (128, 256, 512, 1024)
+D_KS = (64, 128)
+VALIDATE_ROWS = 16  # rows of head 0 checked against the float64 reference before timing
+
+
+# ------------------------------------------------------------------------------------------------
+# What a run has to do: the FlashAttention convention, and the bytes no implementation can avoid.
+
+def attention_flops(H: int, T: int, d_k: int, causal: bool) -> float:
+    """4·T²·d_k per head (Q·K^T and P·V, 2 flops per multiply-add, d_v = d_k), halved when
+    causal: the convention FlashAttention's papers report, so TFLOP/s figures compare."""
+    flops = 4.0 * T * T * d_k * H
+    return flops / 2 if causal else flops
+
+
+def attention_bytes(H: int, T: int, d_k: int, d_v: int | None = None) -> float:
+    """Read Q, K, V and write O once, float32: the compulsory traffic. "Effective GB/s" divides
+    this by the time, whatever an implementation really moves (the staged path moves 4 T×T more)."""
+    d_v = d_k if d_v is None else d_v
+    return 4.0 * H * T * (2 * d_k + 2 * d_v)
+
+
+# ------------------------------------------------------------------------------------------------
+# The device's peak, from its properties (not a table of model names).
+
+# FP32 FMA lanes per SM by compute capability major.minor: 64 on sm_60/70/75/80 (GP100, V100,
+# Turing, A100), 128 on consumer Pascal/Ampere/Ada (61, 86, 87, 89) and Hopper/Blackwell (90, 100, 120).
+def fp32_lanes_per_sm(major: int, minor: int) -> int:
+    if (major, minor) in ((6, 0), (7, 0), (7, 2), (7, 5), (8, 0)):
+        return 64
+    if major >= 6:
+        return 128
+    return 192 if major == 3 else 128  # Kepler 192; Maxwell 128
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    name: str
+    sms: int
+    lanes_per_sm: int
+    clock_ghz: float  # the boost clock the driver reports
+    peak_tflops: float  # SMs × lanes × 2 flops (FMA) × clock
+    peak_gbs: float  # memory clock × 2 (double data rate) × bus width
+
+    def roofline_ms(self, flops: float, nbytes: float) -> float:
+        """The least time the work can take: bound by arithmetic or by memory, whichever is longer."""
+        return max(flops / (self.peak_tflops * 1e12), nbytes / (self.peak_gbs * 1e9)) * 1e3
+
+    def bound(self, flops: float, nbytes: float) -> str:
+        return "compute" if flops / (self.peak_tflops * 1e12) >= nbytes / (self.peak_gbs * 1e9) else "memory"
+
+
+def peak_from_properties(props: dict) -> DevicePeak:
+    """props: cudaDeviceProp-like keys name, major, minor, multiProcessorCount, clockRate (kHz),
+    memoryClockRate (kHz), memoryBusWidth (bits)."""
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    lanes = fp32_lanes_per_sm(int(props["major"]), int(props["minor"]))
+    sms = int(props["multiProcessorCount"])
+    clock_ghz = props["clockRate"] / 1e6
+    peak_gbs = props["memoryClockRate"] * 1e3 * 2 * (props["memoryBusWidth"] / 8) / 1e9
+    return DevicePeak(name, sms, lanes, clock_ghz, sms * lanes * 2 * clock_ghz / 1e3, peak_gbs)
+
+
+# ------------------------------------------------------------------------------------------------
+# Results.
+
+@dataclass
+class Measurement:
+    impl: str
+    T: int
+    d_k: int
+    H: int
+    causal: bool
+    median_ms: float | None  # None: skipped (see `skipped`)
+    min_ms: float | None = None
+    repeats: int = 0
+    tflops: float | None = None
+    gbs: float | None = None
+    pct_peak: float | None = None  # of the device's FP32 peak; GPU only
+    roofline_ms: float | None = None
+    bound: str | None = None  # "compute" or "memory": which roof the roofline time comes from
+    ratio: float | None = None  # median_ms / the baseline implementation's median_ms at this point
+    max_abs_err: float | None = None  # sampled rows against the float64 reference
+    speed_path: bool = True  # False: the CPU build of the kernels, a correctness tool
+    skipped: str = ""
+
+
+@dataclass
+class BenchResult:
+    side: str  # "gpu" or "cpu"
+    device: str
+    peak: DevicePeak | None
+    baseline: str  # the implementation the ratios divide by
+    warmup: int
+    repeats: int
+    measurements: list[Measurement] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "side": self.side, "device": self.device,
+            "peak": asdict(self.peak) if self.peak else None,
+            "baseline": self.baseline, "warmup": self.warmup, "repeats": self.repeats,
+            "measurements": [asdict(m) for m in self.measurements],
+            "notes": self.notes,
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+# The sweep.
+
+@dataclass
+class Impl:
+    """One way to compute attention. `prepare(q, k, v, causal)` puts inputs where the
+    implementation wants them and returns `run() -> output` (on its device) and `to_host`."""
+
+    name: str
+    prepare: Callable
+    to_host: Callable = np.asarray
+    speed_path: bool = True
+    max_T: int | None = None  # sizes beyond this are skipped (memory, or too slow to be useful)
+    why_max_T: str = ""
+    repeats: int | None = None  # fewer repeats (and no warm-up) for a slow correctness tool
+
+
+def sample_error(q, k, v, out, causal: bool) -> float:
+    """Max |out - reference| over VALIDATE_ROWS rows of head 0, the reference in float64."""
+    T, d_k = q.shape[1], q.shape[2]
+    rows = np.unique(np.linspace(0, T - 1, min(VALIDATE_ROWS, T)).round().astype(np.int64))
+    s = q[0, rows].astype(np.float64) @ k[0].astype(np.float64).T / math.sqrt(d_k)
+    if causal:
+        s = np.where(np.arange(T)[None, :] <= rows[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    want = (p / p.sum(axis=1, keepdims=True)) @ v[0].astype(np.float64)
+    return float(np.abs(out[0, rows] - want).max())
+
+
+def run_sweep(side: str, device: str, impls: list[Impl], timer, *, Ts, d_ks, causals=(False, True),
+              H: int = 1, warmup: int = 1, repeats: int = 5, baseline: str,
+              peak: DevicePeak | None = None, progress: Callable[[str], None] = lambda s: None,
+              seed: int = 0) -> BenchResult:
+    """timer(run, warmup, repeats) -> list of ms per repeat (the side's own clock)."""
+    result = BenchResult(side, device, peak, baseline, warmup, repeats)
+    rng = np.random.default_rng(seed)
+    for d_k in d_ks:
+        for causal in causals:
+            for T in Ts:
+                q, k, v = (rng.standard_normal((H, T, d_k), dtype=np.float32) for _ in range(3))
+                flops, nbytes = attention_flops(H, T, d_k, causal), attention_bytes(H, T, d_k)
+                point: list[Measurement] = []
+                for impl in impls:
+                    m = Measurement(impl.name, T, d_k, H, causal, None, speed_path=impl.speed_path)
+                    point.append(m)
+                    if impl.max_T is not None and T > impl.max_T:
+                        m.skipped = impl.why_max_T
+                        continue
+                    progress(f"bench: {impl.name} T={T} d_k={d_k} {'causal' if causal else 'none'} H={H}")
+                    run = impl.prepare(q, k, v, causal)
+                    m.max_abs_err = sample_error(q, k, v, impl.to_host(run()), causal)
+                    times = timer(run, warmup, repeats) if impl.repeats is None else timer(run, 0, impl.repeats)
+                    m.median_ms, m.min_ms, m.repeats = statistics.median(times), min(times), len(times)
+                    seconds = m.median_ms / 1e3
+                    m.tflops, m.gbs = flops / seconds / 1e12, nbytes / seconds / 1e9
+                    if peak is not None:
+                        m.pct_peak = 100 * m.tflops / peak.peak_tflops
+                        m.roofline_ms, m.bound = peak.roofline_ms(flops, nbytes), peak.bound(flops, nbytes)
+                base = next((m for m in point if m.impl == baseline and m.median_ms), None)
+                for m in point:
+                    if base and m.median_ms:
+                        m.ratio = m.median_ms / base.median_ms
+                result.measurements.extend(point)
+    return result

@@ -1,0 +1,126 @@
+"""`attend --fused`: one fused-kernel run turned into a report. The T×T matrices never exist, so
+the statistics that need them are computed only on a sample of rows, recomputed from Q and K."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from andrea_cli import reference, stats
+from andrea_cli.inputs import QKV
+from andrea_cli.masks import MaskSpec
+
+
+@dataclass
+class RowSample:
+    """Statistics over `rows` of the weight matrix, recomputed with the NumPy reference."""
+
+    rows: list[int]
+    row_sums: stats.RowSums
+    magnitude_unscaled: stats.Magnitude
+    magnitude_scaled: stats.Magnitude
+    softmax: stats.Peakiness
+    hidden_weight_max: float | None  # must be 0.0
+    output_max_abs_err: float  # the fused output of these rows against the reference
+
+    def to_json(self) -> dict:
+        return {
+            "rows": self.rows,
+            "row_sums": stats.as_dict(self.row_sums),
+            "magnitude": {"unscaled": stats.as_dict(self.magnitude_unscaled),
+                          "scaled": stats.as_dict(self.magnitude_scaled)},
+            "softmax": stats.as_dict(self.softmax),
+            "hidden_weight_max": self.hidden_weight_max,
+            "output_max_abs_err": self.output_max_abs_err,
+        }
+
+
+@dataclass
+class FusedReport:
+    backend: str
+    device: str
+    source: str
+    T: int
+    d_k: int
+    d_v: int
+    mask: str
+    scaled: bool
+    scale: float
+    shapes: dict[str, list[int]]
+    sample: RowSample | None  # None unless --sample-rows asked for one
+    timings_ms: dict[str, float]
+    transfer_ms: dict[str, float]
+    load_ms: float
+    notices: list[str] = field(default_factory=list)
+    output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v)
+
+    def to_json(self) -> dict:
+        return {
+            "backend": self.backend, "device": self.device, "source": self.source, "fused": True,
+            "T": self.T, "d_k": self.d_k, "d_v": self.d_v, "mask": self.mask,
+            "scaled": self.scaled, "scale": self.scale, "shapes": self.shapes,
+            "sampled_rows": len(self.sample.rows) if self.sample else 0,
+            "sample": self.sample.to_json() if self.sample else None,
+            "timings_ms": self.timings_ms, "transfer_ms": self.transfer_ms, "load_ms": self.load_ms,
+            "notices": self.notices,
+        }
+
+
+def sample_rows(T: int, n: int) -> np.ndarray:
+    """n query rows spread evenly over 0..T-1 (first and last included)."""
+    return np.unique(np.linspace(0, T - 1, min(n, T)).round().astype(np.int64))
+
+
+def visible_rows(mask: MaskSpec, rows: np.ndarray, T: int) -> np.ndarray:
+    """(len(rows), T) booleans: MaskSpec.visible(T)[rows] without building the T×T matrix."""
+    i, j = rows[:, None], np.arange(T)[None, :]
+    if mask.kind == "none":
+        return np.ones((len(rows), T), dtype=bool)
+    seen = j <= i
+    if mask.kind == "window":
+        seen &= (i - j) < mask.window
+    return seen
+
+
+def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: int) -> RowSample:
+    rows = sample_rows(qkv.T, n)
+    raw = reference.scores(qkv.q[None, rows], qkv.k[None])[0]  # (n, T), float64
+    factor = 1.0 / math.sqrt(qkv.d_k)
+    visible = visible_rows(mask, rows, qkv.T)
+    weights = reference.softmax(np.where(visible, raw * factor if scaled else raw, -np.inf))
+    want = weights @ qkv.v.astype(np.float64)  # (n, d_v)
+    hidden = weights[~visible]
+    return RowSample(
+        rows=rows.tolist(),
+        row_sums=stats.row_sums(weights),
+        magnitude_unscaled=stats.magnitude(raw),
+        magnitude_scaled=stats.magnitude(raw * factor),
+        softmax=stats.peakiness(weights),
+        hidden_weight_max=float(hidden.max()) if hidden.size else None,
+        output_max_abs_err=float(np.abs(output[rows] - want).max()),
+    )
+
+
+def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sample: int = 0,
+                        notices: list[str] | None = None) -> FusedReport:
+    out = backend.attention_fused(qkv.q[None], qkv.k[None], qkv.v[None], mask=mask, scaled=scaled)
+    output = out.output[0]
+    T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
+    notes = list(notices or [])
+    sample = None
+    if n_sample > 0:
+        sample = row_sample(qkv, mask, scaled, output, n_sample)
+        notes.append(f"--fused: statistics over a sample of {len(sample.rows)} of {T} rows, "
+                     "recomputed with the NumPy reference from Q and K (the kernel never builds the T×T matrix)")
+    else:
+        notes.append("--fused: no weight statistics (the T×T matrix is never built); --sample-rows N computes them on N rows")
+    return FusedReport(
+        backend=backend.name, device=backend.device_name(), source=qkv.source,
+        T=T, d_k=d_k, d_v=d_v, mask=str(mask), scaled=scaled,
+        scale=1.0 / math.sqrt(d_k) if scaled else 1.0,
+        shapes={"q": [T, d_k], "k": [T, d_k], "v": [T, d_v], "output": [T, d_v]},
+        sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
+        notices=notes, output=output,
+    )

@@ -1,0 +1,51 @@
+"""`attend --fused` reports as Rich tables."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from andrea_cli.fused_pipeline import FusedReport
+from andrea_cli.render import _fmt, _shape
+
+
+def render_fused(console: Console, r: FusedReport) -> None:
+    for notice in r.notices:
+        console.print(f"[yellow]{escape(notice)}[/yellow]")
+    console.print(
+        f"[bold]Attention(Q, K, V), fused kernel[/bold]  T={r.T} d_k={r.d_k} d_v={r.d_v} mask={r.mask} "
+        f"scale={'1/sqrt(%d) = %.6g' % (r.d_k, r.scale) if r.scaled else 'off (--no-scale)'}"
+    )
+    console.print(f"backend [bold]{r.backend}[/bold] on {escape(r.device)}; inputs: {escape(r.source)}")
+    shapes = Table(title="Shapes (no T×T matrix is stored)", title_justify="left")
+    shapes.add_column("array")
+    shapes.add_column("shape", justify="right")
+    for name, shape in r.shapes.items():
+        shapes.add_row(name, _shape(shape))
+    console.print(shapes)
+
+    if r.sample is not None:
+        s = r.sample
+        table = Table(title=f"Sampled rows ({len(s.rows)} of {r.T}), recomputed with the reference",
+                      title_justify="left")
+        table.add_column("measure")
+        table.add_column("value", justify="right")
+        table.add_row("score std, unscaled / scaled", f"{_fmt(s.magnitude_unscaled.std)} / {_fmt(s.magnitude_scaled.std)}")
+        table.add_row("max |row sum - 1|", _fmt(s.row_sums.max_abs_dev))
+        if s.hidden_weight_max is not None:
+            table.add_row("largest weight on a masked position", _fmt(s.hidden_weight_max))
+        table.add_row("mean largest weight per row", _fmt(s.softmax.mean_max_weight))
+        table.add_row("mean row entropy (nats)", _fmt(s.softmax.mean_entropy))
+        table.add_row("max |fused output - reference|", _fmt(s.output_max_abs_err))
+        console.print(table)
+
+    timing = Table(title="Timings (ms)", title_justify="left")
+    timing.add_column("stage")
+    timing.add_column("ms", justify="right")
+    timing.add_row("fused", f"{r.timings_ms['fused']:.3f}")
+    for name, ms in r.transfer_ms.items():
+        timing.add_row(f"copy {name} (apart)", f"{ms:.3f}")
+    if r.load_ms:
+        timing.add_row("kernel module load/compile (apart)", f"{r.load_ms:.1f}")
+    console.print(timing)
