@@ -8,7 +8,7 @@ from rich.table import Table
 
 from andrea_cli.verify import VerifyReport
 
-STAGE_ORDER = ("scores", "scale", "mask", "softmax", "av", "output")
+STAGE_ORDER = ("scores", "scale", "mask", "softmax", "av", "output", "fused1", "fused2")
 
 
 def _used(check) -> str:

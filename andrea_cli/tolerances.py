@@ -21,10 +21,11 @@ def gamma(n: int | np.ndarray) -> float | np.ndarray:
     return n * U / (1 - n * U)
 
 
-def scores_tol(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """S = Q·K^T accumulates d_k products in float32: |error| <= gamma(d_k) · (|Q|·|K|^T)."""
+def scores_tol(q: np.ndarray, k: np.ndarray, extra_roundings: int = 0) -> np.ndarray:
+    """S = Q·K^T accumulates d_k products in float32: |error| <= gamma(d_k) · (|Q|·|K|^T).
+    A kernel that sums a few products before adding them in takes a few more roundings per path."""
     d_k = q.shape[-1]
-    return gamma(d_k) * np.matmul(np.abs(q.astype(np.float64)), np.abs(k.astype(np.float64)).transpose(0, 2, 1)) + TINY
+    return gamma(d_k + extra_roundings) * np.matmul(np.abs(q.astype(np.float64)), np.abs(k.astype(np.float64)).transpose(0, 2, 1)) + TINY
 
 
 def scale_tol(exact_scaled: np.ndarray) -> np.ndarray:
@@ -54,16 +55,36 @@ def av_tol(p: np.ndarray, v: np.ndarray) -> np.ndarray:
     return gamma(T) * np.matmul(np.abs(p.astype(np.float64)), np.abs(v.astype(np.float64))) + TINY
 
 
-def output_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool) -> np.ndarray:
+def output_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool,
+               extra_roundings: int = 0) -> np.ndarray:
     """End to end, against softmax(mask(Q·K^T/sqrt(d_k)))·V computed in float64.
     A perturbation delta of a row's scores moves each weight by at most p·2·max|delta| (the
     softmax Jacobian diag(p) - p·p^T), so the weights carry the scores' error propagated plus
     the softmax's own, and the output adds av's rounding on top."""
     factor = 1 / math.sqrt(d_k) if scaled else 1.0
     s_exact = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
-    delta = scores_tol(q, k) * factor + (scale_tol(s_exact) if scaled else 0.0)
+    delta = scores_tol(q, k, extra_roundings) * factor + (scale_tol(s_exact) if scaled else 0.0)
     worst_delta = np.where(visible, delta, 0).max(axis=-1, keepdims=True)
     masked = np.where(visible, s_exact, -np.inf)
     p_tol = 1.01 * (p_exact * 2 * worst_delta) + softmax_tol(masked, p_exact)
     abs_v = np.abs(v.astype(np.float64))
     return np.matmul(p_tol, abs_v) + av_tol(p_exact, v)
+
+
+FUSED_KEYS = 32  # keys per tile of the fused kernel (cuda/microgpt_cuda.cu)
+
+
+def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool) -> np.ndarray:
+    """The fused kernel against the float64 equation: output_tol with 4 more roundings per dot
+    product (kernel2 sums four products before adding them in), plus the online softmax. Each key
+    tile that raises a row's running max rescales what was accumulated (acc and the sum l) by
+    alpha = exp(m_old - m_new): an expf and a product, relative error <= (5 + 2.32·|m_old - m_new|)·u.
+    The jumps of a row's max add up to at most 2·max|s|, so over its tiles acc and l each pick up
+    at most (5·tiles + 4.64·max|s|)·u relative error, and their quotient twice that."""
+    base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4)
+    factor = 1 / math.sqrt(d_k) if scaled else 1.0
+    s = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
+    max_s = np.where(visible, np.abs(s), 0).max(axis=-1, keepdims=True)  # (H, T, 1)
+    tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / FUSED_KEYS) + 1  # (T, 1)
+    rescale = 2 * (5 * tiles + 4.64 * max_s) * U
+    return base + rescale * np.matmul(p_exact, np.abs(v.astype(np.float64)))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from andrea_cli import reference, tolerances
+from andrea_cli.backends.fused import FUSED_MAX_D
 from andrea_cli.backends.staged import ALL_PLANS, DEFAULT_PLAN, LaunchPlan
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
@@ -133,6 +134,11 @@ def compare(got: np.ndarray, expected: np.ndarray, tol: np.ndarray | float) -> S
     return check
 
 
+def fused_variants(d_k: int, d_v: int) -> list[int]:
+    """Kernel1 takes any width; kernel2 (float4 loads) widths divisible by 4."""
+    return [1, 2] if d_k % 4 == 0 and d_v % 4 == 0 else [1]
+
+
 def check_case(backend, case: Case, schedule: str, seed: int) -> CaseResult:
     rng = np.random.default_rng(seed)
     H = 2  # two heads: the head offset on gridDim.z is exercised everywhere
@@ -161,6 +167,18 @@ def check_case(backend, case: Case, schedule: str, seed: int) -> CaseResult:
     p_true = reference.softmax(reference.mask(reference.scale(s_exact, case.d_k) if case.scaled else s_exact, case.mask))
     result.stages["output"] = compare(out.output, reference.weighted_sum(p_true, v),
                                       tolerances.output_tol(q, k, v, p_true, visible, case.d_k, case.scaled))
+
+    if case.plan == DEFAULT_PLAN and hasattr(backend, "attention_fused") and max(case.d_k, case.d_v) <= FUSED_MAX_D:
+        # the fused kernel is checked once per shape, on the same inputs, end to end: it has no
+        # intermediate stages to compare
+        tol = tolerances.fused_tol(q, k, v, p_true, visible, case.d_k, case.scaled)
+        for variant in fused_variants(case.d_k, case.d_v):
+            try:
+                fused = backend.attention_fused(q, k, v, mask=case.mask, scaled=case.scaled, variant=variant)
+            except AndreaError as exc:
+                result.error = f"attention_fused_kernel{variant}: {str(exc).splitlines()[0]}"
+                return result
+            result.stages[f"fused{variant}"] = compare(fused.output, reference.weighted_sum(p_true, v), tol)
 
     w = out.weights
     sum_tol = tolerances.softmax_tol(out.masked, p_exact).sum(axis=-1) + tolerances.gamma(case.T)

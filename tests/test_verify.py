@@ -48,7 +48,12 @@ BROKEN = {
                         "        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];"),
     "wrong scale": ("out[idx] = in[idx] * scale;", "out[idx] = in[idx] * scale * scale;"),
     "no max subtraction": ("expf(x[j] - m)", "expf(x[j])"),
-    "bounds off by one": ("const int j_end = causal ? last_row + 1 : T;", "const int j_end = causal ? last_row : T;"),
+    "bounds off by one": ("    const int j_end = causal ? last_row + 1 : T;\n\n    const int i = row0 + ty, c = col0 + tx;",
+                          "    const int j_end = causal ? last_row : T;\n\n    const int i = row0 + ty, c = col0 + tx;"),
+    "fused without rescale": ("for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] *= alpha;",
+                              "for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] *= 1.0f;"),
+    "fused window off by one": ("(window <= 0 || i - j < window);\n        s = visible ? s : -INFINITY;  // -inf",
+                                "(window <= 0 || i - j <= window);\n        s = visible ? s : -INFINITY;  // -inf"),
 }
 
 

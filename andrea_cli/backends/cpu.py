@@ -95,7 +95,7 @@ class CpuBackend:
         result.load_ms = self._load_ms
         return result
 
-    def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool) -> FusedOutputs:
-        result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled)
+    def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None) -> FusedOutputs:
+        result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
         result.load_ms = self._load_ms
         return result
