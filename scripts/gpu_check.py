@@ -65,9 +65,12 @@ def main() -> int:
     layer_T = "1024" if gpu else "64"
     steps["layer"] = run("ANDREA-120M layer", [*ANDREA, "attend", "--preset", "andrea-120m", "--T", layer_T, "--backend", backend, "--json"], 300)
     fused_T = "65536" if gpu else "256"
-    steps["fused_long"] = run(f"fused T={fused_T}", [*ANDREA, "attend", "--fused", "--T", fused_T, "--backend", backend, "--json"], 300)
-    bench_args = ["--quick"] if not gpu else []
-    steps["bench"] = run("bench", [*ANDREA, "bench", "--backend", backend, *bench_args, "--json"], 420)
+    steps["fused_long"] = run(f"fused T={fused_T}", [*ANDREA, "attend", "--fused", "--T", fused_T, "--backend", backend,
+                                                     "--sample-rows", "32", "--json"], 300)
+    # sized to finish in a couple of minutes: the cupy peer at T = 16,384 holds 13 GB per (12, T, T) array
+    bench_T = ["--T", "1024", "--T", "4096", "--T", "16384"] if gpu else ["--T", "64", "--T", "128"]
+    steps["bench"] = run("bench", [*ANDREA, "bench", "--side", "gpu" if gpu else "cpu", *bench_T, "--repeats", "10" if gpu else "3",
+                                   "--json"], 420)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "gpu-check.json").write_text(json.dumps(summary, indent=2, default=str))
