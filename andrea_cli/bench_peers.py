@@ -165,6 +165,29 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
     return Impl("fused" if variant is None else f"fused_kernel{variant}", prepare, to_host=dev.to_host)
 
 
+def staged_gpu_impl(backend, max_T: int) -> Impl:
+    """The kernel file's five staged kernels, one launch each, the T×T matrices in memory."""
+    from andrea_cli.backends.staged import allocate_stages, launch_stages
+    from andrea_cli.masks import MaskSpec
+
+    dev = backend.device()
+
+    def prepare(q, k, v, causal):
+        H, T, d_k = q.shape
+        dq, dk, dv = (dev.to_device(a) for a in (q, k, v))
+        mask = MaskSpec("causal" if causal else "none")
+        buf = allocate_stages(dev, H, T, d_k, mask=mask, scaled=True)
+
+        def run():
+            launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True)
+            return buf.output
+
+        return run
+
+    return Impl("staged", prepare, to_host=dev.to_host, max_T=max_T,
+                why_max_T="the staged kernels' four (H, T, T) arrays would not fit in GPU memory")
+
+
 def cupy_impl(max_T: int) -> Impl:
     """cuBLAS matmuls and cupy's elementwise/reduction kernels: the T×T matrices in memory."""
 
@@ -232,7 +255,8 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     peak = peak_from_properties(props)
     free, _ = cupy.cuda.runtime.memGetInfo()
     cupy_max_T = int(math.sqrt(0.6 * free / (16 * H)))  # about four (H, T, T) float32 arrays live
-    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1), cupy_impl(cupy_max_T)]
+    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1), staged_gpu_impl(backend, cupy_max_T),
+             cupy_impl(cupy_max_T)]
     notes = [f"GPU side: CUDA events, L2 ({props['l2CacheSize'] / 2**20:.0f} MiB) flushed before every repeat; "
              f"peak {peak.peak_tflops:.1f} FP32 TFLOP/s = {peak.sms} SMs × {peak.lanes_per_sm} lanes × 2 × "
              f"{peak.clock_ghz:.2f} GHz; memory {peak.peak_gbs:.0f} GB/s"]

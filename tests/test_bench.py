@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -68,3 +69,22 @@ def test_bench_refuses_a_gpu_it_does_not_have():
         pytest.skip("a GPU answers here")
     result = CliRunner().invoke(app, ["bench", "--side", "gpu"])
     assert result.exit_code == 2 and "--side gpu" in result.output
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_side_implementations_run_through_the_cpu_build(causal):
+    """The GPU bench's kernel launchers only need a KernelDevice: drive them with the CPU build,
+    so their argument lists and buffer shapes are checked here, not first on a GPU."""
+    from andrea_cli import reference
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.bench_peers import fused_gpu_impl, staged_gpu_impl
+    from andrea_cli.kernel_file import packaged_kernel_path
+    from andrea_cli.masks import MaskSpec
+
+    backend = CpuBackend(packaged_kernel_path())
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 40, 16), dtype=np.float32) for _ in range(3))
+    expected = reference.attention(q, k, v, MaskSpec("causal" if causal else "none"))
+    for impl in (staged_gpu_impl(backend, max_T=1024), fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1)):
+        out = impl.to_host(impl.prepare(q, k, v, causal)())
+        np.testing.assert_allclose(out, expected, atol=1e-5, err_msg=impl.name)

@@ -71,71 +71,96 @@ def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
+@dataclass
+class StageBuffers:
+    """The device arrays of one staged run. A stage that does not run (--no-scale, --mask none)
+    leaves its output the same array as its input."""
+
+    scores: Any  # (H, T, T)
+    scaled: Any  # (H, T, T)
+    masked: Any  # (H, T, T)
+    weights: Any  # (H, T, T)
+    output: Any  # (H, T, d_v)
+
+
+def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSpec, scaled: bool) -> StageBuffers:
+    scores = dev.empty((H, T, T))
+    scaled_scores = dev.empty((H, T, T)) if scaled else scores
+    masked = dev.empty((H, T, T)) if mask.kind != "none" else scaled_scores
+    return StageBuffers(scores, scaled_scores, masked, dev.empty((H, T, T)), dev.empty((H, T, d_v)))
+
+
+class _NoClock:
+    def start(self, stage: str) -> None:
+        pass
+
+    def stop(self, stage: str) -> None:
+        pass
+
+
+def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d_k: int, d_v: int, H: int,
+                  mask: MaskSpec, scaled: bool, plan: LaunchPlan = DEFAULT_PLAN, clock=None) -> None:
+    """One launch per stage on arrays already on the device (bench times exactly this)."""
+    clock = clock or _NoClock()
+    i32, f32 = np.int32, np.float32
+    tile_grid = (cdiv(T, TILE), cdiv(T, TILE), H)
+    tile_block = (TILE, TILE, 1)
+
+    clock.start("scores")
+    dev.get_function("scores_kernel1")(tile_grid, tile_block, (dq, dk, buf.scores, i32(T), i32(d_k)))
+    clock.stop("scores")
+
+    if scaled:
+        n = H * T * T
+        clock.start("scale")
+        dev.get_function("scale_kernel1")(
+            (min(cdiv(n, 256), 4096), 1, 1), (256, 1, 1),
+            (buf.scores, buf.scaled, np.int64(n), f32(1.0 / np.sqrt(d_k))),
+        )
+        clock.stop("scale")
+
+    if mask.kind != "none":
+        clock.start("mask")
+        dev.get_function("mask_kernel1")(tile_grid, tile_block, (buf.scaled, buf.masked, i32(T), i32(mask.kernel_window)))
+        clock.stop("mask")
+
+    clock.start("softmax")
+    if plan.softmax_variant == 1:
+        threads = plan.softmax_threads
+        dev.get_function("softmax_kernel1")(
+            (T, 1, H), (threads, 1, 1), (buf.masked, buf.weights, i32(T)), shared_mem=(threads // 32) * 4,
+        )
+    else:
+        rows = plan.softmax_rows_per_block
+        dev.get_function("softmax_kernel2")((cdiv(T, rows), 1, H), (32, rows, 1), (buf.masked, buf.weights, i32(T)))
+    clock.stop("softmax")
+
+    clock.start("av")
+    dev.get_function("av_kernel1")(
+        (cdiv(d_v, TILE), cdiv(T, TILE), H), tile_block,
+        (buf.weights, dv, buf.output, i32(T), i32(d_v), i32(mask.hides_future)),
+    )
+    clock.stop("av")
+
+
 def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
                plan: LaunchPlan = DEFAULT_PLAN) -> StageOutputs:
     H, T, d_k = q.shape
     d_v = v.shape[-1]
-    i32, f32 = np.int32, np.float32
 
     transfer = dev.clock()
     transfer.start("h2d")
     dq, dk, dv = (dev.to_device(np.ascontiguousarray(a, dtype=np.float32)) for a in (q, k, v))
     transfer.stop("h2d")
 
-    tile_grid = (cdiv(T, TILE), cdiv(T, TILE), H)
-    tile_block = (TILE, TILE, 1)
+    buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scaled)
     for _ in range(dev.warmup_runs + 1):
         clock = dev.clock()
-        scores = dev.empty((H, T, T))
-        clock.start("scores")
-        dev.get_function("scores_kernel1")(tile_grid, tile_block, (dq, dk, scores, i32(T), i32(d_k)))
-        clock.stop("scores")
-
-        scaled_scores = scores
-        if scaled:
-            scaled_scores = dev.empty((H, T, T))
-            n = H * T * T
-            clock.start("scale")
-            dev.get_function("scale_kernel1")(
-                (min(cdiv(n, 256), 4096), 1, 1), (256, 1, 1),
-                (scores, scaled_scores, np.int64(n), f32(1.0 / np.sqrt(d_k))),
-            )
-            clock.stop("scale")
-
-        masked = scaled_scores
-        if mask.kind != "none":
-            masked = dev.empty((H, T, T))
-            clock.start("mask")
-            dev.get_function("mask_kernel1")(
-                tile_grid, tile_block, (scaled_scores, masked, i32(T), i32(mask.kernel_window))
-            )
-            clock.stop("mask")
-
-        weights = dev.empty((H, T, T))
-        clock.start("softmax")
-        if plan.softmax_variant == 1:
-            threads = plan.softmax_threads
-            dev.get_function("softmax_kernel1")(
-                (T, 1, H), (threads, 1, 1), (masked, weights, i32(T)),
-                shared_mem=(threads // 32) * 4,
-            )
-        else:
-            rows = plan.softmax_rows_per_block
-            dev.get_function("softmax_kernel2")((cdiv(T, rows), 1, H), (32, rows, 1), (masked, weights, i32(T)))
-        clock.stop("softmax")
-
-        output = dev.empty((H, T, d_v))
-        clock.start("av")
-        dev.get_function("av_kernel1")(
-            (cdiv(d_v, TILE), cdiv(T, TILE), H), tile_block,
-            (weights, dv, output, i32(T), i32(d_v), i32(mask.hides_future)),
-        )
-        clock.stop("av")
+        launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scaled=scaled, plan=plan, clock=clock)
         timings = clock.elapsed_ms()
 
     timings["total"] = sum(timings.values())
     transfer.start("d2h")
-    host = {name: dev.to_host(a) for name, a in
-            (("scores", scores), ("scaled", scaled_scores), ("masked", masked), ("weights", weights), ("output", output))}
+    host = {name: dev.to_host(getattr(buf, name)) for name in ("scores", "scaled", "masked", "weights", "output")}
     transfer.stop("d2h")
     return StageOutputs(**host, timings_ms=timings, transfer_ms=transfer.elapsed_ms())
