@@ -74,106 +74,22 @@ def attend(
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
-    With --d-model/--n-head/--preset (or --x/--weights): the whole multi-head layer, x to output."""
-    if any(o is not None for o in (d_model, n_head, preset, x, layer_weights)):
-        return _attend_layer(locals())
-    from andrea_cli.backends import select_backend
-    from andrea_cli.inputs import check_sizes, load_qkv, random_qkv
-    from andrea_cli.kernel_file import resolve_kernel_path
-    from andrea_cli.masks import parse_mask
-    from andrea_cli.outputs import check_writable, save_npy_atomic
-    from andrea_cli.pipeline import run_attention
+    With --d-model/--n-head/--preset (or --x/--weights): the whole multi-head layer, x to output.
+    With --fused: one fused kernel that never builds the T×T matrices."""
+    given = dict(locals())  # every option above, by name: exactly AttendOptions' fields
+    from andrea_cli.attend_command import AttendOptions, run_attend
 
+    options = AttendOptions(**given)
     try:
-        if show_weights and as_json:
-            raise AndreaError("--show-weights draws in the terminal: drop --json, or keep the weights with --save-weights")
-        mask_spec = parse_mask(mask)
-        check_writable(out, "--out")
-        check_writable(save_weights, "--save-weights")
-        if sample_rows < 0 or (sample_rows and not fused):
-            raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
-        if fused and save_weights is not None:
-            raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
-        if any(p is not None for p in (q, k, v, qkv)):
-            data = load_qkv(q, k, v, qkv)
-            for flag, given, actual in (("--T", T, data.T), ("--d-k", d_k, data.d_k), ("--d-v", d_v, data.d_v)):
-                if given is not None and given != actual:
-                    raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} or fix the files")
-        else:
-            T = 1024 if T is None else T
-            d_k = 64 if d_k is None else d_k
-            check_sizes(T, d_k, d_k if d_v is None else d_v)
-            from andrea_cli.inputs import check_fits_in_memory
-
-            if not fused:
-                check_fits_in_memory(1, T)  # before drawing T×d numbers, refuse what cannot fit
-            data = random_qkv(T, d_k, d_k if d_v is None else d_v, seed)
-        chosen, notice = select_backend(backend, resolve_kernel_path(kernel))
-        if fused:
-            from andrea_cli.fused_pipeline import run_fused_attention
-
-            report = run_fused_attention(data, chosen, mask_spec, not no_scale, sample_rows,
-                                         notices=[notice] if notice else [])
-        else:
-            report = run_attention(data, chosen, mask_spec, scaled=not no_scale,
-                                   notices=[notice] if notice else [])
-        if out is not None:
-            save_npy_atomic(out, report.output)
-        if save_weights is not None:
-            save_npy_atomic(save_weights, report.weights)
+        report = run_attend(options)
     except AndreaError as exc:
         raise fail(str(exc)) from None
-
     if as_json:
         print_json(report.to_json())
-    elif fused:
-        from andrea_cli.render_fused import render_fused
-
-        render_fused(console(), report)
     else:
-        from andrea_cli.render import render_attend
+        from andrea_cli.render_dispatch import render_attend_report
 
-        render_attend(console(), report)
-        if show_weights:
-            from andrea_cli.render_weights import render_weights
-
-            render_weights(console(), report.weights, report.mask)
-
-
-def _attend_layer(o: dict) -> None:
-    """`attend` for the multi-head layer: the same options, sizes from the layer flags."""
-    from andrea_cli.backends import select_backend
-    from andrea_cli.kernel_file import resolve_kernel_path
-    from andrea_cli.layer import run_layer
-    from andrea_cli.layer_inputs import LayerFlags, layer_inputs
-    from andrea_cli.masks import parse_mask
-    from andrea_cli.outputs import check_writable, save_npy_atomic
-
-    try:
-        if any(o[name] is not None for name in ("q", "k", "v", "qkv")):
-            raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
-                              "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
-        mask_spec = parse_mask(o["mask"])
-        check_writable(o["out"], "--out")
-        check_writable(o["save_weights"], "--save-weights")
-        flags = LayerFlags(o["T"], o["d_model"], o["n_head"], o["d_k"], o["d_v"], o["preset"])
-        inputs, n_head = layer_inputs(flags, o["x"], o["layer_weights"], o["seed"])
-        chosen, notice = select_backend(o["backend"], resolve_kernel_path(o["kernel"]))
-        report = run_layer(inputs, n_head, chosen, mask_spec, scaled=not o["no_scale"],
-                           notices=[notice] if notice else [])
-        if o["out"] is not None:
-            save_npy_atomic(o["out"], report.output)  # (T, d_model)
-        if o["save_weights"] is not None:
-            save_npy_atomic(o["save_weights"], report.weights)  # (H, T, T)
-    except AndreaError as exc:
-        raise fail(str(exc)) from None
-
-    if o["as_json"]:
-        print_json(report.to_json())
-    else:
-        from andrea_cli.render_layer import render_layer
-
-        render_layer(console(), report)
+        render_attend_report(console(), report, show_weights=show_weights)
 
 
 @app.command()

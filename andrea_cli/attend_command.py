@@ -1,0 +1,116 @@
+"""What `andrea attend` runs: one head (staged or fused) or the whole multi-head layer, chosen
+from its options; inputs made or loaded, the backend selected, outputs saved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from andrea_cli.backends import select_backend
+from andrea_cli.errors import AndreaError
+from andrea_cli.inputs import QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
+from andrea_cli.kernel_file import resolve_kernel_path
+from andrea_cli.masks import parse_mask
+from andrea_cli.outputs import check_writable, save_npy_atomic
+
+
+@dataclass
+class AttendOptions:
+    """The command line's options, as parsed; None where the user gave nothing."""
+
+    T: int | None = None
+    d_k: int | None = None
+    d_v: int | None = None
+    seed: int = 0
+    q: Path | None = None
+    k: Path | None = None
+    v: Path | None = None
+    qkv: Path | None = None
+    mask: str = "causal"
+    no_scale: bool = False
+    backend: str = "auto"
+    out: Path | None = None
+    save_weights: Path | None = None
+    kernel: Path | None = None
+    as_json: bool = False
+    d_model: int | None = None
+    n_head: int | None = None
+    preset: str | None = None
+    x: Path | None = None
+    layer_weights: Path | None = None
+    show_weights: bool = False
+    fused: bool = False
+    sample_rows: int = 0
+
+    @property
+    def wants_layer(self) -> bool:
+        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights))
+
+    @property
+    def has_qkv_files(self) -> bool:
+        return any(p is not None for p in (self.q, self.k, self.v, self.qkv))
+
+
+def check_combinations(o: AttendOptions) -> None:
+    """Options that cannot go together, refused before any work."""
+    if o.show_weights and o.as_json:
+        raise AndreaError("--show-weights draws in the terminal: drop --json, or keep the weights with --save-weights")
+    if o.sample_rows < 0 or (o.sample_rows and not o.fused):
+        raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
+    if o.fused and o.save_weights is not None:
+        raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
+    if o.wants_layer and o.has_qkv_files:
+        raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
+                          "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
+    if o.wants_layer and (o.fused or o.show_weights):
+        raise AndreaError("--fused and --show-weights work on one head: drop them, or drop the layer flags")
+
+
+def head_inputs(o: AttendOptions) -> QKV:
+    """Q, K, V from files, or random at the requested sizes (checked to fit before drawing)."""
+    if o.has_qkv_files:
+        data = load_qkv(o.q, o.k, o.v, o.qkv)
+        for flag, given, actual in (("--T", o.T, data.T), ("--d-k", o.d_k, data.d_k), ("--d-v", o.d_v, data.d_v)):
+            if given is not None and given != actual:
+                raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} or fix the files")
+        return data
+    T = 1024 if o.T is None else o.T
+    d_k = 64 if o.d_k is None else o.d_k
+    d_v = d_k if o.d_v is None else o.d_v
+    check_sizes(T, d_k, d_v)
+    if not o.fused:  # the fused kernel never holds T×T
+        check_fits_in_memory(1, T)
+    return random_qkv(T, d_k, d_v, o.seed)
+
+
+def run_attend(o: AttendOptions):
+    """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags)."""
+    check_combinations(o)
+    mask = parse_mask(o.mask)
+    check_writable(o.out, "--out")
+    check_writable(o.save_weights, "--save-weights")
+    if o.wants_layer:
+        from andrea_cli.layer import run_layer
+        from andrea_cli.layer_inputs import LayerFlags, layer_inputs
+
+        inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
+                                      o.x, o.layer_weights, o.seed)
+        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel))
+        report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=[notice] if notice else [])
+    else:
+        data = head_inputs(o)
+        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel))
+        notices = [notice] if notice else []
+        if o.fused:
+            from andrea_cli.fused_pipeline import run_fused_attention
+
+            report = run_fused_attention(data, backend, mask, not o.no_scale, o.sample_rows, notices=notices)
+        else:
+            from andrea_cli.pipeline import run_attention
+
+            report = run_attention(data, backend, mask, scaled=not o.no_scale, notices=notices)
+    if o.out is not None:
+        save_npy_atomic(o.out, report.output)  # (T, d_v); the layer's (T, d_model)
+    if o.save_weights is not None:
+        save_npy_atomic(o.save_weights, report.weights)  # (T, T); the layer's (H, T, T)
+    return report

@@ -1,0 +1,27 @@
+"""Which renderer draws which `attend` report."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+
+def render_attend_report(console: Console, report, *, show_weights: bool = False) -> None:
+    from andrea_cli.fused_pipeline import FusedReport
+    from andrea_cli.layer import LayerReport
+
+    if isinstance(report, LayerReport):
+        from andrea_cli.render_layer import render_layer
+
+        render_layer(console, report)
+    elif isinstance(report, FusedReport):
+        from andrea_cli.render_fused import render_fused
+
+        render_fused(console, report)
+    else:
+        from andrea_cli.render import render_attend
+
+        render_attend(console, report)
+        if show_weights:
+            from andrea_cli.render_weights import render_weights
+
+            render_weights(console, report.weights, report.mask)
