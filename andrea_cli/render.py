@@ -8,37 +8,15 @@ from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
 from andrea_cli.pipeline import AttentionReport
-
-
-def _fmt(x: float, digits: int = 4) -> str:
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e4 or abs(x) < 1e-3:
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}g}" if abs(x) >= 1 else f"{x:.{digits}f}"
-
-
-def _shape(s: list[int]) -> str:
-    return "(" + ", ".join(str(n) for n in s) + ")"
+from andrea_cli.render_common import fmt as _fmt, print_header, scale_text, shapes_table
 
 
 def render_attend(console: Console, r: AttentionReport) -> None:
-    for notice in r.notices:
-        console.print(f"[yellow]{escape(notice)}[/yellow]")
-    console.print(
-        f"[bold]Attention(Q, K, V) = softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  "
-        f"T={r.T} d_k={r.d_k} d_v={r.d_v} mask={r.mask} "
-        f"scale={'1/sqrt(%d) = %.6g' % (r.d_k, r.scale) if r.scaled else 'off (--no-scale)'}"
-    )
-    console.print(f"backend [bold]{r.backend}[/bold] on {escape(r.device)}; inputs: {escape(r.source)}")
-
-    shapes = Table(title="Shapes", title_justify="left")
-    shapes.add_column("array")
-    shapes.add_column("shape", justify="right")
-    shapes.add_column("entries", justify="right")
-    for name, shape in r.shapes.items():
-        shapes.add_row(name, _shape(shape), f"{shape[0] * shape[1]:,}")
-    console.print(shapes)
+    print_header(console, r.notices,
+                 f"[bold]Attention(Q, K, V) = softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  T={r.T} d_k={r.d_k} "
+                 f"d_v={r.d_v} mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
+                 r.backend, r.device, r.source)
+    console.print(shapes_table("Shapes", r.shapes))
     console.print(f"{r.T} × {r.T} = {r.T * r.T:,} scores per head")
 
     mag = Table(title="Score magnitudes (all T×T scores, before masking)", title_justify="left")

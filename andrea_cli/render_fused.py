@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from andrea_cli.fused_pipeline import FusedReport
-from andrea_cli.render import _fmt, _shape
+from andrea_cli.render_common import fmt as _fmt, fmt_shape, print_header, scale_text
 
 
 def render_fused(console: Console, r: FusedReport) -> None:
-    for notice in r.notices:
-        console.print(f"[yellow]{escape(notice)}[/yellow]")
-    console.print(
-        f"[bold]Attention(Q, K, V), fused kernel[/bold]  T={r.T} d_k={r.d_k} d_v={r.d_v} mask={r.mask} "
-        f"scale={'1/sqrt(%d) = %.6g' % (r.d_k, r.scale) if r.scaled else 'off (--no-scale)'}"
-    )
-    console.print(f"backend [bold]{r.backend}[/bold] on {escape(r.device)}; inputs: {escape(r.source)}")
+    print_header(console, r.notices,
+                 f"[bold]Attention(Q, K, V), fused kernel[/bold]  T={r.T} d_k={r.d_k} d_v={r.d_v} mask={r.mask} "
+                 f"scale={scale_text(r.d_k, r.scaled, r.scale)}",
+                 r.backend, r.device, r.source)
     shapes = Table(title="Shapes (no T×T matrix is stored)", title_justify="left")
     shapes.add_column("array")
     shapes.add_column("shape", justify="right")
     for name, shape in r.shapes.items():
-        shapes.add_row(name, _shape(shape))
+        shapes.add_row(name, fmt_shape(shape))
     console.print(shapes)
 
     if r.sample is not None:

@@ -2,38 +2,24 @@
 
 from __future__ import annotations
 
-import math
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
 from andrea_cli.layer import LayerReport
-from andrea_cli.render import _fmt, _shape
+from andrea_cli.render_common import fmt as _fmt, print_header, scale_text, shapes_table
 
 
 def render_layer(console: Console, report: LayerReport) -> None:
     r = report.attention
-    for notice in r.notices:
-        console.print(f"[yellow]{escape(notice)}[/yellow]")
-    console.print(
-        f"[bold]output = concat(head_1 .. head_{report.n_head}) · W_O,  "
-        f"head_h = softmax(mask(Q_h·K_h^T / sqrt(d_k))) · V_h,  Q = x·W_Q[/bold]"
-    )
-    console.print(
-        f"T={r.T} d_model={report.d_model} n_head={report.n_head} d_k={r.d_k} mask={r.mask} "
-        f"scale={'1/sqrt(%d) = %.6g' % (r.d_k, r.scale) if r.scaled else 'off (--no-scale)'}"
-    )
-    console.print(f"backend [bold]{r.backend}[/bold] on {escape(r.device)}; inputs: {escape(r.source)}")
-
-    shapes = Table(title="Shapes (head h owns columns h·d_k .. (h+1)·d_k)", title_justify="left")
-    shapes.add_column("array")
-    shapes.add_column("shape", justify="right")
-    shapes.add_column("entries", justify="right")
-    for name, shape in r.shapes.items():
-        shapes.add_row(name, _shape(shape), f"{math.prod(shape):,}")
-    console.print(shapes)
+    print_header(console, r.notices,
+                 f"[bold]output = concat(head_1 .. head_{report.n_head}) · W_O,  "
+                 f"head_h = softmax(mask(Q_h·K_h^T / sqrt(d_k))) · V_h,  Q = x·W_Q[/bold]\n"
+                 f"T={r.T} d_model={report.d_model} n_head={report.n_head} d_k={r.d_k} mask={r.mask} "
+                 f"scale={scale_text(r.d_k, r.scaled, r.scale)}",
+                 r.backend, r.device, r.source)
+    console.print(shapes_table("Shapes (head h owns columns h·d_k .. (h+1)·d_k)", r.shapes))
 
     per_head = Table(title="Per head: row sums, mean row entropy (nats), mean largest weight, score std",
                      title_justify="left", show_edge=False)

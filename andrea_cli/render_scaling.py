@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from andrea_cli.render import _fmt
+from andrea_cli.render_common import fmt as _fmt, print_header
 from andrea_cli.scaling import ScalingReport
 
 DIST_NOTES = {
@@ -36,13 +36,9 @@ def _get(side, path: str) -> float:
 
 
 def render_scaling(console: Console, r: ScalingReport) -> None:
-    for notice in r.notices:
-        console.print(f"[yellow]{escape(notice)}[/yellow]")
-    console.print(
-        f"[bold]softmax(mask(Q·K^T)) against softmax(mask(Q·K^T / sqrt(d_k)))[/bold]  "
-        f"T={r.T} mask={r.mask} seed={r.seed}"
-    )
-    console.print(f"backend [bold]{r.backend}[/bold] on {escape(r.device)}")
+    print_header(console, r.notices,
+                 f"[bold]softmax(mask(Q·K^T)) against softmax(mask(Q·K^T / sqrt(d_k)))[/bold]  "
+                 f"T={r.T} mask={r.mask} seed={r.seed}", r.backend, r.device)
     console.print(f"inputs: {escape(DIST_NOTES[r.distribution])}")
 
     scores = Table(title="Scores Q·K^T, all T×T before masking: unscaled | ÷ sqrt(d_k)", title_justify="left")

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from andrea_cli import reference
 from andrea_cli.masks import MaskSpec

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 
 from andrea_cli.backends.base import Availability, StageOutputs
 from andrea_cli.backends.fused import FusedOutputs, run_fused
