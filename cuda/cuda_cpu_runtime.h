@@ -396,30 +396,41 @@ inline int find_tls(struct dl_phdr_info* info, size_t, void* data) {
 
 thread_local char tls_anchor;  // touched so this OS thread's TLS block exists before the query
 
-// Everything thread_local in this library is shared memory: fill it with NaN bytes (0xff), but
-// only the first `dyn_bytes` of each `extern __shared__` array (the rest was poisoned at launch).
-inline void poison_shared(size_t dyn_bytes, bool whole) {
-    Sched& s = sched();
+struct SharedLayout {  // this OS thread's shared memory, found once per launch
     struct Range { char* lo; char* hi; };
-    std::vector<Range> skip;
+    std::vector<Range> fill;  // poisoned in full at each block start
+    std::vector<char*> dyn;   // `extern __shared__` arrays: only the launch's bytes
+};
+
+// Everything thread_local in this library is shared memory: the static __shared__ arrays and
+// the `extern __shared__` arrays (defined by the wrapper, each as large as allowed).
+inline void shared_layout(SharedLayout& out) {
+    Sched& s = sched();
+    std::vector<SharedLayout::Range> skip;
     for (const DynShared& d : s.dyn) {
         char* p = static_cast<char*>(d.addr());
-        if (whole) std::memset(p, 0xff, d.capacity);
-        else std::memset(p, 0xff, std::min(dyn_bytes, d.capacity));
+        out.dyn.push_back(p);
         skip.push_back({p, p + d.capacity});
+        std::memset(p, 0xff, d.capacity);  // beyond the launch's bytes too, once
     }
     tls_anchor = 1;
-    TlsQuery q{(const void*)&poison_shared, nullptr, 0};
+    TlsQuery q{(const void*)&shared_layout, nullptr, 0};
     dl_iterate_phdr(find_tls, &q);
     if (!q.block) return;
-    std::sort(skip.begin(), skip.end(), [](const Range& a, const Range& b) { return a.lo < b.lo; });
+    std::sort(skip.begin(), skip.end(), [](auto& a, auto& b) { return a.lo < b.lo; });
     char* at = q.block;
-    char* end = q.block + q.size;
-    for (const Range& r : skip) {
-        if (r.lo > at) std::memset(at, 0xff, std::min(r.lo, end) - at);
+    char* const end = q.block + q.size;
+    for (const auto& r : skip) {
+        if (r.lo > at) out.fill.push_back({at, std::min(r.lo, end)});
         at = std::max(at, r.hi);
     }
-    if (at < end) std::memset(at, 0xff, end - at);
+    if (at < end) out.fill.push_back({at, end});
+}
+
+// NaN bytes (0xff: a NaN as float and double) so reads of unwritten shared memory show up.
+inline void poison_shared(const SharedLayout& layout, size_t dyn_bytes) {
+    for (const auto& r : layout.fill) std::memset(r.lo, 0xff, r.hi - r.lo);
+    for (char* p : layout.dyn) std::memset(p, 0xff, dyn_bytes);
 }
 
 // --- the launch ----------------------------------------------------------------------------------
@@ -515,13 +526,13 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
     s.reverse = reverse != 0;
     blockDim = dim3(block[0], block[1], block[2]);
     gridDim = dim3(grid[0], grid[1], grid[2]);
-    bool first = true;
+    SharedLayout layout;
+    shared_layout(layout);
     for (unsigned bz = 0; bz < grid[2]; bz++)
         for (unsigned by = 0; by < grid[1]; by++)
             for (unsigned bx = 0; bx < grid[0]; bx++) {
                 blockIdx = uint3{bx, by, bz};
-                poison_shared(shared_bytes, first);
-                first = false;
+                poison_shared(layout, shared_bytes);
                 for (int i = 0; i < n; i++) s.pool[i]->state = READY;
                 for (int w = 0; w < (int)s.warps.size(); w++) {
                     const int lanes = std::min(32, n - 32 * w);

@@ -243,6 +243,7 @@ def test_project_softmax_matches_numpy():
 
 
 
+@pytest.mark.slow  # builds the kernels with ASan+UBSan (~10 s) and starts worker processes
 def test_sanitizer_catches_out_of_bounds_read(cache_dir):
     if subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip() \
             in ("", "libasan.so"):
@@ -254,6 +255,8 @@ def test_sanitizer_catches_out_of_bounds_read(cache_dir):
     with pytest.raises(CpuSanitizerError, match=r"heap-buffer-overflow.*basics\.cu:\d+") as e:
         mod.get_function("out_of_bounds")((1,), (17,), (x, y, np.int32(16)))
     assert "READ of size 4" in e.value.report
+    with pytest.raises(CpuSanitizerError, match=r"UndefinedBehaviorSanitizer: .*basics\.cu:\d+.*signed integer overflow"):
+        mod.get_function("overflow")((1,), (1,), (np.zeros(1, np.int32), np.int32(4)))
     with pytest.raises(CpuDeadlockError):  # errors other than reports keep their type
         mod.get_function("deadlock")((1,), (32,), (y,))
     mod.get_function("scale")((1,), (16,), (x, y, np.int32(16), np.float32(3)))  # a fresh worker

@@ -103,3 +103,8 @@ extern "C" __global__ void out_of_bounds(const float* in, float* out, int n) {
     const int i = threadIdx.x;
     if (i <= n) out[i % n] = in[i];
 }
+
+// Signed overflow for n > 1 (for the UndefinedBehaviorSanitizer test).
+extern "C" __global__ void overflow(int* out, int n) {
+    out[threadIdx.x] = n * 0x40000000;
+}
