@@ -28,7 +28,9 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -166,7 +168,7 @@ namespace andrea {
 namespace {
 
 enum State { READY, AT_BARRIER, AT_WARP, DONE };
-enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3 };
+enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4 };
 
 struct Fiber {
     jmp_buf jb;
@@ -208,6 +210,12 @@ struct Sched {
     void** args = nullptr;
     int nthreads = 0, live = 0, at_barrier = 0;
     bool reverse = false;
+    // A SIGSEGV/SIGBUS in a fiber ends the launch with an error instead of the process.
+    volatile sig_atomic_t faulted = 0;
+    void* fault_addr = nullptr;
+    bool fault_in_guard = false;
+    pthread_t owner;
+    std::vector<char> alt_stack;
     std::vector<DynShared> dyn;
     std::mutex mu;
 };
@@ -433,6 +441,53 @@ inline void poison_shared(const SharedLayout& layout, size_t dyn_bytes) {
     for (char* p : layout.dyn) std::memset(p, 0xff, dyn_bytes);
 }
 
+// --- memory faults in kernels ----------------------------------------------------------------
+
+struct SignalState { struct sigaction segv, bus; stack_t alt; };
+
+// Like CUDA's "illegal memory access": a fault while a fiber runs returns to the scheduler,
+// which reports it. Anything else falls through to the handler that was there before.
+inline void on_fault(int sig, siginfo_t* si, void*) {
+    Sched& s = sched();
+    Fiber* f = s.cur;
+    if (!f || f->state != READY || !pthread_equal(pthread_self(), s.owner)) {
+        signal(sig, SIG_DFL);  // re-raised on return; a second fault now ends the process
+        return;
+    }
+    s.faulted = 1;
+    s.fault_addr = si->si_addr;
+    s.fault_in_guard = (char*)si->si_addr >= f->stack && (char*)si->si_addr < f->stack + sysconf(_SC_PAGESIZE);
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, sig);
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);  // _longjmp leaves the handler's mask
+    asan_start(&f->fake_stack, s.main_bottom, s.main_size);
+    _longjmp(s.jb, 1);
+}
+
+inline void catch_faults(SignalState& old) {
+    Sched& s = sched();
+    s.owner = pthread_self();
+    s.faulted = 0;
+    if (s.alt_stack.empty()) s.alt_stack.resize(64 << 10);
+    stack_t alt{};
+    alt.ss_sp = s.alt_stack.data();
+    alt.ss_size = s.alt_stack.size();
+    sigaltstack(&alt, &old.alt);  // the faulting fiber's stack may be the problem
+    struct sigaction sa {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old.segv);
+    sigaction(SIGBUS, &sa, &old.bus);
+}
+
+inline void restore_faults(const SignalState& old) {
+    sigaction(SIGSEGV, &old.segv, nullptr);
+    sigaction(SIGBUS, &old.bus, nullptr);
+    sigaltstack(&old.alt, nullptr);
+}
+
 // --- the launch ----------------------------------------------------------------------------------
 
 struct LaunchInfo {  // filled on failure, read by Python
@@ -470,6 +525,17 @@ inline int run_block(LaunchInfo* info) {
             if (f->state != READY) continue;
             ran = true;
             resume(f);
+            if (s.faulted) {
+                if (s.fault_in_guard)
+                    std::snprintf(info->message, sizeof info->message,
+                                  "stack overflow in thread (%u, %u, %u): its stack is %zu KiB",
+                                  f->tid.x, f->tid.y, f->tid.z, f->stack_size >> 10);
+                else
+                    std::snprintf(info->message, sizeof info->message,
+                                  "illegal memory access in thread (%u, %u, %u) at address %p",
+                                  f->tid.x, f->tid.y, f->tid.z, s.fault_addr);
+                return FAULT;
+            }
         }
         if (s.live == 0) return OK;
         if (s.at_barrier == s.live) {
@@ -528,6 +594,8 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
     gridDim = dim3(grid[0], grid[1], grid[2]);
     SharedLayout layout;
     shared_layout(layout);
+    SignalState old;
+    catch_faults(old);
     for (unsigned bz = 0; bz < grid[2]; bz++)
         for (unsigned by = 0; by < grid[1]; by++)
             for (unsigned bx = 0; bx < grid[0]; bx++) {
@@ -543,11 +611,13 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
                 s.at_barrier = 0;
                 const int rc = run_block(info);
                 if (rc != OK) {
+                    restore_faults(old);
                     info->block[0] = (int)bx; info->block[1] = (int)by; info->block[2] = (int)bz;
                     info->threads = n;
                     return rc;
                 }
             }
+    restore_faults(old);
     return OK;
 }
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from andrea_cli.backends.cpu_runtime import (
-    CompilerNotFoundError, CpuArgumentError, CpuCompileError, CpuDeadlockError, CpuLaunchError,
+    CompilerNotFoundError, CpuArgumentError, CpuCompileError, CpuDeadlockError, CpuFaultError, CpuLaunchError,
     CpuModule, CpuRuntimeError, CpuSanitizerError)
 from andrea_cli.errors import AndreaError
 
@@ -124,6 +124,18 @@ def test_deadlock_is_an_error_and_the_module_survives(basics):
     assert "16 of 32 threads wait at __syncthreads" in str(e.value)
     assert isinstance(e.value, AndreaError)
     test_grid_stride_scale(basics)  # the fibers stuck in the dead block start over cleanly
+
+
+@pytest.mark.parametrize("kernel,args,match", [
+    ("wild_read", lambda x: (x, x, np.int64(1 << 40)), r"illegal memory access in thread \(0, 0, 0\)"),
+    ("stack_overflow", lambda x: (x, np.int32(10_000)), r"stack overflow in thread \(0, 0, 0\)"),
+])
+def test_memory_faults_are_errors_not_crashes(basics, kernel, args, match):
+    # On a GPU these end the context with "illegal address"; here they must not end Python.
+    x = np.zeros(64, np.float32)
+    with pytest.raises(CpuFaultError, match=match):
+        basics.get_function(kernel)((2,), (32,), args(x))
+    test_block_sum_where_only_warp0_shuffles_again(basics, 64)  # still works afterwards
 
 
 def test_reverse_schedule_exposes_missing_barrier(basics, basics_reverse):

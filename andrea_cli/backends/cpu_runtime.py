@@ -16,7 +16,7 @@ from andrea_cli.backends.cpu_build import (  # noqa: F401  (re-exported: the err
 
 SCHEDULES = {"forward": 0, "reverse": 1}
 MAX_THREADS = 1024
-_OK, _DEADLOCK, _BAD_LAUNCH = 0, 1, 2
+_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT = 0, 1, 2, 4
 
 
 class CpuDeadlockError(CpuRuntimeError):
@@ -29,6 +29,10 @@ class CpuDeadlockError(CpuRuntimeError):
 
 class CpuLaunchError(CpuRuntimeError):
     """Launch geometry or shared memory a GPU would refuse."""
+
+
+class CpuFaultError(CpuRuntimeError):
+    """A kernel thread touched unmapped memory or overflowed its stack (CUDA: illegal address)."""
 
 
 class CpuArgumentError(CpuRuntimeError):
@@ -174,6 +178,8 @@ def raise_for(kernel: str, rc: int, info: _LaunchInfo) -> None:
     if rc == _DEADLOCK:
         block = tuple(info.block)
         raise CpuDeadlockError(f"{kernel} deadlocked in block {block}: {message}", kernel, block)
+    if rc == _FAULT:
+        raise CpuFaultError(f"{kernel}: {message} in block {tuple(info.block)}")
     if rc == _BAD_LAUNCH:
         raise CpuLaunchError(f"{kernel}: {message}")
     raise CpuRuntimeError(f"{kernel}: {message}")
