@@ -628,6 +628,7 @@ template <class T> inline void kind_of(std::string& out) {
     if constexpr (std::is_pointer_v<U>) {
         using P = std::remove_pointer_t<U>;
         out += "p8:";
+        if constexpr (std::is_const_v<P>) out += "c";  // the kernel only reads through it
         if constexpr (std::is_void_v<std::remove_cv_t<P>>) out += "v";
         else if constexpr (std::is_pointer_v<P>) out += "p8";
         else kind_of<P>(out);

@@ -161,6 +161,12 @@ def test_unwritten_shared_memory_reads_nan(basics):
     assert np.isnan(out).all()
 
 
+def _read_only(x: np.ndarray) -> np.ndarray:
+    y = x.copy()
+    y.flags.writeable = False
+    return y
+
+
 @pytest.mark.parametrize("args,match", [
     (lambda x: (x, x, np.int32(4), 0.5), r"argument 3 \(float s\) needs float32, got Python float"),
     (lambda x: (x, x, np.int32(4), np.float64(0.5)), r"argument 3 .* got numpy float64"),
@@ -170,11 +176,20 @@ def test_unwritten_shared_memory_reads_nan(basics):
     (lambda x: (x.astype(np.float64), x, np.int32(4), np.float32(0.5)), r"argument 0 .* float32, got .* float64"),
     (lambda x: (x[::2], x, np.int32(2), np.float32(0.5)), r"argument 0 .* C-contiguous"),
     (lambda x: (x, x, np.int32(4)), r"scale takes 4 arguments, got 3"),
+    (lambda x: (x, _read_only(x), np.int32(4), np.float32(1)), r"argument 1 .* read-only"),
 ])
 def test_argument_types_are_checked(basics, args, match):
     x = np.zeros(8, np.float32)
     with pytest.raises(CpuArgumentError, match=match):
         basics.get_function("scale")((1,), (32,), args(x))
+
+
+def test_python_int_is_fine_for_long(basics):
+    # cupy passes a Python int as int64: exactly a `long`, so no error there.
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros_like(x)
+    basics.get_function("wild_read")((1,), (64,), (x, y, 3))
+    assert (y == 3).all()
 
 
 @pytest.mark.parametrize("grid,block,shared", [
