@@ -3,10 +3,11 @@
 // kernel file; andrea_cli/backends/cpu_build.py writes that file and cpu_runtime.py launches.
 //
 // Model: every CUDA thread of a block is a fiber (own mmap'd stack with a guard page) on one OS
-// thread; blocks run one after another. Fibers are created once with makecontext and switched
-// with _setjmp/_longjmp (tens of ns; swapcontext makes a syscall per switch). A scheduler runs
-// each runnable fiber until it blocks; when nothing can run it releases __syncthreads if every
-// live thread waits there (returned threads count as arrived), else it reports a deadlock.
+// thread; blocks run one after another. Fibers are created once and switched by a few lines of
+// assembly (x86-64; elsewhere makecontext + _setjmp/_longjmp), never swapcontext (a syscall per
+// switch). A scheduler runs each runnable fiber until it blocks; when nothing can run it
+// releases __syncthreads if every live thread waits there (returned threads count as arrived),
+// else it reports a deadlock.
 // __shared__ is thread_local (a block-scope static per OS thread); the module's whole TLS block
 // is therefore shared memory and is poisoned with NaN bytes at each block start.
 // Launches of one library are serialized by a mutex, so the scheduler state is plain globals.
@@ -170,10 +171,86 @@ namespace {
 enum State { READY, AT_BARRIER, AT_WARP, DONE };
 enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4 };
 
+// --- context switching ---------------------------------------------------------------------------
+// x86-64: a hand-written switch of the callee-saved registers and the stack pointer (a few ns;
+// glibc's _setjmp/_longjmp cost ~60 ns a pair here, swapcontext a syscall). Elsewhere:
+// makecontext once, then _setjmp/_longjmp.
+
+#if defined(__x86_64__) && !defined(ANDREA_PORTABLE_SWITCH)
+struct Ctx { void* sp; };
+
+// andrea_ctx_switch(void** save_sp, void* load_sp): push the callee-saved registers, store rsp,
+// load the other stack's rsp, pop its registers, return into it.
+asm(R"(
+    .text
+    .p2align 4
+    .type andrea_ctx_switch, @function
+    .hidden andrea_ctx_switch
+andrea_ctx_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size andrea_ctx_switch, .-andrea_ctx_switch
+)");
+extern "C" void andrea_ctx_switch(void** save_sp, void* load_sp);
+
+inline void ctx_switch(Ctx& from, const Ctx& to) { andrea_ctx_switch(&from.sp, to.sp); }
+
+// A context that starts fn on the stack below top (fn must never return).
+inline void ctx_make(Ctx& c, char* top, void (*fn)()) {
+    void** sp = reinterpret_cast<void**>(reinterpret_cast<uintptr_t>(top) & ~uintptr_t(15));
+    *--sp = nullptr;                      // fn's "return address": keeps the ABI's alignment
+    *--sp = reinterpret_cast<void*>(fn);  // where the switch's ret goes
+    for (int i = 0; i < 6; i++) *--sp = nullptr;  // rbp rbx r12-r15
+    c.sp = sp;
+}
+#else
+struct Ctx { jmp_buf jb; };
+
+inline void ctx_switch(Ctx& from, const Ctx& to) {
+    if (!_setjmp(from.jb)) _longjmp(const_cast<Ctx&>(to).jb, 1);
+}
+
+struct CtxBoot { Ctx* c; void (*fn)(); ucontext_t back; };
+inline CtxBoot& ctx_boot() { static CtxBoot b; return b; }
+inline void ctx_trampoline() {
+    CtxBoot& b = ctx_boot();
+    void (*fn)() = b.fn;
+    if (!_setjmp(b.c->jb)) setcontext(&b.back);  // parked; the first switch here runs fn
+    fn();
+}
+inline void ctx_make(Ctx& c, char* top, void (*fn)()) {
+    CtxBoot& b = ctx_boot();
+    ucontext_t uc;
+    getcontext(&uc);
+    const size_t size = 64 << 10;
+    uc.uc_stack.ss_sp = top - size;  // makecontext only needs room for the trampoline's frame
+    uc.uc_stack.ss_size = size;
+    uc.uc_link = nullptr;
+    makecontext(&uc, ctx_trampoline, 0);
+    b.c = &c;
+    b.fn = fn;
+    swapcontext(&b.back, &uc);
+}
+#endif
+
 struct Fiber {
-    jmp_buf jb;
+    Ctx ctx;
     char* stack;      // lowest address, the guard page
     size_t stack_size;
+    size_t colour;     // bytes left unused at the top of the stack
     void* fake_stack;  // ASan's bookkeeping across switches
     uint3 tid;
     int lid;           // linear thread index in the block
@@ -199,10 +276,8 @@ struct DynShared {
 struct Sched {
     std::vector<Fiber*> pool;
     std::vector<Warp> warps;
-    jmp_buf jb;
+    Ctx ctx;  // the scheduler's, while a fiber runs
     Fiber* cur = nullptr;
-    Fiber* creating = nullptr;
-    ucontext_t create_uc;
     void* sched_fake = nullptr;
     const void* main_bottom = nullptr;
     size_t main_size = 0;
@@ -245,10 +320,8 @@ inline void asan_finish(void* fake, const void** bottom, size_t* size) {
 // From a fiber back to the scheduler; returns when the scheduler resumes this fiber.
 __attribute__((noinline)) inline void yield(Fiber* f) {
     Sched& s = sched();
-    if (!_setjmp(f->jb)) {
-        asan_start(&f->fake_stack, s.main_bottom, s.main_size);
-        _longjmp(s.jb, 1);
-    }
+    asan_start(&f->fake_stack, s.main_bottom, s.main_size);
+    ctx_switch(f->ctx, s.ctx);
     asan_finish(f->fake_stack, &s.main_bottom, &s.main_size);
 }
 
@@ -257,27 +330,19 @@ __attribute__((noinline)) inline void resume(Fiber* f) {
     Sched& s = sched();
     s.cur = f;
     threadIdx = f->tid;
-    if (!_setjmp(s.jb)) {
-        asan_start(&s.sched_fake, f->stack, f->stack_size);
-        _longjmp(f->jb, 1);
-    }
+    asan_start(&s.sched_fake, f->stack, f->stack_size);
+    ctx_switch(s.ctx, f->ctx);
     asan_finish(s.sched_fake, nullptr, nullptr);
 }
 
 inline void warp_exit(Fiber* f);
 
-// Fiber entry (via makecontext): park once, then loop "run the kernel, mark done, yield".
+// A fiber's life: "run the kernel, mark done, yield" for every block it is given.
 inline void fiber_main() {
     Sched& s = sched();
-    Fiber* f = s.creating;
-    asan_finish(nullptr, &s.main_bottom, &s.main_size);
-    if (!_setjmp(f->jb)) {
-        asan_start(&f->fake_stack, s.main_bottom, s.main_size);
-        setcontext(&s.create_uc);
-    }
-    asan_finish(f->fake_stack, &s.main_bottom, &s.main_size);
+    asan_finish(nullptr, &s.main_bottom, &s.main_size);  // first entry, from resume()
     for (;;) {
-        f = s.cur;
+        Fiber* f = s.cur;
         f->parked = false;
         s.entry(s.args);
         f = s.cur;
@@ -289,7 +354,7 @@ inline void fiber_main() {
     }
 }
 
-// (Re)start a fiber on its stack so it waits, parked, at the top of its loop.
+// (Re)start a fiber so that resuming it runs the kernel from the top.
 inline bool fiber_init(Fiber* f) {
     Sched& s = sched();
     if (!f->stack) {
@@ -304,17 +369,11 @@ inline bool fiber_init(Fiber* f) {
         if (p == MAP_FAILED) return false;
         mprotect(p, page, PROT_NONE);  // guard page: an overflow faults instead of corrupting
         f->stack = (char*)p;
+        // Stagger the stack tops: at equal offsets every fiber's hot frames would fall into the
+        // same few cache sets (the stacks are 256 KiB apart) and each switch would miss.
+        f->colour = 64 + (s.pool.size() * 17 * 64) % (32 << 10);
     }
-    ucontext_t uc;
-    getcontext(&uc);
-    uc.uc_stack.ss_sp = f->stack;
-    uc.uc_stack.ss_size = f->stack_size;
-    uc.uc_link = nullptr;
-    makecontext(&uc, fiber_main, 0);
-    s.creating = f;
-    asan_start(&s.sched_fake, f->stack, f->stack_size);
-    swapcontext(&s.create_uc, &uc);
-    asan_finish(s.sched_fake, nullptr, nullptr);
+    ctx_make(f->ctx, f->stack + f->stack_size - f->colour, fiber_main);
     f->parked = true;
     return true;
 }
@@ -460,9 +519,9 @@ inline void on_fault(int sig, siginfo_t* si, void*) {
     sigset_t unblock;
     sigemptyset(&unblock);
     sigaddset(&unblock, sig);
-    pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);  // _longjmp leaves the handler's mask
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);  // the handler never returns to unblock it
     asan_start(&f->fake_stack, s.main_bottom, s.main_size);
-    _longjmp(s.jb, 1);
+    ctx_switch(f->ctx, s.ctx);  // back into resume(); this fiber is restarted before its next use
 }
 
 inline void catch_faults(SignalState& old) {
