@@ -254,12 +254,12 @@ def test_project_softmax_matches_numpy():
     mod = CpuModule(path)
     # The file's comment block documents softmax_kernel1: one block per row, blockDim.x a multiple
     # of 32, shared_mem one float per warp.
-    header = path.read_text().split("\n\n")[0]
     if "softmax_kernel1" not in mod.kernel_names or "one block per row" not in path.read_text():
-        pytest.skip(f"{path.name} has no documented softmax_kernel1 (kernels: {mod.kernel_names}, {header[:60]!r})")
-    kernel = mod.get_function("softmax_kernel1")
-    assert kernel.signature == ["p8", "p8", "i4"]
-    for T, threads in [(1, 32), (7, 64), (33, 32), (130, 128)]:
+        pytest.skip(f"{path.name} has no documented one-block-per-row softmax_kernel1 (it has {mod.kernel_names})")
+    assert mod.get_function("softmax_kernel1").signature == ["p8", "p8", "i4"]
+    reverse = CpuModule(path, schedule="reverse")  # a missing barrier would show here
+    for T, threads, module in [(1, 32, mod), (7, 64, mod), (33, 32, reverse), (130, 128, mod), (130, 256, reverse)]:
+        kernel = module.get_function("softmax_kernel1")
         x = np.random.default_rng(T).standard_normal((T, T)).astype(np.float32) * 4
         x[0, 1:] = -np.inf  # a causal first row
         p = np.zeros_like(x)
@@ -267,7 +267,6 @@ def test_project_softmax_matches_numpy():
         e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
         np.testing.assert_allclose(p, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
         assert (p[0, 1:] == 0).all()
-
 
 
 @pytest.mark.slow  # builds the kernels with ASan+UBSan (~10 s) and starts worker processes
