@@ -3,10 +3,11 @@
 // kernel file; andrea_cli/backends/cpu_build.py writes that file and cpu_runtime.py launches.
 //
 // Model: every CUDA thread of a block is a fiber (own mmap'd stack with a guard page) on one OS
-// thread; blocks run one after another. Fibers are created once with makecontext and switched
-// with _setjmp/_longjmp (tens of ns; swapcontext makes a syscall per switch). A scheduler runs
-// each runnable fiber until it blocks; when nothing can run it releases __syncthreads if every
-// live thread waits there (returned threads count as arrived), else it reports a deadlock.
+// thread; blocks run one after another. Fibers are created once and switched by a few lines of
+// assembly (x86-64; elsewhere makecontext + _setjmp/_longjmp), never swapcontext (a syscall per
+// switch). A scheduler runs each runnable fiber until it blocks; when nothing can run it
+// releases __syncthreads if every live thread waits there (returned threads count as arrived),
+// else it reports a deadlock.
 // __shared__ is thread_local (a block-scope static per OS thread); the module's whole TLS block
 // is therefore shared memory and is poisoned with NaN bytes at each block start.
 // Launches of one library are serialized by a mutex, so the scheduler state is plain globals.
@@ -28,7 +29,9 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -166,12 +169,88 @@ namespace andrea {
 namespace {
 
 enum State { READY, AT_BARRIER, AT_WARP, DONE };
-enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3 };
+enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4 };
+
+// --- context switching ---------------------------------------------------------------------------
+// x86-64: a hand-written switch of the callee-saved registers and the stack pointer (a few ns;
+// glibc's _setjmp/_longjmp cost ~60 ns a pair here, swapcontext a syscall). Elsewhere:
+// makecontext once, then _setjmp/_longjmp.
+
+#if defined(__x86_64__) && !defined(ANDREA_PORTABLE_SWITCH)
+struct Ctx { void* sp; };
+
+// andrea_ctx_switch(void** save_sp, void* load_sp): push the callee-saved registers, store rsp,
+// load the other stack's rsp, pop its registers, return into it.
+asm(R"(
+    .text
+    .p2align 4
+    .type andrea_ctx_switch, @function
+    .hidden andrea_ctx_switch
+andrea_ctx_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size andrea_ctx_switch, .-andrea_ctx_switch
+)");
+extern "C" void andrea_ctx_switch(void** save_sp, void* load_sp);
+
+inline void ctx_switch(Ctx& from, const Ctx& to) { andrea_ctx_switch(&from.sp, to.sp); }
+
+// A context that starts fn on the stack below top (fn must never return).
+inline void ctx_make(Ctx& c, char* top, void (*fn)()) {
+    void** sp = reinterpret_cast<void**>(reinterpret_cast<uintptr_t>(top) & ~uintptr_t(15));
+    *--sp = nullptr;                      // fn's "return address": keeps the ABI's alignment
+    *--sp = reinterpret_cast<void*>(fn);  // where the switch's ret goes
+    for (int i = 0; i < 6; i++) *--sp = nullptr;  // rbp rbx r12-r15
+    c.sp = sp;
+}
+#else
+struct Ctx { jmp_buf jb; };
+
+inline void ctx_switch(Ctx& from, const Ctx& to) {
+    if (!_setjmp(from.jb)) _longjmp(const_cast<Ctx&>(to).jb, 1);
+}
+
+struct CtxBoot { Ctx* c; void (*fn)(); ucontext_t back; };
+inline CtxBoot& ctx_boot() { static CtxBoot b; return b; }
+inline void ctx_trampoline() {
+    CtxBoot& b = ctx_boot();
+    void (*fn)() = b.fn;
+    if (!_setjmp(b.c->jb)) setcontext(&b.back);  // parked; the first switch here runs fn
+    fn();
+}
+inline void ctx_make(Ctx& c, char* top, void (*fn)()) {
+    CtxBoot& b = ctx_boot();
+    ucontext_t uc;
+    getcontext(&uc);
+    const size_t size = 64 << 10;
+    uc.uc_stack.ss_sp = top - size;  // makecontext only needs room for the trampoline's frame
+    uc.uc_stack.ss_size = size;
+    uc.uc_link = nullptr;
+    makecontext(&uc, ctx_trampoline, 0);
+    b.c = &c;
+    b.fn = fn;
+    swapcontext(&b.back, &uc);
+}
+#endif
 
 struct Fiber {
-    jmp_buf jb;
+    Ctx ctx;
     char* stack;      // lowest address, the guard page
     size_t stack_size;
+    size_t colour;     // bytes left unused at the top of the stack
     void* fake_stack;  // ASan's bookkeeping across switches
     uint3 tid;
     int lid;           // linear thread index in the block
@@ -197,10 +276,8 @@ struct DynShared {
 struct Sched {
     std::vector<Fiber*> pool;
     std::vector<Warp> warps;
-    jmp_buf jb;
+    Ctx ctx;  // the scheduler's, while a fiber runs
     Fiber* cur = nullptr;
-    Fiber* creating = nullptr;
-    ucontext_t create_uc;
     void* sched_fake = nullptr;
     const void* main_bottom = nullptr;
     size_t main_size = 0;
@@ -208,6 +285,12 @@ struct Sched {
     void** args = nullptr;
     int nthreads = 0, live = 0, at_barrier = 0;
     bool reverse = false;
+    // A SIGSEGV/SIGBUS in a fiber ends the launch with an error instead of the process.
+    volatile sig_atomic_t faulted = 0;
+    void* fault_addr = nullptr;
+    bool fault_in_guard = false;
+    pthread_t owner;
+    std::vector<char> alt_stack;
     std::vector<DynShared> dyn;
     std::mutex mu;
 };
@@ -237,10 +320,8 @@ inline void asan_finish(void* fake, const void** bottom, size_t* size) {
 // From a fiber back to the scheduler; returns when the scheduler resumes this fiber.
 __attribute__((noinline)) inline void yield(Fiber* f) {
     Sched& s = sched();
-    if (!_setjmp(f->jb)) {
-        asan_start(&f->fake_stack, s.main_bottom, s.main_size);
-        _longjmp(s.jb, 1);
-    }
+    asan_start(&f->fake_stack, s.main_bottom, s.main_size);
+    ctx_switch(f->ctx, s.ctx);
     asan_finish(f->fake_stack, &s.main_bottom, &s.main_size);
 }
 
@@ -249,27 +330,19 @@ __attribute__((noinline)) inline void resume(Fiber* f) {
     Sched& s = sched();
     s.cur = f;
     threadIdx = f->tid;
-    if (!_setjmp(s.jb)) {
-        asan_start(&s.sched_fake, f->stack, f->stack_size);
-        _longjmp(f->jb, 1);
-    }
+    asan_start(&s.sched_fake, f->stack, f->stack_size);
+    ctx_switch(s.ctx, f->ctx);
     asan_finish(s.sched_fake, nullptr, nullptr);
 }
 
 inline void warp_exit(Fiber* f);
 
-// Fiber entry (via makecontext): park once, then loop "run the kernel, mark done, yield".
+// A fiber's life: "run the kernel, mark done, yield" for every block it is given.
 inline void fiber_main() {
     Sched& s = sched();
-    Fiber* f = s.creating;
-    asan_finish(nullptr, &s.main_bottom, &s.main_size);
-    if (!_setjmp(f->jb)) {
-        asan_start(&f->fake_stack, s.main_bottom, s.main_size);
-        setcontext(&s.create_uc);
-    }
-    asan_finish(f->fake_stack, &s.main_bottom, &s.main_size);
+    asan_finish(nullptr, &s.main_bottom, &s.main_size);  // first entry, from resume()
     for (;;) {
-        f = s.cur;
+        Fiber* f = s.cur;
         f->parked = false;
         s.entry(s.args);
         f = s.cur;
@@ -281,7 +354,7 @@ inline void fiber_main() {
     }
 }
 
-// (Re)start a fiber on its stack so it waits, parked, at the top of its loop.
+// (Re)start a fiber so that resuming it runs the kernel from the top.
 inline bool fiber_init(Fiber* f) {
     Sched& s = sched();
     if (!f->stack) {
@@ -296,17 +369,11 @@ inline bool fiber_init(Fiber* f) {
         if (p == MAP_FAILED) return false;
         mprotect(p, page, PROT_NONE);  // guard page: an overflow faults instead of corrupting
         f->stack = (char*)p;
+        // Stagger the stack tops: at equal offsets every fiber's hot frames would fall into the
+        // same few cache sets (the stacks are 256 KiB apart) and each switch would miss.
+        f->colour = 64 + (s.pool.size() * 17 * 64) % (32 << 10);
     }
-    ucontext_t uc;
-    getcontext(&uc);
-    uc.uc_stack.ss_sp = f->stack;
-    uc.uc_stack.ss_size = f->stack_size;
-    uc.uc_link = nullptr;
-    makecontext(&uc, fiber_main, 0);
-    s.creating = f;
-    asan_start(&s.sched_fake, f->stack, f->stack_size);
-    swapcontext(&s.create_uc, &uc);
-    asan_finish(s.sched_fake, nullptr, nullptr);
+    ctx_make(f->ctx, f->stack + f->stack_size - f->colour, fiber_main);
     f->parked = true;
     return true;
 }
@@ -396,30 +463,88 @@ inline int find_tls(struct dl_phdr_info* info, size_t, void* data) {
 
 thread_local char tls_anchor;  // touched so this OS thread's TLS block exists before the query
 
-// Everything thread_local in this library is shared memory: fill it with NaN bytes (0xff), but
-// only the first `dyn_bytes` of each `extern __shared__` array (the rest was poisoned at launch).
-inline void poison_shared(size_t dyn_bytes, bool whole) {
-    Sched& s = sched();
+struct SharedLayout {  // this OS thread's shared memory, found once per launch
     struct Range { char* lo; char* hi; };
-    std::vector<Range> skip;
+    std::vector<Range> fill;  // poisoned in full at each block start
+    std::vector<char*> dyn;   // `extern __shared__` arrays: only the launch's bytes
+};
+
+// Everything thread_local in this library is shared memory: the static __shared__ arrays and
+// the `extern __shared__` arrays (defined by the wrapper, each as large as allowed).
+inline void shared_layout(SharedLayout& out) {
+    Sched& s = sched();
+    std::vector<SharedLayout::Range> skip;
     for (const DynShared& d : s.dyn) {
         char* p = static_cast<char*>(d.addr());
-        if (whole) std::memset(p, 0xff, d.capacity);
-        else std::memset(p, 0xff, std::min(dyn_bytes, d.capacity));
+        out.dyn.push_back(p);
         skip.push_back({p, p + d.capacity});
+        std::memset(p, 0xff, d.capacity);  // beyond the launch's bytes too, once
     }
     tls_anchor = 1;
-    TlsQuery q{(const void*)&poison_shared, nullptr, 0};
+    TlsQuery q{(const void*)&shared_layout, nullptr, 0};
     dl_iterate_phdr(find_tls, &q);
     if (!q.block) return;
-    std::sort(skip.begin(), skip.end(), [](const Range& a, const Range& b) { return a.lo < b.lo; });
+    std::sort(skip.begin(), skip.end(), [](auto& a, auto& b) { return a.lo < b.lo; });
     char* at = q.block;
-    char* end = q.block + q.size;
-    for (const Range& r : skip) {
-        if (r.lo > at) std::memset(at, 0xff, std::min(r.lo, end) - at);
+    char* const end = q.block + q.size;
+    for (const auto& r : skip) {
+        if (r.lo > at) out.fill.push_back({at, std::min(r.lo, end)});
         at = std::max(at, r.hi);
     }
-    if (at < end) std::memset(at, 0xff, end - at);
+    if (at < end) out.fill.push_back({at, end});
+}
+
+// NaN bytes (0xff: a NaN as float and double) so reads of unwritten shared memory show up.
+inline void poison_shared(const SharedLayout& layout, size_t dyn_bytes) {
+    for (const auto& r : layout.fill) std::memset(r.lo, 0xff, r.hi - r.lo);
+    for (char* p : layout.dyn) std::memset(p, 0xff, dyn_bytes);
+}
+
+// --- memory faults in kernels ----------------------------------------------------------------
+
+struct SignalState { struct sigaction segv, bus; stack_t alt; };
+
+// Like CUDA's "illegal memory access": a fault while a fiber runs returns to the scheduler,
+// which reports it. Anything else falls through to the handler that was there before.
+inline void on_fault(int sig, siginfo_t* si, void*) {
+    Sched& s = sched();
+    Fiber* f = s.cur;
+    if (!f || f->state != READY || !pthread_equal(pthread_self(), s.owner)) {
+        signal(sig, SIG_DFL);  // re-raised on return; a second fault now ends the process
+        return;
+    }
+    s.faulted = 1;
+    s.fault_addr = si->si_addr;
+    s.fault_in_guard = (char*)si->si_addr >= f->stack && (char*)si->si_addr < f->stack + sysconf(_SC_PAGESIZE);
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, sig);
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);  // the handler never returns to unblock it
+    asan_start(&f->fake_stack, s.main_bottom, s.main_size);
+    ctx_switch(f->ctx, s.ctx);  // back into resume(); this fiber is restarted before its next use
+}
+
+inline void catch_faults(SignalState& old) {
+    Sched& s = sched();
+    s.owner = pthread_self();
+    s.faulted = 0;
+    if (s.alt_stack.empty()) s.alt_stack.resize(64 << 10);
+    stack_t alt{};
+    alt.ss_sp = s.alt_stack.data();
+    alt.ss_size = s.alt_stack.size();
+    sigaltstack(&alt, &old.alt);  // the faulting fiber's stack may be the problem
+    struct sigaction sa {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old.segv);
+    sigaction(SIGBUS, &sa, &old.bus);
+}
+
+inline void restore_faults(const SignalState& old) {
+    sigaction(SIGSEGV, &old.segv, nullptr);
+    sigaction(SIGBUS, &old.bus, nullptr);
+    sigaltstack(&old.alt, nullptr);
 }
 
 // --- the launch ----------------------------------------------------------------------------------
@@ -459,6 +584,17 @@ inline int run_block(LaunchInfo* info) {
             if (f->state != READY) continue;
             ran = true;
             resume(f);
+            if (s.faulted) {
+                if (s.fault_in_guard)
+                    std::snprintf(info->message, sizeof info->message,
+                                  "stack overflow in thread (%u, %u, %u): its stack is %zu KiB",
+                                  f->tid.x, f->tid.y, f->tid.z, f->stack_size >> 10);
+                else
+                    std::snprintf(info->message, sizeof info->message,
+                                  "illegal memory access in thread (%u, %u, %u) at address %p",
+                                  f->tid.x, f->tid.y, f->tid.z, s.fault_addr);
+                return FAULT;
+            }
         }
         if (s.live == 0) return OK;
         if (s.at_barrier == s.live) {
@@ -515,13 +651,15 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
     s.reverse = reverse != 0;
     blockDim = dim3(block[0], block[1], block[2]);
     gridDim = dim3(grid[0], grid[1], grid[2]);
-    bool first = true;
+    SharedLayout layout;
+    shared_layout(layout);
+    SignalState old;
+    catch_faults(old);
     for (unsigned bz = 0; bz < grid[2]; bz++)
         for (unsigned by = 0; by < grid[1]; by++)
             for (unsigned bx = 0; bx < grid[0]; bx++) {
                 blockIdx = uint3{bx, by, bz};
-                poison_shared(shared_bytes, first);
-                first = false;
+                poison_shared(layout, shared_bytes);
                 for (int i = 0; i < n; i++) s.pool[i]->state = READY;
                 for (int w = 0; w < (int)s.warps.size(); w++) {
                     const int lanes = std::min(32, n - 32 * w);
@@ -532,11 +670,13 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
                 s.at_barrier = 0;
                 const int rc = run_block(info);
                 if (rc != OK) {
+                    restore_faults(old);
                     info->block[0] = (int)bx; info->block[1] = (int)by; info->block[2] = (int)bz;
                     info->threads = n;
                     return rc;
                 }
             }
+    restore_faults(old);
     return OK;
 }
 
@@ -547,6 +687,7 @@ template <class T> inline void kind_of(std::string& out) {
     if constexpr (std::is_pointer_v<U>) {
         using P = std::remove_pointer_t<U>;
         out += "p8:";
+        if constexpr (std::is_const_v<P>) out += "c";  // the kernel only reads through it
         if constexpr (std::is_void_v<std::remove_cv_t<P>>) out += "v";
         else if constexpr (std::is_pointer_v<P>) out += "p8";
         else kind_of<P>(out);

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from andrea_cli.backends.cpu_runtime import (
-    CompilerNotFoundError, CpuArgumentError, CpuCompileError, CpuDeadlockError, CpuLaunchError,
+    CompilerNotFoundError, CpuArgumentError, CpuCompileError, CpuDeadlockError, CpuFaultError, CpuLaunchError,
     CpuModule, CpuRuntimeError, CpuSanitizerError)
 from andrea_cli.errors import AndreaError
 
@@ -126,6 +126,18 @@ def test_deadlock_is_an_error_and_the_module_survives(basics):
     test_grid_stride_scale(basics)  # the fibers stuck in the dead block start over cleanly
 
 
+@pytest.mark.parametrize("kernel,args,match", [
+    ("wild_read", lambda x: (x, x, np.int64(1 << 40)), r"illegal memory access in thread \(0, 0, 0\)"),
+    ("stack_overflow", lambda x: (x, np.int32(10_000)), r"stack overflow in thread \(0, 0, 0\)"),
+])
+def test_memory_faults_are_errors_not_crashes(basics, kernel, args, match):
+    # On a GPU these end the context with "illegal address"; here they must not end Python.
+    x = np.zeros(64, np.float32)
+    with pytest.raises(CpuFaultError, match=match):
+        basics.get_function(kernel)((2,), (32,), args(x))
+    test_block_sum_where_only_warp0_shuffles_again(basics, 64)  # still works afterwards
+
+
 def test_reverse_schedule_exposes_missing_barrier(basics, basics_reverse):
     want = np.arange(-1, 63, dtype=np.float32)
     want[0] = -1
@@ -149,6 +161,12 @@ def test_unwritten_shared_memory_reads_nan(basics):
     assert np.isnan(out).all()
 
 
+def _read_only(x: np.ndarray) -> np.ndarray:
+    y = x.copy()
+    y.flags.writeable = False
+    return y
+
+
 @pytest.mark.parametrize("args,match", [
     (lambda x: (x, x, np.int32(4), 0.5), r"argument 3 \(float s\) needs float32, got Python float"),
     (lambda x: (x, x, np.int32(4), np.float64(0.5)), r"argument 3 .* got numpy float64"),
@@ -158,11 +176,20 @@ def test_unwritten_shared_memory_reads_nan(basics):
     (lambda x: (x.astype(np.float64), x, np.int32(4), np.float32(0.5)), r"argument 0 .* float32, got .* float64"),
     (lambda x: (x[::2], x, np.int32(2), np.float32(0.5)), r"argument 0 .* C-contiguous"),
     (lambda x: (x, x, np.int32(4)), r"scale takes 4 arguments, got 3"),
+    (lambda x: (x, _read_only(x), np.int32(4), np.float32(1)), r"argument 1 .* read-only"),
 ])
 def test_argument_types_are_checked(basics, args, match):
     x = np.zeros(8, np.float32)
     with pytest.raises(CpuArgumentError, match=match):
         basics.get_function("scale")((1,), (32,), args(x))
+
+
+def test_python_int_is_fine_for_long(basics):
+    # cupy passes a Python int as int64: exactly a `long`, so no error there.
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros_like(x)
+    basics.get_function("wild_read")((1,), (64,), (x, y, 3))
+    assert (y == 3).all()
 
 
 @pytest.mark.parametrize("grid,block,shared", [
@@ -227,12 +254,12 @@ def test_project_softmax_matches_numpy():
     mod = CpuModule(path)
     # The file's comment block documents softmax_kernel1: one block per row, blockDim.x a multiple
     # of 32, shared_mem one float per warp.
-    header = path.read_text().split("\n\n")[0]
     if "softmax_kernel1" not in mod.kernel_names or "one block per row" not in path.read_text():
-        pytest.skip(f"{path.name} has no documented softmax_kernel1 (kernels: {mod.kernel_names}, {header[:60]!r})")
-    kernel = mod.get_function("softmax_kernel1")
-    assert kernel.signature == ["p8", "p8", "i4"]
-    for T, threads in [(1, 32), (7, 64), (33, 32), (130, 128)]:
+        pytest.skip(f"{path.name} has no documented one-block-per-row softmax_kernel1 (it has {mod.kernel_names})")
+    assert mod.get_function("softmax_kernel1").signature == ["p8", "p8", "i4"]
+    reverse = CpuModule(path, schedule="reverse")  # a missing barrier would show here
+    for T, threads, module in [(1, 32, mod), (7, 64, mod), (33, 32, reverse), (130, 128, mod), (130, 256, reverse)]:
+        kernel = module.get_function("softmax_kernel1")
         x = np.random.default_rng(T).standard_normal((T, T)).astype(np.float32) * 4
         x[0, 1:] = -np.inf  # a causal first row
         p = np.zeros_like(x)
@@ -242,7 +269,7 @@ def test_project_softmax_matches_numpy():
         assert (p[0, 1:] == 0).all()
 
 
-
+@pytest.mark.slow  # builds the kernels with ASan+UBSan (~10 s) and starts worker processes
 def test_sanitizer_catches_out_of_bounds_read(cache_dir):
     if subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip() \
             in ("", "libasan.so"):
@@ -254,6 +281,8 @@ def test_sanitizer_catches_out_of_bounds_read(cache_dir):
     with pytest.raises(CpuSanitizerError, match=r"heap-buffer-overflow.*basics\.cu:\d+") as e:
         mod.get_function("out_of_bounds")((1,), (17,), (x, y, np.int32(16)))
     assert "READ of size 4" in e.value.report
+    with pytest.raises(CpuSanitizerError, match=r"UndefinedBehaviorSanitizer: .*basics\.cu:\d+.*signed integer overflow"):
+        mod.get_function("overflow")((1,), (1,), (np.zeros(1, np.int32), np.int32(4)))
     with pytest.raises(CpuDeadlockError):  # errors other than reports keep their type
         mod.get_function("deadlock")((1,), (32,), (y,))
     mod.get_function("scale")((1,), (16,), (x, y, np.int32(16), np.float32(3)))  # a fresh worker

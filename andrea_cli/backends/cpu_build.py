@@ -121,7 +121,7 @@ def build(src: KernelSource, *, sanitize: bool) -> pathlib.Path:
     wrapper = wrapper_source(src)
     flags = flags_for(sanitize)
     key = hashlib.sha256()
-    for part in (src.text, HEADER.read_text(), wrapper, " ".join(flags), compiler_version(cxx)):
+    for part in (src.text, HEADER.read_text(), wrapper, " ".join(flags), cxx, compiler_version(cxx)):
         key.update(part.encode())
         key.update(b"\0")
     out_dir = cache_dir()

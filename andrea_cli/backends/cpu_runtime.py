@@ -16,7 +16,7 @@ from andrea_cli.backends.cpu_build import (  # noqa: F401  (re-exported: the err
 
 SCHEDULES = {"forward": 0, "reverse": 1}
 MAX_THREADS = 1024
-_OK, _DEADLOCK, _BAD_LAUNCH = 0, 1, 2
+_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT = 0, 1, 2, 4
 
 
 class CpuDeadlockError(CpuRuntimeError):
@@ -29,6 +29,10 @@ class CpuDeadlockError(CpuRuntimeError):
 
 class CpuLaunchError(CpuRuntimeError):
     """Launch geometry or shared memory a GPU would refuse."""
+
+
+class CpuFaultError(CpuRuntimeError):
+    """A kernel thread touched unmapped memory or overflowed its stack (CUDA: illegal address)."""
 
 
 class CpuArgumentError(CpuRuntimeError):
@@ -62,7 +66,9 @@ class CpuKernel:
         self.module, self.name = module, name
         kinds = sig.split()
         self.signature = [k.split(":")[0] for k in kinds]  # e.g. ["p8", "p8", "i4", "f4"]
-        self.pointee = [k.split(":")[1] if ":" in k else None for k in kinds]  # "f4", "v", None
+        pointee = [k.split(":")[1] if ":" in k else "" for k in kinds]  # "cf4" for const float*
+        self.writes = [not p.startswith("c") for p in pointee]
+        self.pointee = [p.lstrip("c") or None for p in pointee]  # "f4", "v", None
         self.params = params if len(params) == len(kinds) else [""] * len(kinds)
 
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
@@ -80,7 +86,9 @@ class CpuKernel:
         for i, (arg, kind, pointee) in enumerate(zip(args, self.signature, self.pointee)):
             where = f"{self.name}: argument {i} ({self.params[i] or kind})"
             if kind == "p8":
-                _check_array(where, arg, pointee)
+                _check_array(where, arg, pointee, self.writes[i])
+            elif (kind, type(arg)) in (("i8", int), ("f8", float)):
+                continue  # what cupy passes for a Python int or float: right for long and double
             elif kind in _SCALARS:
                 want = _SCALARS[kind]
                 if type(arg) is not want:
@@ -89,17 +97,19 @@ class CpuKernel:
                     raise CpuArgumentError(f"{where} needs {want.__name__}, got {_describe(arg)}{hint}: "
                                            f"pass {want.__name__}(...)")
             else:
-                nbytes = int(kind[1:])
+                nbytes = int(kind[1:])  # "s16": a struct such as float4 passed by value
                 if not (isinstance(arg, np.generic) and arg.nbytes == nbytes):
                     raise CpuArgumentError(f"{where} is a {nbytes}-byte struct, got {_describe(arg)}")
 
 
-def _check_array(where: str, arg, pointee: str | None) -> None:
+def _check_array(where: str, arg, pointee: str | None, writes: bool) -> None:
     if not isinstance(arg, np.ndarray):
         raise CpuArgumentError(f"{where} is a pointer and needs a numpy array, got {_describe(arg)}")
     if not arg.flags.c_contiguous:
         raise CpuArgumentError(f"{where} needs a C-contiguous array, got a strided view: "
                                "pass np.ascontiguousarray(...)")
+    if writes and not arg.flags.writeable:
+        raise CpuArgumentError(f"{where} may be written by the kernel, got a read-only array: pass a copy")
     want = _SCALARS.get(pointee or "")
     if want is not None and arg.dtype != np.dtype(want):
         raise CpuArgumentError(f"{where} points to {np.dtype(want).name}, got an array of {arg.dtype}")
@@ -134,7 +144,8 @@ def _pack(args: tuple, signature: list[str]) -> tuple[ctypes.Array, list]:
         if kind == "p8":
             value = ctypes.c_void_p(arg.ctypes.data)
         else:
-            value = ctypes.create_string_buffer(np.asarray(arg).tobytes(), arg.nbytes)
+            raw = np.asarray(arg, dtype=_SCALARS.get(kind)).tobytes()  # a Python int -> int64 for "i8"
+            value = ctypes.create_string_buffer(raw, len(raw))
         keep.append(value)
         argv[i] = ctypes.addressof(value)
     return argv, keep
@@ -174,6 +185,8 @@ def raise_for(kernel: str, rc: int, info: _LaunchInfo) -> None:
     if rc == _DEADLOCK:
         block = tuple(info.block)
         raise CpuDeadlockError(f"{kernel} deadlocked in block {block}: {message}", kernel, block)
+    if rc == _FAULT:
+        raise CpuFaultError(f"{kernel}: {message} in block {tuple(info.block)}")
     if rc == _BAD_LAUNCH:
         raise CpuLaunchError(f"{kernel}: {message}")
     raise CpuRuntimeError(f"{kernel}: {message}")

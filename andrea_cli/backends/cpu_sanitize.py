@@ -19,6 +19,7 @@ import tempfile
 import numpy as np
 
 from andrea_cli.backends.cpu_build import CpuRuntimeError, find_compiler
+from andrea_cli.backends.cpu_runtime import CpuSanitizerError, NativeLibrary, _LaunchInfo
 
 _ENV = {
     # Python itself leaks by design; a report must end the worker so it cannot be missed.
@@ -67,25 +68,34 @@ class SanitizedLibrary:
     def launch(self, name, signature, grid, block, args, shared_mem, reverse):
         if self._proc is None:
             self._start()
-        pickle.dump((name, signature, grid, block, args, shared_mem, reverse), self._proc.stdin)
-        self._proc.stdin.flush()
+        try:
+            pickle.dump((name, signature, grid, block, args, shared_mem, reverse), self._proc.stdin)
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the worker is gone: _receive raises with what it left on stderr
         rc, info_bytes, results = self._receive()
         for arg, result in zip(args, results):
             if result is not None:
                 np.copyto(arg, result)
-        from andrea_cli.backends.cpu_runtime import _LaunchInfo
         return rc, _LaunchInfo.from_buffer_copy(info_bytes)
 
-    def __del__(self):
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.stdin.close()
-            self._proc.wait()
+    def close(self) -> None:
+        """End the worker: it leaves its loop when its input closes."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+
+    __del__ = close
 
 
 def _report_error(report: str, fallback: str) -> CpuRuntimeError:
     """One line: what the sanitizer found and where, e.g. "AddressSanitizer: heap-buffer-overflow,
     READ of size 4 in out_of_bounds at .../basics.cu:104"; the whole report rides along."""
-    from andrea_cli.backends.cpu_runtime import CpuSanitizerError
     lines = [line.strip() for line in report.splitlines()]
     ubsan = next((line for line in lines if "runtime error:" in line), None)
     if ubsan:
@@ -101,7 +111,6 @@ def _report_error(report: str, fallback: str) -> CpuRuntimeError:
 
 
 def _worker(path: str, names: list[str]) -> None:
-    from andrea_cli.backends.cpu_runtime import NativeLibrary
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything the kernels print goes to stderr, not into the pickle stream
     lib = NativeLibrary(pathlib.Path(path))

@@ -103,3 +103,24 @@ extern "C" __global__ void out_of_bounds(const float* in, float* out, int n) {
     const int i = threadIdx.x;
     if (i <= n) out[i % n] = in[i];
 }
+
+// Signed overflow for n > 1 (for the UndefinedBehaviorSanitizer test).
+extern "C" __global__ void overflow(int* out, int n) {
+    out[threadIdx.x] = n * 0x40000000;
+}
+
+// Reads far outside any allocation (offset in elements): an illegal address on a GPU.
+extern "C" __global__ void wild_read(const float* in, float* out, long offset) {
+    out[threadIdx.x] = in[offset];
+}
+
+// Recursion with a large frame: runs past the end of the thread's stack.
+__device__ float deep(int n, volatile float* sink) {
+    volatile float frame[1024];
+    frame[n % 1024] = (float)n;
+    if (n == 0) return frame[0];
+    return deep(n - 1, sink) + frame[n % 1024];
+}
+extern "C" __global__ void stack_overflow(float* out, int depth) {
+    out[threadIdx.x] = deep(depth, out);
+}
