@@ -8,6 +8,9 @@ from pathlib import Path
 from andrea_cli.errors import AndreaError
 
 KERNEL_FILE_NAME = "microgpt_cuda.cu"
+# What the launchers call: an edited copy must keep every one of them (its bodies are the user's).
+REQUIRED_KERNELS = ("scores_kernel1", "scale_kernel1", "mask_kernel1", "softmax_kernel1", "softmax_kernel2",
+                    "av_kernel1", "attention_fused_kernel1", "attention_fused_kernel2")
 _KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
 
 
@@ -30,8 +33,10 @@ def resolve_kernel_path(user_path: Path | None) -> Path:
         text = user_path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise AndreaError(f"--kernel {user_path}: cannot read it as text ({exc.__class__.__name__})") from None
-    if not _KERNEL_RE.search(text):
-        raise AndreaError(f'--kernel {user_path}: no extern "C" __global__ kernel in it; pass a copy of {KERNEL_FILE_NAME}')
+    missing = [name for name in REQUIRED_KERNELS if name not in _KERNEL_RE.findall(text)]
+    if missing:
+        raise AndreaError(f'--kernel {user_path}: no extern "C" __global__ {", ".join(missing)} in it; '
+                          f"an edited copy of {KERNEL_FILE_NAME} must keep every kernel")
     return user_path
 
 

@@ -157,3 +157,24 @@ def test_info_lists_backends(cli):
     assert doc["backends"]["numpy"]["available"] is True
     assert "scores_kernel1" in doc["kernels"]
     assert cli("info").exit_code == 0
+
+
+def test_kernel_copy_missing_a_kernel_is_refused(run_main, tmp_path):
+    from andrea_cli.kernel_file import packaged_kernel_path
+
+    copy = tmp_path / "mine.cu"
+    copy.write_text(packaged_kernel_path().read_text().replace("softmax_kernel2(", "softmax_kernel_two("))
+    code, _, err = run_main("attend", "-T", 8, "--backend", "cpu", "--kernel", copy)
+    assert code == 2 and "softmax_kernel2" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_main("attend", "-T", 8, "--backend", "cpu", "--kernel", tmp_path / "absent.cu")
+    assert code == 2 and "no such file" in err
+
+
+def test_cpu_backend_attend_matches_numpy(cli):
+    cpu = cli.json("attend", "-T", 45, "--d-k", 12, "--d-v", 7, "--mask", "window:9", "--backend", "cpu")
+    ref = cli.json("attend", "-T", 45, "--d-k", 12, "--d-v", 7, "--mask", "window:9", "--backend", "numpy")
+    assert cpu["backend"] == "cpu" and cpu["hidden_weight_max"] == 0.0
+    for side in ("unscaled", "scaled"):
+        for key, value in ref["magnitude"][side].items():
+            assert math.isclose(cpu["magnitude"][side][key], value, rel_tol=1e-5)
+    assert math.isclose(cpu["softmax"]["mean_entropy"], ref["softmax"]["mean_entropy"], rel_tol=1e-5)

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from andrea_cli.backends.base import Availability, StageOutputs
-from andrea_cli.backends.fused import FusedOutputs, run_fused
-from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan, run_staged
-from andrea_cli.masks import MaskSpec
+from andrea_cli.backends.base import Availability
+from andrea_cli.backends.kernel_backend import KernelFileBackend
+from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan
 
 
 class _WallClock:
@@ -56,17 +55,14 @@ class _HostDevice:
         return _WallClock()
 
 
-class CpuBackend:
+class CpuBackend(KernelFileBackend):
     name = "cpu"
 
     def __init__(self, kernel_path: Path, plan: LaunchPlan = DEFAULT_PLAN, *, schedule: str = "forward",
                  sanitize: bool = False):
-        self.kernel_path = Path(kernel_path)
-        self.plan = plan
+        super().__init__(kernel_path, plan)
         self.schedule = schedule
         self.sanitize = sanitize
-        self._device: _HostDevice | None = None
-        self._load_ms = 0.0
 
     def available(self) -> Availability:
         try:
@@ -80,22 +76,7 @@ class CpuBackend:
     def device_name(self) -> str:
         return f"CPU ({platform.machine()}), kernel file compiled with the CUDA-on-CPU runtime, {self.schedule} schedule"
 
-    def device(self) -> _HostDevice:
-        if self._device is None:
-            from andrea_cli.backends.cpu_runtime import CpuModule
+    def _load(self) -> _HostDevice:
+        from andrea_cli.backends.cpu_runtime import CpuModule
 
-            start = time.perf_counter()
-            module = CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize)
-            self._load_ms = (time.perf_counter() - start) * 1e3
-            self._device = _HostDevice(module)
-        return self._device
-
-    def attention(self, q, k, v, *, mask: MaskSpec, scaled: bool, plan: LaunchPlan | None = None) -> StageOutputs:
-        result = run_staged(self.device(), q, k, v, mask=mask, scaled=scaled, plan=plan or self.plan)
-        result.load_ms = self._load_ms
-        return result
-
-    def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None) -> FusedOutputs:
-        result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
-        result.load_ms = self._load_ms
-        return result
+        return _HostDevice(CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize))

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
-
-from andrea_cli.backends.base import Availability, StageOutputs
-from andrea_cli.backends.fused import FusedOutputs, run_fused
-from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan, run_staged
+from andrea_cli.backends.base import Availability
+from andrea_cli.backends.kernel_backend import KernelFileBackend
+from andrea_cli.errors import AndreaError
 from andrea_cli.kernel_file import kernel_names
-from andrea_cli.masks import MaskSpec
 
 INSTALL_HINT = 'pip install "andrea[cuda]" (cupy-cuda13x and NVRTC) on a machine with an NVIDIA GPU and driver'
 
@@ -32,6 +27,19 @@ def cuda_availability() -> Availability:
     if count < 1:
         return Availability(False, "no CUDA device found", INSTALL_HINT)
     return Availability(True)
+
+
+def _checked_launch(name: str, kernel):
+    """A launch the driver refuses (too much shared memory, a bad geometry) or a kernel that
+    faults becomes a one-line error naming the kernel, not a traceback from cupy's internals."""
+
+    def launch(grid, block, args, shared_mem=0):
+        try:
+            kernel(grid, block, args, shared_mem=shared_mem)
+        except Exception as exc:  # cupy_backends.cuda.api.driver.CUDADriverError and kin
+            raise AndreaError(f"{name}: the launch failed on the GPU ({_short(exc)})") from None
+
+    return launch
 
 
 class _EventClock:
@@ -64,7 +72,7 @@ class _CupyDevice:
 
     def get_function(self, name):
         if name not in self._functions:
-            self._functions[name] = self._module.get_function(name)
+            self._functions[name] = _checked_launch(name, self._module.get_function(name))
         return self._functions[name]
 
     def to_device(self, a):
@@ -80,14 +88,8 @@ class _CupyDevice:
         return _EventClock(self._cupy)
 
 
-class CudaBackend:
+class CudaBackend(KernelFileBackend):
     name = "cuda"
-
-    def __init__(self, kernel_path: Path, plan: LaunchPlan = DEFAULT_PLAN):
-        self.kernel_path = Path(kernel_path)
-        self.plan = plan
-        self._device: _CupyDevice | None = None
-        self._load_ms = 0.0
 
     def available(self) -> Availability:
         return cuda_availability()
@@ -99,25 +101,17 @@ class CudaBackend:
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return f"{name} (sm_{props['major']}{props['minor']}, {props['multiProcessorCount']} SMs)"
 
-    def device(self) -> _CupyDevice:
-        """Compile the kernel file once (NVRTC; cupy caches the binary on disk) and keep it."""
-        if self._device is None:
-            import cupy
+    def _load(self) -> _CupyDevice:
+        """NVRTC compiles the kernel file (cupy caches the binary on disk); every kernel is
+        fetched now, so the first stage's timing is clean and a compile error comes up front."""
+        import cupy
 
-            start = time.perf_counter()
+        try:
             module = cupy.RawModule(code=self.kernel_path.read_text(), options=("-std=c++17",))
             for name in kernel_names(self.kernel_path):
-                module.get_function(name)  # compiles now, so the first stage's timing is clean
-            self._load_ms = (time.perf_counter() - start) * 1e3
-            self._device = _CupyDevice(module, cupy)
-        return self._device
-
-    def attention(self, q, k, v, *, mask: MaskSpec, scaled: bool, plan: LaunchPlan | None = None) -> StageOutputs:
-        result = run_staged(self.device(), q, k, v, mask=mask, scaled=scaled, plan=plan or self.plan)
-        result.load_ms = self._load_ms
-        return result
-
-    def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None) -> FusedOutputs:
-        result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
-        result.load_ms = self._load_ms
-        return result
+                module.get_function(name)
+        except Exception as exc:  # cupy's CompileException carries NVRTC's log
+            log = str(exc)
+            first = next((line for line in log.splitlines() if "error" in line), _short(exc))
+            raise AndreaError(f"{self.kernel_path.name} does not compile with NVRTC: {first.strip()}") from None
+        return _CupyDevice(module, cupy)

@@ -1,0 +1,43 @@
+"""What the cuda and cpu backends share: the kernel file, loaded once per process, launched
+through a KernelDevice by the staged and fused launchers."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from andrea_cli.backends.base import StageOutputs
+from andrea_cli.backends.fused import FusedOutputs, run_fused
+from andrea_cli.backends.staged import DEFAULT_PLAN, KernelDevice, LaunchPlan, run_staged
+from andrea_cli.masks import MaskSpec
+
+
+class KernelFileBackend:
+    name = "kernel file"
+
+    def __init__(self, kernel_path: Path, plan: LaunchPlan = DEFAULT_PLAN):
+        self.kernel_path = Path(kernel_path)
+        self.plan = plan
+        self._device: KernelDevice | None = None
+        self._load_ms = 0.0
+
+    def _load(self) -> KernelDevice:
+        """Compile (or fetch from a cache) the kernel file for this side."""
+        raise NotImplementedError
+
+    def device(self) -> KernelDevice:
+        if self._device is None:
+            start = time.perf_counter()
+            self._device = self._load()
+            self._load_ms = (time.perf_counter() - start) * 1e3
+        return self._device
+
+    def attention(self, q, k, v, *, mask: MaskSpec, scaled: bool, plan: LaunchPlan | None = None) -> StageOutputs:
+        result = run_staged(self.device(), q, k, v, mask=mask, scaled=scaled, plan=plan or self.plan)
+        result.load_ms = self._load_ms
+        return result
+
+    def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None) -> FusedOutputs:
+        result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
+        result.load_ms = self._load_ms
+        return result
