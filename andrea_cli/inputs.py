@@ -53,8 +53,8 @@ def random_qkv(T: int, d_k: int, d_v: int, seed: int, *, dist: str = "normal") -
     return QKV(q, k, v, f"random N(0, 1) entries (seed {seed})")
 
 
-def _load_npy(path: Path, flag: str) -> np.ndarray:
-    _check_readable(path, flag, (".npy",))
+def load_npy_matrix(path: Path, flag: str) -> np.ndarray:
+    check_readable(path, flag, (".npy",))
     try:
         array = np.load(path, allow_pickle=False)
     except ValueError as exc:
@@ -65,31 +65,32 @@ def _load_npy(path: Path, flag: str) -> np.ndarray:
         raise AndreaError(f"{flag} {path}: cannot read it as .npy ({exc.__class__.__name__}); save it with np.save") from None
     if not isinstance(array, np.ndarray):
         raise AndreaError(f"{flag} {path}: not a .npy array; save one array with np.save")
-    return _as_matrix(array, f"{flag} {path}")
+    return as_matrix(array, f"{flag} {path}")
 
 
-def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    _check_readable(path, "--qkv", (".npz",))
+def load_npz_matrices(path: Path, flag: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The named arrays of one .npz, each a finite 2-D float32 matrix."""
+    fix = f"save with np.savez(path, {', '.join(f'{n}={n}' for n in names)})"
+    check_readable(path, flag, (".npz",))
     try:
         with np.load(path, allow_pickle=False) as archive:
-            missing = [name for name in ("q", "k", "v") if name not in archive.files]
+            missing = [name for name in names if name not in archive.files]
             if missing:
                 raise AndreaError(
-                    f"--qkv {path}: no array named {', '.join(missing)} (it has {', '.join(archive.files) or 'none'}); "
-                    "save with np.savez(path, q=q, k=k, v=v)"
+                    f"{flag} {path}: no array named {', '.join(missing)} (it has {', '.join(archive.files) or 'none'}); {fix}"
                 )
-            return tuple(_as_matrix(archive[name], f"--qkv {path} [{name}]") for name in ("q", "k", "v"))
+            return {name: as_matrix(archive[name], f"{flag} {path} [{name}]") for name in names}
     except AndreaError:
         raise
     except ValueError as exc:
         if "pickle" in str(exc).lower() or "object" in str(exc).lower():
-            raise AndreaError(f"--qkv {path}: holds object arrays (reading them would mean unpickling, which andrea never does); save float arrays with np.savez") from None
-        raise AndreaError(f"--qkv {path}: not a valid .npz file ({exc}); save with np.savez(path, q=q, k=k, v=v)") from None
+            raise AndreaError(f"{flag} {path}: holds object arrays (reading them would mean unpickling, which andrea never does); save float arrays with np.savez") from None
+        raise AndreaError(f"{flag} {path}: not a valid .npz file ({exc}); {fix}") from None
     except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise AndreaError(f"--qkv {path}: cannot read it as .npz ({exc.__class__.__name__}); save with np.savez(path, q=q, k=k, v=v)") from None
+        raise AndreaError(f"{flag} {path}: cannot read it as .npz ({exc.__class__.__name__}); {fix}") from None
 
 
-def _check_readable(path: Path, flag: str, suffixes: tuple[str, ...]) -> None:
+def check_readable(path: Path, flag: str, suffixes: tuple[str, ...]) -> None:
     if not path.exists():
         raise AndreaError(f"{flag} {path}: no such file; check the path")
     if not path.is_file():
@@ -100,7 +101,7 @@ def _check_readable(path: Path, flag: str, suffixes: tuple[str, ...]) -> None:
         raise AndreaError(f"{flag} {path}: not readable (permission denied); check its permissions")
 
 
-def _as_matrix(array: np.ndarray, what: str) -> np.ndarray:
+def as_matrix(array: np.ndarray, what: str) -> np.ndarray:
     if array.dtype.kind not in "fiu":
         raise AndreaError(f"{what}: dtype {array.dtype} is not real numbers; save a float32 array")
     if array.ndim != 2:
@@ -121,13 +122,14 @@ def load_qkv(q_path: Path | None, k_path: Path | None, v_path: Path | None, qkv_
     if qkv_path is not None and separate:
         raise AndreaError("pass either --qkv FILE.npz or --q/--k/--v, not both")
     if qkv_path is not None:
-        q, k, v = _load_npz(qkv_path)
+        arrays = load_npz_matrices(qkv_path, "--qkv", ("q", "k", "v"))
+        q, k, v = arrays["q"], arrays["k"], arrays["v"]
         source = f"file {qkv_path}"
     else:
         if len(separate) != 3:
             missing = [flag for flag, p in (("--q", q_path), ("--k", k_path), ("--v", v_path)) if p is None]
             raise AndreaError(f"missing {', '.join(missing)}: pass all of --q, --k, --v (or one --qkv FILE.npz)")
-        q, k, v = _load_npy(q_path, "--q"), _load_npy(k_path, "--k"), _load_npy(v_path, "--v")
+        q, k, v = load_npy_matrix(q_path, "--q"), load_npy_matrix(k_path, "--k"), load_npy_matrix(v_path, "--v")
         source = f"files {q_path}, {k_path}, {v_path}"
     if q.shape[1] != k.shape[1]:
         raise AndreaError(f"Q is {q.shape} and K is {k.shape}: their d_k (columns) must agree, since scores = Q · K^T")

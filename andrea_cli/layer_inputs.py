@@ -4,14 +4,13 @@ from --x x.npy and --weights w.npz (arrays w_q, w_k, w_v, w_o), validated like i
 from __future__ import annotations
 
 import math
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import _as_matrix, _check_readable, _load_npy, check_fits_in_memory, check_sizes
+from andrea_cli.inputs import check_fits_in_memory, check_sizes, load_npy_matrix, load_npz_matrices
 
 WEIGHT_NAMES = ("w_q", "w_k", "w_v", "w_o")
 PRESETS = {"andrea-120m": {"d_model": 768, "n_head": 12, "T": 1024}}  # d_k = 768 / 12 = 64
@@ -62,24 +61,7 @@ def _init_text() -> str:
 
 def load_weights(path: Path) -> dict[str, np.ndarray]:
     """w_q, w_k, w_v, w_o from one .npz, each a finite 2-D matrix (shapes checked by the caller)."""
-    fix = "save with np.savez(path, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o)"
-    _check_readable(path, "--weights", (".npz",))
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            missing = [name for name in WEIGHT_NAMES if name not in archive.files]
-            if missing:
-                raise AndreaError(
-                    f"--weights {path}: no array named {', '.join(missing)} (it has {', '.join(archive.files) or 'none'}); {fix}"
-                )
-            return {name: _as_matrix(archive[name], f"--weights {path} [{name}]") for name in WEIGHT_NAMES}
-    except AndreaError:
-        raise
-    except ValueError as exc:
-        if "pickle" in str(exc).lower() or "object" in str(exc).lower():
-            raise AndreaError(f"--weights {path}: holds pickled/object data, which andrea never loads; save numeric arrays with np.savez") from None
-        raise AndreaError(f"--weights {path}: not a valid .npz file ({exc}); {fix}") from None
-    except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise AndreaError(f"--weights {path}: cannot read it as .npz ({exc.__class__.__name__}); {fix}") from None
+    return load_npz_matrices(path, "--weights", WEIGHT_NAMES)
 
 
 def check_layer(inputs: LayerInputs, n_head: int) -> None:
@@ -130,7 +112,7 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
     for flag, value in (("--T", flags.T), ("--d-model", flags.d_model), ("--n-head", flags.n_head)):
         if value is not None and value < 1:
             raise AndreaError(f"{flag} must be >= 1 (got {value}): pass a positive size")
-    x = _load_npy(x_path, "--x") if x_path is not None else None
+    x = load_npy_matrix(x_path, "--x") if x_path is not None else None
     w = load_weights(weights_path) if weights_path is not None else None
     T, d_model = flags.T, flags.d_model
     if x is not None:

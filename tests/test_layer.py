@@ -141,7 +141,7 @@ def _bad_inputs(tmp_path) -> list[tuple[str, list[str]]]:
         ("expected a 2-D array", ["--x", str(tmp_path / "flat.npy"), "--n-head", "2"]),
         ("NaN", ["--x", str(tmp_path / "x.npy"), "--weights", str(tmp_path / "nan.npz"), "--n-head", "2"]),
         ("pickled", ["--x", str(tmp_path / "pickled.npy"), "--n-head", "2"]),
-        ("pickled/object", ["--d-model", "8", "--weights", str(tmp_path / "pickled.npz"), "--n-head", "2"]),
+        ("unpickling", ["--d-model", "8", "--weights", str(tmp_path / "pickled.npz"), "--n-head", "2"]),
         ("pass --n-head", ["--x", str(tmp_path / "x.npy")]),
         ("pass one or the other", ["--d-model", "8", "--q", str(tmp_path / "x.npy")]),
         ("disagrees with --x", ["--x", str(tmp_path / "x.npy"), "--d-model", "16"]),
