@@ -21,6 +21,20 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from andrea_cli import __version__
+
+        typer.echo(f"andrea {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """The attention equation softmax(mask(Q·K^T / sqrt(d_k)))·V, run on real kernels."""
+
+
 def console() -> Console:
     return Console(highlight=False)
 

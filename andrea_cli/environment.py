@@ -10,7 +10,15 @@ import numpy as np
 
 from andrea_cli import __version__
 from andrea_cli.backends import make_backend
+from andrea_cli.backends.cpu_build import cache_dir
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
+
+
+def _cuda_version(encoded: int) -> str | None:
+    """CUDA encodes 13.2 as 13020; a driver version of 0 means no driver is installed."""
+    if not encoded:
+        return None
+    return f"{encoded // 1000}.{encoded % 1000 // 10}"
 
 
 def _cupy_versions() -> dict:
@@ -20,8 +28,8 @@ def _cupy_versions() -> dict:
         return {"cupy": None, "cupy_error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
     found: dict = {"cupy": cupy.__version__}
     probes = {
-        "cuda_runtime": lambda: cupy.cuda.runtime.runtimeGetVersion(),
-        "cuda_driver": lambda: cupy.cuda.runtime.driverGetVersion(),
+        "cuda_runtime": lambda: _cuda_version(cupy.cuda.runtime.runtimeGetVersion()),
+        "cuda_driver": lambda: _cuda_version(cupy.cuda.runtime.driverGetVersion()),
         "nvrtc": lambda: ".".join(map(str, cupy.cuda.nvrtc.getVersion())),
     }
     for key, probe in probes.items():
@@ -56,6 +64,7 @@ def describe_environment() -> dict:
         **_cupy_versions(),
         "cxx": _compiler_version(),
         "kernel_file": str(kernel),
+        "cpu_build_cache": str(cache_dir()),
         "kernels": kernel_names(kernel),
         "backends": backends,
     }

@@ -72,6 +72,7 @@ def render_info(console: Console, doc: dict) -> None:
         versions.add_row(key, escape(str(value)) if value is not None else f"[dim]not available{escape(': ' + error) if error else ''}[/dim]")
     versions.add_row("kernel file", escape(doc["kernel_file"]))
     versions.add_row("kernels", ", ".join(doc["kernels"]))
+    versions.add_row("CPU build cache", escape(doc["cpu_build_cache"]))
     console.print(versions)
     table = Table(title="Backends", title_justify="left")
     table.add_column("backend")
