@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from andrea_cli.backends import select_backend
+from andrea_cli.backends.fused import check_fused_shape
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
 from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import parse_mask
-from andrea_cli.outputs import check_writable, save_npy_atomic
+from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
 
 @dataclass
@@ -78,8 +79,9 @@ def head_inputs(o: AttendOptions) -> QKV:
     d_k = 64 if o.d_k is None else o.d_k
     d_v = d_k if o.d_v is None else o.d_v
     check_sizes(T, d_k, d_v)
-    if not o.fused:  # the fused kernel never holds T×T
-        check_fits_in_memory(1, T)
+    if o.fused:
+        check_fused_shape(d_k, d_v)
+    check_fits_in_memory(1, T, d_k, d_v, square=not o.fused)  # the fused kernel never holds T×T
     return random_qkv(T, d_k, d_v, o.seed)
 
 
@@ -89,6 +91,7 @@ def run_attend(o: AttendOptions):
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out")
     check_writable(o.save_weights, "--save-weights")
+    check_distinct(("--out", o.out), ("--save-weights", o.save_weights))
     if o.wants_layer:
         from andrea_cli.layer import run_layer
         from andrea_cli.layer_inputs import LayerFlags, layer_inputs
@@ -99,7 +102,12 @@ def run_attend(o: AttendOptions):
         report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=[notice] if notice else [])
     else:
         data = head_inputs(o)
-        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel))
+        if o.fused and o.backend == "numpy":
+            raise AndreaError("--fused runs the fused kernel, on --backend cuda or cpu; the NumPy path has "
+                              "no fused kernel (drop --fused to run it)")
+        # without a GPU, auto runs the fused kernel on the CPU build: the NumPy path would build T×T
+        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel),
+                                         auto_order=("cuda", "cpu") if o.fused else ("cuda", "numpy"))
         notices = [notice] if notice else []
         if o.fused:
             from andrea_cli.fused_pipeline import run_fused_attention

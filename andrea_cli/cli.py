@@ -113,7 +113,7 @@ def verify(
     T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help="Verify one case of this length."),
     d_k: Optional[int] = typer.Option(None, "--d-k", help="Width for the one case [default: 64]."),
     d_v: Optional[int] = typer.Option(None, "--d-v", help="Value width for the one case [default: d_k]."),
-    mask: str = typer.Option("causal", help="Mask for the one case: causal, none or window:W."),
+    mask: Optional[str] = typer.Option(None, help="Mask for the one case: causal, none or window:W [default: causal]."),
     no_scale: bool = typer.Option(False, "--no-scale", help="The one case without scaling."),
     kernel: Optional[Path] = typer.Option(None, help="Verify an edited copy of the kernel file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),

@@ -57,13 +57,24 @@ class FusedReport:
     output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v)
 
     def to_json(self) -> dict:
+        """The single-head contract's keys, so scripts read both runs alike: the weight statistics
+        come from the row sample (`statistics_from` says so) or are null without one; the staged
+        stages that the fused kernel does not have are null in `timings_ms`."""
+        sample = self.sample.to_json() if self.sample else None
         return {
             "backend": self.backend, "device": self.device, "source": self.source, "fused": True,
             "T": self.T, "d_k": self.d_k, "d_v": self.d_v, "mask": self.mask,
             "scaled": self.scaled, "scale": self.scale, "shapes": self.shapes,
+            "statistics_from": f"a sample of {len(self.sample.rows)} rows" if self.sample else None,
+            "row_sums": sample["row_sums"] if sample else None,
+            "magnitude": sample["magnitude"] if sample else None,
+            "softmax": sample["softmax"] if sample else None,
+            "hidden_weight_max": sample["hidden_weight_max"] if sample else None,
             "sampled_rows": len(self.sample.rows) if self.sample else 0,
-            "sample": self.sample.to_json() if self.sample else None,
-            "timings_ms": self.timings_ms, "transfer_ms": self.transfer_ms, "load_ms": self.load_ms,
+            "sample": sample,
+            "timings_ms": {"scores": None, "scale": None, "mask": None, "softmax": None, "av": None,
+                           **self.timings_ms},
+            "transfer_ms": self.transfer_ms, "load_ms": self.load_ms,
             "notices": self.notices,
         }
 

@@ -155,12 +155,25 @@ def available_memory_bytes() -> int:
 HOST_BYTES_PER_SCORE = 64
 
 
-def check_fits_in_memory(n_heads: int, T: int, available: int | None = None) -> None:
-    entries = n_heads * T * T
-    need = entries * HOST_BYTES_PER_SCORE
+# Host bytes per Q/K/V/output entry at a run's peak: the float32 inputs, the copies a backend
+# makes of them and of its output, and a float64 copy for the statistics' reference.
+HOST_BYTES_PER_INPUT = 32
+
+
+def require_memory(need: int, what: str, fix: str, available: int | None = None) -> None:
+    """Refuse, before allocating, a run that would not fit in the memory this machine has free."""
     have = available_memory_bytes() if available is None else available
     if need > 0.8 * have:
-        raise AndreaError(
-            f"T={T} needs about {need / 2**30:.1f} GiB for its {n_heads}×{T}×{T} score matrices, "
-            f"more than the {have / 2**30:.1f} GiB available: use a smaller --T"
-        )
+        raise AndreaError(f"{what} would need about {need / 2**30:.1f} GiB, more than the "
+                          f"{have / 2**30:.1f} GiB available: {fix}")
+
+
+def check_fits_in_memory(n_heads: int, T: int, d_k: int = 1, d_v: int = 1, *, square: bool = True,
+                         bytes_per_score: int = HOST_BYTES_PER_SCORE, available: int | None = None) -> None:
+    """The T×T score matrices of every head (unless the run never builds them) and the inputs."""
+    need = n_heads * T * (2 * d_k + 2 * d_v) * HOST_BYTES_PER_INPUT
+    what = f"T={T}, d_k={d_k}, d_v={d_v} ({n_heads} head{'s' if n_heads > 1 else ''})"
+    if square:
+        need += n_heads * T * T * bytes_per_score
+        what = f"T={T} with its {n_heads}×{T}×{T} score matrices"
+    require_memory(need, what, "use a smaller --T" + ("" if square else " or --d-k"), available)

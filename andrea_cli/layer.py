@@ -101,7 +101,7 @@ def run_layer(inputs: LayerInputs, n_head: int, backend: Backend, mask: MaskSpec
     check_layer(inputs, n_head)
     T, d_model = inputs.T, inputs.d_model
     d_k = d_model // n_head
-    check_fits_in_memory(n_head, T)
+    check_fits_in_memory(n_head, T, d_k, d_k)
     w = inputs.weights
     host: dict[str, float] = {}
 

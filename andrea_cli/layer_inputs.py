@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import check_fits_in_memory, check_sizes, load_npy_matrix, load_npz_matrices
+from andrea_cli.inputs import (HOST_BYTES_PER_INPUT, check_fits_in_memory, check_sizes, load_npy_matrix,
+                               load_npz_matrices, require_memory)
 
 WEIGHT_NAMES = ("w_q", "w_k", "w_v", "w_o")
 PRESETS = {"andrea-120m": {"d_model": 768, "n_head": 12, "T": 1024}}  # d_k = 768 / 12 = 64
@@ -137,7 +138,10 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
         if given is not None and given != d_model // n_head:
             raise AndreaError(f"{flag} {given} disagrees with d_model / n_head = {d_model // n_head}; drop {flag}")
     check_sizes(T, d_model, d_model)
-    check_fits_in_memory(n_head, T)  # before drawing T×d numbers, refuse what cannot fit
+    # before drawing anything: the T×T matrices of every head, and the four (d_model, d_model) weights
+    check_fits_in_memory(n_head, T, d_model // n_head, d_model // n_head)
+    require_memory(4 * d_model * d_model * HOST_BYTES_PER_INPUT, f"d_model={d_model} with its four weight matrices",
+                   "use a smaller --d-model")
     rng = np.random.default_rng(seed)
     if x is None:
         x = rng.standard_normal((T, d_model), dtype=np.float32)

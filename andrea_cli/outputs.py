@@ -27,10 +27,30 @@ def check_writable(path: Path | None, flag: str) -> None:
         raise AndreaError(f"{flag} {path}: is a folder; pass a file name ending in .npy")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def check_distinct(*flagged: tuple[str, Path | None]) -> None:
+    """Two outputs written to one file would silently keep only the last."""
+    seen: dict[Path, str] = {}
+    for flag, path in flagged:
+        if path is None:
+            continue
+        key = path.resolve()
+        if key in seen:
+            raise AndreaError(f"{seen[key]} and {flag} name the same file {path}: give each its own name")
+        seen[key] = flag
+
+
 def save_npy_atomic(path: Path, array: np.ndarray) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
+        # mkstemp creates the file readable by its owner only; a saved array gets the usual mode
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             np.save(f, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
         os.replace(tmp, path)

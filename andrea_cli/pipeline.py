@@ -74,7 +74,7 @@ def heads(a: np.ndarray) -> np.ndarray:
 
 def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
                   notices: list[str] | None = None) -> AttentionReport:
-    check_fits_in_memory(1, qkv.T)
+    check_fits_in_memory(1, qkv.T, qkv.d_k, qkv.d_v)
     out: StageOutputs = backend.attention(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled)
     factor = 1.0 / math.sqrt(qkv.d_k)
     raw = out.scores[0]

@@ -127,7 +127,7 @@ def compare_scaling(backend: Backend, d_ks: list[int], T: int, mask: MaskSpec, d
     check_distribution(dist)
     for d_k in d_ks:
         check_sizes(T, d_k, D_V)
-    check_fits_in_memory(1, T)
+    check_fits_in_memory(1, T, max(d_ks), D_V)
     start = time.perf_counter()
     rows = []
     for d_k in d_ks:

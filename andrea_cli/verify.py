@@ -11,10 +11,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from andrea_cli import reference, tolerances
+from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.fused import FUSED_MAX_D
 from andrea_cli.backends.staged import ALL_PLANS, DEFAULT_PLAN, LaunchPlan
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+
+
+H_VERIFY = 2  # every case runs two heads, so the head offset on gridDim.z is exercised everywhere
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,11 @@ def sweep(quick: bool = False) -> list[Case]:
         for plan in ALL_PLANS:
             if plan != DEFAULT_PLAN:
                 cases.append(Case(T, d_k, d_v, MaskSpec("causal"), True, plan))
+    # windows wider than the fused kernel's 32-key tile, not a multiple of it: the first tile a
+    # block loads starts mid-window, and rows see parts of two or three tiles
+    cases.append(Case(70, 16, 16, MaskSpec("window", 33), True))
+    if not quick:
+        cases.append(Case(257, 64, 64, MaskSpec("window", 100), True))
     # unscaled dot products of width 256 with entries of std 4: scores in the hundreds, where a
     # softmax without the max subtraction overflows to inf
     cases.append(Case(33, 256, 16, MaskSpec("none"), False, input_std=4.0))
@@ -141,12 +150,14 @@ def fused_variants(d_k: int, d_v: int) -> list[int]:
 
 def check_case(backend, case: Case, schedule: str, seed: int) -> CaseResult:
     rng = np.random.default_rng(seed)
-    H = 2  # two heads: the head offset on gridDim.z is exercised everywhere
+    H = H_VERIFY
     q, k = (rng.standard_normal((H, case.T, case.d_k), dtype=np.float32) * np.float32(case.input_std) for _ in range(2))
     v = rng.standard_normal((H, case.T, case.d_v), dtype=np.float32)
     result = CaseResult(case, schedule)
     try:
         out = backend.attention(q, k, v, mask=case.mask, scaled=case.scaled, plan=case.plan)
+    except DeviceFault:
+        raise
     except AndreaError as exc:
         result.error = str(exc).splitlines()[0]
         return result
@@ -175,6 +186,8 @@ def check_case(backend, case: Case, schedule: str, seed: int) -> CaseResult:
         for variant in fused_variants(case.d_k, case.d_v):
             try:
                 fused = backend.attention_fused(q, k, v, mask=case.mask, scaled=case.scaled, variant=variant)
+            except DeviceFault:
+                raise
             except AndreaError as exc:
                 result.error = f"attention_fused_kernel{variant}: {str(exc).splitlines()[0]}"
                 return result
@@ -197,12 +210,19 @@ def run_verify(backends: list[tuple[str, object]], cases: list[Case], *, kernel_
     """backends: (schedule label, backend) pairs, e.g. [("gpu", cuda)] or the CPU build's
     [("forward", cpu), ("reverse", cpu_reversed)]; each case runs on each."""
     start = time.perf_counter()
+    first = backends[0][1]
+    device = first.device_name()  # asked now: after a GPU fault the driver may not answer
     results = []
     for n, case in enumerate(cases):
         for schedule, backend in backends:
-            results.append(check_case(backend, case, schedule, seed=n))
+            try:
+                results.append(check_case(backend, case, schedule, seed=n))
+            except DeviceFault as exc:  # the GPU context is gone: report this case and stop here
+                failed = CaseResult(case, schedule, error=f"{exc} ({len(cases) - n - 1} later cases not run)")
+                results.append(failed)
+                results.sort(key=lambda r: r.passed)
+                return VerifyReport(first.name, device, kernel_file, results, time.perf_counter() - start)
             if progress:
                 progress(results[-1])
-    first = backends[0][1]
     results.sort(key=lambda r: r.passed)  # failures first; the sort is stable
-    return VerifyReport(first.name, first.device_name(), kernel_file, results, time.perf_counter() - start)
+    return VerifyReport(first.name, device, kernel_file, results, time.perf_counter() - start)

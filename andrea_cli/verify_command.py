@@ -7,10 +7,10 @@ from pathlib import Path
 
 from andrea_cli.backends import make_backend
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import check_sizes
+from andrea_cli.inputs import check_fits_in_memory, check_sizes
 from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import parse_mask
-from andrea_cli.verify import Case, CaseResult, VerifyReport, run_verify, sweep
+from andrea_cli.verify import H_VERIFY, Case, CaseResult, VerifyReport, run_verify, sweep
 
 
 def verify_backends(name: str, kernel_path: Path) -> list[tuple[str, object]]:
@@ -45,15 +45,23 @@ def _progress(result: CaseResult) -> None:
     print(f"{mark} {result.case.label()}  [{result.case.plan.describe()}, {result.schedule}]", file=sys.stderr, flush=True)
 
 
+# Host bytes per T×T entry while one case is checked: the kernel's five float32 stages, the
+# float64 reference stages and the element-wise tolerances and errors of each comparison.
+VERIFY_BYTES_PER_SCORE = 256
+
+
 def run_verify_command(backend: str, *, quick: bool, T: int | None, d_k: int | None, d_v: int | None,
-                       mask: str, scaled: bool, kernel: Path | None, show_progress: bool) -> VerifyReport:
-    mask_spec = parse_mask(mask)
-    one_case = T is not None or d_k is not None or d_v is not None
+                       mask: str | None, scaled: bool, kernel: Path | None, show_progress: bool) -> VerifyReport:
+    one_case = T is not None or d_k is not None or d_v is not None or mask is not None or not scaled
+    if one_case and quick:
+        raise AndreaError("--quick runs the sweep; --T/--d-k/--d-v/--mask/--no-scale pick one case: pass one or the other")
     if one_case:
+        mask_spec = parse_mask(mask or "causal")
         T = 1024 if T is None else T
         d_k = 64 if d_k is None else d_k
         d_v = d_k if d_v is None else d_v
         check_sizes(T, d_k, d_v)
+        check_fits_in_memory(H_VERIFY, T, d_k, d_v, bytes_per_score=VERIFY_BYTES_PER_SCORE)
         cases = [Case(T, d_k, d_v, mask_spec, scaled)]
     else:
         cases = sweep(quick)

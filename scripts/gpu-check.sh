@@ -7,8 +7,10 @@
 # RESULTS_DIR/gpu-check.json (device, versions, date, results) and RESULTS_DIR/gpu-check.log.
 # Without a GPU it runs the same steps on the CPU build at small sizes, to check the script itself.
 set -uo pipefail
+# RESULTS_DIR is taken relative to where the script is called from, the default to the repository
+if [ $# -ge 1 ]; then mkdir -p "$1" && results="$(cd "$1" && pwd)"; fi
 cd "$(dirname "$0")/.."
-results="${1:-bench/results}"
+results="${results:-$PWD/bench/results}"
 mkdir -p "$results"
 export PYTHONPATH="${PYTHONPATH:-.}"
 exec python3 scripts/gpu_check.py "$results"

@@ -109,19 +109,41 @@ def test_fused_compiles_through_nvrtc_without_spills():
             assert int(re.search(r"Used (\d+) registers", fused).group(1)) <= 80, fused
 
 
-def test_attend_fused_numpy_is_the_reference():
+def test_attend_fused_json_keeps_the_single_head_contract():
     from typer.testing import CliRunner
 
     from andrea_cli.cli import app
 
     runner = CliRunner()
-    result = runner.invoke(app, ["attend", "--fused", "--backend", "numpy", "--T", "40", "--d-k", "8",
+    result = runner.invoke(app, ["attend", "--fused", "--backend", "cpu", "--T", "40", "--d-k", "8",
                                  "--sample-rows", "5", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert doc["fused"] is True and doc["sampled_rows"] == 5
+    assert doc["fused"] is True and doc["sampled_rows"] == 5 and doc["backend"] == "cpu"
     assert any("sample" in n for n in doc["notices"])
     assert doc["sample"]["row_sums"]["max_abs_dev"] < 1e-6 and doc["sample"]["output_max_abs_err"] < 1e-5
+    assert doc["statistics_from"] == "a sample of 5 rows" and doc["row_sums"] == doc["sample"]["row_sums"]
+    for key in ("magnitude", "softmax", "shapes"):
+        assert doc[key] is not None
+    assert set(doc["timings_ms"]) >= {"scores", "softmax", "av", "total", "fused"}
+    assert doc["timings_ms"]["scores"] is None and doc["timings_ms"]["fused"] > 0
+
+    without_sample = json.loads(runner.invoke(app, ["attend", "--fused", "--backend", "cpu", "--T", "8", "--json"]).output)
+    assert without_sample["row_sums"] is None and without_sample["statistics_from"] is None
+
+
+def test_attend_fused_refuses_the_numpy_path_and_auto_runs_the_kernel():
+    from typer.testing import CliRunner
+
+    from andrea_cli.backends.cuda import cuda_availability
+    from andrea_cli.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["attend", "--fused", "--backend", "numpy", "--T", "8"])
+    assert result.exit_code == 2 and "cuda or cpu" in result.output
+    if not cuda_availability().ok:
+        doc = json.loads(runner.invoke(app, ["attend", "--fused", "--T", "8", "--json"]).output)
+        assert doc["backend"] == "cpu" and any("--backend cpu" in n or "cpu" in n for n in doc["notices"])
 
 
 def test_attend_fused_cpu_matches_staged(tmp_path, cpu_dev):
@@ -146,6 +168,6 @@ def test_sample_rows_needs_fused_and_fused_refuses_save_weights(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["attend", "--backend", "numpy", "--T", "8", "--sample-rows", "3"])
     assert result.exit_code == 2 and "--fused" in result.output
-    result = runner.invoke(app, ["attend", "--fused", "--backend", "numpy", "--T", "8",
+    result = runner.invoke(app, ["attend", "--fused", "--backend", "cpu", "--T", "8",
                                  "--save-weights", str(tmp_path / "w.npy")])
     assert result.exit_code == 2 and "--save-weights" in result.output

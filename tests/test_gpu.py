@@ -31,3 +31,19 @@ def test_cuda_stages_match_numpy(plan, T, d_k, d_v, mask):
     assert (out.weights[:, hidden] == 0).all()
     np.testing.assert_allclose(out.output, reference.weighted_sum(out.weights.astype(np.float64), v), atol=1e-4)
     np.testing.assert_allclose(out.output, reference.attention(q, k, v, mask), atol=5e-4)
+
+
+@pytest.mark.parametrize("T,d_k,d_v", [(1, 1, 1), (33, 80, 48), (1024, 64, 64), (4097, 128, 128)])
+@pytest.mark.parametrize("mask", [MaskSpec("causal"), MaskSpec("none"), MaskSpec("window", 100)], ids=str)
+def test_cuda_fused_matches_numpy(T, d_k, d_v, mask):
+    from andrea_cli.backends.cuda import CudaBackend
+    from andrea_cli.verify import fused_variants
+
+    rng = np.random.default_rng(T)
+    q, k = (rng.standard_normal((2, T, d_k), dtype=np.float32) for _ in range(2))
+    v = rng.standard_normal((2, T, d_v), dtype=np.float32)
+    backend = CudaBackend(packaged_kernel_path())
+    expected = reference.attention(q, k, v, mask)
+    for variant in fused_variants(d_k, d_v):
+        out = backend.attention_fused(q, k, v, mask=mask, scaled=True, variant=variant)
+        np.testing.assert_allclose(out.output, expected, atol=5e-5, err_msg=f"attention_fused_kernel{variant}")

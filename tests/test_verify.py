@@ -38,6 +38,7 @@ def test_sweep_covers_every_edge():
     assert {c.d_k for c in cases} >= {1, 3, 16, 64, 80, 128, 256}
     assert any(c.d_v != c.d_k for c in cases)
     assert {c.mask.kind for c in cases} == {"causal", "none", "window"}
+    assert any(c.mask.window > 32 for c in sweep(quick=True))  # wider than a fused key tile
     assert {c.scaled for c in cases} == {True, False}
     assert len({c.plan for c in cases}) == 5
 

@@ -7,9 +7,15 @@ from typing import Protocol
 
 import numpy as np
 
+from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 
 STAGES = ("scores", "scale", "mask", "softmax", "av")
+
+
+class DeviceFault(AndreaError):
+    """The device faulted (an illegal address in a kernel, say): on a GPU the context is then
+    unusable, so nothing more can run in this process."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from andrea_cli.backends.base import Availability
+import contextlib
+
+from andrea_cli.backends.base import Availability, DeviceFault
 from andrea_cli.backends.kernel_backend import KernelFileBackend
 from andrea_cli.errors import AndreaError
 from andrea_cli.kernel_file import kernel_names
@@ -29,15 +31,34 @@ def cuda_availability() -> Availability:
     return Availability(True)
 
 
-def _checked_launch(name: str, kernel):
-    """A launch the driver refuses (too much shared memory, a bad geometry) or a kernel that
-    faults becomes a one-line error naming the kernel, not a traceback from cupy's internals."""
+# CUDA errors after which the context is lost: every later call fails the same way.
+_STICKY = ("ILLEGAL_ADDRESS", "IllegalAddress", "LAUNCH_FAILED", "LaunchFailure", "MISALIGNED", "Misaligned",
+           "ILLEGAL_INSTRUCTION", "IllegalInstruction", "HARDWARE_STACK", "HardwareStack", "ASSERT", "Assert")
 
+
+@contextlib.contextmanager
+def gpu_errors(what: str):
+    """cupy's driver, runtime and out-of-memory errors as one-line AndreaErrors. Launches are
+    asynchronous, so a kernel's fault surfaces at the next synchronising call, not its launch:
+    every device call goes through here."""
+    try:
+        yield
+    except AndreaError:
+        raise
+    except Exception as exc:  # CUDADriverError, CUDARuntimeError, OutOfMemoryError, CompileException
+        text = _short(exc)
+        if "OutOfMemory" in type(exc).__name__ or "out of memory" in text.lower():
+            raise AndreaError(f"{what}: the GPU ran out of memory ({text}); use a smaller --T") from None
+        if any(code in str(exc) for code in _STICKY):
+            raise DeviceFault(f"{what}: the GPU faulted ({text}); a kernel read or wrote out of bounds "
+                              "(try --backend cpu, or verify --backend cpu, to find where)") from None
+        raise AndreaError(f"{what}: {text}") from None
+
+
+def _checked_launch(name: str, kernel):
     def launch(grid, block, args, shared_mem=0):
-        try:
+        with gpu_errors(f"{name} launch"):
             kernel(grid, block, args, shared_mem=shared_mem)
-        except Exception as exc:  # cupy_backends.cuda.api.driver.CUDADriverError and kin
-            raise AndreaError(f"{name}: the launch failed on the GPU ({_short(exc)})") from None
 
     return launch
 
@@ -58,7 +79,8 @@ class _EventClock:
         self._events[stage][1].record()
 
     def elapsed_ms(self) -> dict[str, float]:
-        self._cupy.cuda.get_current_stream().synchronize()
+        with gpu_errors("waiting for the kernels"):
+            self._cupy.cuda.get_current_stream().synchronize()
         return {s: self._cupy.cuda.get_elapsed_time(b, e) for s, (b, e) in self._events.items()}
 
 
@@ -76,13 +98,16 @@ class _CupyDevice:
         return self._functions[name]
 
     def to_device(self, a):
-        return self._cupy.asarray(a)
+        with gpu_errors("copying the inputs to the GPU"):
+            return self._cupy.asarray(a)
 
     def empty(self, shape):
-        return self._cupy.empty(shape, dtype=self._cupy.float32)
+        with gpu_errors(f"allocating {shape} on the GPU"):
+            return self._cupy.empty(shape, dtype=self._cupy.float32)
 
     def to_host(self, a):
-        return self._cupy.asnumpy(a)
+        with gpu_errors("copying results from the GPU"):
+            return self._cupy.asnumpy(a)
 
     def clock(self):
         return _EventClock(self._cupy)

@@ -9,7 +9,6 @@ import numpy as np
 
 from andrea_cli import reference
 from andrea_cli.backends.base import Availability, StageOutputs
-from andrea_cli.backends.fused import FusedOutputs
 from andrea_cli.masks import MaskSpec
 
 
@@ -46,10 +45,3 @@ class NumpyBackend:
             return converted[id(a)]
 
         return StageOutputs(f32(s), f32(s_scaled), f32(s_masked), f32(p), f32(out), timings)
-
-    def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool) -> FusedOutputs:
-        """No fused kernel here: the reference equation, timed as one step."""
-        start = time.perf_counter()
-        out = reference.attention(q, k, v, mask, scaled).astype(np.float32)
-        ms = (time.perf_counter() - start) * 1e3
-        return FusedOutputs(out, {"fused": ms, "total": ms})
