@@ -30,7 +30,9 @@ def test_every_kernel_runs_clean_under_the_sanitizers():
         q, k, v = inputs(T, d_k, d_v, n)
         mask = MASKS[n % len(MASKS)]
         expected = reference.attention(q, k, v, mask)
-        for plan in ALL_PLANS:
+        # every launch geometry on one shape, the default one on the others (the sanitized build
+        # runs several times slower than the plain one)
+        for plan in ALL_PLANS if (T, d_k) == (33, 16) else ALL_PLANS[:1]:
             out = backend.attention(q, k, v, mask=mask, scaled=True, plan=plan)
             np.testing.assert_allclose(out.output, expected, atol=1e-5)
         for variant in ([1, 2] if d_k % 4 == 0 and d_v % 4 == 0 else [1]):
