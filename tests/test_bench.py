@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import weakref
 
 import numpy as np
@@ -57,10 +58,15 @@ def test_tiny_cpu_bench_json():
     for m in numpy_rows:
         assert m["ratio"] == 1.0 and m["median_ms"] > 0 and m["max_abs_err"] < 1e-5
         assert m["tflops"] == pytest.approx(attention_flops(1, m["T"], 8, m["causal"]) / (m["median_ms"] / 1e3) / 1e12)
-    for m in doc["measurements"]:
-        if m["impl"] == "cpu_build_fused" and m["median_ms"] is not None:
-            assert m["speed_path"] is False and m["max_abs_err"] < 1e-5
-    assert any("not a speed path" in n or "not measured" in n for n in doc["notes"])
+    # A C++ compiler is all the CPU build needs: where one exists it must have run at every point.
+    cpu_build_rows = [m for m in doc["measurements"] if m["impl"] == "cpu_build_fused"]
+    if any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        assert len(cpu_build_rows) == 4 and all(m["median_ms"] is not None for m in cpu_build_rows), cpu_build_rows
+        assert all(m["speed_path"] is False and m["max_abs_err"] < 1e-5 for m in cpu_build_rows)
+        assert any(n.startswith("cpu_build_fused") and "not a speed path" in n for n in doc["notes"])
+    else:
+        assert not any(m["median_ms"] for m in cpu_build_rows)
+        assert any("CPU build of the kernels not measured" in n for n in doc["notes"])
     assert "bench:" in result.stderr  # progress lines go to stderr, JSON alone on stdout
 
 
