@@ -13,6 +13,8 @@ from typing import Callable
 
 import numpy as np
 
+from andrea_cli.errors import AndreaError
+
 GPU_T = (256, 1024, 4096, 16384)
 CPU_T = (128, 256, 512, 1024)
 D_KS = (64, 128)
@@ -125,6 +127,16 @@ class BenchResult:
 # ------------------------------------------------------------------------------------------------
 # The sweep.
 
+def io_bytes(H: int, T: int, d_k: int, arrays: int = 4) -> float:
+    """float32 (H, T, d_k) arrays: Q, K, V and the output by default."""
+    return 4.0 * arrays * H * T * d_k
+
+
+def tt_bytes(H: int, T: int, arrays: float) -> float:
+    """float32 (H, T, T) arrays: scores, weights and their temporaries."""
+    return 4.0 * arrays * H * T * T
+
+
 @dataclass
 class Impl:
     """One way to compute attention. `prepare(q, k, v, causal)` puts inputs where the
@@ -134,9 +146,70 @@ class Impl:
     prepare: Callable
     to_host: Callable = np.asarray
     speed_path: bool = True
-    max_T: int | None = None  # sizes beyond this are skipped (memory, or too slow to be useful)
+    max_T: int | None = None  # sizes beyond this are skipped (too slow to be useful)
     why_max_T: str = ""
     repeats: int | None = None  # fewer repeats (and no warm-up) for a slow correctness tool
+    # peak_bytes(H, T, d_k, causal): what it holds at once on its side (inputs, outputs, temporaries),
+    # so a size that cannot fit is skipped, or refused, before anything is allocated
+    peak_bytes: Callable[[int, int, int, bool], float] = lambda H, T, d_k, causal: io_bytes(H, T, d_k)
+    max_d_k: int | None = None
+    why_max_d_k: str = ""
+
+
+@dataclass
+class Side:
+    """Where a sweep runs: its clock, the memory implementations share, how to free cached memory."""
+
+    name: str  # "gpu" or "cpu"
+    device: str
+    timer: Callable  # timer(run, warmup, repeats) -> ms per repeat, on the side's own clock
+    free_bytes: Callable[[], int]
+    memory: str = "host memory"  # what free_bytes counts, for messages
+    release: Callable[[], None] = lambda: None  # e.g. cupy's memory pool, between implementations
+    out_of_memory: tuple[type[BaseException], ...] = (MemoryError,)  # cupy's OutOfMemoryError is one
+
+
+MEMORY_FRACTION = 0.8  # of the memory free when the sweep starts: room for what the estimates miss
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def why_not(impl: Impl, H: int, T: int, d_k: int, causal: bool, budget: float, memory: str) -> str:
+    """Why impl does not run at this size ("" when it does)."""
+    if impl.max_T is not None and T > impl.max_T:
+        return impl.why_max_T
+    if impl.max_d_k is not None and d_k > impl.max_d_k:
+        return impl.why_max_d_k
+    need = impl.peak_bytes(H, T, d_k, causal)
+    if need > budget:
+        return f"needs about {gib(need)} of {memory}, over {gib(budget)} ({MEMORY_FRACTION:.0%} of what was free)"
+    return ""
+
+
+def check_options(Ts, d_ks, heads: int | None, repeats: int, warmup: int) -> None:
+    for flag, values in (("--T", Ts or ()), ("--d-k", d_ks or ()), ("--heads", () if heads is None else (heads,)),
+                         ("--repeats", (repeats,))):
+        for x in values:
+            if x < 1:
+                raise AndreaError(f"{flag} must be >= 1 (got {x})")
+    if warmup < 0:
+        raise AndreaError(f"--warmup must be >= 0 (got {warmup})")
+
+
+def check_baseline_fits(impls: list[Impl], baseline: str, H: int, Ts, d_ks, causals, budget: float,
+                        memory: str) -> None:
+    """The ratios divide by the baseline: a size it cannot run is refused before the sweep starts."""
+    base = next(impl for impl in impls if impl.name == baseline)
+    for d_k in d_ks:
+        for T in Ts:
+            for causal in causals:
+                why = why_not(base, H, T, d_k, causal, budget, memory)
+                if why:
+                    fix = "use a smaller --d-k" if base.max_d_k and d_k > base.max_d_k else \
+                        f"use a smaller --T{' or fewer --heads' if H > 1 else ''}"
+                    raise AndreaError(f"{baseline} (the baseline) cannot run at T={T}, d_k={d_k}, H={H}: {why}; {fix}")
 
 
 def sample_error(q, k, v, out, causal: bool) -> float:
@@ -151,12 +224,22 @@ def sample_error(q, k, v, out, causal: bool) -> float:
     return float(np.abs(out[0, rows] - want).max())
 
 
-def run_sweep(side: str, device: str, impls: list[Impl], timer, *, Ts, d_ks, causals=(False, True),
-              H: int = 1, warmup: int = 1, repeats: int = 5, baseline: str,
-              peak: DevicePeak | None = None, progress: Callable[[str], None] = lambda s: None,
-              seed: int = 0) -> BenchResult:
-    """timer(run, warmup, repeats) -> list of ms per repeat (the side's own clock)."""
-    result = BenchResult(side, device, peak, baseline, warmup, repeats)
+def measure(impl: Impl, timer, q, k, v, causal: bool, warmup: int, repeats: int) -> tuple[list[float], float]:
+    """Validate, then time. `run` and the buffers it holds die with this frame, so the next
+    implementation never shares memory with this one."""
+    run = impl.prepare(q, k, v, causal)
+    err = sample_error(q, k, v, impl.to_host(run()), causal)
+    times = timer(run, warmup, repeats) if impl.repeats is None else timer(run, 0, impl.repeats)
+    return times, err
+
+
+def run_sweep(side: Side, impls: list[Impl], *, Ts, d_ks, causals=(False, True), H: int = 1, warmup: int = 1,
+              repeats: int = 5, baseline: str, peak: DevicePeak | None = None,
+              progress: Callable[[str], None] = lambda s: None, seed: int = 0) -> BenchResult:
+    side.release()
+    budget = MEMORY_FRACTION * side.free_bytes()
+    check_baseline_fits(impls, baseline, H, Ts, d_ks, causals, budget, side.memory)
+    result = BenchResult(side.name, side.device, peak, baseline, warmup, repeats)
     rng = np.random.default_rng(seed)
     for d_k in d_ks:
         for causal in causals:
@@ -167,13 +250,17 @@ def run_sweep(side: str, device: str, impls: list[Impl], timer, *, Ts, d_ks, cau
                 for impl in impls:
                     m = Measurement(impl.name, T, d_k, H, causal, None, speed_path=impl.speed_path)
                     point.append(m)
-                    if impl.max_T is not None and T > impl.max_T:
-                        m.skipped = impl.why_max_T
+                    m.skipped = why_not(impl, H, T, d_k, causal, budget, side.memory)
+                    if m.skipped:
                         continue
                     progress(f"bench: {impl.name} T={T} d_k={d_k} {'causal' if causal else 'none'} H={H}")
-                    run = impl.prepare(q, k, v, causal)
-                    m.max_abs_err = sample_error(q, k, v, impl.to_host(run()), causal)
-                    times = timer(run, warmup, repeats) if impl.repeats is None else timer(run, 0, impl.repeats)
+                    try:
+                        times, m.max_abs_err = measure(impl, side.timer, q, k, v, causal, warmup, repeats)
+                    except side.out_of_memory as exc:
+                        m.skipped = f"ran out of {side.memory}: {type(exc).__name__}"
+                        continue
+                    finally:
+                        side.release()
                     m.median_ms, m.min_ms, m.repeats = statistics.median(times), min(times), len(times)
                     seconds = m.median_ms / 1e3
                     m.tflops, m.gbs = flops / seconds / 1e12, nbytes / seconds / 1e9

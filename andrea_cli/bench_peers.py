@@ -6,13 +6,27 @@ from __future__ import annotations
 import math
 import os
 import platform
+import sys
 import time
 
 import numpy as np
 
-from andrea_cli.bench import Impl
+from andrea_cli.bench import Impl, io_bytes, tt_bytes
 
 CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
+WHY_MAX_D_K = "the fused kernel keeps d_k / 32 columns per lane in registers: d_k <= {}"
+
+
+def numpy_peak_bytes(H, T, d_k, causal):
+    """matmul's result and `* scale`'s copy of it live together; causal adds the (T, T) boolean
+    and the two int64 index arrays `s[:, hidden]` makes of it."""
+    return tt_bytes(H, T, 2) + (10.0 * T * T if causal else 0) + io_bytes(H, T, d_k)
+
+
+def torch_peak_bytes(H, T, d_k, causal):
+    """3-D inputs send SDPA to its math backend: scores, then _safe_softmax's softmax, -inf test
+    (bool), zeros and where: 18 bytes per score; causal adds a (T, T) bool and float mask."""
+    return 18.0 * H * T * T + (5.0 * T * T if causal else 0) + io_bytes(H, T, d_k, 6)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -48,7 +62,7 @@ def numpy_impl() -> Impl:
 
         return run
 
-    return Impl("numpy", prepare)
+    return Impl("numpy", prepare, peak_bytes=numpy_peak_bytes)
 
 
 def torch_reason() -> str | None:
@@ -72,13 +86,13 @@ def torch_impl(device: str) -> Impl:
 
         return run
 
-    return Impl("torch_sdpa", prepare, to_host=lambda t: t.cpu().numpy())
+    return Impl("torch_sdpa", prepare, to_host=lambda t: t.cpu().numpy(), peak_bytes=torch_peak_bytes)
 
 
 def cpu_build_impl(kernel_path) -> Impl:
     """attention_fused_kernel1 through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
-    from andrea_cli.backends.fused import launch_fused
+    from andrea_cli.backends.fused import FUSED_MAX_D, launch_fused
     from andrea_cli.masks import MaskSpec
 
     device = CpuBackend(kernel_path).device()
@@ -95,7 +109,8 @@ def cpu_build_impl(kernel_path) -> Impl:
         return run
 
     return Impl("cpu_build_fused", prepare, speed_path=False, max_T=CPU_BUILD_MAX_T, repeats=1,
-                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}")
+                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}",
+                max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D_K.format(FUSED_MAX_D))
 
 
 def cpu_device_name() -> str:
@@ -117,6 +132,23 @@ def gpu_properties() -> dict:
         if not props.get(key):
             props[key] = cupy.cuda.runtime.deviceGetAttribute(attr, dev)
     return props
+
+
+def release_gpu_memory() -> None:
+    """Give the blocks cupy's pool (and torch's caching allocator) keep back to the device, so the
+    next implementation finds the memory the budget counted on."""
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    if "torch" in sys.modules:
+        sys.modules["torch"].cuda.empty_cache()
+
+
+def gpu_out_of_memory() -> tuple[type[BaseException], ...]:
+    """cupy's OutOfMemoryError is a MemoryError; torch's is a RuntimeError of its own."""
+    torch = sys.modules.get("torch")
+    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    return (MemoryError,) if oom is None else (MemoryError, oom)
 
 
 def event_timer_with_l2_flush(l2_bytes: int):
@@ -145,7 +177,7 @@ def event_timer_with_l2_flush(l2_bytes: int):
 
 def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
     """variant None: what the launcher picks (kernel2 for widths divisible by 4)."""
-    from andrea_cli.backends.fused import launch_fused
+    from andrea_cli.backends.fused import FUSED_MAX_D, launch_fused
     from andrea_cli.masks import MaskSpec
 
     dev = backend.device()
@@ -162,10 +194,11 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
 
         return run
 
-    return Impl("fused" if variant is None else f"fused_kernel{variant}", prepare, to_host=dev.to_host)
+    return Impl("fused" if variant is None else f"fused_kernel{variant}", prepare, to_host=dev.to_host,
+                max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D_K.format(FUSED_MAX_D))
 
 
-def staged_gpu_impl(backend, max_T: int) -> Impl:
+def staged_gpu_impl(backend) -> Impl:
     """The kernel file's five staged kernels, one launch each, the T×T matrices in memory."""
     from andrea_cli.backends.staged import allocate_stages, launch_stages
     from andrea_cli.masks import MaskSpec
@@ -184,11 +217,12 @@ def staged_gpu_impl(backend, max_T: int) -> Impl:
 
         return run
 
-    return Impl("staged", prepare, to_host=dev.to_host, max_T=max_T,
-                why_max_T="the staged kernels' four (H, T, T) arrays would not fit in GPU memory")
+    # scores, scaled and weights, and masked when causal: (H, T, T) each; Q, K, V and the output
+    return Impl("staged", prepare, to_host=dev.to_host,
+                peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 3 + causal) + io_bytes(H, T, d_k))
 
 
-def cupy_impl(max_T: int) -> Impl:
+def cupy_impl() -> Impl:
     """cuBLAS matmuls and cupy's elementwise/reduction kernels: the T×T matrices in memory."""
 
     def prepare(q, k, v, causal):
@@ -210,15 +244,18 @@ def cupy_impl(max_T: int) -> Impl:
 
     import cupy
 
-    return Impl("cupy", prepare, to_host=cupy.asnumpy, max_T=max_T,
-                why_max_T="the T×T matrices would not fit in GPU memory")
+    # at `exp(s - max)`: s, s - max and its exp, (H, T, T) each; causal adds the (T, T) boolean
+    return Impl("cupy", prepare, to_host=cupy.asnumpy,
+                peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 3) + (T * T if causal else 0)
+                + io_bytes(H, T, d_k, 5))
 
 
 # ------------------------------------------------------------------------------------------------
 # The two sweeps
 
 def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, with_cpu_build=True):
-    from andrea_cli.bench import run_sweep
+    from andrea_cli.bench import Side, run_sweep
+    from andrea_cli.inputs import available_memory_bytes
 
     impls = [numpy_impl()]
     notes = ["CPU side: wall-clock medians (time.perf_counter); no peak or roofline (no device properties to compute them from)"]
@@ -237,7 +274,8 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")
-    result = run_sweep("cpu", cpu_device_name(), impls, perf_counter_timer, Ts=Ts, d_ks=d_ks,
+    side = Side("cpu", cpu_device_name(), perf_counter_timer, available_memory_bytes)
+    result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks,
                        causals=causals, H=H, warmup=warmup, repeats=repeats, baseline="numpy",
                        progress=progress)
     result.notes = notes + result.notes
@@ -248,15 +286,12 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     import cupy
 
     from andrea_cli.backends.cuda import CudaBackend
-    from andrea_cli.bench import peak_from_properties, run_sweep
+    from andrea_cli.bench import Side, peak_from_properties, run_sweep
 
     backend = CudaBackend(kernel_path)
     props = gpu_properties()
     peak = peak_from_properties(props)
-    free, _ = cupy.cuda.runtime.memGetInfo()
-    cupy_max_T = int(math.sqrt(0.6 * free / (16 * H)))  # about four (H, T, T) float32 arrays live
-    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1), staged_gpu_impl(backend, cupy_max_T),
-             cupy_impl(cupy_max_T)]
+    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1), staged_gpu_impl(backend), cupy_impl()]
     notes = [f"GPU side: CUDA events, L2 ({props['l2CacheSize'] / 2**20:.0f} MiB) flushed before every repeat; "
              f"peak {peak.peak_tflops:.1f} FP32 TFLOP/s = {peak.sms} SMs × {peak.lanes_per_sm} lanes × 2 × "
              f"{peak.clock_ghz:.2f} GHz; memory {peak.peak_gbs:.0f} GB/s"]
@@ -265,8 +300,10 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
         impls.append(torch_impl("cuda"))
     else:
         notes.append(f"torch SDPA not measured: {reason}")
-    result = run_sweep("gpu", backend.device_name(), impls, event_timer_with_l2_flush(props["l2CacheSize"]),
-                       Ts=Ts, d_ks=d_ks, causals=causals, H=H, warmup=warmup, repeats=repeats,
+    side = Side("gpu", backend.device_name(), event_timer_with_l2_flush(props["l2CacheSize"]),
+                free_bytes=lambda: cupy.cuda.runtime.memGetInfo()[0], memory="GPU memory",
+                release=release_gpu_memory, out_of_memory=gpu_out_of_memory())
+    result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks, causals=causals, H=H, warmup=warmup, repeats=repeats,
                        baseline="fused", peak=peak, progress=progress)
     result.notes = notes + result.notes
     return result

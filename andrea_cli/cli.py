@@ -159,8 +159,7 @@ def bench(
     try:
         if side not in ("auto", "gpu", "cpu") or mask not in ("causal", "none", "both"):
             raise AndreaError("--side takes auto, gpu or cpu; --mask takes causal, none or both")
-        if min(list(T or [1]) + list(d_k or [1]) + [heads or 1, repeats]) < 1 or warmup < 0:
-            raise AndreaError("--T, --d-k, --heads and --repeats must be >= 1 and --warmup >= 0")
+        core.check_options(T, d_k, heads, repeats, warmup)
         path = resolve_kernel_path(kernel)
         gpu = cuda_availability()
         if side == "gpu" and not gpu.ok:
