@@ -78,7 +78,9 @@ def torch_impl(device: str) -> Impl:
         import torch
         import torch.nn.functional as F
 
-        tq, tk, tv = (torch.as_tensor(a, device=device) for a in (q, k, v))
+        # (1, H, T, d): the batch-and-heads layout SDPA's fused (flash / memory-efficient)
+        # kernels expect; with 3-D inputs it may fall back to its unfused math path
+        tq, tk, tv = (torch.as_tensor(a, device=device)[None] for a in (q, k, v))
 
         def run():
             with torch.no_grad():
@@ -86,7 +88,7 @@ def torch_impl(device: str) -> Impl:
 
         return run
 
-    return Impl("torch_sdpa", prepare, to_host=lambda t: t.cpu().numpy(), peak_bytes=torch_peak_bytes)
+    return Impl("torch_sdpa", prepare, to_host=lambda t: t[0].cpu().numpy(), peak_bytes=torch_peak_bytes)
 
 
 def cpu_build_impl(kernel_path) -> Impl:
