@@ -152,7 +152,7 @@ def bench(
 ) -> None:
     """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline."""
     from andrea_cli import bench as core
-    from andrea_cli import bench_peers
+    from andrea_cli import bench_cpu, bench_gpu
     from andrea_cli.backends.cuda import cuda_availability
     from andrea_cli.kernel_file import resolve_kernel_path
 
@@ -170,9 +170,9 @@ def bench(
                       causals=causals, warmup=warmup, repeats=repeats,
                       progress=lambda line: typer.echo(line, err=True))
         if on_gpu:
-            result = bench_peers.bench_gpu(path, H=heads or 12, **common)
+            result = bench_gpu.bench_gpu(path, H=heads or 12, **common)
         else:
-            result = bench_peers.bench_cpu(path, H=heads or 1, with_cpu_build=not no_cpu_build, **common)
+            result = bench_cpu.bench_cpu(path, H=heads or 1, with_cpu_build=not no_cpu_build, **common)
             if side == "auto":
                 result.notes.insert(0, f"CPU side only: {gpu.reason}; the GPU figures need a GPU run")
     except AndreaError as exc:

@@ -14,6 +14,7 @@ from andrea_cli.masks import MaskSpec
 
 FUSED_KEYS = 32  # must match FUSED_KEYS in cuda/microgpt_cuda.cu
 FUSED_MAX_D = 128  # must match FUSED_MAX_D: each lane keeps d_v / 32 output columns in registers
+WHY_MAX_D = f"the fused kernel keeps d_v / 32 columns per lane in registers: d_k, d_v <= {FUSED_MAX_D}"
 ROWS_PER_BLOCK = 8  # query rows (warps) per block; they share every K/V tile loaded
 
 

@@ -1,0 +1,112 @@
+"""The CPU side of `andrea bench`: the NumPy path (the baseline), torch SDPA on the CPU, and the
+CPU build of the fused kernel, reported apart since it is a correctness tool, not a speed path."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+
+import numpy as np
+
+from andrea_cli.bench import Impl, io_bytes, tt_bytes
+from andrea_cli.bench_torch import torch_impl, torch_reason
+
+CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
+
+
+def numpy_peak_bytes(H, T, d_k, causal):
+    """matmul's result and `* scale`'s copy of it live together; causal adds the (T, T) boolean
+    and the two int64 index arrays `s[:, hidden]` makes of it."""
+    return tt_bytes(H, T, 2) + (10.0 * T * T if causal else 0) + io_bytes(H, T, d_k)
+
+
+def perf_counter_timer(run, warmup: int, repeats: int) -> list[float]:
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def numpy_impl() -> Impl:
+    """The equation in float32 NumPy (BLAS matmuls): the CPU speed baseline."""
+
+    def prepare(q, k, v, causal):
+        T, d_k = q.shape[1], q.shape[2]
+        scale = np.float32(1.0 / math.sqrt(d_k))
+        hidden = np.triu(np.ones((T, T), dtype=bool), 1) if causal else None
+
+        def run():
+            s = np.matmul(q, k.transpose(0, 2, 1)) * scale  # (H, T, T)
+            if hidden is not None:
+                s[:, hidden] = -np.inf
+            s -= s.max(axis=-1, keepdims=True)
+            np.exp(s, out=s)
+            s /= s.sum(axis=-1, keepdims=True)
+            return np.matmul(s, v)
+
+        return run
+
+    return Impl("numpy", prepare, peak_bytes=numpy_peak_bytes)
+
+
+def cpu_build_impl(kernel_path) -> Impl:
+    """attention_fused_kernel1 through the CPU build: reported, never a speed figure."""
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
+    from andrea_cli.masks import MaskSpec
+
+    device = CpuBackend(kernel_path).device()
+
+    def prepare(q, k, v, causal):
+        H, T, d_k = q.shape
+        out = np.empty((H, T, d_k), dtype=np.float32)
+        mask = MaskSpec("causal" if causal else "none")
+
+        def run():
+            launch_fused(device, q, k, v, out, H, T, d_k, d_k, mask=mask, scaled=True)
+            return out
+
+        return run
+
+    return Impl("cpu_build_fused", prepare, speed_path=False, max_T=CPU_BUILD_MAX_T, repeats=1,
+                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}",
+                max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
+
+
+def cpu_device_name() -> str:
+    return f"CPU {platform.machine()} ({os.cpu_count()} logical cores), NumPy {np.__version__}"
+
+
+def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, with_cpu_build=True):
+    from andrea_cli.bench import Side, run_sweep
+    from andrea_cli.inputs import available_memory_bytes
+
+    impls = [numpy_impl()]
+    notes = ["CPU side: wall-clock medians (time.perf_counter); no peak or roofline (no device properties to compute them from)"]
+    reason = torch_reason()
+    if reason is None:
+        impls.append(torch_impl("cpu"))
+    else:
+        notes.append(f"torch SDPA (CPU) not measured: {reason}")
+    if with_cpu_build:
+        from andrea_cli.backends.cpu import CpuBackend
+
+        status = CpuBackend(kernel_path).available()
+        if status.ok:
+            impls.append(cpu_build_impl(kernel_path))
+            notes.append(f"cpu_build_fused is the kernel file compiled for the CPU: a correctness tool, "
+                         f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
+        else:
+            notes.append(f"the CPU build of the kernels not measured: {status.reason}")
+    side = Side("cpu", cpu_device_name(), perf_counter_timer, available_memory_bytes)
+    result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks,
+                       causals=causals, H=H, warmup=warmup, repeats=repeats, baseline="numpy",
+                       progress=progress)
+    result.notes = notes + result.notes
+    return result

@@ -1,0 +1,38 @@
+"""PyTorch's scaled_dot_product_attention as a bench peer, on either side, when torch imports."""
+
+from __future__ import annotations
+
+from andrea_cli.bench import Impl, io_bytes
+
+
+def torch_peak_bytes(H, T, d_k, causal):
+    """A bound for SDPA's unfused math backend, the most it can take when no fused kernel applies:
+    scores, then _safe_softmax's softmax, -inf test (bool), zeros and where: 18 bytes per score;
+    causal adds a (T, T) bool and float mask."""
+    return 18.0 * H * T * T + (5.0 * T * T if causal else 0) + io_bytes(H, T, d_k, 6)
+
+
+def torch_reason() -> str | None:
+    try:
+        import torch  # noqa: F401
+    except Exception as exc:
+        return f"torch is not importable ({type(exc).__name__})"
+    return None
+
+
+def torch_impl(device: str) -> Impl:
+    def prepare(q, k, v, causal):
+        import torch
+        import torch.nn.functional as F
+
+        # (1, H, T, d): the batch-and-heads layout SDPA's fused (flash / memory-efficient)
+        # kernels expect; with 3-D inputs it may fall back to its unfused math path
+        tq, tk, tv = (torch.as_tensor(a, device=device)[None] for a in (q, k, v))
+
+        def run():
+            with torch.no_grad():
+                return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+
+        return run
+
+    return Impl("torch_sdpa", prepare, to_host=lambda t: t[0].cpu().numpy(), peak_bytes=torch_peak_bytes)
