@@ -3,11 +3,11 @@
 import os
 import pathlib
 import subprocess
-import time
 
 import numpy as np
 import pytest
 
+from andrea_cli.backends import cpu_build
 from andrea_cli.backends.cpu_runtime import (
     CompilerNotFoundError, CpuArgumentError, CpuCompileError, CpuDeadlockError, CpuFaultError, CpuLaunchError,
     CpuModule, CpuRuntimeError, CpuSanitizerError, CpuWarpError)
@@ -289,14 +289,21 @@ def test_missing_compiler_is_a_clear_error(monkeypatch, tmp_path):
         CpuModule(src)
 
 
-def test_cache_hit_and_key(tmp_path):
+def test_cache_hit_and_key(tmp_path, monkeypatch):
     src = tmp_path / "tiny.cu"
     src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 1.0f; }\n')
     first = CpuModule(src)
-    start = time.perf_counter()
+    stat = first.library_path.stat()
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError(f"the cached library should have been loaded, not rebuilt: {args}")
+
+    monkeypatch.setattr(cpu_build.subprocess, "run", no_compiler)
     second = CpuModule(src)
-    assert time.perf_counter() - start < 0.5  # no compile: the cached library is loaded
     assert second.library_path == first.library_path
+    again = second.library_path.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
+    monkeypatch.undo()
     src.write_text(src.read_text().replace("1.0f", "2.0f"))
     changed = CpuModule(src)
     assert changed.library_path != first.library_path
