@@ -8,6 +8,9 @@
 // switch). A scheduler runs each runnable fiber until it blocks; when nothing can run it
 // releases __syncthreads if every live thread waits there (returned threads count as arrived),
 // else it reports a deadlock.
+// Warp syncs are strict, as CUDA specifies: every lane a mask names must exist and reach the same
+// sync, and a shuffle must not read a lane that does not exist or has returned; anything else is
+// undefined on a GPU (a hang or garbage) and ends the launch with WARP_MISUSE here.
 // __shared__ is thread_local (a block-scope static per OS thread); the module's whole TLS block
 // is therefore shared memory and is poisoned with NaN bytes at each block start.
 // Launches of one library are serialized by a mutex, so the scheduler state is plain globals.
@@ -18,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -168,8 +172,8 @@ namespace andrea {
 // functions' statics would otherwise become process-wide unique symbols).
 namespace {
 
-enum State { READY, AT_BARRIER, AT_WARP, DONE };
-enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4 };
+enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE };
+enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4, WARP_MISUSE = 5 };
 
 // --- context switching ---------------------------------------------------------------------------
 // x86-64: a hand-written switch of the callee-saved registers and the stack pointer (a few ns;
@@ -256,12 +260,16 @@ struct Fiber {
     int lid;           // linear thread index in the block
     int state;
     bool parked;       // waiting at the top of its loop, ready to run the kernel again
+    const void* site;  // where it called __activemask (the call's return address)
+    uint32_t active;   // what that __activemask returns
 };
 
 struct Warp {
+    uint32_t exists;     // lanes inside the block (fewer than 32 in a partial last warp)
     uint32_t live;       // lanes that exist and have not returned
     uint32_t arrived;    // lanes waiting at the current warp sync
     uint32_t wait_mask;  // the mask of that sync
+    const char* what;    // and its intrinsic, for messages
     uint64_t gen;        // completed warp syncs; slot_gen says which sync wrote a slot
     uint64_t slot[2][32];
     uint64_t slot_gen[2][32];
@@ -283,7 +291,12 @@ struct Sched {
     size_t main_size = 0;
     void (*entry)(void**) = nullptr;
     void** args = nullptr;
-    int nthreads = 0, live = 0, at_barrier = 0;
+    int nthreads = 0, live = 0, at_barrier = 0, at_activemask = 0;
+    // A misused warp sync, found inside a fiber: the scheduler ends the launch with it.
+    bool misused = false;
+    int misuse_warp = 0;
+    uint32_t misuse_mask = 0, misuse_lanes = 0;
+    char misuse[400];
     bool reverse = false;
     // A SIGSEGV/SIGBUS in a fiber ends the launch with an error instead of the process.
     volatile sig_atomic_t faulted = 0;
@@ -390,26 +403,97 @@ inline void warp_release(Warp& w, uint32_t lanes, int warp_index) {
     w.gen++;
 }
 
-// A returned lane no longer holds back the lanes of its warp that wait at a warp sync.
-inline void warp_exit(Fiber* f) {
-    Warp& w = sched().warps[f->lid >> 5];
-    w.live &= ~(1u << (f->lid & 31));
-    if (!w.arrived) return;
-    const uint32_t need = w.wait_mask & w.live;
-    if ((w.arrived & need) == need) warp_release(w, w.arrived, f->lid >> 5);
+// "0-3,8,10-11"
+inline std::string lanes_text(uint32_t m) {
+    std::string out;
+    for (int i = 0; i < 32; i++) {
+        if (!(m >> i & 1)) continue;
+        int j = i;
+        while (j < 31 && (m >> (j + 1) & 1)) j++;
+        out += (out.empty() ? "" : ",") + std::to_string(i) + (j > i ? "-" + std::to_string(j) : "");
+        i = j;
+    }
+    return out;
 }
 
-// Wait until every live lane named in mask has arrived; the last to arrive goes on directly.
-__attribute__((noinline)) inline void warp_sync(uint32_t mask) {
+// Record a misused warp sync; the scheduler reports it when the fiber yields.
+inline void warp_misuse(int warp, uint32_t mask, uint32_t lanes, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+inline void warp_misuse(int warp, uint32_t mask, uint32_t lanes, const char* fmt, ...) {
+    Sched& s = sched();
+    if (s.misused) return;  // the first one found is the one reported
+    s.misused = true;
+    s.misuse_warp = warp;
+    s.misuse_mask = mask;
+    s.misuse_lanes = lanes;
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(s.misuse, sizeof s.misuse, fmt, ap);
+    va_end(ap);
+}
+
+// From inside the kernel: this fiber never goes on (it is restarted before its next use).
+[[noreturn]] inline void warp_fail(Fiber* f) {
+    f->state = AT_WARP;
+    for (;;) yield(f);
+}
+
+#define ANDREA_RULE "every lane a warp-sync mask names must exist and reach the same sync " \
+                    "(on a GPU: undefined, a hang or garbage)"
+
+// "the shuffle" or "the __syncwarp": what a lane named in a mask must stay alive for.
+inline const char* sync_kind(const char* what) {
+    return std::strcmp(what, "__syncwarp") ? "the shuffle" : "the __syncwarp";
+}
+
+// A returned lane must not be one that lanes waiting at a warp sync named in their mask.
+inline void warp_exit(Fiber* f) {
+    const int wi = f->lid >> 5, lane = f->lid & 31;
+    Warp& w = sched().warps[wi];
+    const uint32_t bit = 1u << lane;
+    w.live &= ~bit;
+    const uint32_t waiting = w.arrived & ~bit;
+    if (waiting && (w.wait_mask & bit))
+        warp_misuse(wi, w.wait_mask, bit,
+                    "%s(0x%08x, ...) in warp %d: lane%s %s wait%s for lane %d, which has returned: "
+                    ANDREA_RULE "; compute the mask with __ballot_sync/__activemask or keep that lane "
+                    "alive until %s", w.what, w.wait_mask, wi, __builtin_popcount(waiting) > 1 ? "s" : "",
+                    lanes_text(waiting).c_str(), __builtin_popcount(waiting) > 1 ? "" : "s", lane,
+                    sync_kind(w.what));
+}
+
+// Wait until every lane named in mask has arrived; the last to arrive goes on directly.
+__attribute__((noinline)) inline void warp_sync(uint32_t mask, const char* what) {
     Sched& s = sched();
     Fiber* f = s.cur;
-    Warp& w = s.warps[f->lid >> 5];
-    const uint32_t bit = 1u << (f->lid & 31);
+    const int wi = f->lid >> 5, lane = f->lid & 31;
+    Warp& w = s.warps[wi];
+    const uint32_t bit = 1u << lane;
+    if (!(mask & bit)) {
+        warp_misuse(wi, mask, bit, "lane %d of warp %d calls %s(0x%08x, ...) with a mask that does not "
+                    "name itself: each calling lane must set its own bit; compute the mask with "
+                    "__ballot_sync/__activemask", lane, wi, what, mask);
+        warp_fail(f);
+    }
+    if (uint32_t ghosts = mask & ~w.exists) {
+        warp_misuse(wi, mask, ghosts, "%s(0x%08x, ...) in warp %d (lane %d calls it) names lanes %s, which do "
+                    "not exist: the block has %d threads, so this warp has lanes %s; " ANDREA_RULE
+                    "; compute the mask with __ballot_sync/__activemask or launch whole warps (a multiple "
+                    "of 32 threads)", what, mask, wi, lane, lanes_text(ghosts).c_str(), s.nthreads,
+                    lanes_text(w.exists).c_str());
+        warp_fail(f);
+    }
+    if (uint32_t gone = mask & ~w.live) {
+        warp_misuse(wi, mask, gone, "%s(0x%08x, ...) in warp %d (lane %d calls it) names lanes %s, which have "
+                    "returned: " ANDREA_RULE "; compute the mask with __ballot_sync/__activemask or keep "
+                    "those lanes alive until %s", what, mask, wi, lane, lanes_text(gone).c_str(), sync_kind(what));
+        warp_fail(f);
+    }
     w.arrived |= bit;
-    w.wait_mask = mask | bit;
-    const uint32_t need = w.wait_mask & w.live;
-    if ((w.arrived & need) == need) {
-        warp_release(w, w.arrived, f->lid >> 5);
+    w.wait_mask = mask;
+    w.what = what;
+    if ((w.arrived & mask) == mask) {
+        warp_release(w, w.arrived, wi);
         return;
     }
     f->state = AT_WARP;
@@ -417,24 +501,84 @@ __attribute__((noinline)) inline void warp_sync(uint32_t mask) {
 }
 
 // Lane `lane` offers v; returns the value offered by lane src of the same sync, or v itself
-// when src is out of range, does not exist or has returned (like an inactive lane).
-template <class T> inline T shfl(uint32_t mask, T v, int src) {
+// when src is -1 (no source inside the sub-warp, CUDA's rule) or a live lane outside the sync.
+// A source that does not exist or has returned is an error: on a GPU the value is undefined.
+template <class T> inline T shfl(uint32_t mask, T v, int src, const char* what) {
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
     Sched& s = sched();
     Fiber* f = s.cur;
-    Warp& w = s.warps[f->lid >> 5];
-    const int lane = f->lid & 31;
+    const int wi = f->lid >> 5, lane = f->lid & 31;
+    Warp& w = s.warps[wi];
     const uint64_t gen = w.gen;
     const int b = (int)(gen & 1);  // double-buffered: a fast lane may write the next sync's slot
     uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof(T));
     w.slot[b][lane] = bits;
     w.slot_gen[b][lane] = gen + 1;
-    warp_sync(mask);
-    if (src < 0 || src >= 32 || w.slot_gen[b][src] != gen + 1) return v;
-    T r;
-    std::memcpy(&r, &w.slot[b][src], sizeof(T));
-    return r;
+    warp_sync(mask, what);
+    if (src < 0 || src >= 32) return v;
+    if (w.slot_gen[b][src] == gen + 1) {
+        T r;
+        std::memcpy(&r, &w.slot[b][src], sizeof(T));
+        return r;
+    }
+    if (!(w.live >> src & 1)) {
+        const uint32_t src_bit = 1u << src;
+        warp_misuse(wi, mask, src_bit, "%s(0x%08x, ...) in warp %d: lane %d reads lane %d, which %s: on a GPU "
+                    "the value is undefined; read only lanes inside the block that take part in the "
+                    "shuffle (compute the mask with __ballot_sync/__activemask or keep those lanes alive "
+                    "until the shuffle)", what, mask, wi, lane, src,
+                    (w.exists & src_bit) ? "has returned" : "does not exist (partial warp)");
+        warp_fail(f);
+    }
+    return v;
+}
+
+// The lanes of the warp that reach the same warp-level collective: each lane offers pred.
+inline uint32_t vote(uint32_t mask, int pred, const char* what) {
+    Sched& s = sched();
+    Fiber* f = s.cur;
+    Warp& w = s.warps[f->lid >> 5];
+    const uint64_t gen = w.gen;
+    const int b = (int)(gen & 1);
+    w.slot[b][f->lid & 31] = pred != 0;
+    w.slot_gen[b][f->lid & 31] = gen + 1;
+    warp_sync(mask, what);
+    uint32_t out = 0;
+    for (uint32_t m = mask; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        if (w.slot_gen[b][l] == gen + 1 && w.slot[b][l]) out |= 1u << l;
+    }
+    return out;
+}
+
+// __activemask: the live lanes of the warp at the same call site, found once no lane of the
+// block can run on (a fiber has no program counter to compare, the call site stands in).
+inline uint32_t activemask(const void* site) {
+    Sched& s = sched();
+    Fiber* f = s.cur;
+    f->site = site;
+    f->state = AT_ACTIVEMASK;
+    s.at_activemask++;
+    yield(f);
+    return f->active;
+}
+
+inline void resolve_activemask() {
+    Sched& s = sched();
+    for (int i = 0; i < s.nthreads; i++) {
+        Fiber* f = s.pool[i];
+        if (f->state != AT_ACTIVEMASK) continue;
+        f->active = 0;
+        const int base = i & ~31;
+        for (int l = 0; l < 32 && base + l < s.nthreads; l++) {
+            const Fiber* g = s.pool[base + l];
+            if (g->state == AT_ACTIVEMASK && g->site == f->site) f->active |= 1u << l;
+        }
+    }
+    for (int i = 0; i < s.nthreads; i++)
+        if (s.pool[i]->state == AT_ACTIVEMASK) s.pool[i]->state = READY;
+    s.at_activemask = 0;
 }
 
 inline int lane_id() { return sched().cur->lid & 31; }
@@ -552,6 +696,8 @@ inline void restore_faults(const SignalState& old) {
 struct LaunchInfo {  // filled on failure, read by Python
     int block[3];
     int waiting_barrier, waiting_warp, returned, threads;
+    int warp;                // WARP_MISUSE: the warp, its mask and the lanes at fault
+    unsigned mask, lanes;
     char message[512];
 };
 
@@ -584,6 +730,13 @@ inline int run_block(LaunchInfo* info) {
             if (f->state != READY) continue;
             ran = true;
             resume(f);
+            if (s.misused) {
+                std::snprintf(info->message, sizeof info->message, "%s", s.misuse);
+                info->warp = s.misuse_warp;
+                info->mask = s.misuse_mask;
+                info->lanes = s.misuse_lanes;
+                return WARP_MISUSE;
+            }
             if (s.faulted) {
                 if (s.fault_in_guard)
                     std::snprintf(info->message, sizeof info->message,
@@ -601,6 +754,10 @@ inline int run_block(LaunchInfo* info) {
             for (int i = 0; i < n; i++)
                 if (s.pool[i]->state == AT_BARRIER) s.pool[i]->state = READY;
             s.at_barrier = 0;
+            continue;
+        }
+        if (!ran && s.at_activemask) {
+            resolve_activemask();
             continue;
         }
         if (!ran) {
@@ -663,11 +820,14 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
                 for (int i = 0; i < n; i++) s.pool[i]->state = READY;
                 for (int w = 0; w < (int)s.warps.size(); w++) {
                     const int lanes = std::min(32, n - 32 * w);
-                    s.warps[w].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+                    s.warps[w].exists = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+                    s.warps[w].live = s.warps[w].exists;
                     s.warps[w].arrived = 0;
                 }
                 s.live = n;
                 s.at_barrier = 0;
+                s.at_activemask = 0;
+                s.misused = false;
                 const int rc = run_block(info);
                 if (rc != OK) {
                     restore_faults(old);
@@ -737,29 +897,32 @@ inline void __syncthreads() {
     s.at_barrier++;
     andrea::yield(s.cur);
 }
-inline void __syncwarp(unsigned mask = 0xffffffffu) { andrea::warp_sync(mask); }
-inline unsigned __activemask() {
-    andrea::Sched& s = andrea::sched();
-    return s.warps[s.cur->lid >> 5].live;
+inline void __syncwarp(unsigned mask = 0xffffffffu) { andrea::warp_sync(mask, "__syncwarp"); }
+// Never inlined: its return address tells one call site from another.
+__attribute__((noinline)) inline unsigned __activemask() {
+    return andrea::activemask(__builtin_return_address(0));
 }
+inline unsigned __ballot_sync(unsigned mask, int pred) { return andrea::vote(mask, pred, "__ballot_sync"); }
+inline int __any_sync(unsigned mask, int pred) { return andrea::vote(mask, pred, "__any_sync") != 0; }
+inline int __all_sync(unsigned mask, int pred) { return andrea::vote(mask, pred, "__all_sync") == mask; }
 
 template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
     const int lane = andrea::lane_id(), base = lane & ~(width - 1);
-    return andrea::shfl(mask, v, base + (src & (width - 1)));
+    return andrea::shfl(mask, v, base + (src & (width - 1)), "__shfl_sync");
 }
 template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
     const int lane = andrea::lane_id();
     const int src = (lane & (width - 1)) >= (int)delta ? lane - (int)delta : -1;
-    return andrea::shfl(mask, v, src);  // -1: no source, the lane keeps its value
+    return andrea::shfl(mask, v, src, "__shfl_up_sync");  // -1: no source, the lane keeps its value
 }
 template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
     const int lane = andrea::lane_id();
     const int src = (lane & (width - 1)) + (int)delta < width ? lane + (int)delta : -1;
-    return andrea::shfl(mask, v, src);
+    return andrea::shfl(mask, v, src, "__shfl_down_sync");
 }
 template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
     const int lane = andrea::lane_id(), src = lane ^ lane_mask;
-    return andrea::shfl(mask, v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : -1);
+    return andrea::shfl(mask, v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : -1, "__shfl_xor_sync");
 }
 
 // The one C entry point Python calls (ctypes releases the GIL around it).

@@ -3,14 +3,14 @@
 import os
 import pathlib
 import subprocess
-import time
 
 import numpy as np
 import pytest
 
+from andrea_cli.backends import cpu_build
 from andrea_cli.backends.cpu_runtime import (
     CompilerNotFoundError, CpuArgumentError, CpuCompileError, CpuDeadlockError, CpuFaultError, CpuLaunchError,
-    CpuModule, CpuRuntimeError, CpuSanitizerError)
+    CpuModule, CpuRuntimeError, CpuSanitizerError, CpuWarpError)
 from andrea_cli.errors import AndreaError
 
 KERNELS = pathlib.Path(__file__).parent / "kernels"
@@ -74,12 +74,11 @@ def test_block_sum_where_only_warp0_shuffles_again(basics, threads):
 
 
 def _expected_shuffles(threads: int, width: int) -> np.ndarray:
-    """CUDA's shuffle rules; a lane outside the block (partial warp) yields the caller's value."""
+    """CUDA's shuffle rules: a source outside the lane's sub-warp yields the lane's own value."""
     out = np.zeros((threads, 4), np.int32)
     for t in range(threads):
         warp, lane = divmod(t, 32)
-        live = min(32, threads - 32 * warp)
-        value = lambda src: 100 + 32 * warp + src if 0 <= src < live else 100 + t  # noqa: E731
+        value = lambda src: 100 + 32 * warp + src  # noqa: E731
         base = lane & ~(width - 1)
         out[t, 0] = value(lane ^ 1)
         out[t, 1] = value(lane + 3) if lane % width + 3 < width else 100 + t
@@ -88,18 +87,84 @@ def _expected_shuffles(threads: int, width: int) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("threads,width", [(32, 32), (48, 32), (48, 8), (100, 16), (64, 4)])
+# Partial warps (48 and 100 threads) with sub-warps that fit inside the lanes that exist.
+@pytest.mark.parametrize("threads,width", [(32, 32), (48, 16), (48, 8), (100, 4), (64, 4)])
 def test_shuffles_partial_warps_and_width(basics, threads, width):
     out = np.zeros((threads, 4), np.int32)
-    basics.get_function("shuffles")((1,), (threads,), (out, np.int32(width)))
+    basics.get_function("shuffles")((1,), (threads,), (out, np.int32(width), np.int32(0)))
     np.testing.assert_array_equal(out, _expected_shuffles(threads, width))
 
 
-def test_shuffle_from_returned_lane_gives_own_value(basics):
+@pytest.mark.parametrize("whole_mask,match", [
+    (1, r"__shfl_xor_sync\(0xffffffff, \.\.\.\) in warp 1 \(lane \d+ calls it\) names lanes 16-31, which do not "
+        r"exist: the block has 48 threads"),
+    (0, r"__shfl_down_sync\(0x0000ffff, \.\.\.\) in warp 1: lane 1[3-5] reads lane 1[6-8], which does not exist"),
+])
+def test_partial_warp_lanes_past_the_block_are_errors(basics, basics_reverse, whole_mask, match):
+    # 48 threads: warp 1 has lanes 0-15. On a GPU naming or reading lanes 16-31 is undefined.
+    for mod in (basics, basics_reverse):
+        with pytest.raises(CpuWarpError, match=match) as e:
+            mod.get_function("shuffles")((1,), (48,), (np.zeros((48, 4), np.int32), np.int32(32),
+                                                      np.int32(whole_mask)))
+        assert e.value.kernel == "shuffles" and e.value.block == (0, 0, 0) and e.value.warp == 1
+    assert "__ballot_sync/__activemask" in str(e.value)
+    test_shuffles_partial_warps_and_width(basics, 48, 16)  # the module goes on working
+
+
+def test_shuffle_among_live_lanes_after_others_returned(basics):
     out = np.full(32, -1, np.int32)
-    basics.get_function("shuffle_exited")((1,), (32,), (out,))
-    np.testing.assert_array_equal(out[0::2], np.arange(0, 32, 2))
+    basics.get_function("shuffle_exited")((1,), (32,), (out, np.uint32(0x55555555), np.int32(2)))
+    np.testing.assert_array_equal(out[0::2], np.arange(0, 32, 2) ^ 2)
     assert (out[1::2] == -1).all()
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse"])
+@pytest.mark.parametrize("mask,lane_mask,match", [
+    (0xffffffff, 2, r"__shfl_xor_sync\(0xffffffff, \.\.\.\).*returned.*keep (that lane|those lanes) alive "
+                    r"until the shuffle"),
+    (0x55555555, 1, r"__shfl_xor_sync\(0x55555555, \.\.\.\) in warp 0: lane \d+ reads lane \d+, which has returned"),
+])
+def test_shuffle_with_returned_lanes_is_an_error(basics, basics_reverse, schedule, mask, lane_mask, match):
+    # The reviewer's case: `if (j >= T) return;` then a full-mask warp reduction.
+    mod = basics if schedule == "forward" else basics_reverse
+    with pytest.raises(CpuWarpError, match=match) as e:
+        mod.get_function("shuffle_exited")((1,), (32,), (np.zeros(32, np.int32), np.uint32(mask),
+                                                         np.int32(lane_mask)))
+    assert e.value.warp == 0 and e.value.mask == mask and e.value.lanes & 0xaaaaaaaa == e.value.lanes
+    assert isinstance(e.value, AndreaError)
+    test_shuffle_among_live_lanes_after_others_returned(basics)
+
+
+@pytest.mark.parametrize("threads,n,mask,match", [
+    (32, 32, 0xffffffff, None),
+    (32, 20, 0, None),            # __activemask(): lanes 0-19
+    (32, 20, 0x000fffff, None),
+    (32, 20, 0xffffffff, r"returned"),
+    (20, 20, 0xffffffff, r"names lanes 20-31, which do not exist: the block has 20 threads, so this warp "
+                         r"has lanes 0-19"),
+    (32, 32, 0x00000001, r"lane [1-9]\d* of warp 0 calls __syncwarp\(0x00000001, \.\.\.\) with a mask that does "
+                         r"not name itself"),
+])
+def test_syncwarp_mask_must_name_only_lanes_that_arrive(basics, threads, n, mask, match):
+    out = np.zeros(threads, np.int32)
+    kernel = basics.get_function("syncwarp_after_return")
+    if match is None:
+        kernel((1,), (threads,), (out, np.int32(n), np.uint32(mask)))
+        assert (out[:n] == 1).all() and (out[n:] == 0).all()
+    else:
+        with pytest.raises(CpuWarpError, match=match):
+            kernel((1,), (threads,), (out, np.int32(n), np.uint32(mask)))
+
+
+def test_activemask_is_the_converged_live_lanes_and_votes(basics):
+    # 40 threads: warp 1 has lanes 0-7. Each branch of the divergent if sees only its half-warp.
+    n = 40
+    out = np.zeros(3 * n, np.uint32)
+    basics.get_function("active_lanes")((1,), (n,), (out,))
+    assert [hex(m) for m in out[:n]] == ["0xffff"] * 16 + ["0xffff0000"] * 16 + ["0xff"] * 8
+    assert (out[n:n + 32] == 0xaaaaaaaa).all() and (out[n + 32:2 * n] == 0xaa).all()
+    lane0 = np.repeat([0, 32], [32, 8])
+    np.testing.assert_array_equal(out[2 * n:], lane0 + 1000 + 2000 * (lane0 == 0))
 
 
 def test_float4_loads(basics):
@@ -224,14 +289,21 @@ def test_missing_compiler_is_a_clear_error(monkeypatch, tmp_path):
         CpuModule(src)
 
 
-def test_cache_hit_and_key(tmp_path):
+def test_cache_hit_and_key(tmp_path, monkeypatch):
     src = tmp_path / "tiny.cu"
     src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 1.0f; }\n')
     first = CpuModule(src)
-    start = time.perf_counter()
+    stat = first.library_path.stat()
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError(f"the cached library should have been loaded, not rebuilt: {args}")
+
+    monkeypatch.setattr(cpu_build.subprocess, "run", no_compiler)
     second = CpuModule(src)
-    assert time.perf_counter() - start < 0.5  # no compile: the cached library is loaded
     assert second.library_path == first.library_path
+    again = second.library_path.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
+    monkeypatch.undo()
     src.write_text(src.read_text().replace("1.0f", "2.0f"))
     changed = CpuModule(src)
     assert changed.library_path != first.library_path

@@ -16,7 +16,7 @@ from andrea_cli.backends.cpu_build import (  # noqa: F401  (re-exported: the err
 
 SCHEDULES = {"forward": 0, "reverse": 1}
 MAX_THREADS = 1024
-_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT = 0, 1, 2, 4
+_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT, _WARP_MISUSE = 0, 1, 2, 4, 5
 
 
 class CpuDeadlockError(CpuRuntimeError):
@@ -25,6 +25,16 @@ class CpuDeadlockError(CpuRuntimeError):
     def __init__(self, message: str, kernel: str, block: tuple[int, int, int]):
         super().__init__(message)
         self.kernel, self.block = kernel, block
+
+
+class CpuWarpError(CpuRuntimeError):
+    """A warp sync or shuffle a GPU leaves undefined: its mask names a lane that has returned or
+    does not exist, or it reads such a lane. `lanes` is the bit mask of the lanes at fault."""
+
+    def __init__(self, message: str, kernel: str, block: tuple[int, int, int], warp: int, mask: int,
+                 lanes: int):
+        super().__init__(message)
+        self.kernel, self.block, self.warp, self.mask, self.lanes = kernel, block, warp, mask, lanes
 
 
 class CpuLaunchError(CpuRuntimeError):
@@ -50,7 +60,8 @@ class CpuSanitizerError(CpuRuntimeError):
 class _LaunchInfo(ctypes.Structure):
     _fields_ = [("block", ctypes.c_int * 3), ("waiting_barrier", ctypes.c_int),
                 ("waiting_warp", ctypes.c_int), ("returned", ctypes.c_int),
-                ("threads", ctypes.c_int), ("message", ctypes.c_char * 512)]
+                ("threads", ctypes.c_int), ("warp", ctypes.c_int), ("mask", ctypes.c_uint),
+                ("lanes", ctypes.c_uint), ("message", ctypes.c_char * 512)]
 
 
 # Parameter kind (from the C++ signature) -> the numpy type a kernel argument must have.
@@ -185,6 +196,9 @@ def raise_for(kernel: str, rc: int, info: _LaunchInfo) -> None:
     if rc == _DEADLOCK:
         block = tuple(info.block)
         raise CpuDeadlockError(f"{kernel} deadlocked in block {block}: {message}", kernel, block)
+    if rc == _WARP_MISUSE:
+        block = tuple(info.block)
+        raise CpuWarpError(f"{kernel}: block {block}: {message}", kernel, block, info.warp, info.mask, info.lanes)
     if rc == _FAULT:
         raise CpuFaultError(f"{kernel}: {message} in block {tuple(info.block)}")
     if rc == _BAD_LAUNCH:

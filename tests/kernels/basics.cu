@@ -34,20 +34,45 @@ extern "C" __global__ void block_sum(const float* in, float* out, int n) {
     }
 }
 
-// out[t] = the value each thread gets from each shuffle flavour; used with partial warps.
-extern "C" __global__ void shuffles(int* out, int width) {
+// out[t] = the value each thread gets from each shuffle flavour. whole_mask names all 32 lanes,
+// which is wrong in a partial warp (lanes past the block do not exist); otherwise the mask is
+// __activemask(): the lanes that exist.
+extern "C" __global__ void shuffles(int* out, int width, int whole_mask) {
     const int t = threadIdx.x, v = 100 + t;
-    out[4 * t + 0] = __shfl_xor_sync(0xffffffff, v, 1, width);
-    out[4 * t + 1] = __shfl_down_sync(0xffffffff, v, 3, width);
-    out[4 * t + 2] = __shfl_up_sync(0xffffffff, v, 2, width);
-    out[4 * t + 3] = __shfl_sync(0xffffffff, v, 5, width);
+    const unsigned mask = whole_mask ? 0xffffffffu : __activemask();
+    out[4 * t + 0] = __shfl_xor_sync(mask, v, 1, width);
+    out[4 * t + 1] = __shfl_down_sync(mask, v, 3, width);
+    out[4 * t + 2] = __shfl_up_sync(mask, v, 2, width);
+    out[4 * t + 3] = __shfl_sync(mask, v, 5, width);
 }
 
-// Threads with odd lane return first; the even lanes' shuffle from them gets their own value.
-extern "C" __global__ void shuffle_exited(int* out) {
+// Threads with odd lane return first; the even lanes shuffle among themselves with `mask`.
+// Right: mask 0x55555555 and lane_mask 2. Wrong: a mask naming the odd lanes, or lane_mask 1
+// (reading a lane that has returned).
+extern "C" __global__ void shuffle_exited(int* out, unsigned mask, int lane_mask) {
     const int t = threadIdx.x;
     if (t % 2) return;
-    out[t] = __shfl_xor_sync(0xffffffff, t, 1);
+    out[t] = __shfl_xor_sync(mask, t, lane_mask);
+}
+
+// Threads past n return, the rest meet at __syncwarp(mask); mask 0 stands for __activemask().
+extern "C" __global__ void syncwarp_after_return(int* out, int n, unsigned mask) {
+    const int t = threadIdx.x;
+    if (t >= n) return;
+    __syncwarp(mask ? mask : __activemask());
+    out[t] = 1;
+}
+
+// __activemask() in divergent branches: each half-warp sees only itself; then a ballot of odd
+// lanes over the lanes that exist.
+extern "C" __global__ void active_lanes(unsigned* out) {
+    const int t = threadIdx.x;
+    if (t % 32 < 16) out[t] = __activemask();
+    else out[t] = __activemask();
+    const unsigned all = __activemask();
+    out[blockDim.x + t] = __ballot_sync(all, t & 1);
+    out[2 * blockDim.x + t] = __shfl_sync(all, (unsigned)t, 0) + 1000u * __all_sync(all, t >= 0)
+                              + 2000u * __any_sync(all, t == 0);
 }
 
 // float4 loads and stores, with a float4 reinterpret cast as kernels write them.
