@@ -22,6 +22,10 @@ def _geometry(plan) -> str:
     return f"1/{plan.softmax_threads}" if plan.softmax_variant == 1 else f"2/{plan.softmax_rows_per_block}"
 
 
+def _where(r) -> str:
+    return f"{r.case.label()} [{r.case.plan.describe()}, {r.schedule}]"
+
+
 def render_verify(console: Console, report: VerifyReport) -> None:
     console.print(f"verify: the kernel file {escape(report.kernel_file)} on [bold]{report.backend}[/bold] "
                   f"({escape(report.device)}) against the float64 NumPy path")
@@ -35,8 +39,8 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         c = r.case
         cells = ["[green]ok[/green]" if r.passed else "[bold red]FAIL[/bold red]", str(c.T), str(c.d_k), str(c.d_v),
                  str(c.mask), "yes" if c.scaled else "no", _geometry(c.plan), r.schedule[:3]]
-        if r.error:
-            cells += [f"[red]{escape(r.error)}[/red]"] + [""] * (len(STAGE_ORDER))
+        if r.error:  # the message is printed in full under the table
+            cells += ["[red]error[/red]"] + [""] * (len(STAGE_ORDER) - 1) + ["[red]did not finish[/red]"]
         else:
             cells += [_used(r.stages[s]) if s in r.stages else "-" for s in STAGE_ORDER]
             broken = [name for name, ok in r.invariants.items() if not ok]
@@ -44,12 +48,14 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         table.add_row(*cells)
     console.print(table)
     for r in report.results:
+        if r.error:
+            console.print(f"[red]{escape(_where(r))}: {escape(r.error)}[/red]")
         if r.passed or r.error:
             continue
         for name, check in r.stages.items():
             if check.first_bad:
                 b = check.first_bad
-                console.print(f"[red]{escape(r.case.label())} [{r.schedule}]: {name} first differs at "
+                console.print(f"[red]{escape(_where(r))}: {name} first differs at "
                               f"{b['index']}: got {b['got']!r}, expected {b['expected']!r} (tolerance {b['tol']:.2e})[/red]")
     failed = sum(not r.passed for r in report.results)
     verdict = "[bold green]PASSED[/bold green]" if report.passed else f"[bold red]FAILED[/bold red] ({failed} failing)"

@@ -51,6 +51,10 @@ BROKEN = {
     "no max subtraction": ("expf(x[j] - m)", "expf(x[j])"),
     "bounds off by one": ("    const int j_end = causal ? last_row + 1 : T;\n\n    const int i = row0 + ty, c = col0 + tx;",
                           "    const int j_end = causal ? last_row : T;\n\n    const int i = row0 + ty, c = col0 + tx;"),
+    # a lane that leaves before a full-mask shuffle: undefined on a GPU (a hang or garbage), an
+    # error on the CPU build; the T = 1 cases of the sweep run softmax_kernel2 with 31 idle lanes
+    "early return before a shuffle": ("    if (i >= T) return;  // the whole warp leaves together, so no shuffle loses a partner",
+                                      "    if (i >= T || lane >= T) return;"),
     "fused without rescale": ("for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] *= alpha;",
                               "for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] *= 1.0f;"),
     "fused window off by one": ("(window <= 0 || i - j < window);\n        s = visible ? s : -INFINITY;  // -inf",
