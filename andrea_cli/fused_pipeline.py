@@ -84,32 +84,20 @@ def sample_rows(T: int, n: int) -> np.ndarray:
     return np.unique(np.linspace(0, T - 1, min(n, T)).round().astype(np.int64))
 
 
-def visible_rows(mask: MaskSpec, rows: np.ndarray, T: int) -> np.ndarray:
-    """(len(rows), T) booleans: MaskSpec.visible(T)[rows] without building the T×T matrix."""
-    i, j = rows[:, None], np.arange(T)[None, :]
-    if mask.kind == "none":
-        return np.ones((len(rows), T), dtype=bool)
-    seen = j <= i
-    if mask.kind == "window":
-        seen &= (i - j) < mask.window
-    return seen
-
-
 def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: int) -> RowSample:
     rows = sample_rows(qkv.T, n)
     raw = reference.scores(qkv.q[None, rows], qkv.k[None])[0]  # (n, T), float64
     factor = 1.0 / math.sqrt(qkv.d_k)
-    visible = visible_rows(mask, rows, qkv.T)
+    visible = mask.visible(qkv.T, rows)
     weights = reference.softmax(np.where(visible, raw * factor if scaled else raw, -np.inf))
     want = weights @ qkv.v.astype(np.float64)  # (n, d_v)
-    hidden = weights[~visible]
     return RowSample(
         rows=rows.tolist(),
         row_sums=stats.row_sums(weights),
         magnitude_unscaled=stats.magnitude(raw),
         magnitude_scaled=stats.magnitude(raw * factor),
         softmax=stats.peakiness(weights),
-        hidden_weight_max=float(hidden.max()) if hidden.size else None,
+        hidden_weight_max=stats.largest_hidden_weight(weights, visible),
         output_max_abs_err=float(np.abs(output[rows] - want).max()),
     )
 

@@ -91,9 +91,8 @@ class LayerReport:
 
 
 def _score_stats(scores, scaled_scores, weights, visible):
-    hidden = weights[..., ~visible]
     return (stats.row_sums(weights), stats.magnitude(scores), stats.magnitude(scaled_scores),
-            stats.peakiness(weights), float(hidden.max()) if hidden.size else None)
+            stats.peakiness(weights), stats.largest_hidden_weight(weights, visible))
 
 
 def run_layer(inputs: LayerInputs, n_head: int, backend: Backend, mask: MaskSpec, scaled: bool,

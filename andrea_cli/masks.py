@@ -29,12 +29,13 @@ class MaskSpec:
     def __str__(self) -> str:
         return f"window:{self.window}" if self.kind == "window" else self.kind
 
-    def visible(self, T: int) -> np.ndarray:
-        """(T, T) booleans, True where query i (row) may attend to key j (column)."""
-        i = np.arange(T)[:, None]
+    def visible(self, T: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """(T, T) booleans, True where query i (row) may attend to key j (column); with `rows`,
+        only those query rows, (len(rows), T), without building the whole matrix."""
+        i = (np.arange(T) if rows is None else np.asarray(rows))[:, None]
         j = np.arange(T)[None, :]
         if self.kind == "none":
-            return np.ones((T, T), dtype=bool)
+            return np.ones((i.shape[0], T), dtype=bool)
         seen = j <= i
         if self.kind == "window":
             seen &= (i - j) < self.window

@@ -82,7 +82,6 @@ def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
     scaled_scores = out.scaled[0] if scaled else raw * np.float32(factor)
     weights = out.weights[0]
     visible = mask.visible(qkv.T)
-    hidden = weights[~visible]
     T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
     return AttentionReport(
         backend=backend.name,
@@ -97,7 +96,7 @@ def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
         magnitude_unscaled=stats.magnitude(raw),
         magnitude_scaled=stats.magnitude(scaled_scores),
         softmax=stats.peakiness(weights),
-        hidden_weight_max=float(hidden.max()) if hidden.size else None,
+        hidden_weight_max=stats.largest_hidden_weight(weights, visible),
         timings_ms=out.timings_ms,
         transfer_ms=out.transfer_ms,
         load_ms=out.load_ms,

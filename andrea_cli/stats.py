@@ -72,5 +72,12 @@ def peakiness(weights: np.ndarray) -> Peakiness:
     )
 
 
+def largest_hidden_weight(weights: np.ndarray, visible: np.ndarray) -> float | None:
+    """The largest weight on a position the mask hides (it must be exactly 0), or None when the
+    mask hides nothing. weights (..., T, T) or (..., rows, T); visible broadcasts to them."""
+    hidden = weights[..., ~visible]
+    return float(hidden.max()) if hidden.size else None
+
+
 def as_dict(stat) -> dict:
     return asdict(stat)

@@ -62,3 +62,9 @@ def test_bad_masks_are_user_errors(text):
 
     with pytest.raises(AndreaError):
         parse_mask(text)
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=str)
+def test_visible_rows_are_rows_of_the_whole_matrix(mask):
+    rows = np.array([0, 3, 6, 12])
+    np.testing.assert_array_equal(mask.visible(13, rows), mask.visible(13)[rows])
