@@ -54,15 +54,20 @@ def _compiler_version() -> str | None:
 def describe_environment() -> dict:
     kernel = packaged_kernel_path()
     backends = {}
+    gpu = None
     for name in ("cuda", "cpu", "numpy"):
-        status = make_backend(name, kernel).available()
+        backend = make_backend(name, kernel)
+        status = backend.available()
         backends[name] = {"available": status.ok, "reason": status.reason or None, "fix": status.fix or None}
+        if name == "cuda" and status.ok:
+            gpu = backend.device_name()
     return {
         "andrea": __version__,
         "python": platform.python_version(),
         "numpy": np.__version__,
         **_cupy_versions(),
         "cxx": _compiler_version(),
+        "gpu": gpu,
         "kernel_file": str(kernel),
         "cpu_build_cache": str(cache_dir()),
         "kernels": kernel_names(kernel),

@@ -66,7 +66,7 @@ def render_info(console: Console, doc: dict) -> None:
     versions = Table(title="andrea", title_justify="left", show_header=False)
     versions.add_column("")
     versions.add_column("")
-    for key in ("andrea", "python", "numpy", "cupy", "cuda_runtime", "cuda_driver", "nvrtc", "cxx"):
+    for key in ("andrea", "python", "numpy", "cupy", "cuda_runtime", "cuda_driver", "nvrtc", "gpu", "cxx"):
         value = doc.get(key)
         error = doc.get(f"{key}_error")
         versions.add_row(key, escape(str(value)) if value is not None else f"[dim]not available{escape(': ' + error) if error else ''}[/dim]")

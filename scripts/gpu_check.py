@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import subprocess
 import sys
 import time
@@ -41,6 +42,12 @@ def run(name: str, args: list[str], timeout: int, parse_json: bool = True) -> di
     return step
 
 
+def device_slug(info_step: dict) -> str:
+    """'NVIDIA H200 (sm_90, 132 SMs)' -> 'nvidia-h200', from `andrea info`; 'cpu' without a GPU."""
+    name = ((info_step.get("result") or {}).get("gpu") or "cpu").split(" (")[0]
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
 def has_gpu() -> tuple[bool, str]:
     sys.path.insert(0, ".")
     from andrea_cli.backends.cuda import cuda_availability
@@ -73,10 +80,11 @@ def main() -> int:
                                    "--json"], 420)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "gpu-check.json").write_text(json.dumps(summary, indent=2, default=str))
-    (RESULTS / "gpu-check.log").write_text("\n".join(log_lines))
+    stem = f"{device_slug(steps['info'])}-{summary['date'][:10]}"
+    (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=2, default=str))
+    (RESULTS / f"{stem}.log").write_text("\n".join(log_lines))
     failed = [name for name, step in steps.items() if step["exit"] != 0]
-    print(f"wrote {RESULTS / 'gpu-check.json'}; {'all steps passed' if not failed else 'failed: ' + ', '.join(failed)}")
+    print(f"wrote {RESULTS / (stem + '.json')}; {'all steps passed' if not failed else 'failed: ' + ', '.join(failed)}")
     return 1 if failed else 0
 
 
