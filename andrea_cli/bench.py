@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from andrea_cli.backends.base import DeviceFault
 from andrea_cli.errors import AndreaError
 from andrea_cli.roofline import DevicePeak, attention_bytes, attention_flops
 
@@ -201,6 +202,11 @@ def run_sweep(side: Side, impls: list[Impl], *, Ts, d_ks, causals=(False, True),
                         times, m.max_abs_err = measure(impl, side.timer, q, k, v, causal, warmup, repeats)
                     except side.out_of_memory as exc:
                         m.skipped = f"ran out of {side.memory}: {type(exc).__name__}"
+                        continue
+                    except DeviceFault:
+                        raise  # the GPU context is gone: nothing after this could run
+                    except AndreaError as exc:  # one implementation failing costs its row, not the sweep
+                        m.skipped = f"failed: {str(exc).splitlines()[0]}"
                         continue
                     finally:
                         side.release()

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from andrea_cli.backends.cuda import gpu_errors
 from andrea_cli.bench import Impl, io_bytes, tt_bytes
 from andrea_cli.bench_torch import torch_impl, torch_reason
 
@@ -50,18 +51,20 @@ def event_timer_with_l2_flush(l2_bytes: int):
     flush = cupy.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=cupy.float32)
 
     def timer(run, warmup: int, repeats: int) -> list[float]:
-        for _ in range(warmup):
-            run()
-        times = []
-        for _ in range(repeats):
-            flush.fill(0)
-            begin, end = cupy.cuda.Event(), cupy.cuda.Event()
-            begin.record()
-            run()
-            end.record()
-            end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(begin, end))
-        return times
+        # launches are asynchronous: a fault surfaces at a synchronize, so all of it is guarded
+        with gpu_errors("timing"):
+            for _ in range(warmup):
+                run()
+            times = []
+            for _ in range(repeats):
+                flush.fill(0)
+                begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+                begin.record()
+                run()
+                end.record()
+                end.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(begin, end))
+            return times
 
     return timer
 
@@ -155,7 +158,7 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     notes = [f"GPU side: CUDA events, L2 ({props['l2CacheSize'] / 2**20:.0f} MiB) flushed before every repeat; "
              f"peak {peak.peak_tflops:.1f} FP32 TFLOP/s = {peak.sms} SMs × {peak.lanes_per_sm} lanes × 2 × "
              f"{peak.clock_ghz:.2f} GHz; memory {peak.peak_gbs:.0f} GB/s"]
-    reason = torch_reason()
+    reason = torch_reason("cuda")
     if reason is None:
         impls.append(torch_impl("cuda"))
     else:

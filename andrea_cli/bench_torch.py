@@ -12,11 +12,14 @@ def torch_peak_bytes(H, T, d_k, causal):
     return 18.0 * H * T * T + (5.0 * T * T if causal else 0) + io_bytes(H, T, d_k, 6)
 
 
-def torch_reason() -> str | None:
+def torch_reason(device: str = "cpu") -> str | None:
+    """Why torch SDPA cannot be measured on this device, or None when it can."""
     try:
-        import torch  # noqa: F401
+        import torch
     except Exception as exc:
         return f"torch is not importable ({type(exc).__name__})"
+    if device == "cuda" and not torch.cuda.is_available():
+        return f"torch {torch.__version__} has no usable CUDA"
     return None
 
 

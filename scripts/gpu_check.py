@@ -1,10 +1,13 @@
 """The steps of scripts/gpu-check.sh, each a subprocess with a time limit, gathered into one JSON
-summary. A failing step is recorded and the next one still runs."""
+summary. A failing step is recorded and the next one still runs; the summary is written after
+every step, and the whole run keeps inside a time budget (GPU_CHECK_BUDGET_S, default 540 s, under
+the device tool's 600 s per command), so a hang costs its own step, not the results before it."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,10 +16,15 @@ from pathlib import Path
 
 RESULTS = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results")
 ANDREA = [sys.executable, "-m", "andrea_cli"]
+DEADLINE = time.monotonic() + float(os.environ.get("GPU_CHECK_BUDGET_S", "540"))
 log_lines: list[str] = []
 
 
 def run(name: str, args: list[str], timeout: int, parse_json: bool = True) -> dict:
+    timeout = min(timeout, DEADLINE - time.monotonic())
+    if timeout < 5:
+        print(f"== {name}: skipped, out of time", flush=True)
+        return {"exit": "skipped: out of time", "seconds": 0}
     start = time.perf_counter()
     print(f"== {name}: {' '.join(args[2:] if args[:2] == ANDREA[:2] else args)}", flush=True)
     try:
@@ -42,9 +50,10 @@ def run(name: str, args: list[str], timeout: int, parse_json: bool = True) -> di
     return step
 
 
-def device_slug(info_step: dict) -> str:
-    """'NVIDIA H200 (sm_90, 132 SMs)' -> 'nvidia-h200', from `andrea info`; 'cpu' without a GPU."""
-    name = ((info_step.get("result") or {}).get("gpu") or "cpu").split(" (")[0]
+def device_slug(info_step: dict, gpu: bool) -> str:
+    """'NVIDIA H200 (sm_90, 132 SMs)' -> 'nvidia-h200', from `andrea info`; 'gpu' if info said
+    nothing, 'cpu' without a GPU."""
+    name = ((info_step.get("result") or {}).get("gpu") or ("gpu" if gpu else "cpu")).split(" (")[0]
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
@@ -63,27 +72,36 @@ def main() -> int:
     summary: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      "gpu": gpu, "no_gpu_reason": None if gpu else reason, "backend": backend, "steps": {}}
     steps = summary["steps"]
+    RESULTS.mkdir(parents=True, exist_ok=True)
     steps["info"] = run("info", [*ANDREA, "info", "--json"], 120)
-    steps["gpu_tests"] = run("gpu tests", [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"], 300, parse_json=False)
-    steps["verify"] = run("verify", [*ANDREA, "verify", "--backend", backend, "--json"] + ([] if gpu else ["--quick"]), 300)
-    steps["cuda_vs_cpu"] = run("cuda vs cpu", [sys.executable, "scripts/compare_backends.py", backend], 300)
+    stem = f"{device_slug(steps['info'], gpu)}-{summary['date'][:10]}"
+
+    def save() -> None:
+        (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=2, default=str))
+        (RESULTS / f"{stem}.log").write_text("\n".join(log_lines))
+
+    def step(key: str, *args, **kwargs) -> None:
+        steps[key] = run(*args, **kwargs)
+        save()
+
+    save()
+    # most telling first: if time runs out, what is left undone matters least
+    step("verify", "verify", [*ANDREA, "verify", "--backend", backend, "--json"] + ([] if gpu else ["--quick"]), 300)
     for T in sizes:
-        steps[f"attend_T{T}"] = run(f"attend T={T}", [*ANDREA, "attend", "--T", str(T), "--d-k", "64", "--backend", backend, "--json"], 300)
+        step(f"attend_T{T}", f"attend T={T}", [*ANDREA, "attend", "--T", str(T), "--d-k", "64", "--backend", backend, "--json"], 300)
     layer_T = "1024" if gpu else "64"
-    steps["layer"] = run("ANDREA-120M layer", [*ANDREA, "attend", "--preset", "andrea-120m", "--T", layer_T, "--backend", backend, "--json"], 300)
+    step("layer", "ANDREA-120M layer", [*ANDREA, "attend", "--preset", "andrea-120m", "--T", layer_T, "--backend", backend, "--json"], 300)
     fused_T = "65536" if gpu else "256"
-    steps["fused_long"] = run(f"fused T={fused_T}", [*ANDREA, "attend", "--fused", "--T", fused_T, "--backend", backend,
-                                                     "--sample-rows", "32", "--json"], 300)
+    step("fused_long", f"fused T={fused_T}", [*ANDREA, "attend", "--fused", "--T", fused_T, "--backend", backend,
+                                              "--sample-rows", "32", "--json"], 300)
     # sized to finish in a couple of minutes: the cupy peer at T = 16,384 holds 13 GB per (12, T, T) array
     bench_T = ["--T", "1024", "--T", "4096", "--T", "16384"] if gpu else ["--T", "64", "--T", "128"]
-    steps["bench"] = run("bench", [*ANDREA, "bench", "--side", "gpu" if gpu else "cpu", *bench_T, "--repeats", "10" if gpu else "3",
-                                   "--json"], 420)
+    step("bench", "bench", [*ANDREA, "bench", "--side", "gpu" if gpu else "cpu", *bench_T, "--repeats", "10" if gpu else "3",
+                            "--json"], 420)
+    step("gpu_tests", "gpu tests", [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"], 300, parse_json=False)
+    step("cuda_vs_cpu", "cuda vs cpu", [sys.executable, "scripts/compare_backends.py", backend], 300)
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = f"{device_slug(steps['info'])}-{summary['date'][:10]}"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=2, default=str))
-    (RESULTS / f"{stem}.log").write_text("\n".join(log_lines))
-    failed = [name for name, step in steps.items() if step["exit"] != 0]
+    failed = [name for name, s in steps.items() if s["exit"] != 0]
     print(f"wrote {RESULTS / (stem + '.json')}; {'all steps passed' if not failed else 'failed: ' + ', '.join(failed)}")
     return 1 if failed else 0
 

@@ -149,6 +149,40 @@ def test_the_sweep_skips_an_implementation_that_runs_out_of_memory_and_carries_o
     assert len(released) == 1 + 3 * 2  # before the sweep, then after every implementation at each size
 
 
+def test_a_failing_implementation_costs_its_row_and_a_lost_device_stops_the_sweep():
+    from andrea_cli.backends.base import DeviceFault, DeviceOutOfMemory
+    from andrea_cli.errors import AndreaError
+
+    def refused(q, k, v, causal):
+        raise AndreaError("softmax_kernel1 launch: too many resources requested")
+
+    def no_room(q, k, v, causal):
+        raise DeviceOutOfMemory("allocating (1, 8, 8) on the GPU: the GPU ran out of memory")
+
+    impls = [numpy_impl(), Impl("refused", refused), Impl("no_room", no_room), Impl("after", numpy_impl().prepare)]
+    result = run_sweep(_side(), impls, Ts=(8,), d_ks=(4,), causals=(False,), warmup=0, repeats=1, baseline="numpy")
+    by = {m.impl: m for m in result.measurements}
+    assert by["refused"].skipped == "failed: softmax_kernel1 launch: too many resources requested"
+    assert by["no_room"].skipped.startswith("ran out of")  # a GPU out-of-memory is a MemoryError too
+    assert by["after"].median_ms is not None
+
+    def faulted(q, k, v, causal):
+        raise DeviceFault("the GPU faulted")
+
+    with pytest.raises(DeviceFault):
+        run_sweep(_side(), [numpy_impl(), Impl("faulted", faulted)], Ts=(8,), d_ks=(4,), causals=(False,),
+                  warmup=0, repeats=1, baseline="numpy")
+
+
+def test_torch_without_cuda_is_a_reason_not_a_crash():
+    from andrea_cli.bench_torch import torch_reason
+
+    torch = pytest.importorskip("torch", reason="torch is not installed: nothing to check")
+    if torch.cuda.is_available():
+        pytest.skip("this torch has CUDA")
+    assert "no usable CUDA" in torch_reason("cuda") and torch_reason("cpu") is None
+
+
 def test_an_implementation_too_big_for_the_budget_is_skipped_with_its_need_unprepared():
     def never(q, k, v, causal):
         raise AssertionError("prepared a size over the budget")

@@ -13,6 +13,11 @@ from andrea_cli.masks import MaskSpec
 STAGES = ("scores", "scale", "mask", "softmax", "av")
 
 
+class DeviceOutOfMemory(AndreaError, MemoryError):
+    """The device had no room for an allocation: a user error (a smaller size fits), and a
+    MemoryError, so a sweep can skip the size and carry on."""
+
+
 class DeviceFault(AndreaError):
     """The device faulted (an illegal address in a kernel, say): on a GPU the context is then
     unusable, so nothing more can run in this process."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from andrea_cli.backends.base import Availability, DeviceFault
+from andrea_cli.backends.base import Availability, DeviceFault, DeviceOutOfMemory
 from andrea_cli.backends.kernel_backend import KernelFileBackend
 from andrea_cli.errors import AndreaError
 from andrea_cli.kernel_file import kernel_names
@@ -32,7 +32,8 @@ def cuda_availability() -> Availability:
 
 
 # CUDA errors after which the context is lost: every later call fails the same way.
-_STICKY = ("ILLEGAL_ADDRESS", "IllegalAddress", "LAUNCH_FAILED", "LaunchFailure", "MISALIGNED", "Misaligned",
+_STICKY = ("ILLEGAL_ADDRESS", "IllegalAddress", "LAUNCH_FAILED", "LaunchFailure", "LAUNCH_TIMEOUT", "LaunchTimeout",
+           "MISALIGNED", "Misaligned",
            "ILLEGAL_INSTRUCTION", "IllegalInstruction", "HARDWARE_STACK", "HardwareStack", "ASSERT", "Assert")
 
 
@@ -48,7 +49,7 @@ def gpu_errors(what: str):
     except Exception as exc:  # CUDADriverError, CUDARuntimeError, OutOfMemoryError, CompileException
         text = _short(exc)
         if "OutOfMemory" in type(exc).__name__ or "out of memory" in text.lower():
-            raise AndreaError(f"{what}: the GPU ran out of memory ({text}); use a smaller --T") from None
+            raise DeviceOutOfMemory(f"{what}: the GPU ran out of memory ({text}); use a smaller --T") from None
         if any(code in str(exc) for code in _STICKY):
             raise DeviceFault(f"{what}: the GPU faulted ({text}); a kernel read or wrote out of bounds "
                               "(try --backend cpu, or verify --backend cpu, to find where)") from None
