@@ -48,7 +48,9 @@ def render_attend(console: Console, r: AttentionReport) -> None:
         corner.add_row(str(i), *[("0" if w == 0 else f"{w:.3f}") for w in row])
     console.print(corner)
 
-    timing = Table(title="Timings (ms)", title_justify="left")
+    timing = Table(title="Timings (ms)", title_justify="left",
+                   caption="the CPU build emulates each CUDA thread: these times say nothing about a GPU"
+                   if r.backend == "cpu" else None)
     timing.add_column("stage")
     timing.add_column("ms", justify="right")
     for stage in STAGES:
