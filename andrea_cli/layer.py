@@ -11,7 +11,6 @@ one launch per stage (heads on the grid's z dimension).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -22,7 +21,7 @@ from andrea_cli.backends.base import Backend
 from andrea_cli.inputs import check_fits_in_memory
 from andrea_cli.layer_inputs import LayerInputs, check_layer
 from andrea_cli.masks import MaskSpec
-from andrea_cli.pipeline import CORNER, AttentionReport
+from andrea_cli.pipeline import AttentionReport, report_from_outputs, scaled_scores
 
 
 def split_heads(a: np.ndarray, n_head: int) -> np.ndarray:
@@ -122,37 +121,15 @@ def run_layer(inputs: LayerInputs, n_head: int, backend: Backend, mask: MaskSpec
     host["attention"] = out.timings_ms["total"]
     host["total"] = sum(host.values())
 
-    factor = 1.0 / math.sqrt(d_k)
-    # The scaled magnitudes are shown even with --no-scale, to compare: then computed here.
-    scaled_scores = out.scaled if scaled else out.scores * np.float32(factor)
+    scaled_view = scaled_scores(out, d_k, scaled)
     visible = mask.visible(T)
-    heads = [HeadStats(h, (h * d_k, (h + 1) * d_k), *_score_stats(out.scores[h], scaled_scores[h], out.weights[h], visible))
+    heads = [HeadStats(h, (h * d_k, (h + 1) * d_k), *_score_stats(out.scores[h], scaled_view[h], out.weights[h], visible))
              for h in range(n_head)]
-    row_sums, mag_raw, mag_scaled, softmax, hidden_max = _score_stats(out.scores, scaled_scores, out.weights, visible)
     w_shape = [d_model, d_model]
-    attention = AttentionReport(
-        backend=backend.name,
-        device=backend.device_name(),
-        source=inputs.source,
-        T=T, d_k=d_k, d_v=d_k,
-        mask=str(mask),
-        scaled=scaled,
-        scale=factor if scaled else 1.0,
-        shapes={"x": [T, d_model], "w_q": w_shape, "w_k": w_shape, "w_v": w_shape,
-                "q": [n_head, T, d_k], "k": [n_head, T, d_k], "v": [n_head, T, d_k],
-                "scores": [n_head, T, T], "weights": [n_head, T, T], "heads": [n_head, T, d_k],
-                "concat": [T, d_model], "w_o": w_shape, "output": [T, d_model]},
-        row_sums=row_sums,
-        magnitude_unscaled=mag_raw,
-        magnitude_scaled=mag_scaled,
-        softmax=softmax,
-        hidden_weight_max=hidden_max,
-        timings_ms=out.timings_ms,
-        transfer_ms=out.transfer_ms,
-        load_ms=out.load_ms,
-        corner=out.weights[0, :CORNER, :CORNER].astype(float).round(6).tolist(),  # head 0
-        notices=list(notices or []),
-        weights=out.weights,
-        output=output,
-    )
+    shapes = {"x": [T, d_model], "w_q": w_shape, "w_k": w_shape, "w_v": w_shape,
+              "q": [n_head, T, d_k], "k": [n_head, T, d_k], "v": [n_head, T, d_k],
+              "scores": [n_head, T, T], "weights": [n_head, T, T], "heads": [n_head, T, d_k],
+              "concat": [T, d_model], "w_o": w_shape, "output": [T, d_model]}
+    attention = report_from_outputs(out, backend, source=inputs.source, d_k=d_k, mask=mask, scaled=scaled,
+                                    shapes=shapes, output=output, scaled_view=scaled_view, notices=notices)
     return LayerReport(attention, n_head, d_model, heads, host, output=output, weights=out.weights)

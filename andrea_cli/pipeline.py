@@ -72,36 +72,51 @@ def heads(a: np.ndarray) -> np.ndarray:
     return a[None, :, :]
 
 
+def scaled_scores(out: StageOutputs, d_k: int, scaled: bool) -> np.ndarray:
+    """The scores divided by sqrt(d_k): the kernel's, or with --no-scale computed here, since the
+    report shows the scaled magnitudes beside the raw ones either way.       (H, T, T)"""
+    return out.scaled if scaled else out.scores * np.float32(1.0 / math.sqrt(d_k))
+
+
+def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k: int, mask: MaskSpec,
+                        scaled: bool, shapes: dict[str, list[int]], output: np.ndarray,
+                        scaled_view: np.ndarray | None = None, notices: list[str] | None = None) -> AttentionReport:
+    """The report of one staged run, its statistics over every head together (one head: H = 1,
+    and the weights kept are that head's (T, T)). `scaled_view`: scaled_scores(), if the caller
+    has it already."""
+    H, T, _ = out.weights.shape
+    factor = 1.0 / math.sqrt(d_k)
+    scaled_view = scaled_scores(out, d_k, scaled) if scaled_view is None else scaled_view
+    visible = mask.visible(T)
+    return AttentionReport(
+        backend=backend.name,
+        device=backend.device_name(),
+        source=source,
+        T=T, d_k=d_k, d_v=out.output.shape[-1],
+        mask=str(mask),
+        scaled=scaled,
+        scale=factor if scaled else 1.0,
+        shapes=shapes,
+        row_sums=stats.row_sums(out.weights),
+        magnitude_unscaled=stats.magnitude(out.scores),
+        magnitude_scaled=stats.magnitude(scaled_view),
+        softmax=stats.peakiness(out.weights),
+        hidden_weight_max=stats.largest_hidden_weight(out.weights, visible),
+        timings_ms=out.timings_ms,
+        transfer_ms=out.transfer_ms,
+        load_ms=out.load_ms,
+        corner=out.weights[0, :CORNER, :CORNER].astype(float).round(6).tolist(),  # head 0
+        notices=list(notices or []),
+        weights=out.weights[0] if H == 1 else out.weights,
+        output=output,
+    )
+
+
 def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
                   notices: list[str] | None = None) -> AttentionReport:
     check_fits_in_memory(1, qkv.T, qkv.d_k, qkv.d_v)
     out: StageOutputs = backend.attention(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled)
-    factor = 1.0 / math.sqrt(qkv.d_k)
-    raw = out.scores[0]
-    # The scaled magnitudes are shown even with --no-scale, to compare: then computed here.
-    scaled_scores = out.scaled[0] if scaled else raw * np.float32(factor)
-    weights = out.weights[0]
-    visible = mask.visible(qkv.T)
     T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
-    return AttentionReport(
-        backend=backend.name,
-        device=backend.device_name(),
-        source=qkv.source,
-        T=T, d_k=d_k, d_v=d_v,
-        mask=str(mask),
-        scaled=scaled,
-        scale=factor if scaled else 1.0,
-        shapes={"q": [T, d_k], "k": [T, d_k], "v": [T, d_v], "scores": [T, T], "weights": [T, T], "output": [T, d_v]},
-        row_sums=stats.row_sums(weights),
-        magnitude_unscaled=stats.magnitude(raw),
-        magnitude_scaled=stats.magnitude(scaled_scores),
-        softmax=stats.peakiness(weights),
-        hidden_weight_max=stats.largest_hidden_weight(weights, visible),
-        timings_ms=out.timings_ms,
-        transfer_ms=out.transfer_ms,
-        load_ms=out.load_ms,
-        corner=weights[:CORNER, :CORNER].astype(float).round(6).tolist(),
-        notices=list(notices or []),
-        weights=weights,
-        output=out.output[0],
-    )
+    shapes = {"q": [T, d_k], "k": [T, d_k], "v": [T, d_v], "scores": [T, T], "weights": [T, T], "output": [T, d_v]}
+    return report_from_outputs(out, backend, source=qkv.source, d_k=d_k, mask=mask, scaled=scaled,
+                               shapes=shapes, output=out.output[0], notices=notices)
