@@ -19,11 +19,15 @@ MASKED = Color.from_rgb(28, 28, 28)
 STOPS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
 
 
+def _log_position(w: float) -> float:
+    """Where a weight above 0 sits on the log scale: 0 at FLOOR (or below), 1 at 1."""
+    return min((math.log10(max(w, FLOOR)) - math.log10(FLOOR)) / -math.log10(FLOOR), 1.0)
+
+
 def colour(w: float) -> Color:
     if w <= 0:
         return MASKED
-    x = (math.log10(max(w, FLOOR)) - math.log10(FLOOR)) / -math.log10(FLOOR)  # 0..1
-    pos = min(x, 1.0) * (len(STOPS) - 1)
+    pos = _log_position(w) * (len(STOPS) - 1)
     i = min(int(pos), len(STOPS) - 2)
     f = pos - i
     rgb = (round(a + (b - a) * f) for a, b in zip(STOPS[i], STOPS[i + 1]))
@@ -73,8 +77,7 @@ RAMP = ".:-=+*#%@"  # FLOOR .. 1 on the same log axis; a space is exactly 0 (mas
 def _char(w: float) -> str:
     if w <= 0:
         return " "
-    x = (math.log10(max(w, FLOOR)) - math.log10(FLOOR)) / -math.log10(FLOOR)
-    return RAMP[min(int(x * len(RAMP)), len(RAMP) - 1)]
+    return RAMP[min(int(_log_position(w) * len(RAMP)), len(RAMP) - 1)]
 
 
 def _draw_characters(console: Console, pooled: np.ndarray) -> None:
