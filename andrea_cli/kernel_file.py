@@ -11,16 +11,41 @@ KERNEL_FILE_NAME = "microgpt_cuda.cu"
 # What the launchers call: an edited copy must keep every one of them (its bodies are the user's).
 REQUIRED_KERNELS = ("scores_kernel1", "scale_kernel1", "mask_kernel1", "softmax_kernel1", "softmax_kernel2",
                     "av_kernel1", "attention_fused_kernel1", "attention_fused_kernel2")
-_KERNEL_RE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# extern "C" (optional here, so a kernel without it can be named in an error), __global__, an
+# optional __launch_bounds__ on either side of void, the name, the parameter list
+_KERNEL = re.compile(r'(extern\s+"C"\s+)?__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+'
+                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)")
+
+
+def strip_comments(text: str) -> str:
+    """The kernel file's opening comment block names every kernel: only code counts."""
+    return _COMMENTS.sub(" ", text)
+
+
+def kernel_parameters(text: str) -> dict[str, list[str]]:
+    """Every __global__ kernel in the source -> its parameter declarations, as written."""
+    return {m.group(2): [p.strip() for p in m.group(3).split(",") if p.strip() and p.strip() != "void"]
+            for m in _KERNEL.finditer(strip_comments(text))}
+
+
+def _c_linkage(text: str) -> set[str]:
+    """Kernels declared extern "C": cupy finds a kernel by its plain name only then."""
+    return {m.group(2) for m in _KERNEL.finditer(strip_comments(text)) if m.group(1)}
+
+
+def packaged_cuda_file(name: str) -> Path:
+    """A file of the cuda/ folder: the wheel carries it inside the package; a source checkout
+    has it at the repository's cuda/."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "cuda" / name, here.parent / "cuda" / name):
+        if candidate.is_file():
+            return candidate
+    raise AndreaError(f"the packaged file cuda/{name} is missing: reinstall andrea (pip install .)")
 
 
 def packaged_kernel_path() -> Path:
-    """The wheel carries the file inside the package; a source checkout has it at cuda/."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "cuda" / KERNEL_FILE_NAME, here.parent / "cuda" / KERNEL_FILE_NAME):
-        if candidate.is_file():
-            return candidate
-    raise AndreaError(f"the packaged kernel file {KERNEL_FILE_NAME} is missing: reinstall andrea (pip install .)")
+    return packaged_cuda_file(KERNEL_FILE_NAME)
 
 
 def resolve_kernel_path(user_path: Path | None) -> Path:
@@ -33,7 +58,7 @@ def resolve_kernel_path(user_path: Path | None) -> Path:
         text = user_path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise AndreaError(f"--kernel {user_path}: cannot read it as text ({exc.__class__.__name__})") from None
-    missing = [name for name in REQUIRED_KERNELS if name not in _KERNEL_RE.findall(text)]
+    missing = [name for name in REQUIRED_KERNELS if name not in _c_linkage(text)]
     if missing:
         raise AndreaError(f'--kernel {user_path}: no extern "C" __global__ {", ".join(missing)} in it; '
                           f"an edited copy of {KERNEL_FILE_NAME} must keep every kernel")
@@ -41,4 +66,4 @@ def resolve_kernel_path(user_path: Path | None) -> Path:
 
 
 def kernel_names(path: Path) -> list[str]:
-    return _KERNEL_RE.findall(path.read_text())
+    return list(kernel_parameters(path.read_text()))

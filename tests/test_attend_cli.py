@@ -182,3 +182,23 @@ def test_cpu_backend_attend_matches_numpy(cli):
         for key, value in ref["magnitude"][side].items():
             assert math.isclose(cpu["magnitude"][side][key], value, rel_tol=1e-5)
     assert math.isclose(cpu["softmax"]["mean_entropy"], ref["softmax"]["mean_entropy"], rel_tol=1e-5)
+
+
+def test_kernels_are_found_in_code_only():
+    from andrea_cli.kernel_file import kernel_parameters
+
+    source = '''// scores_kernel9(const float* q) is only named in a comment
+/* extern "C" __global__ void ghost(int n) {} */
+extern "C" __global__ void __launch_bounds__(256) scaled(const float* in, float* out, long n, float s) {}
+__global__ void mangled(void) {}
+'''
+    assert kernel_parameters(source) == {"scaled": ["const float* in", "float* out", "long n", "float s"], "mangled": []}
+
+
+def test_kernel_copy_without_c_linkage_is_refused(run_main, tmp_path):
+    from andrea_cli.kernel_file import packaged_kernel_path
+
+    copy = tmp_path / "mine.cu"
+    copy.write_text(packaged_kernel_path().read_text().replace('extern "C" __global__ void mask_kernel1', "__global__ void mask_kernel1"))
+    code, _, err = run_main("attend", "-T", 8, "--backend", "cpu", "--kernel", copy)
+    assert code == 2 and "mask_kernel1" in err

@@ -13,6 +13,7 @@ import numpy as np
 from andrea_cli.backends.base import Availability
 from andrea_cli.backends.kernel_backend import KernelFileBackend
 from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan
+from andrea_cli.errors import AndreaError
 
 
 class _WallClock:
@@ -67,7 +68,7 @@ class CpuBackend(KernelFileBackend):
     def available(self) -> Availability:
         try:
             from andrea_cli.backends import cpu_runtime  # noqa: F401
-        except ImportError as exc:
+        except (ImportError, AndreaError) as exc:  # the runtime, or its header, is missing
             return Availability(False, f"the CPU runtime is missing ({exc})", "reinstall andrea")
         if not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
             return Availability(False, "no C++ compiler found", "install g++ (e.g. apt-get install g++) or set CXX")

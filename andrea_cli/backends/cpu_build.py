@@ -13,10 +13,9 @@ import tempfile
 from dataclasses import dataclass
 
 from andrea_cli.errors import AndreaError
+from andrea_cli.kernel_file import kernel_parameters, packaged_cuda_file, strip_comments
 
-HEADER = pathlib.Path(__file__).resolve().parents[2] / "cuda" / "cuda_cpu_runtime.h"
-if not HEADER.exists():  # installed wheel: the cuda/ folder travels inside the package
-    HEADER = pathlib.Path(__file__).resolve().parents[1] / "cuda" / "cuda_cpu_runtime.h"
+HEADER = packaged_cuda_file("cuda_cpu_runtime.h")
 
 MAX_DYNAMIC_SHARED = 228 * 1024  # bytes; the largest opt-in shared memory per block (H100)
 BASE_FLAGS = ["-x", "c++", "-std=c++20", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing",
@@ -51,9 +50,6 @@ class KernelSource:
     dynamic_shared: dict[str, str]  # `extern __shared__` array name -> element type
 
 
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
-                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)")
 _DYN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*|alignas\s*\(\s*\d+\s*\)\s*)*"
                          r"([\w:\s]+?)\s+(\w+)\s*\[\s*\]\s*;")
 
@@ -61,13 +57,9 @@ _DYN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*
 def scan(path: pathlib.Path) -> KernelSource:
     """Find every `__global__` kernel (not templates) and every `extern __shared__` array."""
     text = path.read_text()
-    code = _COMMENTS.sub(" ", text)  # the opening comment block names kernels too
-    kernels: dict[str, list[str]] = {}
-    for m in _KERNEL.finditer(code):
-        params = [p.strip() for p in m.group(2).split(",") if p.strip() and p.strip() != "void"]
-        kernels[m.group(1)] = params
+    code = strip_comments(text)
     dynamic = {m.group(2): " ".join(m.group(1).split()) for m in _DYN_SHARED.finditer(code)}
-    return KernelSource(path, text, kernels, dynamic)
+    return KernelSource(path, text, kernel_parameters(text), dynamic)
 
 
 def wrapper_source(src: KernelSource) -> str:
