@@ -10,6 +10,7 @@ import numpy as np
 
 from andrea_cli import __version__
 from andrea_cli.backends import make_backend
+from andrea_cli.errors import first_line
 from andrea_cli.backends.cpu_build import cache_dir
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
 
@@ -25,7 +26,7 @@ def _cupy_versions() -> dict:
     try:
         import cupy
     except Exception as exc:
-        return {"cupy": None, "cupy_error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+        return {"cupy": None, "cupy_error": first_line(exc)}
     found: dict = {"cupy": cupy.__version__}
     probes = {
         "cuda_runtime": lambda: _cuda_version(cupy.cuda.runtime.runtimeGetVersion()),
@@ -37,7 +38,7 @@ def _cupy_versions() -> dict:
             found[key] = probe()
         except Exception as exc:  # no driver, no NVRTC library: say so, do not fail
             found[key] = None
-            found[f"{key}_error"] = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            found[f"{key}_error"] = first_line(exc)
     return found
 
 

@@ -6,3 +6,11 @@ class AndreaError(Exception):
 
     The message names the problem and the fix, e.g. "--T must be >= 1 (got 0): pass a positive length".
     """
+
+
+def first_line(exc: BaseException, limit: int = 120) -> str:
+    """An exception as one short line: its message's first line, or its type when it has none.
+    Driver and compiler messages run long; one line is what an error or a table cell can hold."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."

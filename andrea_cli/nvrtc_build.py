@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, first_line
 
 TARGET_ARCHS = ("sm_80", "sm_90")  # A100 and H100/H200
 
@@ -59,7 +59,7 @@ def compile_kernel_file(path: Path, arch: str) -> list[KernelResources]:
     try:
         program = nvrtc.createProgram(source, Path(path).name, [], [])
     except Exception as exc:  # libnvrtc itself missing
-        raise AndreaError(f"NVRTC could not start ({str(exc).splitlines()[0]}); pip install \"nvidia-cuda-nvrtc==13.*\"") from None
+        raise AndreaError(f"NVRTC could not start ({first_line(exc)}); pip install \"nvidia-cuda-nvrtc==13.*\"") from None
     try:
         nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "--std=c++17", "--ptxas-options=-v"])
     except nvrtc.NVRTCError:

@@ -6,26 +6,21 @@ import contextlib
 
 from andrea_cli.backends.base import Availability, DeviceFault, DeviceOutOfMemory
 from andrea_cli.backends.kernel_backend import KernelFileBackend
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, first_line
 from andrea_cli.kernel_file import kernel_names
 
 INSTALL_HINT = 'pip install "andrea[cuda]" (cupy-cuda13x and NVRTC) on a machine with an NVIDIA GPU and driver'
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def cuda_availability() -> Availability:
     try:
         import cupy  # noqa: F401
     except Exception as exc:  # ImportError, or a broken CUDA install raising at import
-        return Availability(False, f"cupy is not importable ({_short(exc)})", INSTALL_HINT)
+        return Availability(False, f"cupy is not importable ({first_line(exc)})", INSTALL_HINT)
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # cupy imports fine without a GPU; the driver call is what fails
-        return Availability(False, f"no CUDA device answers ({_short(exc)})", INSTALL_HINT)
+        return Availability(False, f"no CUDA device answers ({first_line(exc)})", INSTALL_HINT)
     if count < 1:
         return Availability(False, "no CUDA device found", INSTALL_HINT)
     return Availability(True)
@@ -47,7 +42,7 @@ def gpu_errors(what: str):
     except AndreaError:
         raise
     except Exception as exc:  # CUDADriverError, CUDARuntimeError, OutOfMemoryError, CompileException
-        text = _short(exc)
+        text = first_line(exc)
         if "OutOfMemory" in type(exc).__name__ or "out of memory" in text.lower():
             raise DeviceOutOfMemory(f"{what}: the GPU ran out of memory ({text}); use a smaller --T") from None
         if any(code in str(exc) for code in _STICKY):
@@ -138,6 +133,6 @@ class CudaBackend(KernelFileBackend):
                 module.get_function(name)
         except Exception as exc:  # cupy's CompileException carries NVRTC's log
             log = str(exc)
-            first = next((line for line in log.splitlines() if "error" in line), _short(exc))
+            first = next((line for line in log.splitlines() if "error" in line), first_line(exc))
             raise AndreaError(f"{self.kernel_path.name} does not compile with NVRTC: {first.strip()}") from None
         return _CupyDevice(module, cupy)
