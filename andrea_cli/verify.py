@@ -16,6 +16,7 @@ from andrea_cli.backends.fused import FUSED_MAX_D
 from andrea_cli.backends.staged import ALL_PLANS, DEFAULT_PLAN, LaunchPlan
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+from andrea_cli.verify_backward import check_backward
 
 
 H_VERIFY = 2  # every case runs two heads, so the head offset on gridDim.z is exercised everywhere
@@ -202,6 +203,12 @@ def check_case(backend, case: Case, schedule: str, seed: int) -> CaseResult:
         "unscaled_scores_unscaled": case.d_k == 1 or bool(
             np.abs(out.scores - s_exact).max() < np.abs(out.scores - s_exact / math.sqrt(case.d_k)).max()),
     }
+    if case.plan == DEFAULT_PLAN and hasattr(backend, "attention_backward"):
+        d_out = rng.standard_normal((H, case.T, case.d_v), dtype=np.float32)
+        variants = fused_variants(case.d_k, case.d_v) if max(case.d_k, case.d_v) <= FUSED_MAX_D else []
+        stages, invariants, result.error = check_backward(backend, case, q, k, v, d_out, compare, variants)
+        result.stages.update(stages)
+        result.invariants.update(invariants)
     return result
 
 

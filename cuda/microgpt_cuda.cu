@@ -35,6 +35,38 @@
 //   attention_fused_kernel2   the same, with float4 shared-memory loads (4 values per load
 //                    instruction instead of 1); needs d_k % 4 == 0 and d_v % 4 == 0.
 //                    shared_mem = 4 * (rows * d_k + 32 * (d_k + 4) + 32 * d_v) bytes
+//   attention_fused_lse_kernel1, attention_fused_lse_kernel2   kernel1 and kernel2, also writing
+//                    each row's logsumexp lse_i = m_i + log(l_i), (H, T), for the fused backward.
+//                    The same body (a __device__ function); the plain kernels pass nullptr.
+//
+// Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
+//
+//   dv_kernel1       dV = P^T · dO                              (H,T,T),(H,T,d_v) -> (H,T,d_v)
+//                    16x16 output tile per block; causal: skips the query tiles above key row j.
+//                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16)
+//   dp_kernel1       dP = dO · V^T (scores_kernel1's product)  (H,T,d_v),(H,T,d_v) -> (H,T,T)
+//                    grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//   ds_kernel1       dS = P ∘ (dP − rowsum(dP ∘ P)): the gradient through the softmax, exactly 0
+//                    where the mask hid a key (P = 0 there)   (H,T,T),(H,T,T) -> (H,T,T)
+//                    one warp per row; grid (ceil(T/rows), 1, H), block (32, rows)
+//   dq_kernel1       dQ = scale · dS · K (av_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
+//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16)
+//   dk_kernel1       dK = scale · dS^T · Q (dv_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
+//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16)
+//
+// Fused backward, FlashAttention-2 style: P recomputed from Q, K and the saved lse, no T×T matrix
+// (so training memory grows with T, not T^2); d_k, d_v <= 128:
+//
+//   attention_backward_delta_kernel1   delta_i = dO[i] · O[i] = rowsum(dP ∘ P)[i]
+//                    (H,T,d_v),(H,T,d_v) -> (H,T); one warp per row, grid (ceil(T/rows), 1, H),
+//                    block (32, rows)
+//   attention_backward_dkdv_kernel1    dK, dV for a tile of 32 keys per block, walking the query
+//                    rows that see them; dK, dV accumulate in registers. -> (H,T,d_k),(H,T,d_v)
+//                    grid (ceil(T/32), 1, H), block (32, 8) (8 rows exactly: the register budget),
+//                    shared_mem = 4 * (32 * ((d_k | 1) + (d_v | 1)) + 8 * (d_k + d_v) + 2 * 8 * 32)
+//   attention_backward_dq_kernel1      dQ, one warp per query row, walking its key tiles like the
+//                    forward. -> (H,T,d_k); grid (ceil(T/rows), 1, H), block (32, rows),
+//                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1)))
 //
 // Every kernel is correct for any T >= 1 and d >= 1: partial tiles are padded with zeros on load
 // and threads outside the matrix skip the store but still reach every __syncthreads().
@@ -246,12 +278,20 @@ extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H,
 #define FUSED_KEYS 32   // keys per tile: one per lane of a warp
 #define FUSED_MAX_D 128 // d_k and d_v limit: each lane owns d_v / 32 <= 4 output columns in registers
 
-extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q,  // (H, T, d_k)
-                                                   const float* __restrict__ k,  // (H, T, d_k)
-                                                   const float* __restrict__ v,  // (H, T, d_v)
-                                                   float* __restrict__ out,      // (H, T, d_v)
-                                                   int T, int d_k, int d_v, float scale,
-                                                   int causal, int window) {
+// The row's logsumexp, log(sum_j exp(s_j)) = m + log(l), saved by the _lse kernels for the fused
+// backward, which recomputes P[i][j] = exp(s_ij - lse_i) from it. A row that saw no key (l = 0)
+// gets +inf, so the recomputed P is exp(s - inf) = 0 there, as in the forward.
+__device__ __forceinline__ float row_logsumexp(float m, float l) { return l > 0.0f ? m + logf(l) : INFINITY; }
+
+// The body of attention_fused_kernel1 and attention_fused_lse_kernel1: lse is nullptr for the
+// first (a constant after inlining, so the plain kernel carries no trace of it).
+__device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  // (H, T, d_k)
+                                                 const float* __restrict__ k,  // (H, T, d_k)
+                                                 const float* __restrict__ v,  // (H, T, d_v)
+                                                 float* __restrict__ out,      // (H, T, d_v)
+                                                 float* __restrict__ lse,      // (H, T) or nullptr
+                                                 int T, int d_k, int d_v, float scale,
+                                                 int causal, int window) {
     // One warp per query row, blockDim.y rows per block, all of them sharing each K/V tile.
     // grid (ceil(T / blockDim.y), 1, H), block (32, rows). Dynamic shared memory, in floats:
     //   q_s  (rows, d_k)            this block's query rows
@@ -345,6 +385,7 @@ extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q, 
     }
 
     if (i >= T) return;
+    if (lse != nullptr && lane == 0) lse[head * T + i] = row_logsumexp(m, l);
     // l = 0 only if the row saw no key at all: it attends to nothing and gets zeros, like the
     // staged softmax, rather than 0/0 = NaN.
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
@@ -353,6 +394,25 @@ extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q, 
         const int c = lane + 32 * t;
         if (c < d_v) out[(long)i * d_v + c] = acc[t] * inv_l;
     }
+}
+
+extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q,  // (H, T, d_k)
+                                                   const float* __restrict__ k,  // (H, T, d_k)
+                                                   const float* __restrict__ v,  // (H, T, d_v)
+                                                   float* __restrict__ out,      // (H, T, d_v)
+                                                   int T, int d_k, int d_v, float scale,
+                                                   int causal, int window) {
+    attention_fused1(q, k, v, out, nullptr, T, d_k, d_v, scale, causal, window);
+}
+
+extern "C" __global__ void attention_fused_lse_kernel1(const float* __restrict__ q,  // (H, T, d_k)
+                                                       const float* __restrict__ k,  // (H, T, d_k)
+                                                       const float* __restrict__ v,  // (H, T, d_v)
+                                                       float* __restrict__ out,      // (H, T, d_v)
+                                                       float* __restrict__ lse,      // (H, T)
+                                                       int T, int d_k, int d_v, float scale,
+                                                       int causal, int window) {
+    attention_fused1(q, k, v, out, lse, T, d_k, d_v, scale, causal, window);
 }
 
 // attention_fused_kernel2: kernel1 with 16-byte shared-memory accesses, for d_k and d_v that are
@@ -364,12 +424,13 @@ extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q, 
 //   each lane owns 4 adjacent output columns 4·lane .. 4·lane+3 (so d_v <= 128), read from v_s
 //                           as one float4; a warp reads one 512-byte V row without conflicts
 // shared_mem = 4 * (rows * d_k + 32 * (d_k + 4) + 32 * d_v) bytes
-extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q,  // (H, T, d_k)
-                                                   const float* __restrict__ k,  // (H, T, d_k)
-                                                   const float* __restrict__ v,  // (H, T, d_v)
-                                                   float* __restrict__ out,      // (H, T, d_v)
-                                                   int T, int d_k, int d_v, float scale,
-                                                   int causal, int window) {
+__device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  // (H, T, d_k)
+                                                 const float* __restrict__ k,  // (H, T, d_k)
+                                                 const float* __restrict__ v,  // (H, T, d_v)
+                                                 float* __restrict__ out,      // (H, T, d_v)
+                                                 float* __restrict__ lse,      // (H, T) or nullptr
+                                                 int T, int d_k, int d_v, float scale,
+                                                 int causal, int window) {
     extern __shared__ float4 fused_smem4[];  // float4: the array is 16-byte aligned
     const int rows = blockDim.y, lane = threadIdx.x, r = threadIdx.y;
     const int tid = r * 32 + lane, n_threads = rows * 32;
@@ -446,7 +507,418 @@ extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q, 
         }
     }
 
+    if (lse != nullptr && i < T && lane == 0) lse[head * T + i] = row_logsumexp(m, l);
     if (i >= T || !owns_columns) return;
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
     ((float4*)(out + (long)i * d_v))[lane] = make_float4(acc.x * inv_l, acc.y * inv_l, acc.z * inv_l, acc.w * inv_l);
+}
+
+extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q,  // (H, T, d_k)
+                                                   const float* __restrict__ k,  // (H, T, d_k)
+                                                   const float* __restrict__ v,  // (H, T, d_v)
+                                                   float* __restrict__ out,      // (H, T, d_v)
+                                                   int T, int d_k, int d_v, float scale,
+                                                   int causal, int window) {
+    attention_fused2(q, k, v, out, nullptr, T, d_k, d_v, scale, causal, window);
+}
+
+extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__ q,  // (H, T, d_k)
+                                                       const float* __restrict__ k,  // (H, T, d_k)
+                                                       const float* __restrict__ v,  // (H, T, d_v)
+                                                       float* __restrict__ out,      // (H, T, d_v)
+                                                       float* __restrict__ lse,      // (H, T)
+                                                       int T, int d_k, int d_v, float scale,
+                                                       int causal, int window) {
+    attention_fused2(q, k, v, out, lse, T, d_k, d_v, scale, causal, window);
+}
+
+// ================================================================================================
+// BACKWARD
+//
+// Given dO = dL/dO, the gradient of a loss L with respect to the output, the chain rule through
+// O = P·V, P = softmax(S'), S' = mask(S · scale), S = Q·K^T gives, per head:
+//
+//     dV = P^T · dO                         how much each value row moved the loss
+//     dP = dO · V^T                         the gradient reaching the weights
+//     dS = P ∘ (dP − rowsum(dP ∘ P))        through the softmax: its Jacobian diag(p) − p·p^T,
+//                                           applied row by row without ever being built
+//     dQ = scale · dS · K,   dK = scale · dS^T · Q
+//
+// dS is the gradient with respect to the masked, scaled scores S'; the scale enters once, in dQ
+// and dK, since S' = scale · Q·K^T. A masked position has P = 0 exactly, so its dS is exactly 0
+// and it passes nothing on to Q or K, as a -inf score should. Where the softmax is peaky (a row
+// with one weight near 1) dS is near 0 for every entry: the gradient vanishes there, which is the
+// course's argument for the division by sqrt(d_k).
+// ------------------------------------------------------------------------------------------------
+
+// scale · A^T · B for A (T, T) and B (T, d): out[j][c] = scale · sum_i A[i][j] · B[i][c], one 16x16
+// output tile per block. The body of dv_kernel1 (A = P, B = dO) and dk_kernel1 (A = dS, B = Q).
+__device__ __forceinline__ void transposed_product(const float* __restrict__ a,  // (T, T)
+                                                   const float* __restrict__ b,  // (T, d)
+                                                   float* __restrict__ out,      // (T, d)
+                                                   int T, int d, float scale, int causal) {
+    __shared__ float a_tile[TILE][TILE + 1];  // a_tile[r][c] = A[i0 + r][row0 + c]
+    __shared__ float b_tile[TILE][TILE + 1];  // b_tile[r][c] = B[i0 + r][col0 + c]
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    const int j = row0 + ty, c = col0 + tx;  // this thread's output: key row j, column c
+
+    // Under a causal mask A[i][j] = 0 for j > i (P and dS vanish above the diagonal): output row
+    // j gathers only from query rows i >= j, so the row tiles before this block's are skipped.
+    const int i_begin = causal ? row0 : 0;
+    float acc = 0.0f;
+    for (int i0 = i_begin; i0 < T; i0 += TILE) {
+        const int ai = i0 + ty, aj = row0 + tx, bc = col0 + tx;
+        a_tile[ty][tx] = (ai < T && aj < T) ? a[(long)ai * T + aj] : 0.0f;  // coalesced along j
+        b_tile[ty][tx] = (ai < T && bc < d) ? b[(long)ai * d + bc] : 0.0f;
+        __syncthreads();
+        for (int ii = 0; ii < TILE; ++ii) acc += a_tile[ii][ty] * b_tile[ii][tx];
+        __syncthreads();
+    }
+    if (j < T && c < d) out[(long)j * d + c] = acc * scale;
+}
+
+extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, T, T)
+                                      const float* __restrict__ d_out,    // (H, T, d_v)
+                                      float* __restrict__ dv,             // (H, T, d_v)
+                                      int T, int d_v, int causal) {
+    const long head = blockIdx.z;
+    transposed_product(weights + head * T * T, d_out + head * T * d_v, dv + head * T * d_v, T, d_v, 1.0f, causal);
+}
+
+extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, T, d_v)
+                                      const float* __restrict__ v,      // (H, T, d_v)
+                                      float* __restrict__ dp,           // (H, T, T)
+                                      int T, int d_v) {
+    // dP[i][j] = dO[i] · V[j]: scores_kernel1's product A·B^T, with dO and V for Q and K.
+    __shared__ float o_tile[TILE][TILE + 1];  // o_tile[r][c] = dO[row0 + r][c0 + c]
+    __shared__ float v_tile[TILE][TILE + 1];  // v_tile[r][c] = V[col0 + r][c0 + c]
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    const long head = blockIdx.z;
+    d_out += head * T * d_v;
+    v += head * T * d_v;
+    dp += head * T * T;
+
+    const int i = row0 + ty, j = col0 + tx;
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < d_v; c0 += TILE) {
+        const int orow = row0 + ty, vrow = col0 + ty, c = c0 + tx;
+        o_tile[ty][tx] = (orow < T && c < d_v) ? d_out[(long)orow * d_v + c] : 0.0f;
+        v_tile[ty][tx] = (vrow < T && c < d_v) ? v[(long)vrow * d_v + c] : 0.0f;
+        __syncthreads();
+        for (int cc = 0; cc < TILE; ++cc) acc += o_tile[ty][cc] * v_tile[tx][cc];
+        __syncthreads();
+    }
+    if (i < T && j < T) dp[(long)i * T + j] = acc;
+}
+
+extern "C" __global__ void ds_kernel1(const float* __restrict__ weights,  // (H, T, T)
+                                      const float* __restrict__ dp,       // (H, T, T)
+                                      float* __restrict__ ds,             // (H, T, T)
+                                      int T) {
+    // One warp per row, as softmax_kernel2: the row's sum_j dP[i][j]·P[i][j] is one warp sum,
+    // then every entry is P[i][j]·(dP[i][j] − that sum). This is the softmax Jacobian
+    // diag(p) − p·p^T times the row dP, in O(T) instead of the O(T^2) the matrix would cost.
+    const int i = blockIdx.x * blockDim.y + threadIdx.y;
+    const int lane = threadIdx.x;
+    if (i >= T) return;  // the whole warp leaves together
+    const long row = (long)blockIdx.z * T * T + (long)i * T;
+    const float* p = weights + row;
+    const float* g = dp + row;
+
+    float dot = 0.0f;
+    for (int j = lane; j < T; j += 32) dot += p[j] * g[j];
+    const float row_dot = warp_sum(dot);
+    // p[j] = 0 exactly where the mask hid key j, so ds there is exactly 0 (0 · finite)
+    for (int j = lane; j < T; j += 32) ds[row + j] = p[j] * (g[j] - row_dot);
+}
+
+extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, T, T)
+                                      const float* __restrict__ k,   // (H, T, d_k)
+                                      float* __restrict__ dq,        // (H, T, d_k)
+                                      int T, int d_k, float scale, int causal) {
+    // dQ = scale · dS · K: av_kernel1's product P·V with dS and K, and the scale on the store.
+    __shared__ float s_tile[TILE][TILE + 1];  // s_tile[r][c] = dS[row0 + r][j0 + c]
+    __shared__ float k_tile[TILE][TILE + 1];  // k_tile[r][c] = K[j0 + r][col0 + c]
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    const long head = blockIdx.z;
+    ds += head * T * T;
+    k += head * T * d_k;
+    dq += head * T * d_k;
+
+    const int last_row = min(row0 + TILE, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;  // dS[i][j] = 0 for j > i under a causal mask
+    const int i = row0 + ty, c = col0 + tx;
+    float acc = 0.0f;
+    for (int j0 = 0; j0 < j_end; j0 += TILE) {
+        const int sj = j0 + tx, kj = j0 + ty;
+        s_tile[ty][tx] = (i < T && sj < T) ? ds[(long)i * T + sj] : 0.0f;
+        k_tile[ty][tx] = (kj < T && c < d_k) ? k[(long)kj * d_k + c] : 0.0f;
+        __syncthreads();
+        for (int jj = 0; jj < TILE; ++jj) acc += s_tile[ty][jj] * k_tile[jj][tx];
+        __syncthreads();
+    }
+    if (i < T && c < d_k) dq[(long)i * d_k + c] = acc * scale;
+}
+
+extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, T, T)
+                                      const float* __restrict__ q,   // (H, T, d_k)
+                                      float* __restrict__ dk,        // (H, T, d_k)
+                                      int T, int d_k, float scale, int causal) {
+    const long head = blockIdx.z;
+    transposed_product(ds + head * T * T, q + head * T * d_k, dk + head * T * d_k, T, d_k, scale, causal);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Fused backward, in the manner of FlashAttention-2: no T×T matrix. P is recomputed tile by tile
+// from Q, K and the forward's row logsumexp (P[i][j] = exp(s_ij − lse_i), exact softmax weights
+// in one exp, no running max needed), and the rowsum term comes from the outputs:
+//     rowsum_j(dP[i][j] · P[i][j]) = sum_j P[i][j] · (dO[i] · V[j]) = dO[i] · O[i] =: delta_i
+// so it costs one dot product per row instead of a pass over the row. Three launches:
+//   delta: delta_i = dO[i] · O[i]
+//   dkdv:  a block owns 32 keys and walks the query rows that see them, accumulating dK and dV
+//          (the keys' gradients never leave the block until the end: no atomics)
+//   dq:    a block owns `rows` queries and walks their key tiles, like the forward
+// Splitting dK/dV from dQ recomputes P twice but needs no atomicAdd into dQ, so the result is
+// the same on every run (FlashAttention-2 adds dQ atomically instead).
+// ------------------------------------------------------------------------------------------------
+
+#define FUSED_BWD_ROWS 8  // query rows (warps) per block of the dkdv kernel: its register budget
+
+extern "C" __global__ void attention_backward_delta_kernel1(const float* __restrict__ d_out,  // (H, T, d_v)
+                                                            const float* __restrict__ out,    // (H, T, d_v)
+                                                            float* __restrict__ delta,        // (H, T)
+                                                            int T, int d_v) {
+    const int i = blockIdx.x * blockDim.y + threadIdx.y;
+    const int lane = threadIdx.x;
+    if (i >= T) return;  // the whole warp leaves together
+    const long row = (long)blockIdx.z * T * d_v + (long)i * d_v;
+    float dot = 0.0f;
+    for (int c = lane; c < d_v; c += 32) dot += d_out[row + c] * out[row + c];
+    dot = warp_sum(dot);
+    if (lane == 0) delta[(long)blockIdx.z * T + i] = dot;
+}
+
+// Is key j visible from query i? The forward's rule, in one place for both backward kernels.
+__device__ __forceinline__ bool key_visible(int i, int j, int T, int causal, int window) {
+    return i < T && j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+}
+
+extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restrict__ q,      // (H, T, d_k)
+                                                           const float* __restrict__ k,      // (H, T, d_k)
+                                                           const float* __restrict__ v,      // (H, T, d_v)
+                                                           const float* __restrict__ d_out,  // (H, T, d_v)
+                                                           const float* __restrict__ lse,    // (H, T)
+                                                           const float* __restrict__ delta,  // (H, T)
+                                                           float* __restrict__ dk,           // (H, T, d_k)
+                                                           float* __restrict__ dv,           // (H, T, d_v)
+                                                           int T, int d_k, int d_v, float scale,
+                                                           int causal, int window) {
+    // grid (ceil(T / 32), 1, H), block (32, FUSED_BWD_ROWS). Dynamic shared memory, in floats:
+    //   k_s  (32, d_k | 1), v_s (32, d_v | 1)   this block's keys; odd strides: lane j reads row j
+    //   q_s  (rows, d_k), o_s (rows, d_v)       the current query rows and their dO
+    //   p_s  (rows, 32), g_s (rows, 32)         their P and dS against this block's keys
+    // Thread tid owns elements tid, tid + 256, ... of the (32, d_k) dK tile and the (32, d_v) dV
+    // tile, in registers: 32 · 128 / 256 = 16 of each at most.
+    extern __shared__ float bwd_smem[];
+    const int rows = FUSED_BWD_ROWS, lane = threadIdx.x, r = threadIdx.y;
+    const int tid = r * 32 + lane, n_threads = rows * 32;
+    const int ks = d_k | 1, vs = d_v | 1;
+    float* k_s = bwd_smem;
+    float* v_s = k_s + FUSED_KEYS * ks;
+    float* q_s = v_s + FUSED_KEYS * vs;
+    float* o_s = q_s + rows * d_k;
+    float* p_s = o_s + rows * d_v;
+    float* g_s = p_s + rows * FUSED_KEYS;
+
+    const int j0 = blockIdx.x * FUSED_KEYS;
+    const long head = blockIdx.z;
+    q += head * T * d_k;
+    k += head * T * d_k;
+    v += head * T * d_v;
+    d_out += head * T * d_v;
+    lse += head * T;
+    delta += head * T;
+    dk += head * T * d_k;
+    dv += head * T * d_v;
+
+    for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
+        const int jj = idx / d_k, c = idx % d_k;
+        k_s[jj * ks + c] = (j0 + jj < T) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
+    }
+    for (int idx = tid; idx < FUSED_KEYS * d_v; idx += n_threads) {
+        const int jj = idx / d_v, c = idx % d_v;
+        v_s[jj * vs + c] = (j0 + jj < T) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
+    }
+
+    // The query rows that see any of keys j0 .. j0+31: causal, none before j0; a window of W,
+    // none from j0 + 31 + W on.
+    const int i_begin = causal ? j0 : 0;
+    const int i_end = window > 0 ? min(T, j0 + FUSED_KEYS - 1 + window) : T;
+
+    const int per_thread = FUSED_KEYS * FUSED_MAX_D / (32 * FUSED_BWD_ROWS);  // 16
+    float dk_acc[per_thread], dv_acc[per_thread];
+#pragma unroll
+    for (int n = 0; n < per_thread; ++n) dk_acc[n] = dv_acc[n] = 0.0f;
+
+    for (int i0 = i_begin; i0 < i_end; i0 += rows) {
+        __syncthreads();  // the previous rows are fully read (and, first time, k_s, v_s written)
+        for (int idx = tid; idx < rows * d_k; idx += n_threads) {
+            const int rr = idx / d_k, c = idx % d_k;
+            q_s[idx] = (i0 + rr < T) ? q[(long)(i0 + rr) * d_k + c] : 0.0f;
+        }
+        for (int idx = tid; idx < rows * d_v; idx += n_threads) {
+            const int rr = idx / d_v, c = idx % d_v;
+            o_s[idx] = (i0 + rr < T) ? d_out[(long)(i0 + rr) * d_v + c] : 0.0f;
+        }
+        __syncthreads();
+
+        // Warp r takes query row i, lane takes key j: one entry of P and dS each.
+        const int i = i0 + r, j = j0 + lane;
+        float p = 0.0f, g = 0.0f;  // hidden keys keep exactly 0: no gradient through a -inf
+        if (key_visible(i, j, T, causal, window)) {
+            const float* qi = q_s + r * d_k;
+            const float* kj = k_s + lane * ks;
+            float s = 0.0f;
+            for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
+            p = expf(s * scale - lse[i]);
+            const float* oi = o_s + r * d_v;
+            const float* vj = v_s + lane * vs;
+            float dp = 0.0f;
+            for (int c = 0; c < d_v; ++c) dp += oi[c] * vj[c];
+            g = p * (dp - delta[i]);
+        }
+        p_s[r * FUSED_KEYS + lane] = p;
+        g_s[r * FUSED_KEYS + lane] = g;
+        __syncthreads();
+
+        // dV[j] += sum_r P[r][j] · dO[r];  dK[j] += sum_r dS[r][j] · Q[r]  (scale applied at the end)
+#pragma unroll
+        for (int n = 0; n < per_thread; ++n) {
+            const int e = tid + n * n_threads;
+            if (e < FUSED_KEYS * d_v) {
+                const int jj = e / d_v, c = e % d_v;
+                float sum = 0.0f;
+                for (int rr = 0; rr < rows; ++rr) sum += p_s[rr * FUSED_KEYS + jj] * o_s[rr * d_v + c];
+                dv_acc[n] += sum;
+            }
+            if (e < FUSED_KEYS * d_k) {
+                const int jj = e / d_k, c = e % d_k;
+                float sum = 0.0f;
+                for (int rr = 0; rr < rows; ++rr) sum += g_s[rr * FUSED_KEYS + jj] * q_s[rr * d_k + c];
+                dk_acc[n] += sum;
+            }
+        }
+    }
+
+#pragma unroll
+    for (int n = 0; n < per_thread; ++n) {
+        const int e = tid + n * n_threads;
+        if (e < FUSED_KEYS * d_v && j0 + e / d_v < T) dv[(long)j0 * d_v + e] = dv_acc[n];
+        if (e < FUSED_KEYS * d_k && j0 + e / d_k < T) dk[(long)j0 * d_k + e] = dk_acc[n] * scale;
+    }
+}
+
+extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict__ q,      // (H, T, d_k)
+                                                         const float* __restrict__ k,      // (H, T, d_k)
+                                                         const float* __restrict__ v,      // (H, T, d_v)
+                                                         const float* __restrict__ d_out,  // (H, T, d_v)
+                                                         const float* __restrict__ lse,    // (H, T)
+                                                         const float* __restrict__ delta,  // (H, T)
+                                                         float* __restrict__ dq,           // (H, T, d_k)
+                                                         int T, int d_k, int d_v, float scale,
+                                                         int causal, int window) {
+    // The forward's layout: one warp per query row, `rows` rows per block sharing each tile of
+    // 32 keys. grid (ceil(T / rows), 1, H), block (32, rows). Dynamic shared memory, in floats:
+    //   q_s (rows, d_k), o_s (rows, d_v), k_s (32, d_k | 1), v_s (32, d_v | 1)
+    // Lane c + 32 t accumulates column c + 32 t of dQ[i] in registers (d_k <= 128).
+    extern __shared__ float bwd_smem[];
+    const int rows = blockDim.y, lane = threadIdx.x, r = threadIdx.y;
+    const int tid = r * 32 + lane, n_threads = rows * 32;
+    const int ks = d_k | 1, vs = d_v | 1;
+    float* q_s = bwd_smem;
+    float* o_s = q_s + rows * d_k;
+    float* k_s = o_s + rows * d_v;
+    float* v_s = k_s + FUSED_KEYS * ks;
+
+    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
+    const int row0 = tile * rows;
+    const int i = row0 + r;
+    const long head = blockIdx.z;
+    q += head * T * d_k;
+    k += head * T * d_k;
+    v += head * T * d_v;
+    d_out += head * T * d_v;
+    dq += head * T * d_k;
+
+    for (int idx = tid; idx < rows * d_k; idx += n_threads) {
+        const int rr = idx / d_k;
+        q_s[idx] = (row0 + rr < T) ? q[(long)row0 * d_k + idx] : 0.0f;
+    }
+    for (int idx = tid; idx < rows * d_v; idx += n_threads) {
+        const int rr = idx / d_v;
+        o_s[idx] = (row0 + rr < T) ? d_out[(long)row0 * d_v + idx] : 0.0f;
+    }
+    const float lse_i = i < T ? lse[head * T + i] : 0.0f;
+    const float delta_i = i < T ? delta[head * T + i] : 0.0f;
+
+    const int last_row = min(row0 + rows, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;
+    int j_begin = 0;
+    if (window > 0) j_begin = max(0, row0 - window + 1) / FUSED_KEYS * FUSED_KEYS;
+
+    float acc[FUSED_MAX_D / 32];
+#pragma unroll
+    for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] = 0.0f;
+
+    for (int j0 = j_begin; j0 < j_end; j0 += FUSED_KEYS) {
+        __syncthreads();
+        for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
+            const int jj = idx / d_k, c = idx % d_k;
+            k_s[jj * ks + c] = (j0 + jj < T) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
+        }
+        for (int idx = tid; idx < FUSED_KEYS * d_v; idx += n_threads) {
+            const int jj = idx / d_v, c = idx % d_v;
+            v_s[jj * vs + c] = (j0 + jj < T) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
+        }
+        __syncthreads();
+
+        const bool any = i < T && (!causal || j0 <= i) && (window <= 0 || j0 + FUSED_KEYS - 1 > i - window);
+        if (!any) continue;  // the same for the whole warp: the shuffles below stay converged
+
+        const int j = j0 + lane;
+        float g = 0.0f;
+        if (key_visible(i, j, T, causal, window)) {
+            const float* qi = q_s + r * d_k;
+            const float* kj = k_s + lane * ks;
+            float s = 0.0f;
+            for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
+            const float p = expf(s * scale - lse_i);
+            const float* oi = o_s + r * d_v;
+            const float* vj = v_s + lane * vs;
+            float dp = 0.0f;
+            for (int c = 0; c < d_v; ++c) dp += oi[c] * vj[c];
+            g = p * (dp - delta_i);
+        }
+        // dQ[i] += sum_j dS[i][j] · K[j]; dS of key jj is broadcast from lane jj
+        const int n_keys = min(FUSED_KEYS, T - j0);
+        for (int jj = 0; jj < n_keys; ++jj) {
+            const float gj = __shfl_sync(0xffffffff, g, jj);
+            const float* kj = k_s + jj * ks;
+#pragma unroll
+            for (int t = 0; t < FUSED_MAX_D / 32; ++t) {
+                const int c = lane + 32 * t;
+                if (c < d_k) acc[t] += gj * kj[c];
+            }
+        }
+    }
+
+    if (i >= T) return;
+#pragma unroll
+    for (int t = 0; t < FUSED_MAX_D / 32; ++t) {
+        const int c = lane + 32 * t;
+        if (c < d_k) dq[(long)i * d_k + c] = acc[t] * scale;
+    }
 }

@@ -83,3 +83,43 @@ def test_a_kernel_that_does_not_compile_is_a_usage_error(run_main, tmp_path):
 def test_numpy_is_not_a_verify_backend(run_main):
     code, _, err = run_main("verify", "--backend", "numpy")
     assert code == 2 and "reference" in err
+
+
+# Broken backward kernels: (original, replacement, a stage that must fail). Compiling a copy for
+# the CPU dominates these tests, so the copies are built at once, two at a time, and each is
+# verified on one case (two heads, a partial 32-key tile, causal, both schedules).
+BROKEN_BACKWARD = {
+    "rowsum term dropped": ("ds[row + j] = p[j] * (g[j] - row_dot);", "ds[row + j] = p[j] * g[j];", "ds"),
+    "scale applied twice": ("dq[(long)i * d_k + c] = acc * scale;", "dq[(long)i * d_k + c] = acc * scale * scale;", "dq"),
+    "masked gradient not zero": ("return i < T && j < T && (!causal || j <= i) && (window <= 0 || i - j < window);",
+                                 "return i < T && j < T;", "fused1_dk"),
+    "dK transposed wrong": ("for (int ii = 0; ii < TILE; ++ii) acc += a_tile[ii][ty] * b_tile[ii][tx];",
+                            "for (int ii = 0; ii < TILE; ++ii) acc += a_tile[ty][ii] * b_tile[ii][tx];", "dk"),
+}
+
+
+@pytest.fixture(scope="module")
+def broken_backward(tmp_path_factory):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from andrea_cli.backends.cpu_build import build, scan
+
+    folder = tmp_path_factory.mktemp("broken_backward")
+    paths = {}
+    for bug, (old, new, _) in BROKEN_BACKWARD.items():
+        assert REAL.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
+        paths[bug] = folder / f"{bug.replace(' ', '_')}.cu"
+        paths[bug].write_text(REAL.replace(old, new))
+    with ThreadPoolExecutor(2) as pool:  # the compiler runs in subprocesses: two at once
+        list(pool.map(lambda p: build(scan(p), sanitize=False), paths.values()))
+    return paths
+
+
+@pytest.mark.parametrize("bug", BROKEN_BACKWARD)
+def test_verify_catches_a_broken_backward_kernel(cli, broken_backward, bug):
+    result = cli("verify", "--backend", "cpu", "--kernel", broken_backward[bug], "--T", 33, "--d-k", 16, "--d-v", 16,
+                 "--json")
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)
+    stage = BROKEN_BACKWARD[bug][2]
+    assert not doc["passed"] and all(not case["stages"][stage]["passed"] for case in doc["cases"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from andrea_cli.backends.backward import BackwardOutputs, run_fused_backward, run_staged_backward
 from andrea_cli.backends.base import StageOutputs
 from andrea_cli.backends.fused import FusedOutputs, run_fused
 from andrea_cli.backends.staged import DEFAULT_PLAN, KernelDevice, LaunchPlan, run_staged
@@ -39,5 +40,18 @@ class KernelFileBackend:
 
     def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None) -> FusedOutputs:
         result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
+        result.load_ms = self._load_ms
+        return result
+
+    def attention_backward(self, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
+        """The staged forward, then dv, dp, ds, dq, dk: every intermediate comes back."""
+        result = run_staged_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled)
+        result.load_ms = self._load_ms
+        return result
+
+    def attention_backward_fused(self, q, k, v, d_out, *, mask: MaskSpec, scaled: bool,
+                                 variant: int | None = None) -> BackwardOutputs:
+        """The fused forward with its logsumexp, then the fused backward (variant: the forward's)."""
+        result = run_fused_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, variant=variant)
         result.load_ms = self._load_ms
         return result
