@@ -1,4 +1,5 @@
-"""The `andrea` command line: each command parses, calls the core, renders, sets the exit code."""
+"""The `andrea` command line, Typer only: each command parses its options, calls commands/X.py,
+renders with render/X.py (or prints JSON) and sets the exit code."""
 
 from __future__ import annotations
 
@@ -90,10 +91,13 @@ def attend(
 
     With --d-model/--n-head/--preset (or --x/--weights): the whole multi-head layer, x to output.
     With --fused: one fused kernel that never builds the T×T matrices."""
-    given = dict(locals())  # every option above, by name: exactly AttendOptions' fields
-    from andrea_cli.attend_command import AttendOptions, run_attend
+    from andrea_cli.commands.attend import AttendOptions, run_attend
 
-    options = AttendOptions(**given)
+    options = AttendOptions(
+        T=T, d_k=d_k, d_v=d_v, seed=seed, q=q, k=k, v=v, qkv=qkv, mask=mask, no_scale=no_scale,
+        backend=backend, out=out, save_weights=save_weights, kernel=kernel, as_json=as_json,
+        d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
+        show_weights=show_weights, fused=fused, sample_rows=sample_rows)
     try:
         report = run_attend(options)
     except AndreaError as exc:
@@ -101,9 +105,9 @@ def attend(
     if as_json:
         print_json(report.to_json())
     else:
-        from andrea_cli.render_dispatch import render_attend_report
+        from andrea_cli.render.attend import render_attend
 
-        render_attend_report(console(), report, show_weights=show_weights)
+        render_attend(console(), report, show_weights=show_weights)
 
 
 @app.command()
@@ -121,7 +125,7 @@ def verify(
     """Check every stage of the kernel file against the float64 NumPy path over a sweep of shapes.
 
     Exit 0 when every case passes, 1 when any fails, 2 for bad usage."""
-    from andrea_cli.verify_command import run_verify_command
+    from andrea_cli.commands.verify import run_verify_command
 
     try:
         report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask,
@@ -131,7 +135,7 @@ def verify(
     if as_json:
         print_json(report.to_json())
     else:
-        from andrea_cli.render_verify import render_verify
+        from andrea_cli.render.verify import render_verify
 
         render_verify(console(), report)
     raise typer.Exit(0 if report.passed else 1)
@@ -151,36 +155,18 @@ def bench(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of a table."),
 ) -> None:
     """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline."""
-    from andrea_cli import bench as core
-    from andrea_cli import bench_cpu, bench_gpu
-    from andrea_cli.backends.cuda import cuda_availability
-    from andrea_cli.kernel_file import resolve_kernel_path
+    from andrea_cli.commands.bench import BenchOptions, run_bench
 
+    options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
+                           no_cpu_build=no_cpu_build, kernel=kernel)
     try:
-        if side not in ("auto", "gpu", "cpu") or mask not in ("causal", "none", "both"):
-            raise AndreaError("--side takes auto, gpu or cpu; --mask takes causal, none or both")
-        core.check_options(T, d_k, heads, repeats, warmup)
-        path = resolve_kernel_path(kernel)
-        gpu = cuda_availability()
-        if side == "gpu" and not gpu.ok:
-            raise AndreaError(f"--side gpu: {gpu.reason}; {gpu.fix}")
-        on_gpu = side == "gpu" or (side == "auto" and gpu.ok)
-        causals = {"both": (False, True), "causal": (True,), "none": (False,)}[mask]
-        common = dict(Ts=tuple(T or (core.GPU_T if on_gpu else core.CPU_T)), d_ks=tuple(d_k or core.D_KS),
-                      causals=causals, warmup=warmup, repeats=repeats,
-                      progress=lambda line: typer.echo(line, err=True))
-        if on_gpu:
-            result = bench_gpu.bench_gpu(path, H=heads or 12, **common)
-        else:
-            result = bench_cpu.bench_cpu(path, H=heads or 1, with_cpu_build=not no_cpu_build, **common)
-            if side == "auto":
-                result.notes.insert(0, f"CPU side only: {gpu.reason}; the GPU figures need a GPU run")
+        result = run_bench(options, progress=lambda line: typer.echo(line, err=True))
     except AndreaError as exc:
         raise fail(str(exc)) from None
     if as_json:
         print_json(result.to_json())
     else:
-        from andrea_cli.render_bench import render_bench
+        from andrea_cli.render.bench import render_bench
 
         render_bench(console(), result)
 
@@ -188,7 +174,7 @@ def bench(
 @app.command()
 def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
     """Versions, the kernel file in use, and which backends work here (and if not, why)."""
-    from andrea_cli.environment import describe_environment
+    from andrea_cli.commands.info import describe_environment
 
     try:
         document = describe_environment()
@@ -197,7 +183,7 @@ def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON docu
     if as_json:
         print_json(document)
     else:
-        from andrea_cli.render import render_info
+        from andrea_cli.render.info import render_info
 
         render_info(console(), document)
 
@@ -215,25 +201,18 @@ def compare_scaling(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save histograms and heatmaps to FILE.png."),
 ) -> None:
     """Why divide by sqrt(d_k): each d_k run unscaled and scaled, score sizes and softmax peakiness compared."""
-    from andrea_cli.backends import select_backend
-    from andrea_cli.inputs import check_sizes
-    from andrea_cli.kernel_file import resolve_kernel_path
-    from andrea_cli.masks import parse_mask
-    from andrea_cli.scaling import check_distribution, compare_scaling as run, parse_d_k_list
+    from andrea_cli.commands.compare_scaling import ScalingOptions, check_scaling_options, run_compare_scaling
 
+    options = ScalingOptions(d_k=d_k, T=T, seed=seed, backend=backend, mask=mask, dist=dist, kernel=kernel)
     try:
-        widths = parse_d_k_list(d_k)
-        check_sizes(T, 1, 1)
-        mask_spec = parse_mask(mask)
-        check_distribution(dist)
+        request = check_scaling_options(options)
         if plot is not None:
-            from andrea_cli.plot import check_plot_path
+            from andrea_cli.render.scaling_plot import check_plot_path
 
             check_plot_path(plot)
-        chosen, notice = select_backend(backend, resolve_kernel_path(kernel))
-        report = run(chosen, widths, T, mask_spec, dist, seed, notices=[notice] if notice else [])
+        report = run_compare_scaling(request)
         if plot is not None:
-            from andrea_cli.plot import save_scaling_plot
+            from andrea_cli.render.scaling_plot import save_scaling_plot
 
             save_scaling_plot(report, plot)
     except AndreaError as exc:
@@ -242,7 +221,7 @@ def compare_scaling(
     if as_json:
         print_json(report.to_json())
     else:
-        from andrea_cli.render_scaling import render_scaling
+        from andrea_cli.render.scaling import render_scaling
 
         render_scaling(console(), report)
         if plot is not None:

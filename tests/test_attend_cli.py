@@ -131,12 +131,12 @@ def test_usage_errors_are_one_line_too(run_main):
 
 
 def test_a_huge_T_is_refused_before_anything_is_drawn(run_main, monkeypatch):
-    import andrea_cli.attend_command
+    import andrea_cli.commands.attend
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("inputs were drawn before the size was checked")
 
-    monkeypatch.setattr(andrea_cli.attend_command, "random_qkv", must_not_run)
+    monkeypatch.setattr(andrea_cli.commands.attend, "random_qkv", must_not_run)
     for args in (["--T", 2_000_000], ["--T", 10**9, "--fused"], ["--d-k", 10**9, "--fused"]):
         code, _, err = run_main("attend", *args, "--backend", "cpu")
         assert code == 2 and err.startswith("error: "), (args, err)

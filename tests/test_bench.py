@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from andrea_cli.bench import Impl, Side, run_sweep
-from andrea_cli.bench_cpu import numpy_impl, perf_counter_timer
+from andrea_cli.bench.sweep import Impl, Side, run_sweep
+from andrea_cli.bench.cpu import numpy_impl, perf_counter_timer
 from andrea_cli.cli import app
-from andrea_cli.roofline import DevicePeak, attention_bytes, attention_flops, fp32_lanes_per_sm, peak_from_properties
+from andrea_cli.bench.roofline import DevicePeak, attention_bytes, attention_flops, fp32_lanes_per_sm, peak_from_properties
 
 os.environ.setdefault("COLUMNS", "120")
 
@@ -85,7 +85,7 @@ def test_gpu_side_implementations_run_through_the_cpu_build(causal):
     so their argument lists and buffer shapes are checked here, not first on a GPU."""
     from andrea_cli import reference
     from andrea_cli.backends.cpu import CpuBackend
-    from andrea_cli.bench_gpu import fused_gpu_impl, staged_gpu_impl
+    from andrea_cli.bench.gpu import fused_gpu_impl, staged_gpu_impl
     from andrea_cli.kernel_file import packaged_kernel_path
     from andrea_cli.masks import MaskSpec
 
@@ -175,7 +175,7 @@ def test_a_failing_implementation_costs_its_row_and_a_lost_device_stops_the_swee
 
 
 def test_torch_without_cuda_is_a_reason_not_a_crash():
-    from andrea_cli.bench_torch import torch_reason
+    from andrea_cli.bench.torch_sdpa import torch_reason
 
     torch = pytest.importorskip("torch", reason="torch is not installed: nothing to check")
     if torch.cuda.is_available():
@@ -214,7 +214,7 @@ def test_peak_estimates_cover_what_the_implementations_allocate(causal):
     import tracemalloc
 
     from andrea_cli.backends.cpu import CpuBackend
-    from andrea_cli.bench_gpu import staged_gpu_impl
+    from andrea_cli.bench.gpu import staged_gpu_impl
     from andrea_cli.kernel_file import packaged_kernel_path
 
     H, T, d_k = 2, 96, 8

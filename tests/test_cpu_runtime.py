@@ -7,10 +7,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from andrea_cli.backends import cpu_build
-from andrea_cli.backends.cpu_runtime import (
+from andrea_cli.backends.cpu_runtime import build as cpu_build
+from andrea_cli.backends.cpu_runtime.errors import (
     CompilerNotFoundError, CpuArgumentError, CpuCompileError, CpuDeadlockError, CpuFaultError, CpuLaunchError,
-    CpuModule, CpuRuntimeError, CpuSanitizerError, CpuWarpError)
+    CpuRuntimeError, CpuSanitizerError, CpuWarpError)
+from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.errors import AndreaError
 
 KERNELS = pathlib.Path(__file__).parent / "kernels"

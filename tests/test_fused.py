@@ -21,9 +21,9 @@ os.environ.setdefault("COLUMNS", "120")
 
 def _cpu_device(schedule: str):
     try:
-        from andrea_cli.backends.cpu_runtime import CpuModule  # noqa: F401
+        from andrea_cli.backends.cpu_runtime.module import CpuModule  # noqa: F401
     except ImportError as exc:
-        pytest.skip(f"the CPU runtime (andrea_cli/backends/cpu_runtime.py) is not importable here: {exc}")
+        pytest.skip(f"the CPU runtime (andrea_cli/backends/cpu_runtime/) is not importable here: {exc}")
     from andrea_cli.backends.cpu import CpuBackend
 
     backend = CpuBackend(packaged_kernel_path(), schedule=schedule)

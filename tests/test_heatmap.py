@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 import andrea_cli.cli
 from andrea_cli.backends.numpy_backend import NumpyBackend
-from andrea_cli.heatmap import course_rows, pool
+from andrea_cli.render.heatmap import course_rows, pool
 from andrea_cli.inputs import random_qkv
 from andrea_cli.masks import parse_mask
 

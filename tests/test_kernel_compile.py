@@ -4,7 +4,7 @@ Fails on a compile error or a register spill; reads the resource report of every
 import pytest
 
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
-from andrea_cli.nvrtc_build import TARGET_ARCHS, compile_kernel_file, parse_ptxas_log
+from andrea_cli.backends.nvrtc import TARGET_ARCHS, compile_kernel_file, parse_ptxas_log
 
 pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test]'")
 

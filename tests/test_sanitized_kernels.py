@@ -7,7 +7,7 @@ import pytest
 
 from andrea_cli import reference
 from andrea_cli.backends.cpu import CpuBackend
-from andrea_cli.backends.cpu_runtime import CpuSanitizerError
+from andrea_cli.backends.cpu_runtime.errors import CpuSanitizerError
 from andrea_cli.backends.staged import ALL_PLANS
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec

@@ -67,7 +67,7 @@ class CpuBackend(KernelFileBackend):
 
     def available(self) -> Availability:
         try:
-            from andrea_cli.backends import cpu_runtime  # noqa: F401
+            import andrea_cli.backends.cpu_runtime.module  # noqa: F401
         except (ImportError, AndreaError) as exc:  # the runtime, or its header, is missing
             return Availability(False, f"the CPU runtime is missing ({exc})", "reinstall andrea")
         if not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
@@ -78,6 +78,6 @@ class CpuBackend(KernelFileBackend):
         return f"CPU ({platform.machine()}), kernel file compiled with the CUDA-on-CPU runtime, {self.schedule} schedule"
 
     def _load(self) -> _HostDevice:
-        from andrea_cli.backends.cpu_runtime import CpuModule
+        from andrea_cli.backends.cpu_runtime.module import CpuModule
 
         return _HostDevice(CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize))

@@ -26,6 +26,35 @@ def cuda_availability() -> Availability:
     return Availability(True)
 
 
+def _cuda_version(encoded: int) -> str | None:
+    """CUDA encodes 13.2 as 13020; a driver version of 0 means no driver is installed."""
+    if not encoded:
+        return None
+    return f"{encoded // 1000}.{encoded % 1000 // 10}"
+
+
+def cupy_versions() -> dict:
+    """cupy's, the CUDA runtime's, the driver's and NVRTC's versions, each None with its error
+    when it cannot be read (`andrea info`)."""
+    try:
+        import cupy
+    except Exception as exc:
+        return {"cupy": None, "cupy_error": first_line(exc)}
+    found: dict = {"cupy": cupy.__version__}
+    probes = {
+        "cuda_runtime": lambda: _cuda_version(cupy.cuda.runtime.runtimeGetVersion()),
+        "cuda_driver": lambda: _cuda_version(cupy.cuda.runtime.driverGetVersion()),
+        "nvrtc": lambda: ".".join(map(str, cupy.cuda.nvrtc.getVersion())),
+    }
+    for key, probe in probes.items():
+        try:
+            found[key] = probe()
+        except Exception as exc:  # no driver, no NVRTC library: say so, do not fail
+            found[key] = None
+            found[f"{key}_error"] = first_line(exc)
+    return found
+
+
 # CUDA errors after which the context is lost: every later call fails the same way.
 _STICKY = ("ILLEGAL_ADDRESS", "IllegalAddress", "LAUNCH_FAILED", "LaunchFailure", "LAUNCH_TIMEOUT", "LaunchTimeout",
            "MISALIGNED", "Misaligned",

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from andrea_cli.heatmap import course_rows, pool
+from andrea_cli.render.heatmap import course_rows, pool
 
 FLOOR = 1e-4  # weights from FLOOR to 1 span the colour scale, on a log axis
 MASKED = Color.from_rgb(28, 28, 28)

@@ -1,6 +1,6 @@
 """`andrea bench`: what each attention implementation costs, against what the hardware allows.
 
-Pure measuring code: a sweep that times implementations (bench_cpu.py, bench_gpu.py) against the
+Pure measuring code: a sweep that times implementations (bench/cpu.py, bench/gpu.py) against the
 costs in roofline.py and returns dataclasses. Rendering is apart.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from andrea_cli.backends.base import DeviceFault
 from andrea_cli.errors import AndreaError
-from andrea_cli.roofline import DevicePeak, attention_bytes, attention_flops
+from andrea_cli.bench.roofline import DevicePeak, attention_bytes, attention_flops
 
 GPU_T = (256, 1024, 4096, 16384)
 CPU_T = (128, 256, 512, 1024)

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from andrea_cli.render_common import fmt as _fmt, print_header
+from andrea_cli.render.common import fmt as _fmt, print_header
 from andrea_cli.scaling import ScalingReport
 
 DIST_NOTES = {

@@ -6,68 +6,16 @@
 
 from __future__ import annotations
 
-import ctypes
 import pathlib
 
 import numpy as np
 
-from andrea_cli.backends.cpu_build import (  # noqa: F401  (re-exported: the errors live with the build)
-    MAX_DYNAMIC_SHARED, CompilerNotFoundError, CpuCompileError, CpuRuntimeError, build, scan)
+from andrea_cli.backends.cpu_runtime.build import MAX_DYNAMIC_SHARED, build, scan
+from andrea_cli.backends.cpu_runtime.errors import CpuArgumentError, CpuLaunchError, CpuRuntimeError
+from andrea_cli.backends.cpu_runtime.native import SCALARS, NativeLibrary, raise_for
 
 SCHEDULES = {"forward": 0, "reverse": 1}
 MAX_THREADS = 1024
-_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT, _WARP_MISUSE = 0, 1, 2, 4, 5
-
-
-class CpuDeadlockError(CpuRuntimeError):
-    """No thread of a block can go on: a barrier some threads never reach."""
-
-    def __init__(self, message: str, kernel: str, block: tuple[int, int, int]):
-        super().__init__(message)
-        self.kernel, self.block = kernel, block
-
-
-class CpuWarpError(CpuRuntimeError):
-    """A warp sync or shuffle a GPU leaves undefined: its mask names a lane that has returned or
-    does not exist, or it reads such a lane. `lanes` is the bit mask of the lanes at fault."""
-
-    def __init__(self, message: str, kernel: str, block: tuple[int, int, int], warp: int, mask: int,
-                 lanes: int):
-        super().__init__(message)
-        self.kernel, self.block, self.warp, self.mask, self.lanes = kernel, block, warp, mask, lanes
-
-
-class CpuLaunchError(CpuRuntimeError):
-    """Launch geometry or shared memory a GPU would refuse."""
-
-
-class CpuFaultError(CpuRuntimeError):
-    """A kernel thread touched unmapped memory or overflowed its stack (CUDA: illegal address)."""
-
-
-class CpuArgumentError(CpuRuntimeError):
-    """A kernel argument whose type does not match the kernel's C++ parameter."""
-
-
-class CpuSanitizerError(CpuRuntimeError):
-    """AddressSanitizer or UndefinedBehaviorSanitizer reported an error; `report` holds it all."""
-
-    def __init__(self, message: str, report: str):
-        super().__init__(message)
-        self.report = report
-
-
-class _LaunchInfo(ctypes.Structure):
-    _fields_ = [("block", ctypes.c_int * 3), ("waiting_barrier", ctypes.c_int),
-                ("waiting_warp", ctypes.c_int), ("returned", ctypes.c_int),
-                ("threads", ctypes.c_int), ("warp", ctypes.c_int), ("mask", ctypes.c_uint),
-                ("lanes", ctypes.c_uint), ("message", ctypes.c_char * 512)]
-
-
-# Parameter kind (from the C++ signature) -> the numpy type a kernel argument must have.
-_SCALARS = {"i1": np.int8, "u1": np.uint8, "i2": np.int16, "u2": np.uint16, "i4": np.int32,
-            "u4": np.uint32, "i8": np.int64, "u8": np.uint64, "f4": np.float32, "f8": np.float64,
-            "b1": np.bool_}
 
 
 class CpuKernel:
@@ -100,8 +48,8 @@ class CpuKernel:
                 _check_array(where, arg, pointee, self.writes[i])
             elif (kind, type(arg)) in (("i8", int), ("f8", float)):
                 continue  # what cupy passes for a Python int or float: right for long and double
-            elif kind in _SCALARS:
-                want = _SCALARS[kind]
+            elif kind in SCALARS:
+                want = SCALARS[kind]
                 if type(arg) is not want:
                     hint = " (cupy passes Python ints as int64 and floats as float64)" \
                         if isinstance(arg, (int, float)) else ""
@@ -121,7 +69,7 @@ def _check_array(where: str, arg, pointee: str | None, writes: bool) -> None:
                                "pass np.ascontiguousarray(...)")
     if writes and not arg.flags.writeable:
         raise CpuArgumentError(f"{where} may be written by the kernel, got a read-only array: pass a copy")
-    want = _SCALARS.get(pointee or "")
+    want = SCALARS.get(pointee or "")
     if want is not None and arg.dtype != np.dtype(want):
         raise CpuArgumentError(f"{where} points to {np.dtype(want).name}, got an array of {arg.dtype}")
 
@@ -147,65 +95,6 @@ def _dims(kernel: str, what: str, dims) -> tuple[int, int, int]:
     return full
 
 
-def _pack(args: tuple, signature: list[str]) -> tuple[ctypes.Array, list]:
-    """cupy-style: one void* per parameter, pointing at the argument's value."""
-    keep: list = []
-    argv = (ctypes.c_void_p * max(1, len(args)))()
-    for i, (arg, kind) in enumerate(zip(args, signature)):
-        if kind == "p8":
-            value = ctypes.c_void_p(arg.ctypes.data)
-        else:
-            raw = np.asarray(arg, dtype=_SCALARS.get(kind)).tobytes()  # a Python int -> int64 for "i8"
-            value = ctypes.create_string_buffer(raw, len(raw))
-        keep.append(value)
-        argv[i] = ctypes.addressof(value)
-    return argv, keep
-
-
-class NativeLibrary:
-    """The compiled kernel file loaded into this process."""
-
-    def __init__(self, path: pathlib.Path):
-        self.lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
-        if self.lib.andrea_info_size() != ctypes.sizeof(_LaunchInfo):
-            raise CpuRuntimeError(f"{path.name}: the runtime header and cpu_runtime.py disagree")
-        self.lib.andrea_launch.restype = ctypes.c_int
-        self.lib.andrea_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                           ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                           ctypes.POINTER(_LaunchInfo)]
-
-    def signature(self, name: str) -> str:
-        fn = self.lib[f"{name}__sig"]
-        fn.restype = ctypes.c_char_p
-        return fn().decode()
-
-    def launch(self, name: str, signature: list[str], grid, block, args, shared_mem: int,
-               reverse: bool) -> tuple[int, _LaunchInfo]:
-        entry = ctypes.cast(self.lib[f"{name}__launch"], ctypes.c_void_p)
-        argv, _keep = _pack(args, signature)
-        info = _LaunchInfo()
-        rc = self.lib.andrea_launch(entry, argv, (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
-                                    shared_mem, int(reverse), ctypes.byref(info))
-        return rc, info
-
-
-def raise_for(kernel: str, rc: int, info: _LaunchInfo) -> None:
-    if rc == _OK:
-        return
-    message = info.message.decode(errors="replace")
-    if rc == _DEADLOCK:
-        block = tuple(info.block)
-        raise CpuDeadlockError(f"{kernel} deadlocked in block {block}: {message}", kernel, block)
-    if rc == _WARP_MISUSE:
-        block = tuple(info.block)
-        raise CpuWarpError(f"{kernel}: block {block}: {message}", kernel, block, info.warp, info.mask, info.lanes)
-    if rc == _FAULT:
-        raise CpuFaultError(f"{kernel}: {message} in block {tuple(info.block)}")
-    if rc == _BAD_LAUNCH:
-        raise CpuLaunchError(f"{kernel}: {message}")
-    raise CpuRuntimeError(f"{kernel}: {message}")
-
-
 class CpuModule:
     """A kernel file compiled for the CPU (cached); `get_function` like cupy.RawModule."""
 
@@ -217,7 +106,7 @@ class CpuModule:
         self.kernel_names: list[str] = list(self._src.kernels)
         self.library_path = build(self._src, sanitize=sanitize)
         if sanitize:
-            from andrea_cli.backends.cpu_sanitize import SanitizedLibrary
+            from andrea_cli.backends.cpu_runtime.sanitize import SanitizedLibrary
             self._native = SanitizedLibrary(self.library_path, self.kernel_names)
         else:
             self._native = NativeLibrary(self.library_path)

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
 from andrea_cli.layer import LayerReport
-from andrea_cli.render_common import fmt as _fmt, print_header, scale_text, shapes_table
+from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table
 
 
 def render_layer(console: Console, report: LayerReport) -> None:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.fused_pipeline import FusedReport
-from andrea_cli.render_common import fmt as _fmt, fmt_shape, print_header, scale_text
+from andrea_cli.render.common import fmt as _fmt, fmt_shape, print_header, scale_text
 
 
 def render_fused(console: Console, r: FusedReport) -> None:

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 
 from andrea_cli.backends.cuda import gpu_errors
-from andrea_cli.bench import Impl, io_bytes, tt_bytes
-from andrea_cli.bench_torch import torch_impl, torch_reason
+from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes
+from andrea_cli.bench.torch_sdpa import torch_impl, torch_reason
 
 def gpu_properties() -> dict:
     """cudaDeviceProp, with the clocks read as attributes where the runtime's struct no longer
@@ -148,8 +148,8 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     import cupy
 
     from andrea_cli.backends.cuda import CudaBackend
-    from andrea_cli.bench import Side, run_sweep
-    from andrea_cli.roofline import peak_from_properties
+    from andrea_cli.bench.sweep import Side, run_sweep
+    from andrea_cli.bench.roofline import peak_from_properties
 
     backend = CudaBackend(kernel_path)
     props = gpu_properties()

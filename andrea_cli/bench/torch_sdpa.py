@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from andrea_cli.bench import Impl, io_bytes
+from andrea_cli.bench.sweep import Impl, io_bytes
 
 
 def torch_peak_bytes(H, T, d_k, causal):

@@ -1,17 +1,16 @@
-"""Reports to Rich tables for people; JSON for scripts is printed by the CLI as it is."""
+"""One head's report (`andrea attend`): shapes, score magnitudes, softmax weights, timings."""
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
 from andrea_cli.pipeline import AttentionReport
-from andrea_cli.render_common import fmt as _fmt, print_header, scale_text, shapes_table
+from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table
 
 
-def render_attend(console: Console, r: AttentionReport) -> None:
+def render_head(console: Console, r: AttentionReport) -> None:
     print_header(console, r.notices,
                  f"[bold]Attention(Q, K, V) = softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  T={r.T} d_k={r.d_k} "
                  f"d_v={r.d_v} mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
@@ -62,26 +61,3 @@ def render_attend(console: Console, r: AttentionReport) -> None:
     if r.load_ms:
         timing.add_row("kernel module load/compile (apart)", f"{r.load_ms:.1f}")
     console.print(timing)
-
-
-def render_info(console: Console, doc: dict) -> None:
-    versions = Table(title="andrea", title_justify="left", show_header=False)
-    versions.add_column("")
-    versions.add_column("")
-    for key in ("andrea", "python", "numpy", "cupy", "cuda_runtime", "cuda_driver", "nvrtc", "gpu", "cxx"):
-        value = doc.get(key)
-        error = doc.get(f"{key}_error")
-        versions.add_row(key, escape(str(value)) if value is not None else f"[dim]not available{escape(': ' + error) if error else ''}[/dim]")
-    versions.add_row("kernel file", escape(doc["kernel_file"]))
-    versions.add_row("kernels", ", ".join(doc["kernels"]))
-    versions.add_row("CPU build cache", escape(doc["cpu_build_cache"]))
-    console.print(versions)
-    table = Table(title="Backends", title_justify="left")
-    table.add_column("backend")
-    table.add_column("works here")
-    table.add_column("why not / what to do")
-    for name, status in doc["backends"].items():
-        ok = status["available"]
-        table.add_row(name, "[green]yes[/green]" if ok else "[red]no[/red]",
-                      "" if ok else escape(f"{status['reason']}; {status['fix']}"))
-    console.print(table)

@@ -18,8 +18,9 @@ import tempfile
 
 import numpy as np
 
-from andrea_cli.backends.cpu_build import CpuRuntimeError, find_compiler
-from andrea_cli.backends.cpu_runtime import CpuSanitizerError, NativeLibrary, _LaunchInfo
+from andrea_cli.backends.cpu_runtime.build import find_compiler
+from andrea_cli.backends.cpu_runtime.errors import CpuRuntimeError, CpuSanitizerError
+from andrea_cli.backends.cpu_runtime.native import LaunchInfo, NativeLibrary
 
 _ENV = {
     # Python itself leaks by design; a report must end the worker so it cannot be missed.
@@ -44,10 +45,10 @@ class SanitizedLibrary:
             raise CpuRuntimeError("the C++ compiler has no libasan.so: install it (e.g. `apt-get install "
                                   "libasan8`) or run without sanitize")
         env = dict(os.environ, LD_PRELOAD=libasan, **_ENV)
-        package_root = str(pathlib.Path(__file__).resolve().parents[2])
+        package_root = str(pathlib.Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([sys.executable, "-m", "andrea_cli.backends.cpu_sanitize", str(self.path),
+        self._proc = subprocess.Popen([sys.executable, "-m", "andrea_cli.backends.cpu_runtime.sanitize", str(self.path),
                                        ",".join(self.kernel_names)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
         self._signatures = self._receive()
@@ -77,7 +78,7 @@ class SanitizedLibrary:
         for arg, result in zip(args, results):
             if result is not None:
                 np.copyto(arg, result)
-        return rc, _LaunchInfo.from_buffer_copy(info_bytes)
+        return rc, LaunchInfo.from_buffer_copy(info_bytes)
 
     def close(self) -> None:
         """End the worker: it leaves its loop when its input closes."""

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from andrea_cli.bench import BenchResult
+from andrea_cli.bench.sweep import BenchResult
 
 
 def _num(x: float | None, fmt: str) -> str:

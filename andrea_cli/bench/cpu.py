@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from andrea_cli.bench import Impl, io_bytes, tt_bytes
-from andrea_cli.bench_torch import torch_impl, torch_reason
+from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes
+from andrea_cli.bench.torch_sdpa import torch_impl, torch_reason
 
 CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
 
@@ -84,7 +84,7 @@ def cpu_device_name() -> str:
 
 
 def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, with_cpu_build=True):
-    from andrea_cli.bench import Side, run_sweep
+    from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.inputs import available_memory_bytes
 
     impls = [numpy_impl()]

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from andrea_cli.errors import AndreaError
+from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError, CpuCompileError
 from andrea_cli.kernel_file import kernel_parameters, packaged_cuda_file, strip_comments
 
 HEADER = packaged_cuda_file("cuda_cpu_runtime.h")
@@ -22,22 +22,6 @@ BASE_FLAGS = ["-x", "c++", "-std=c++20", "-O2", "-fPIC", "-shared", "-fno-strict
               "-fvisibility=hidden", "-U_FORTIFY_SOURCE"]
 SANITIZE_FLAGS = ["-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
                   "-fno-sanitize-recover=all"]
-
-
-class CpuRuntimeError(AndreaError):
-    """Running the kernel file on the CPU failed."""
-
-
-class CompilerNotFoundError(CpuRuntimeError):
-    """No C++ compiler to build the kernel file for the CPU."""
-
-
-class CpuCompileError(CpuRuntimeError):
-    """The kernel file did not compile; `log` holds the compiler's whole output."""
-
-    def __init__(self, message: str, log: str):
-        super().__init__(message)
-        self.log = log
 
 
 @dataclass(frozen=True)

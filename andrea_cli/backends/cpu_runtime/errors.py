@@ -1,0 +1,59 @@
+"""Every way a run of the kernel file on the CPU can fail: one AndreaError subclass each."""
+
+from __future__ import annotations
+
+from andrea_cli.errors import AndreaError
+
+
+class CpuRuntimeError(AndreaError):
+    """Running the kernel file on the CPU failed."""
+
+
+class CompilerNotFoundError(CpuRuntimeError):
+    """No C++ compiler to build the kernel file for the CPU."""
+
+
+class CpuCompileError(CpuRuntimeError):
+    """The kernel file did not compile; `log` holds the compiler's whole output."""
+
+    def __init__(self, message: str, log: str):
+        super().__init__(message)
+        self.log = log
+
+
+class CpuDeadlockError(CpuRuntimeError):
+    """No thread of a block can go on: a barrier some threads never reach."""
+
+    def __init__(self, message: str, kernel: str, block: tuple[int, int, int]):
+        super().__init__(message)
+        self.kernel, self.block = kernel, block
+
+
+class CpuWarpError(CpuRuntimeError):
+    """A warp sync or shuffle a GPU leaves undefined: its mask names a lane that has returned or
+    does not exist, or it reads such a lane. `lanes` is the bit mask of the lanes at fault."""
+
+    def __init__(self, message: str, kernel: str, block: tuple[int, int, int], warp: int, mask: int,
+                 lanes: int):
+        super().__init__(message)
+        self.kernel, self.block, self.warp, self.mask, self.lanes = kernel, block, warp, mask, lanes
+
+
+class CpuLaunchError(CpuRuntimeError):
+    """Launch geometry or shared memory a GPU would refuse."""
+
+
+class CpuFaultError(CpuRuntimeError):
+    """A kernel thread touched unmapped memory or overflowed its stack (CUDA: illegal address)."""
+
+
+class CpuArgumentError(CpuRuntimeError):
+    """A kernel argument whose type does not match the kernel's C++ parameter."""
+
+
+class CpuSanitizerError(CpuRuntimeError):
+    """AddressSanitizer or UndefinedBehaviorSanitizer reported an error; `report` holds it all."""
+
+    def __init__(self, message: str, report: str):
+        super().__init__(message)
+        self.report = report

@@ -1,0 +1,86 @@
+"""The compiled kernel file loaded into this process: the launch entry point, its result record
+(LaunchInfo, the C struct of cuda_cpu_runtime.h) and the error each return code stands for."""
+
+from __future__ import annotations
+
+import ctypes
+import pathlib
+
+import numpy as np
+
+from andrea_cli.backends.cpu_runtime.errors import (CpuDeadlockError, CpuFaultError, CpuLaunchError,
+                                                    CpuRuntimeError, CpuWarpError)
+
+_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT, _WARP_MISUSE = 0, 1, 2, 4, 5
+
+
+class LaunchInfo(ctypes.Structure):
+    _fields_ = [("block", ctypes.c_int * 3), ("waiting_barrier", ctypes.c_int),
+                ("waiting_warp", ctypes.c_int), ("returned", ctypes.c_int),
+                ("threads", ctypes.c_int), ("warp", ctypes.c_int), ("mask", ctypes.c_uint),
+                ("lanes", ctypes.c_uint), ("message", ctypes.c_char * 512)]
+
+
+# Parameter kind (from the C++ signature) -> the numpy type a kernel argument must have.
+SCALARS = {"i1": np.int8, "u1": np.uint8, "i2": np.int16, "u2": np.uint16, "i4": np.int32,
+            "u4": np.uint32, "i8": np.int64, "u8": np.uint64, "f4": np.float32, "f8": np.float64,
+            "b1": np.bool_}
+
+
+def _pack(args: tuple, signature: list[str]) -> tuple[ctypes.Array, list]:
+    """cupy-style: one void* per parameter, pointing at the argument's value."""
+    keep: list = []
+    argv = (ctypes.c_void_p * max(1, len(args)))()
+    for i, (arg, kind) in enumerate(zip(args, signature)):
+        if kind == "p8":
+            value = ctypes.c_void_p(arg.ctypes.data)
+        else:
+            raw = np.asarray(arg, dtype=SCALARS.get(kind)).tobytes()  # a Python int -> int64 for "i8"
+            value = ctypes.create_string_buffer(raw, len(raw))
+        keep.append(value)
+        argv[i] = ctypes.addressof(value)
+    return argv, keep
+
+
+class NativeLibrary:
+    """The compiled kernel file loaded into this process."""
+
+    def __init__(self, path: pathlib.Path):
+        self.lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        if self.lib.andrea_info_size() != ctypes.sizeof(LaunchInfo):
+            raise CpuRuntimeError(f"{path.name}: the runtime header and cpu_runtime/native.py disagree")
+        self.lib.andrea_launch.restype = ctypes.c_int
+        self.lib.andrea_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                           ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                           ctypes.POINTER(LaunchInfo)]
+
+    def signature(self, name: str) -> str:
+        fn = self.lib[f"{name}__sig"]
+        fn.restype = ctypes.c_char_p
+        return fn().decode()
+
+    def launch(self, name: str, signature: list[str], grid, block, args, shared_mem: int,
+               reverse: bool) -> tuple[int, LaunchInfo]:
+        entry = ctypes.cast(self.lib[f"{name}__launch"], ctypes.c_void_p)
+        argv, _keep = _pack(args, signature)
+        info = LaunchInfo()
+        rc = self.lib.andrea_launch(entry, argv, (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
+                                    shared_mem, int(reverse), ctypes.byref(info))
+        return rc, info
+
+
+def raise_for(kernel: str, rc: int, info: LaunchInfo) -> None:
+    if rc == _OK:
+        return
+    message = info.message.decode(errors="replace")
+    if rc == _DEADLOCK:
+        block = tuple(info.block)
+        raise CpuDeadlockError(f"{kernel} deadlocked in block {block}: {message}", kernel, block)
+    if rc == _WARP_MISUSE:
+        block = tuple(info.block)
+        raise CpuWarpError(f"{kernel}: block {block}: {message}", kernel, block, info.warp, info.mask, info.lanes)
+    if rc == _FAULT:
+        raise CpuFaultError(f"{kernel}: {message} in block {tuple(info.block)}")
+    if rc == _BAD_LAUNCH:
+        raise CpuLaunchError(f"{kernel}: {message}")
+    raise CpuRuntimeError(f"{kernel}: {message}")

@@ -1,0 +1,52 @@
+"""`andrea bench`: options -> the side that runs (gpu or cpu) -> the sweep's BenchResult."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from andrea_cli.backends.cuda import cuda_availability
+from andrea_cli.bench import cpu as bench_cpu
+from andrea_cli.bench import gpu as bench_gpu
+from andrea_cli.bench.sweep import CPU_T, D_KS, GPU_T, BenchResult, check_options
+from andrea_cli.errors import AndreaError
+from andrea_cli.kernel_file import resolve_kernel_path
+
+SIDES = ("auto", "gpu", "cpu")
+MASKS = {"both": (False, True), "causal": (True,), "none": (False,)}  # --mask -> the causal flags swept
+
+
+@dataclass
+class BenchOptions:
+    """The command line's options, as parsed; None where the user gave nothing."""
+
+    side: str = "auto"
+    T: list[int] | None = None
+    d_k: list[int] | None = None
+    mask: str = "both"
+    heads: int | None = None
+    repeats: int = 5
+    warmup: int = 1
+    no_cpu_build: bool = False
+    kernel: Path | None = None
+
+
+def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
+    """Check the options, pick the side (gpu when asked, or auto and a GPU answers), run its sweep."""
+    if o.side not in SIDES or o.mask not in MASKS:
+        raise AndreaError("--side takes auto, gpu or cpu; --mask takes causal, none or both")
+    check_options(o.T, o.d_k, o.heads, o.repeats, o.warmup)
+    path = resolve_kernel_path(o.kernel)
+    gpu = cuda_availability()
+    if o.side == "gpu" and not gpu.ok:
+        raise AndreaError(f"--side gpu: {gpu.reason}; {gpu.fix}")
+    on_gpu = o.side == "gpu" or (o.side == "auto" and gpu.ok)
+    common = dict(Ts=tuple(o.T or (GPU_T if on_gpu else CPU_T)), d_ks=tuple(o.d_k or D_KS),
+                  causals=MASKS[o.mask], warmup=o.warmup, repeats=o.repeats, progress=progress)
+    if on_gpu:
+        return bench_gpu.bench_gpu(path, H=o.heads or 12, **common)
+    result = bench_cpu.bench_cpu(path, H=o.heads or 1, with_cpu_build=not o.no_cpu_build, **common)
+    if o.side == "auto":
+        result.notes.insert(0, f"CPU side only: {gpu.reason}; the GPU figures need a GPU run")
+    return result

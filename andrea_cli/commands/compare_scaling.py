@@ -1,0 +1,54 @@
+"""`andrea compare-scaling`: options checked -> the backend chosen -> the ScalingReport.
+
+Checking and running are two calls so the CLI can check the --plot file (a render concern) in
+between: every bad option is refused before any work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from andrea_cli.backends import select_backend
+from andrea_cli.inputs import check_sizes
+from andrea_cli.kernel_file import resolve_kernel_path
+from andrea_cli.masks import MaskSpec, parse_mask
+from andrea_cli.scaling import ScalingReport, check_distribution, compare_scaling, parse_d_k_list
+
+
+@dataclass
+class ScalingOptions:
+    """The command line's options, as parsed."""
+
+    d_k: str = "64,256,4096"
+    T: int = 1024
+    seed: int = 0
+    backend: str = "auto"
+    mask: str = "causal"
+    dist: str = "normal"
+    kernel: Path | None = None
+
+
+@dataclass
+class ScalingRequest:
+    """The options, checked: what compare_scaling runs."""
+
+    widths: list[int]
+    T: int
+    mask: MaskSpec
+    dist: str
+    seed: int
+    backend: str
+    kernel: Path | None
+
+
+def check_scaling_options(o: ScalingOptions) -> ScalingRequest:
+    widths = parse_d_k_list(o.d_k)
+    check_sizes(o.T, 1, 1)
+    mask = parse_mask(o.mask)
+    check_distribution(o.dist)
+    return ScalingRequest(widths, o.T, mask, o.dist, o.seed, o.backend, o.kernel)
+
+
+def run_compare_scaling(r: ScalingRequest) -> ScalingReport:
+    backend, notice = select_backend(r.backend, resolve_kernel_path(r.kernel))
+    return compare_scaling(backend, r.widths, r.T, r.mask, r.dist, r.seed, notices=[notice] if notice else [])

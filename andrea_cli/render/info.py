@@ -1,0 +1,30 @@
+"""`andrea info` for people: versions, the kernel file, and which backends work here."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def render_info(console: Console, doc: dict) -> None:
+    versions = Table(title="andrea", title_justify="left", show_header=False)
+    versions.add_column("")
+    versions.add_column("")
+    for key in ("andrea", "python", "numpy", "cupy", "cuda_runtime", "cuda_driver", "nvrtc", "gpu", "cxx"):
+        value = doc.get(key)
+        error = doc.get(f"{key}_error")
+        versions.add_row(key, escape(str(value)) if value is not None else f"[dim]not available{escape(': ' + error) if error else ''}[/dim]")
+    versions.add_row("kernel file", escape(doc["kernel_file"]))
+    versions.add_row("kernels", ", ".join(doc["kernels"]))
+    versions.add_row("CPU build cache", escape(doc["cpu_build_cache"]))
+    console.print(versions)
+    table = Table(title="Backends", title_justify="left")
+    table.add_column("backend")
+    table.add_column("works here")
+    table.add_column("why not / what to do")
+    for name, status in doc["backends"].items():
+        ok = status["available"]
+        table.add_row(name, "[green]yes[/green]" if ok else "[red]no[/red]",
+                      "" if ok else escape(f"{status['reason']}; {status['fix']}"))
+    console.print(table)
