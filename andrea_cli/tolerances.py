@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from andrea_cli.backends.fused import FUSED_KEYS  # keys per tile of the fused kernel
+
 U = 2.0**-24
 TINY = 1e-30  # results this small may flush to zero or land in denormals on either side
 
@@ -69,9 +71,6 @@ def output_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scal
     p_tol = 1.01 * (p_exact * 2 * worst_delta) + softmax_tol(masked, p_exact)
     abs_v = np.abs(v.astype(np.float64))
     return np.matmul(p_tol, abs_v) + av_tol(p_exact, v)
-
-
-FUSED_KEYS = 32  # keys per tile of the fused kernel (cuda/microgpt_cuda.cu)
 
 
 def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool) -> np.ndarray:

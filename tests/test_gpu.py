@@ -37,7 +37,7 @@ def test_cuda_stages_match_numpy(plan, T, d_k, d_v, mask):
 @pytest.mark.parametrize("mask", [MaskSpec("causal"), MaskSpec("none"), MaskSpec("window", 100)], ids=str)
 def test_cuda_fused_matches_numpy(T, d_k, d_v, mask):
     from andrea_cli.backends.cuda import CudaBackend
-    from andrea_cli.verify import fused_variants
+    from andrea_cli.backends.fused import fused_variants
 
     rng = np.random.default_rng(T)
     q, k = (rng.standard_normal((2, T, d_k), dtype=np.float32) for _ in range(2))

@@ -102,7 +102,7 @@ BROKEN_BACKWARD = {
 def broken_backward(tmp_path_factory):
     from concurrent.futures import ThreadPoolExecutor
 
-    from andrea_cli.backends.cpu_build import build, scan
+    from andrea_cli.backends.cpu_runtime.build import build, scan
 
     folder = tmp_path_factory.mktemp("broken_backward")
     paths = {}

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from andrea_cli.backends.fused import FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, default_variant, shared_bytes
+from andrea_cli.backends.fused import (FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, default_variant, fused_variants,
+                                       shared_bytes)
 from andrea_cli.backends.staged import TILE, KernelDevice, allocate_stages, cdiv, launch_stages
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
@@ -145,8 +146,8 @@ def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sca
     d_v = v.shape[-1]
     check_fused_shape(d_k, d_v)
     variant = default_variant(d_k, d_v) if variant is None else variant
-    if variant == 2 and (d_k % 4 or d_v % 4):
-        raise AndreaError(f"attention_fused_lse_kernel2 needs d_k and d_v divisible by 4 (got {d_k}, {d_v})")
+    if variant not in fused_variants(d_k, d_v):
+        raise AndreaError(f"attention_fused_lse_kernel{variant} needs d_k and d_v divisible by 4 (got {d_k}, {d_v})")
     transfer = dev.clock()
     transfer.start("h2d")
     gq, gk, gv, gdo = _upload(dev, q, k, v, d_out)

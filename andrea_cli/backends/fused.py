@@ -1,4 +1,4 @@
-"""Launch the fused attention kernel (attention_fused_kernel1): one launch for every head, the
+"""Launch a fused attention kernel (attention_fused_kernel1 or 2): one launch for every head, the
 T×T matrices never built. Drives cupy or the CPU build through the same `KernelDevice`."""
 
 from __future__ import annotations
@@ -34,9 +34,18 @@ def check_fused_shape(d_k: int, d_v: int) -> None:
             )
 
 
+FUSED_VARIANTS = (1, 2)  # attention_fused_kernel1, attention_fused_kernel2
+
+
+def fused_variants(d_k: int, d_v: int) -> list[int]:
+    """The fused kernels that take these widths: kernel1 any width; kernel2 (float4 loads) widths
+    divisible by 4."""
+    return [1, 2] if d_k % 4 == 0 and d_v % 4 == 0 else [1]
+
+
 def default_variant(d_k: int, d_v: int) -> int:
-    """Kernel2 (float4 shared-memory loads) where the widths allow it, else kernel1."""
-    return 2 if d_k % 4 == 0 and d_v % 4 == 0 else 1
+    """The fastest fused kernel that takes these widths."""
+    return max(fused_variants(d_k, d_v))
 
 
 def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 1) -> int:
@@ -50,7 +59,7 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
                  mask: MaskSpec, scaled: bool, rows: int = ROWS_PER_BLOCK, variant: int | None = None) -> None:
     """One launch on arrays already on the device (bench times exactly this)."""
     variant = default_variant(d_k, d_v) if variant is None else variant
-    if variant == 2 and (d_k % 4 or d_v % 4):
+    if variant not in fused_variants(d_k, d_v):
         raise AndreaError(f"attention_fused_kernel2 needs d_k and d_v divisible by 4 (got {d_k}, {d_v})")
     scale = 1.0 / math.sqrt(d_k) if scaled else 1.0
     dev.get_function(f"attention_fused_kernel{variant}")(

@@ -6,9 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from andrea_cli.verify import VerifyReport
-
-STAGE_ORDER = ("scores", "scale", "mask", "softmax", "av", "output", "fused1", "fused2")
+from andrea_cli.verify import STAGE_ORDER, VerifyReport
 
 
 def _used(check) -> str:

@@ -1,4 +1,4 @@
-"""verify's backward checks: the staged backward kernels stage by stage (each on its own float32
+"""The backward family: the staged backward kernels stage by stage (each on its own float32
 inputs) and end to end, the fused backward end to end, and the fused forward's logsumexp, all
 against the float64 NumPy backward (reference_backward.py) with the bounds of
 tolerances_backward.py. Masked positions of dS must be exactly 0."""
@@ -11,11 +11,26 @@ import numpy as np
 
 from andrea_cli import reference, reference_backward, tolerances, tolerances_backward as tb
 from andrea_cli.backends.base import DeviceFault
+from andrea_cli.backends.fused import FUSED_MAX_D, FUSED_VARIANTS, fused_variants
+from andrea_cli.backends.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
+from andrea_cli.verify.case import Case, CaseResult, Exact, Family, Inputs, compare
 
 
-def check_backward(backend, case, q, k, v, d_out, compare, fused_variants) -> tuple[dict, dict, str | None]:
-    """(stage checks, invariants, error): `compare` is verify's element-wise comparison."""
+def applies(backend, case: Case) -> bool:
+    """Once per shape (the default geometry only), on a backend with the backward kernels."""
+    return case.plan == DEFAULT_PLAN and hasattr(backend, "attention_backward")
+
+
+def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
+    variants = fused_variants(case.d_k, case.d_v) if max(case.d_k, case.d_v) <= FUSED_MAX_D else []
+    stages, invariants, result.error = check_backward(backend, case, x.q, x.k, x.v, x.d_out, variants)
+    result.stages.update(stages)
+    result.invariants.update(invariants)
+
+
+def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict, dict, str | None]:
+    """(stage checks, invariants, error)."""
     stages, invariants = {}, {}
     visible = case.mask.visible(case.T)
     exact = reference_backward.backward(q, k, v, d_out, case.mask, case.scaled)
@@ -65,3 +80,9 @@ def _logsumexp(q, k, case) -> np.ndarray:
     s = reference.mask(s, case.mask)
     m = s.max(axis=-1, keepdims=True)
     return (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0]  # (H, T)
+
+
+STAGES = ("dv", "dp", "ds", "dq", "dk", "backward_dq", "backward_dk", "backward_dv",
+          *(f"fused{v}_{name}" for v in FUSED_VARIANTS for name in ("lse", "dq", "dk", "dv")))
+# columns=(): verify's table keeps the forward's columns; a failing backward stage is named under it
+FAMILY = Family("backward", stages=STAGES, columns=(), applies=applies, check=check)

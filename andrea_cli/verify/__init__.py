@@ -1,0 +1,15 @@
+"""`andrea verify`: every kernel of the kernel file against the float64 NumPy path, over a sweep
+of shapes chosen to hit every edge, with tolerances derived in tolerances.py and the invariants
+the course states checked exactly.
+
+    case.py      a case, its inputs and exact answer, the results, Family (what a family provides)
+    staged.py    the five stage kernels, stage by stage, and the invariants
+    fused.py     the fused kernels, end to end
+    backward.py  the backward kernels, staged stage by stage and end to end, and fused end to end
+    families.py  the registry: a new family is its own module and one line there
+    run.py       the sweep and the run
+"""
+
+from andrea_cli.verify.case import H_VERIFY, Case, CaseResult, StageCheck, VerifyReport, compare  # noqa: F401
+from andrea_cli.verify.families import FAMILIES, STAGE_ORDER  # noqa: F401
+from andrea_cli.verify.run import check_case, run_verify, sweep  # noqa: F401

@@ -1,0 +1,16 @@
+"""Every kernel family verify checks, in the order its checks run and its columns are shown.
+A new family is its own module with a FAMILY (see case.Family) and one line in each list here."""
+
+from __future__ import annotations
+
+from andrea_cli.verify.backward import FAMILY as BACKWARD
+from andrea_cli.verify.fused import FAMILY as FUSED
+from andrea_cli.verify.staged import FAMILY as STAGED
+
+FAMILIES = (
+    STAGED,
+    FUSED,
+    BACKWARD,
+)
+
+STAGE_ORDER = tuple(name for family in FAMILIES for name in family.table_columns)  # verify's table columns
