@@ -111,6 +111,52 @@ def attend(
 
 
 @app.command()
+def grad(
+    T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help="Sequence length [default: 1024]."),
+    d_k: Optional[int] = typer.Option(None, "--d-k", help="Query/key width per head [default: 64]."),
+    d_v: Optional[int] = typer.Option(None, "--d-v", help="Value width [default: d_k]."),
+    seed: int = typer.Option(0, help="Seed of the random Q, K, V and dO."),
+    q: Optional[Path] = typer.Option(None, "--q", help="Q from a 2-D .npy file (T, d_k)."),
+    k: Optional[Path] = typer.Option(None, "--k", help="K from a 2-D .npy file (T, d_k)."),
+    v: Optional[Path] = typer.Option(None, "--v", help="V from a 2-D .npy file (T, d_v)."),
+    qkv: Optional[Path] = typer.Option(None, "--qkv", help="Q, K, V from one .npz with arrays q, k, v."),
+    mask: str = typer.Option("causal", help="causal, none, or window:W (query i sees i-W+1..i)."),
+    no_scale: bool = typer.Option(False, "--no-scale", help="Skip the division by sqrt(d_k)."),
+    backend: str = typer.Option("auto", help="auto, cuda, cpu or numpy."),
+    kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+    fused: bool = typer.Option(False, "--fused", help="The fused backward kernels; no T×T matrix (cuda, cpu)."),
+    d_out: Optional[Path] = typer.Option(None, "--d-out", help="The upstream gradient dO from a .npy (T, d_v)."),
+    out: Optional[Path] = typer.Option(None, help="Save dq, dk, dv (the layer: dx, dw_q...) to one .npz."),
+    d_model: Optional[int] = typer.Option(None, "--d-model", help="The whole layer's backward, from x (T, d_model)."),
+    n_head: Optional[int] = typer.Option(None, "--n-head", help="Heads of the layer [default: d_model / d_k]."),
+    preset: Optional[str] = typer.Option(None, help="andrea-120m: the layer at d_model 768, 12 heads, T 1024."),
+    x: Optional[Path] = typer.Option(None, "--x", help="The layer's input x from a 2-D .npy file (T, d_model)."),
+    layer_weights: Optional[Path] = typer.Option(None, "--weights", help="w_q, w_k, w_v, w_o from one .npz."),
+) -> None:
+    """The backward pass through the kernels: dQ, dK, dV from an upstream gradient dO.
+
+    Shows the gradients' norms, how much of the gradient the softmax passes back to the scores,
+    and per-stage timings. With --d-model/--n-head/--preset (or --x/--weights): the layer's dx and
+    the gradients of W_Q, W_K, W_V, W_O."""
+    from andrea_cli.commands.grad import GradOptions, run_grad
+
+    options = GradOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, q=q, k=k, v=v, qkv=qkv, mask=mask, no_scale=no_scale,
+                          backend=backend, kernel=kernel, as_json=as_json, fused=fused, d_out=d_out, out=out,
+                          d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights)
+    try:
+        report = run_grad(options)
+    except AndreaError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json(report.to_json())
+    else:
+        from andrea_cli.render.grad import render_grad
+
+        render_grad(console(), report)
+
+
+@app.command()
 def verify(
     backend: str = typer.Option("auto", help="auto (cuda if a GPU answers, else cpu), cuda or cpu."),
     quick: bool = typer.Option(False, "--quick", help="A smaller sweep (seconds on the CPU build)."),
@@ -200,7 +246,8 @@ def compare_scaling(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of the table."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save histograms and heatmaps to FILE.png."),
 ) -> None:
-    """Why divide by sqrt(d_k): each d_k run unscaled and scaled, score sizes and softmax peakiness compared."""
+    """Why divide by sqrt(d_k): each d_k run unscaled and scaled; score sizes, softmax peakiness and the
+    gradients of the backward pass compared."""
     from andrea_cli.commands.compare_scaling import ScalingOptions, check_scaling_options, run_compare_scaling
 
     options = ScalingOptions(d_k=d_k, T=T, seed=seed, backend=backend, mask=mask, dist=dist, kernel=kernel)

@@ -35,23 +35,44 @@ def forward_weights(q, k, spec: MaskSpec, scaled: bool) -> np.ndarray:
     return reference.softmax(reference.mask(s, spec))
 
 
+def value_gradient(p: np.ndarray, d_out: np.ndarray) -> np.ndarray:
+    """dV = P^T · dO                          (H, T, T), (H, T, d_v) -> (H, T, d_v)"""
+    return np.matmul(p.transpose(0, 2, 1), d_out.astype(np.float64))
+
+
+def weight_gradient(d_out: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """dP = dO · V^T                          (H, T, d_v), (H, T, d_v) -> (H, T, T)"""
+    return np.matmul(d_out.astype(np.float64), v.astype(np.float64).transpose(0, 2, 1))
+
+
 def softmax_backward(p: np.ndarray, dp: np.ndarray) -> np.ndarray:
     """dS = P ∘ (dP − rowsum(dP ∘ P)): the softmax Jacobian diag(p) − p·p^T applied to each row
     of dP. A hidden key has p = 0, so it gets exactly 0.          (H, T, T), (H, T, T) -> (H, T, T)"""
     return p * (dp - (dp * p).sum(axis=-1, keepdims=True))
 
 
+def query_gradient(ds: np.ndarray, k: np.ndarray, factor: float) -> np.ndarray:
+    """dQ = scale · dS · K                    (H, T, T), (H, T, d_k) -> (H, T, d_k)"""
+    return factor * np.matmul(ds, k.astype(np.float64))
+
+
+def key_gradient(ds: np.ndarray, q: np.ndarray, factor: float) -> np.ndarray:
+    """dK = scale · dS^T · Q                  (H, T, T), (H, T, d_k) -> (H, T, d_k)"""
+    return factor * np.matmul(ds.transpose(0, 2, 1), q.astype(np.float64))
+
+
+def scale_factor(d_k: int, scaled: bool) -> float:
+    """The factor the forward multiplied the scores by, applied once more on the way back."""
+    return 1 / math.sqrt(d_k) if scaled else 1.0
+
+
 def backward(q, k, v, d_out, spec: MaskSpec, scaled: bool = True) -> Gradients:
     """dQ, dK, dV of L with dL/dO = d_out, for O = softmax(mask(Q · K^T · scale)) · V."""
-    q64, k64, v64, do64 = (np.asarray(a, dtype=np.float64) for a in (q, k, v, d_out))
-    factor = 1 / math.sqrt(q.shape[-1]) if scaled else 1.0
-    p = forward_weights(q64, k64, spec, scaled)
-    dv = np.matmul(p.transpose(0, 2, 1), do64)  # (H, T, T)^T (H, T, d_v) -> (H, T, d_v)
-    dp = np.matmul(do64, v64.transpose(0, 2, 1))  # (H, T, d_v) (H, T, d_v)^T -> (H, T, T)
-    ds = softmax_backward(p, dp)  # (H, T, T)
-    dq = factor * np.matmul(ds, k64)  # (H, T, T) (H, T, d_k) -> (H, T, d_k)
-    dk = factor * np.matmul(ds.transpose(0, 2, 1), q64)  # (H, T, T)^T (H, T, d_k) -> (H, T, d_k)
-    return Gradients(p, dv, dp, ds, dq, dk)
+    factor = scale_factor(q.shape[-1], scaled)
+    p = forward_weights(q, k, spec, scaled)
+    dp = weight_gradient(d_out, v)
+    ds = softmax_backward(p, dp)
+    return Gradients(p, value_gradient(p, d_out), dp, ds, query_gradient(ds, k, factor), key_gradient(ds, q, factor))
 
 
 def loss(q, k, v, d_out, spec: MaskSpec, scaled: bool = True) -> float:

@@ -12,6 +12,7 @@ import numpy as np
 from andrea_cli import stats
 from andrea_cli.backends.base import Backend
 from andrea_cli.errors import AndreaError
+from andrea_cli.gradient_flow import GradientFlow, d_out_for, gradient_flow
 from andrea_cli.inputs import check_fits_in_memory, check_sizes, random_qkv
 from andrea_cli.masks import MaskSpec
 
@@ -73,9 +74,12 @@ class ScalingRow:
     scaled: Side
     samples: dict[str, np.ndarray] = field(repr=False)  # "unscaled"/"scaled" -> some scores
     first_rows: dict[str, np.ndarray] = field(repr=False)  # "unscaled"/"scaled" -> (16, 16) weights
+    # "unscaled"/"scaled" -> the backward pass measured; empty where the backend has no backward
+    gradients: dict[str, GradientFlow] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"d_k": self.d_k, "unscaled": self.unscaled.to_json(), "scaled": self.scaled.to_json()}
+        return {"d_k": self.d_k, "unscaled": self.unscaled.to_json(), "scaled": self.scaled.to_json(),
+                "gradients": {which: flow.to_json() for which, flow in self.gradients.items()}}
 
 
 @dataclass
@@ -133,14 +137,18 @@ def compare_scaling(backend: Backend, d_ks: list[int], T: int, mask: MaskSpec, d
     for d_k in d_ks:
         qkv = random_qkv(T, d_k, D_V, seed, dist=dist)
         q, k, v = (a[None] for a in (qkv.q, qkv.k, qkv.v))  # one head: (1, T, d)
-        sides, samples, first = {}, {}, {}
+        d_out = d_out_for(T, D_V, seed)  # the same upstream gradient for both runs
+        sides, samples, first, flows = {}, {}, {}, {}
         for which in ("unscaled", "scaled"):
             out = backend.attention(q, k, v, mask=mask, scaled=which == "scaled")
             sides[which] = _side(out, which, dist, d_k)
             samples[which] = _sample(out.scaled[0])  # == out.scores[0] for the unscaled run
             first[which] = out.weights[0, :FIRST_ROWS, :FIRST_ROWS].copy()
             del out  # free the (T, T) arrays before the next run
-        rows.append(ScalingRow(d_k, sides["unscaled"], sides["scaled"], samples, first))
+            if hasattr(backend, "attention_backward"):  # the backward kernels (or NumPy's), measured
+                flows[which] = gradient_flow(backend.attention_backward(q, k, v, d_out, mask=mask,
+                                                                        scaled=which == "scaled"))
+        rows.append(ScalingRow(d_k, sides["unscaled"], sides["scaled"], samples, first, flows))
     return ScalingReport(
         backend=backend.name, device=backend.device_name(), T=T, d_v=D_V, mask=str(mask),
         distribution=dist, seed=seed, rows=rows, wall_s=time.perf_counter() - start,
@@ -195,6 +203,7 @@ def conclude(r: ScalingReport) -> str:
         )
     else:
         text.append("The unscaled softmax is nowhere peakier than the scaled one at these widths.")
+    text.append(gradient_sentence(r))
     if r.distribution == "unit":
         text.append(
             f"With unit-norm rows the raw scores are already small (std {last.unscaled.magnitude.std:.2g} at d_k = {last.d_k}), "
@@ -205,4 +214,25 @@ def conclude(r: ScalingReport) -> str:
         text.append("Scaling keeps the scores at unit scale whatever d_k, as the course says.")
     else:
         text.append("The scaled std strays more than 10% from 1 here: too few scores (small T) to measure it well.")
-    return " ".join(text)
+    return " ".join(t for t in text if t)
+
+
+def gradient_sentence(r: ScalingReport) -> str:
+    """What the backward pass measured: the total norms, and what the typical row receives."""
+    rows = [row for row in r.rows if row.gradients]
+    if not rows:
+        return ""
+    worst = max(rows, key=lambda row: row.gradients["unscaled"].quiet_rows)
+    u, s = worst.gradients["unscaled"], worst.gradients["scaled"]
+    totals = ("larger" if u.dq_norm > s.dq_norm else "smaller")
+    typical = u.median_row_dq_norm < s.median_row_dq_norm
+    return (
+        f"The backward pass, measured: at d_k = {worst.d_k} unscaled, ||dQ|| is {u.dq_norm:.3g} and ||dK|| "
+        f"{u.dk_norm:.3g} (scaled {s.dq_norm:.3g} and {s.dk_norm:.3g}), {totals} in total, but the median query row "
+        f"receives ||dQ_i|| = {u.median_row_dq_norm:.2g} against {s.median_row_dq_norm:.2g} scaled and "
+        f"{u.quiet_rows:.0%} of rows pass back almost nothing (scaled {s.quiet_rows:.0%}): "
+        + ("for most rows the gradient vanishes, as the course says, and the total is carried by the few "
+           "unsaturated ones."
+           if typical and u.quiet_rows > s.quiet_rows else
+           "here the typical row's gradient has not vanished.")
+    )

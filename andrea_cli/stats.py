@@ -81,3 +81,32 @@ def largest_hidden_weight(weights: np.ndarray, visible: np.ndarray) -> float | N
 
 def as_dict(stat) -> dict:
     return asdict(stat)
+
+
+# --- gradients: how much of dL/dP the softmax passes back to the scores -------------------------
+
+QUIET_ROW = 0.01  # a row "passes back almost nothing" below 1% (see quiet_row_share)
+
+
+def norm(a: np.ndarray) -> float:
+    """Frobenius norm, in float64."""
+    return float(np.sqrt((a.astype(np.float64, copy=False) ** 2).sum()))
+
+
+def score_share(d_weights: np.ndarray, d_scores: np.ndarray) -> float:
+    """||dS|| / ||dP||: the share of the gradient reaching the weights that reaches the scores."""
+    total = norm(d_weights)
+    return norm(d_scores) / total if total else 0.0
+
+
+def quiet_row_share(weights: np.ndarray, d_weights: np.ndarray, d_scores: np.ndarray,
+                    threshold: float = QUIET_ROW) -> float:
+    """The share of rows whose softmax passes back almost nothing: ||dS_i|| < threshold ·
+    ||P_i ∘ dP_i||. P_i ∘ dP_i is dS_i without the rowsum term, what the row would pass back if
+    its normalisation did not cancel it; for a spread-out row the two are alike, for a row with
+    one weight 1 - e the rowsum term cancels all but about e of it (rows with a max weight over
+    0.99 are the quiet ones). A row that sees one key only is quiet exactly: its softmax is 1."""
+    p, dp, ds = (a.astype(np.float64, copy=False) for a in (weights, d_weights, d_scores))
+    passed = np.sqrt((ds * ds).sum(axis=-1))
+    reaching = np.sqrt(((p * dp) ** 2).sum(axis=-1))
+    return float((passed <= threshold * reaching).mean())

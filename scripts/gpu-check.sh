@@ -3,7 +3,8 @@
 # numpy, typer, rich and pytest are installed and nothing can be downloaded:
 #     PYTHONPATH=. bash scripts/gpu-check.sh RESULTS_DIR
 # It runs the gpu tests, verify on cuda, cuda against the CPU build, attend at T 128/1024/4096,
-# the ANDREA-120M layer, the fused kernel at long T and a short bench, and writes
+# the ANDREA-120M layer, the fused kernel at long T, the backward (grad, staged and fused; verify
+# and bench include it too) and a short bench, and writes
 # RESULTS_DIR/<device>-<date>.json (device, versions, date, results) and a .log beside it.
 # Without a GPU it runs the same steps on the CPU build at small sizes, to check the script itself.
 set -uo pipefail

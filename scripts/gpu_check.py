@@ -94,6 +94,11 @@ def main() -> int:
     fused_T = "65536" if gpu else "256"
     step("fused_long", f"fused T={fused_T}", [*ANDREA, "attend", "--fused", "--T", fused_T, "--backend", backend,
                                               "--sample-rows", "32", "--json"], 300)
+    grad_T = "4096" if gpu else "128"
+    step("grad", f"grad T={grad_T}", [*ANDREA, "grad", "--T", grad_T, "--backend", backend, "--json"], 300)
+    grad_fused_T = "16384" if gpu else "256"
+    step("grad_fused", f"grad --fused T={grad_fused_T}", [*ANDREA, "grad", "--fused", "--T", grad_fused_T,
+                                                          "--backend", backend, "--json"], 300)
     # sized to finish in a couple of minutes: the cupy peer at T = 16,384 holds 13 GB per (12, T, T) array
     bench_T = ["--T", "1024", "--T", "4096", "--T", "16384"] if gpu else ["--T", "64", "--T", "128"]
     step("bench", "bench", [*ANDREA, "bench", "--side", "gpu" if gpu else "cpu", *bench_T, "--repeats", "10" if gpu else "3",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -42,6 +43,27 @@ def run_main(capsys):
         return exit_info.value.code, captured.out, captured.err
 
     return run
+
+
+@pytest.fixture
+def numeric_gradient():
+    """Central finite differences of a float64 scalar function f() with respect to the array x,
+    perturbed in place one entry at a time: truncation ~EPS^2, cancellation ~1e-16 / EPS."""
+    eps = 1e-6
+
+    def gradient(f, x):
+        grad = np.zeros_like(x)
+        for index in np.ndindex(x.shape):
+            saved = x[index]
+            x[index] = saved + eps
+            up = f()
+            x[index] = saved - eps
+            down = f()
+            x[index] = saved
+            grad[index] = (up - down) / (2 * eps)
+        return grad
+
+    return gradient
 
 
 def pytest_collection_modifyitems(config, items):

@@ -220,10 +220,57 @@ def test_peak_estimates_cover_what_the_implementations_allocate(causal):
     H, T, d_k = 2, 96, 8
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((H, T, d_k), dtype=np.float32) for _ in range(3))
-    for impl in (numpy_impl(), staged_gpu_impl(CpuBackend(packaged_kernel_path()))):
+    from andrea_cli.bench.backward import numpy_backward_impl, staged_backward_impl
+
+    backend = CpuBackend(packaged_kernel_path())
+    for impl in (numpy_impl(), staged_gpu_impl(backend), numpy_backward_impl(), staged_backward_impl(backend)):
         tracemalloc.start()
         impl.prepare(q, k, v, causal)()
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         assert peak <= impl.peak_bytes(H, T, d_k, causal) + 64 * 1024, (impl.name, peak)  # + Python's own objects
         assert peak >= 0.5 * impl.peak_bytes(H, T, d_k, causal), (impl.name, peak)  # not wildly generous
+
+
+# ------------------------------------------------------------------------------------------------
+# The backward pass.
+
+def test_backward_costs_follow_the_flashattention_convention():
+    from andrea_cli.bench.roofline import backward_bytes, backward_flops
+
+    # five T×T×d_k matmuls (Q·K^T recomputed, dV, dP, dQ, dK) against the forward's two
+    assert backward_flops(1, 1024, 64, causal=False) == 5 * (2 * 1024 * 1024 * 64)
+    assert backward_flops(3, 100, 16, causal=True) == 2.5 * attention_flops(3, 100, 16, causal=True)
+    assert backward_bytes(1, 1024, 64) == 8 * 1024 * 64 * 4  # Q, K, V, O, dO read; dQ, dK, dV written
+
+
+def test_tiny_cpu_bench_times_the_backward():
+    from andrea_cli.bench.roofline import backward_flops
+
+    result = CliRunner().invoke(app, ["bench", "--side", "cpu", "--T", "33", "--d-k", "8", "--mask", "causal",
+                                      "--repeats", "2", "--warmup", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    rows = {m["impl"]: m for m in doc["measurements"]}
+    numpy_bwd = rows["numpy_backward"]
+    assert numpy_bwd["direction"] == "backward" and numpy_bwd["max_abs_err"] < 1e-5
+    assert numpy_bwd["tflops"] == pytest.approx(backward_flops(1, 33, 8, True) / (numpy_bwd["median_ms"] / 1e3) / 1e12)
+    if any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        cpu_bwd = rows["cpu_build_fused_backward"]
+        assert cpu_bwd["speed_path"] is False and cpu_bwd["max_abs_err"] < 1e-5
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_side_backward_implementations_run_through_the_cpu_build(causal):
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.bench.sweep import sample_dq_error
+    from andrea_cli.bench.backward import fused_backward_impl, numpy_backward_impl, staged_backward_impl
+    from andrea_cli.kernel_file import packaged_kernel_path
+
+    backend = CpuBackend(packaged_kernel_path())
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 40, 16), dtype=np.float32) for _ in range(3))
+    for impl in (numpy_backward_impl(), staged_backward_impl(backend), fused_backward_impl(backend)):
+        dq = impl.to_host(impl.prepare(q, k, v, causal)())
+        assert sample_dq_error(q, k, v, dq, causal) < 1e-5, impl.name
+        assert sample_dq_error(q, k, v, 1.01 * dq, causal) > 1e-3  # the check can fail

@@ -142,3 +142,27 @@ def test_window_mask_numpy_path_against_loops(W):
     assert (weights[:, (j > i) | (i - j >= W)] == 0).all()
     assert (weights[:, (j <= i) & (i - j < W)] > 0).all()
     np.testing.assert_allclose(weights.sum(-1), 1, rtol=1e-6)
+
+
+def test_backward_pass_measures_vanishing_gradients(report):
+    """Unscaled, the typical row's dQ collapses and most rows pass back almost nothing as d_k grows."""
+    for row in report.rows:
+        u, s = row.gradients["unscaled"], row.gradients["scaled"]
+        assert u.quiet_rows > s.quiet_rows
+    last = report.rows[-1].gradients
+    assert last["unscaled"].median_row_dq_norm < 0.1 * last["scaled"].median_row_dq_norm
+    assert last["unscaled"].quiet_rows > 0.5
+    assert f"{last['unscaled'].dq_norm:.3g}" in report.conclusion and "backward pass" in report.conclusion
+
+
+def test_backward_kernels_measure_what_numpy_measures():
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.kernel_file import packaged_kernel_path
+
+    args = ([16, 256], 48, MaskSpec("causal"), "normal")
+    kernels = compare_scaling(CpuBackend(packaged_kernel_path()), *args, seed=2)
+    numpy = compare_scaling(NumpyBackend(), *args, seed=2)
+    for a, b in zip(kernels.rows, numpy.rows):
+        for which in ("unscaled", "scaled"):
+            assert a.gradients[which].dq_norm == pytest.approx(b.gradients[which].dq_norm, rel=1e-5)
+            assert a.gradients[which].dk_norm == pytest.approx(b.gradients[which].dk_norm, rel=1e-5)

@@ -7,25 +7,10 @@ import pytest
 from andrea_cli import reference_backward as rb
 from andrea_cli.masks import MaskSpec
 
-EPS = 1e-6  # central differences in float64: truncation ~EPS^2, cancellation ~1e-16 / EPS
-
-
-def numeric_gradient(f, x: np.ndarray) -> np.ndarray:
-    grad = np.zeros_like(x)
-    for index in np.ndindex(x.shape):
-        saved = x[index]
-        x[index] = saved + EPS
-        up = f()
-        x[index] = saved - EPS
-        down = f()
-        x[index] = saved
-        grad[index] = (up - down) / (2 * EPS)
-    return grad
-
 
 @pytest.mark.parametrize("spec, scaled", [(MaskSpec("causal"), True), (MaskSpec("none"), False),
                                           (MaskSpec("window", 2), True), (MaskSpec("none"), True)])
-def test_backward_matches_finite_differences(spec, scaled):
+def test_backward_matches_finite_differences(numeric_gradient, spec, scaled):
     rng = np.random.default_rng(3)
     H, T, d_k, d_v = 2, 5, 3, 4
     q, k = rng.standard_normal((2, H, T, d_k))

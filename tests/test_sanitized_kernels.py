@@ -5,7 +5,7 @@ copy of the file is caught on the CPU, with the kernel file's line."""
 import numpy as np
 import pytest
 
-from andrea_cli import reference
+from andrea_cli import reference, reference_backward
 from andrea_cli.backends.cpu import CpuBackend
 from andrea_cli.backends.cpu_runtime.errors import CpuSanitizerError
 from andrea_cli.backends.staged import ALL_PLANS
@@ -38,6 +38,13 @@ def test_every_kernel_runs_clean_under_the_sanitizers():
         for variant in ([1, 2] if d_k % 4 == 0 and d_v % 4 == 0 else [1]):
             fused = backend.attention_fused(q, k, v, mask=mask, scaled=True, variant=variant)
             np.testing.assert_allclose(fused.output, expected, atol=1e-5)
+        # the backward kernels, staged and fused
+        d_out = np.random.default_rng(n + 100).standard_normal(v.shape, dtype=np.float32)
+        exact = reference_backward.backward(q, k, v, d_out, mask)
+        for got in (backend.attention_backward(q, k, v, d_out, mask=mask, scaled=True),
+                    backend.attention_backward_fused(q, k, v, d_out, mask=mask, scaled=True)):
+            for name in ("dq", "dk", "dv"):
+                np.testing.assert_allclose(getattr(got, name), getattr(exact, name), atol=1e-5, err_msg=name)
 
 
 def test_an_out_of_bounds_read_is_caught(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 
 from andrea_cli.backends.fused import (FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, default_variant, fused_variants,
                                        shared_bytes)
-from andrea_cli.backends.staged import TILE, KernelDevice, allocate_stages, cdiv, launch_stages
+from andrea_cli.backends.staged import TILE, KernelDevice, _NoClock, allocate_stages, cdiv, launch_stages
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 
@@ -31,6 +31,7 @@ class BackwardOutputs:
     d_scores: np.ndarray | None = None  # dS (H, T, T); likewise
     lse: np.ndarray | None = None  # (H, T) the fused forward's row logsumexp, on the fused path
     weights: np.ndarray | None = None  # P (H, T, T), the staged forward's, that the staged backward read
+    output: np.ndarray | None = None  # O (H, T, d_v), the forward's output (the layer's W_O needs it)
     transfer_ms: dict[str, float] = field(default_factory=dict)
     load_ms: float = 0.0
 
@@ -51,8 +52,9 @@ def _upload(dev: KernelDevice, *arrays):
 
 
 def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, dq, dk, dv, *, T: int,
-                           d_k: int, d_v: int, H: int, mask: MaskSpec, scaled: bool, clock) -> None:
+                           d_k: int, d_v: int, H: int, mask: MaskSpec, scaled: bool, clock=None) -> None:
     """One launch per backward stage on arrays already on the device (bench times exactly this)."""
+    clock = clock or _NoClock()
     i32, f32 = np.int32, np.float32
     scale = f32(1.0 / math.sqrt(d_k) if scaled else 1.0)
     causal = i32(mask.hides_future)
@@ -99,15 +101,16 @@ def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sc
     timings["total"] = sum(timings.values())
 
     transfer.start("d2h")
-    host = [dev.to_host(a) for a in (dq, dk, dv, dp, ds, buf.weights)]
+    host = [dev.to_host(a) for a in (dq, dk, dv, dp, ds, buf.weights, buf.output)]
     transfer.stop("d2h")
     return BackwardOutputs(*host[:3], timings, d_weights=host[3], d_scores=host[4], weights=host[5],
-                           transfer_ms=transfer.elapsed_ms())
+                           output=host[6], transfer_ms=transfer.elapsed_ms())
 
 
 def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq, dk, dv, *, T: int, d_k: int,
-                          d_v: int, H: int, mask: MaskSpec, scaled: bool, clock, rows: int = ROWS_PER_BLOCK) -> None:
+                          d_v: int, H: int, mask: MaskSpec, scaled: bool, clock=None, rows: int = ROWS_PER_BLOCK) -> None:
     """delta, dkdv, dq on arrays already on the device; out and lse from attention_fused_lse_kernel*."""
+    clock = clock or _NoClock()
     i32 = np.int32
     scale = np.float32(1.0 / math.sqrt(d_k) if scaled else 1.0)
     mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
@@ -168,6 +171,6 @@ def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sca
     timings["total"] = sum(timings.values())
 
     transfer.start("d2h")
-    host = [dev.to_host(a) for a in (dq, dk, dv, lse)]
+    host = [dev.to_host(a) for a in (dq, dk, dv, lse, out)]
     transfer.stop("d2h")
-    return BackwardOutputs(*host[:3], timings, lse=host[3], transfer_ms=transfer.elapsed_ms())
+    return BackwardOutputs(*host[:3], timings, lse=host[3], output=host[4], transfer_ms=transfer.elapsed_ms())

@@ -7,7 +7,8 @@ import time
 
 import numpy as np
 
-from andrea_cli import reference
+from andrea_cli import reference, reference_backward as rb
+from andrea_cli.backends.backward import BackwardOutputs
 from andrea_cli.backends.base import Availability, StageOutputs
 from andrea_cli.masks import MaskSpec
 
@@ -45,3 +46,25 @@ class NumpyBackend:
             return converted[id(a)]
 
         return StageOutputs(f32(s), f32(s_scaled), f32(s_masked), f32(p), f32(out), timings)
+
+    def attention_backward(self, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
+        """The float64 backward, stage by stage as the staged kernels run it, results as float32."""
+        timings: dict[str, float] = {}
+
+        def timed(stage, fn, *args):
+            start = time.perf_counter()
+            result = fn(*args)
+            timings[stage] = (time.perf_counter() - start) * 1e3
+            return result
+
+        factor = rb.scale_factor(q.shape[-1], scaled)
+        p = timed("forward", rb.forward_weights, q, k, mask, scaled)
+        dv = timed("dv", rb.value_gradient, p, d_out)
+        dp = timed("dp", rb.weight_gradient, d_out, v)
+        ds = timed("ds", rb.softmax_backward, p, dp)
+        dq = timed("dq", rb.query_gradient, ds, k, factor)
+        dk = timed("dk", rb.key_gradient, ds, q, factor)
+        timings["total"] = sum(timings.values())
+        out = reference.weighted_sum(p, v)  # the forward's output, untimed: the layer's W_O needs it
+        dq, dk, dv, dp, ds, p, out = (a.astype(np.float32) for a in (dq, dk, dv, dp, ds, p, out))
+        return BackwardOutputs(dq, dk, dv, timings, d_weights=dp, d_scores=ds, weights=p, output=out)

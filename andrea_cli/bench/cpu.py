@@ -87,11 +87,16 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.inputs import available_memory_bytes
 
-    impls = [numpy_impl()]
-    notes = ["CPU side: wall-clock medians (time.perf_counter); no peak or roofline (no device properties to compute them from)"]
+    from andrea_cli.bench.backward import fused_backward_impl, numpy_backward_impl
+    from andrea_cli.bench.torch_sdpa import torch_backward_impl
+
+    impls = [numpy_impl(), numpy_backward_impl()]
+    notes = ["CPU side: wall-clock medians (time.perf_counter); no peak or roofline (no device properties to compute them from)",
+             "*_backward rows: dQ, dK, dV from dO after an untimed forward; TFLOP/s by FlashAttention's convention, "
+             "2.5 × the forward's FLOPs"]
     reason = torch_reason()
     if reason is None:
-        impls.append(torch_impl("cpu"))
+        impls += [torch_impl("cpu"), torch_backward_impl("cpu")]
     else:
         notes.append(f"torch SDPA (CPU) not measured: {reason}")
     if with_cpu_build:
@@ -100,7 +105,10 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
         status = CpuBackend(kernel_path).available()
         if status.ok:
             impls.append(cpu_build_impl(kernel_path))
-            notes.append(f"cpu_build_fused is the kernel file compiled for the CPU: a correctness tool, "
+            impls.append(fused_backward_impl(CpuBackend(kernel_path), name="cpu_build_fused_backward", speed_path=False,
+                                             max_T=CPU_BUILD_MAX_T, repeats=1,
+                                             why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}"))
+            notes.append(f"cpu_build_fused(_backward) is the kernel file compiled for the CPU: a correctness tool, "
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")

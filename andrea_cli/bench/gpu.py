@@ -154,13 +154,19 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     backend = CudaBackend(kernel_path)
     props = gpu_properties()
     peak = peak_from_properties(props)
-    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1), staged_gpu_impl(backend), cupy_impl()]
+    from andrea_cli.bench.backward import fused_backward_impl, staged_backward_impl
+    from andrea_cli.bench.torch_sdpa import torch_backward_impl
+
+    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1), staged_gpu_impl(backend), cupy_impl(),
+             fused_backward_impl(backend), staged_backward_impl(backend)]
     notes = [f"GPU side: CUDA events, L2 ({props['l2CacheSize'] / 2**20:.0f} MiB) flushed before every repeat; "
              f"peak {peak.peak_tflops:.1f} FP32 TFLOP/s = {peak.sms} SMs × {peak.lanes_per_sm} lanes × 2 × "
-             f"{peak.clock_ghz:.2f} GHz; memory {peak.peak_gbs:.0f} GB/s"]
+             f"{peak.clock_ghz:.2f} GHz; memory {peak.peak_gbs:.0f} GB/s",
+             "*_backward rows: dQ, dK, dV from dO after an untimed forward; TFLOP/s by FlashAttention's convention, "
+             "2.5 × the forward's FLOPs"]
     reason = torch_reason("cuda")
     if reason is None:
-        impls.append(torch_impl("cuda"))
+        impls += [torch_impl("cuda"), torch_backward_impl("cuda")]
     else:
         notes.append(f"torch SDPA not measured: {reason}")
     side = Side("gpu", backend.device_name(), event_timer_with_l2_flush(props["l2CacheSize"]),

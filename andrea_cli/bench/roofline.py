@@ -15,6 +15,17 @@ def attention_flops(H: int, T: int, d_k: int, causal: bool) -> float:
     return flops / 2 if causal else flops
 
 
+def backward_flops(H: int, T: int, d_k: int, causal: bool) -> float:
+    """2.5 × the forward: FlashAttention's convention for the backward, its five T×T×d matmuls
+    (Q·K^T recomputed, dV = P^T·dO, dP = dO·V^T, dQ = dS·K, dK = dS^T·Q) against the forward's two."""
+    return 2.5 * attention_flops(H, T, d_k, causal)
+
+
+def backward_bytes(H: int, T: int, d_k: int) -> float:
+    """Read Q, K, V, O, dO and write dQ, dK, dV once, float32 (d_v = d_k)."""
+    return 4.0 * H * T * d_k * 8
+
+
 def attention_bytes(H: int, T: int, d_k: int, d_v: int | None = None) -> float:
     """Read Q, K, V and write O once, float32: the compulsory traffic. "Effective GB/s" divides
     this by the time, whatever an implementation really moves (the staged path moves 4 T×T more)."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from andrea_cli.backends.base import DeviceFault
 from andrea_cli.errors import AndreaError
-from andrea_cli.bench.roofline import DevicePeak, attention_bytes, attention_flops
+from andrea_cli.bench.roofline import DevicePeak, attention_bytes, attention_flops, backward_bytes, backward_flops
 
 GPU_T = (256, 1024, 4096, 16384)
 CPU_T = (128, 256, 512, 1024)
@@ -45,6 +45,7 @@ class Measurement:
     max_abs_err: float | None = None  # sampled rows against the float64 reference
     speed_path: bool = True  # False: the CPU build of the kernels, a correctness tool
     skipped: str = ""
+    direction: str = "forward"  # or "backward": dQ, dK, dV from dO, with the backward's FLOPs
 
 
 @dataclass
@@ -98,6 +99,15 @@ class Impl:
     peak_bytes: Callable[[int, int, int, bool], float] = lambda H, T, d_k, causal: io_bytes(H, T, d_k)
     max_d_k: int | None = None
     why_max_d_k: str = ""
+    # "backward": run() returns dQ for upstream_gradient(q), and the costs are the backward's
+    direction: str = "forward"
+
+
+def costs(direction: str, H: int, T: int, d_k: int, causal: bool) -> tuple[float, float]:
+    """(FLOPs, compulsory bytes) of one pass, by the FlashAttention conventions (roofline.py)."""
+    if direction == "backward":
+        return backward_flops(H, T, d_k, causal), backward_bytes(H, T, d_k)
+    return attention_flops(H, T, d_k, causal), attention_bytes(H, T, d_k)
 
 
 @dataclass
@@ -168,11 +178,34 @@ def sample_error(q, k, v, out, causal: bool) -> float:
     return float(np.abs(out[0, rows] - want).max())
 
 
+def upstream_gradient(q: np.ndarray) -> np.ndarray:
+    """The dO every backward implementation gets: N(0, 1), the output's shape (d_v = d_k here)."""
+    return np.random.default_rng(1).standard_normal(q.shape, dtype=np.float32)
+
+
+def sample_dq_error(q, k, v, dq, causal: bool) -> float:
+    """Max |dQ - reference| over VALIDATE_ROWS rows of head 0: a row of dQ needs only its own row
+    of P and dP (dS_i = P_i ∘ (dP_i − P_i·dP_i), dQ_i = scale · dS_i · K), so it is cheap."""
+    T, d_k = q.shape[1], q.shape[2]
+    rows = np.unique(np.linspace(0, T - 1, min(VALIDATE_ROWS, T)).round().astype(np.int64))
+    q64, k64, v64 = (a[0].astype(np.float64) for a in (q, k, v))
+    do = upstream_gradient(q)[0, rows].astype(np.float64)
+    s = q64[rows] @ k64.T / math.sqrt(d_k)
+    if causal:
+        s = np.where(np.arange(T)[None, :] <= rows[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    dp = do @ v64.T
+    ds = p * (dp - (p * dp).sum(axis=1, keepdims=True))
+    return float(np.abs(dq[0, rows] - ds @ k64 / math.sqrt(d_k)).max())
+
+
 def measure(impl: Impl, timer, q, k, v, causal: bool, warmup: int, repeats: int) -> tuple[list[float], float]:
     """Validate, then time. `run` and the buffers it holds die with this frame, so the next
     implementation never shares memory with this one."""
     run = impl.prepare(q, k, v, causal)
-    err = sample_error(q, k, v, impl.to_host(run()), causal)
+    check = sample_dq_error if impl.direction == "backward" else sample_error
+    err = check(q, k, v, impl.to_host(run()), causal)
     times = timer(run, warmup, repeats) if impl.repeats is None else timer(run, 0, impl.repeats)
     return times, err
 
@@ -189,10 +222,11 @@ def run_sweep(side: Side, impls: list[Impl], *, Ts, d_ks, causals=(False, True),
         for causal in causals:
             for T in Ts:
                 q, k, v = (rng.standard_normal((H, T, d_k), dtype=np.float32) for _ in range(3))
-                flops, nbytes = attention_flops(H, T, d_k, causal), attention_bytes(H, T, d_k)
                 point: list[Measurement] = []
                 for impl in impls:
-                    m = Measurement(impl.name, T, d_k, H, causal, None, speed_path=impl.speed_path)
+                    flops, nbytes = costs(impl.direction, H, T, d_k, causal)
+                    m = Measurement(impl.name, T, d_k, H, causal, None, speed_path=impl.speed_path,
+                                    direction=impl.direction)
                     point.append(m)
                     m.skipped = why_not(impl, H, T, d_k, causal, budget, side.memory)
                     if m.skipped:

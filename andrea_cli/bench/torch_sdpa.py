@@ -39,3 +39,26 @@ def torch_impl(device: str) -> Impl:
         return run
 
     return Impl("torch_sdpa", prepare, to_host=lambda t: t[0].cpu().numpy(), peak_bytes=torch_peak_bytes)
+
+
+def torch_backward_impl(device: str) -> Impl:
+    """torch SDPA's backward through autograd: the forward in prepare, the graph kept for every repeat."""
+    from andrea_cli.bench.sweep import upstream_gradient
+
+    def prepare(q, k, v, causal):
+        import torch
+        import torch.nn.functional as F
+
+        # (1, H, T, d) as the forward's peer; leaves that require grad, so autograd returns dQ
+        tq, tk, tv = (torch.as_tensor(a[None], device=device).requires_grad_() for a in (q, k, v))
+        t_do = torch.as_tensor(upstream_gradient(q)[None], device=device)
+        out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+
+        def run():
+            return torch.autograd.grad(out, (tq, tk, tv), t_do, retain_graph=True)[0]
+
+        return run
+
+    # what the forward keeps for autograd, and as much again for the backward's temporaries
+    return Impl("torch_sdpa_backward", prepare, to_host=lambda t: t[0].cpu().numpy(), direction="backward",
+                peak_bytes=lambda H, T, d_k, causal: 2 * torch_peak_bytes(H, T, d_k, causal))

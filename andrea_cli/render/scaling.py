@@ -74,6 +74,27 @@ def render_scaling(console: Console, r: ScalingReport) -> None:
         "averaged. exp(H): how many positions a row really mixes. ‖J‖: Frobenius norm of the softmax Jacobian "
         "diag(p) − p·p^T per row, the gradient that flows back to the scores (0 when one weight is 1).[/dim]"
     )
+    if any(row.gradients for row in r.rows):
+        console.print(_gradient_table(r))
     console.print()
     console.print(escape(r.conclusion))
     console.print(f"[dim]{2 * len(r.rows)} runs in {r.wall_s:.2f} s[/dim]")
+
+
+def _gradient_table(r: ScalingReport) -> Table:
+    """The backward pass, measured beside the Jacobian: what reaches Q and K, in total and per row."""
+    table = Table(title=f"The backward pass (backend {escape(r.backend)}), dO drawn N(0, 1): unscaled | ÷ sqrt(d_k)",
+                  title_justify="left", caption="median ‖dQ_i‖: what the typical query row receives. quiet rows: "
+                  "‖dS_i‖ < 1% of ‖P_i ∘ dP_i‖, a softmax that passes back almost nothing")
+    table.add_column("d_k", justify="right")
+    for label in ("‖dQ‖", "‖dK‖", "median ‖dQ_i‖", "quiet rows", "‖J‖ median"):
+        table.add_column(f"{label}\nunscaled", justify="right")
+        table.add_column(f"{label}\nscaled", justify="right")
+    for row in r.rows:
+        if not row.gradients:
+            continue
+        u, s = row.gradients["unscaled"], row.gradients["scaled"]
+        table.add_row(str(row.d_k), _fmt(u.dq_norm), _fmt(s.dq_norm), _fmt(u.dk_norm), _fmt(s.dk_norm),
+                      _fmt(u.median_row_dq_norm), _fmt(s.median_row_dq_norm), f"{u.quiet_rows:.1%}",
+                      f"{s.quiet_rows:.1%}", _fmt(row.unscaled.median_jacobian_norm), _fmt(row.scaled.median_jacobian_norm))
+    return table

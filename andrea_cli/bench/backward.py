@@ -1,0 +1,105 @@
+"""The backward pass in `andrea bench`: dQ, dK, dV from dO (bench.upstream_gradient), timed after
+a forward run done in `prepare` (what the backward needs of it: P for the staged path, O and the
+row logsumexp for the fused one, torch's autograd graph), so only the backward is on the clock.
+Costs by FlashAttention's convention: 2.5 × the forward's FLOPs (roofline.backward_flops)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes, upstream_gradient
+from andrea_cli.masks import MaskSpec
+
+IO_ARRAYS = 9  # Q, K, V, O, dO, dQ, dK, dV and the copy of dO: (H, T, d_k) each
+
+
+def _mask(causal: bool) -> MaskSpec:
+    return MaskSpec("causal" if causal else "none")
+
+
+def numpy_backward_impl() -> Impl:
+    """The staged backward in float32 NumPy (BLAS matmuls), P from a forward done in prepare."""
+
+    def prepare(q, k, v, causal):
+        T, d_k = q.shape[1], q.shape[2]
+        scale = np.float32(1.0 / math.sqrt(d_k))
+        s = np.matmul(q, k.transpose(0, 2, 1)) * scale  # (H, T, T)
+        if causal:
+            s[:, np.triu(np.ones((T, T), dtype=bool), 1)] = -np.inf
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        del s
+        d_out = upstream_gradient(q)
+
+        def run():
+            run.dv = np.matmul(p.transpose(0, 2, 1), d_out)  # kept on the function: timed, not returned
+            dp = np.matmul(d_out, v.transpose(0, 2, 1))  # (H, T, T)
+            dp -= (dp * p).sum(axis=-1, keepdims=True)
+            dp *= p  # dS, in place
+            run.dk = np.matmul(dp.transpose(0, 2, 1), q) * scale
+            return np.matmul(dp, k) * scale  # dQ
+
+        return run
+
+    # P and dP, the product dP ∘ P of the rowsum, and a transposed view's copy: (H, T, T) each
+    return Impl("numpy_backward", prepare, direction="backward",
+                peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 4) + (10.0 * T * T if causal else 0)
+                + io_bytes(H, T, d_k, IO_ARRAYS))
+
+
+def staged_backward_impl(backend) -> Impl:
+    """The staged backward kernels (dv, dp, ds, dq, dk), P from the staged forward in prepare."""
+    from andrea_cli.backends.backward import launch_staged_backward
+    from andrea_cli.backends.staged import allocate_stages, launch_stages
+
+    dev = backend.device()
+
+    def prepare(q, k, v, causal):
+        H, T, d_k = q.shape
+        gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
+        mask = _mask(causal)
+        buf = allocate_stages(dev, H, T, d_k, mask=mask, scaled=True)
+        launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True)
+        dp, ds = buf.scores, dev.empty((H, T, T))  # the forward's scores are spent: dP takes their place
+        dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
+
+        def run():
+            launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k, d_v=d_k,
+                                   H=H, mask=mask, scaled=True)
+            return dq
+
+        return run
+
+    # the forward's scores, scaled, weights (and masked when causal), and dS: (H, T, T) each
+    return Impl("staged_backward", prepare, to_host=dev.to_host, direction="backward",
+                peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 4 + causal) + io_bytes(H, T, d_k, IO_ARRAYS))
+
+
+def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bool = True, **limits) -> Impl:
+    """The fused backward (delta, dkdv, dq), O and the logsumexp from the fused forward in prepare."""
+    from andrea_cli.backends.backward import launch_fused_backward, launch_fused_lse
+    from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, default_variant
+
+    dev = backend.device()
+
+    def prepare(q, k, v, causal):
+        H, T, d_k = q.shape
+        gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
+        mask = _mask(causal)
+        out, lse, delta = dev.empty((H, T, d_k)), dev.empty((H, T)), dev.empty((H, T))
+        launch_fused_lse(dev, gq, gk, gv, out, lse, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True,
+                         variant=default_variant(d_k, d_k))
+        dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
+
+        def run():
+            launch_fused_backward(dev, gq, gk, gv, out, gdo, lse, delta, dq, dk, dv, T=T, d_k=d_k, d_v=d_k, H=H,
+                                  mask=mask, scaled=True)
+            return dq
+
+        return run
+
+    return Impl(name, prepare, to_host=dev.to_host, direction="backward", speed_path=speed_path,
+                max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D, **limits,
+                peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, IO_ARRAYS) + 8.0 * H * T)

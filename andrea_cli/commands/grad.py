@@ -1,0 +1,132 @@
+"""What `andrea grad` runs: the backward pass of one head (staged or fused) or of the whole layer,
+from `attend`'s inputs and an upstream gradient dO; inputs made or loaded, the backend selected,
+the gradients saved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from andrea_cli.backends import select_backend
+from andrea_cli.backends.fused import check_fused_shape
+from andrea_cli.errors import AndreaError
+from andrea_cli.gradient_flow import d_out_for
+from andrea_cli.inputs import QKV, check_fits_in_memory, check_sizes, load_npy_matrix, load_qkv, random_qkv
+from andrea_cli.kernel_file import resolve_kernel_path
+from andrea_cli.masks import parse_mask
+from andrea_cli.outputs import check_writable, save_npz_atomic
+
+# The staged backward holds the forward's four T×T arrays and dP, dS, on the device and the host,
+# and the float64 check its own: about twice what a forward run needs per score.
+BACKWARD_BYTES_PER_SCORE = 128
+
+
+@dataclass
+class GradOptions:
+    """The command line's options, as parsed; None where the user gave nothing."""
+
+    T: int | None = None
+    d_k: int | None = None
+    d_v: int | None = None
+    seed: int = 0
+    q: Path | None = None
+    k: Path | None = None
+    v: Path | None = None
+    qkv: Path | None = None
+    mask: str = "causal"
+    no_scale: bool = False
+    backend: str = "auto"
+    kernel: Path | None = None
+    as_json: bool = False
+    fused: bool = False
+    d_out: Path | None = None
+    out: Path | None = None
+    d_model: int | None = None
+    n_head: int | None = None
+    preset: str | None = None
+    x: Path | None = None
+    layer_weights: Path | None = None
+
+    @property
+    def wants_layer(self) -> bool:
+        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights))
+
+    @property
+    def has_qkv_files(self) -> bool:
+        return any(p is not None for p in (self.q, self.k, self.v, self.qkv))
+
+
+def check_combinations(o: GradOptions) -> None:
+    if o.wants_layer and o.has_qkv_files:
+        raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
+                          "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
+    if o.wants_layer and o.fused:
+        raise AndreaError("--fused works on one head: drop it, or drop the layer flags")
+    if o.fused and o.backend == "numpy":
+        raise AndreaError("--fused runs the fused backward kernels, on --backend cuda or cpu; the NumPy path has "
+                          "no fused kernel (drop --fused to run it)")
+
+
+def head_inputs(o: GradOptions) -> QKV:
+    """Q, K, V from files, or random at the requested sizes (checked to fit before drawing)."""
+    data = None
+    if o.has_qkv_files:
+        data = load_qkv(o.q, o.k, o.v, o.qkv)
+        for flag, given, actual in (("--T", o.T, data.T), ("--d-k", o.d_k, data.d_k), ("--d-v", o.d_v, data.d_v)):
+            if given is not None and given != actual:
+                raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} or fix the files")
+        T, d_k, d_v = data.T, data.d_k, data.d_v
+    else:
+        T = 1024 if o.T is None else o.T
+        d_k = 64 if o.d_k is None else o.d_k
+        d_v = d_k if o.d_v is None else o.d_v
+        check_sizes(T, d_k, d_v)
+    if o.fused:
+        check_fused_shape(d_k, d_v)
+    check_fits_in_memory(1, T, d_k, d_v, square=not o.fused, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
+    return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
+
+
+def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarray:
+    """dO from --d-out (checked against the output's shape), or seeded N(0, 1).     (T, width)"""
+    if o.d_out is None:
+        return d_out_for(T, width, o.seed)[0]
+    d_out = load_npy_matrix(o.d_out, "--d-out")
+    if d_out.shape != (T, width):
+        raise AndreaError(f"--d-out {o.d_out} is {d_out.shape} but the {what} is ({T}, {width}): "
+                          f"dO must have the output's shape")
+    return d_out
+
+
+def run_grad(o: GradOptions):
+    """GradReport (one head, staged or fused) or LayerGradReport (layer flags)."""
+    check_combinations(o)
+    mask = parse_mask(o.mask)
+    check_writable(o.out, "--out", suffix=".npz")
+    if o.wants_layer:
+        from andrea_cli.layer_backward import run_layer_backward
+        from andrea_cli.layer_inputs import LayerFlags, layer_inputs
+
+        inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
+                                      o.x, o.layer_weights, o.seed)
+        check_fits_in_memory(n_head, inputs.T, inputs.d_model // n_head, inputs.d_model // n_head,
+                             bytes_per_score=BACKWARD_BYTES_PER_SCORE)
+        d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
+        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel))
+        report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=not o.no_scale,
+                                    notices=[notice] if notice else [])
+    else:
+        from andrea_cli.backward_pipeline import run_backward
+
+        data = head_inputs(o)
+        d_out = upstream_gradient(o, data.T, data.d_v, "output")
+        # without a GPU, auto runs the fused kernels on the CPU build: the NumPy path would build T×T
+        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel),
+                                         auto_order=("cuda", "cpu") if o.fused else ("cuda", "numpy"))
+        report = run_backward(data, d_out, backend, mask, scaled=not o.no_scale, fused=o.fused,
+                              notices=[notice] if notice else [])
+    if o.out is not None:
+        save_npz_atomic(o.out, report.arrays())
+    return report

@@ -1,0 +1,76 @@
+"""`andrea grad`'s report as Rich tables: shapes, gradient norms, how much reaches the scores,
+the float64 check, per-stage timings."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from andrea_cli.render.common import fmt, print_header, scale_text, shapes_table
+
+NORM_LABELS = {  # what each gradient is, in the order the chain rule meets them
+    "d_out": "dO, the upstream gradient",
+    "dv": "dV = P^T · dO",
+    "d_weights": "dP = dO · V^T",
+    "d_scores": "dS = P ∘ (dP − rowsum(dP ∘ P))",
+    "dq": "dQ = scale · dS · K",
+    "dk": "dK = scale · dS^T · Q",
+    "dx": "dx = dQ·W_Q^T + dK·W_K^T + dV·W_V^T",
+    "dw_q": "dW_Q = x^T · dQ",
+    "dw_k": "dW_K = x^T · dK",
+    "dw_v": "dW_V = x^T · dV",
+    "dw_o": "dW_O = concat^T · dOut",
+}
+
+
+def render_grad(console: Console, r) -> None:
+    """A GradReport (one head) or a LayerGradReport (the layer: it has n_head)."""
+    layer = hasattr(r, "n_head")
+    what = (f"the layer, d_model={r.d_model}, {r.n_head} heads of d_k={r.d_k}" if layer else
+            f"d_k={r.d_k} d_v={r.d_v}{', fused kernels' if r.fused else ''}")
+    print_header(console, r.notices,
+                 f"[bold]Backward: dQ, dK, dV of softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  T={r.T} {what} "
+                 f"mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
+                 r.backend, r.device, r.source)
+    console.print(shapes_table("Gradient shapes", r.shapes))
+
+    norms = Table(title="Gradient norms (Frobenius)", title_justify="left")
+    norms.add_column("gradient")
+    norms.add_column("norm", justify="right")
+    for name, label in NORM_LABELS.items():
+        if name in r.grad_norms:
+            value = r.grad_norms[name]
+            norms.add_row(label, "- (fused: no T×T)" if value is None else fmt(value))
+    console.print(norms)
+
+    if r.score_share is not None:
+        console.print(f"‖dS‖ / ‖dP‖ = {fmt(r.score_share)}: the share of the gradient reaching the weights that "
+                      f"the softmax passes on to the scores")
+        console.print(f"{r.quiet_rows:.1%} of rows pass back almost nothing (‖dS_i‖ < 1% of ‖P_i ∘ dP_i‖: "
+                      f"a saturated softmax, whose gradient vanishes)")
+    if r.max_rel_error is not None:
+        worst = max(r.max_rel_error.values())
+        parts = ", ".join(f"{name} {fmt(e)}" for name, e in r.max_rel_error.items())
+        console.print(f"against the float64 NumPy backward, max |error| / max |exact|: {parts}"
+                      + (" [green](float32 rounding)[/green]" if worst < 1e-4 else " [bold red](too large)[/bold red]"))
+
+    timing = Table(title="Timings (ms)", title_justify="left",
+                   caption="the CPU build emulates each CUDA thread: these times say nothing about a GPU"
+                   if r.backend == "cpu" else None)
+    timing.add_column("stage")
+    timing.add_column("ms", justify="right")
+    stages = r.attention_timings_ms if layer else r.timings_ms
+    for stage, ms in stages.items():
+        if stage != "total":
+            timing.add_row(stage, f"{ms:.3f}")
+    timing.add_row("[bold]total[/bold]", f"[bold]{stages['total']:.3f}[/bold]")
+    if layer:
+        for stage, ms in r.timings_ms.items():
+            if stage not in ("attention", "total"):
+                timing.add_row(f"host: {stage}", f"{ms:.3f}")
+    else:
+        for name, ms in r.transfer_ms.items():
+            timing.add_row(f"copy {name} (apart)", f"{ms:.3f}")
+        if r.load_ms:
+            timing.add_row("kernel module load/compile (apart)", f"{r.load_ms:.1f}")
+    console.print(timing)
