@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError
 
 app = typer.Typer(
@@ -63,8 +64,8 @@ def fail(message: str) -> typer.Exit:
 
 @app.command()
 def attend(
-    T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help="Sequence length [default: 1024]."),
-    d_k: Optional[int] = typer.Option(None, "--d-k", help="Query/key width per head [default: 64]."),
+    T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help=f"Sequence length [default: {DEFAULT_T}]."),
+    d_k: Optional[int] = typer.Option(None, "--d-k", help=f"Query/key width per head [default: {DEFAULT_D_K}]."),
     d_v: Optional[int] = typer.Option(None, "--d-v", help="Value width [default: d_k]."),
     seed: int = typer.Option(0, help="Seed of the random Q, K, V."),
     q: Optional[Path] = typer.Option(None, "--q", help="Q from a 2-D .npy file (T, d_k)."),
@@ -161,7 +162,7 @@ def verify(
     backend: str = typer.Option("auto", help="auto (cuda if a GPU answers, else cpu), cuda or cpu."),
     quick: bool = typer.Option(False, "--quick", help="A smaller sweep (seconds on the CPU build)."),
     T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help="Verify one case of this length."),
-    d_k: Optional[int] = typer.Option(None, "--d-k", help="Width for the one case [default: 64]."),
+    d_k: Optional[int] = typer.Option(None, "--d-k", help=f"Width for the one case [default: {DEFAULT_D_K}]."),
     d_v: Optional[int] = typer.Option(None, "--d-v", help="Value width for the one case [default: d_k]."),
     mask: Optional[str] = typer.Option(None, help="Mask for the one case: causal, none or window:W [default: causal]."),
     no_scale: bool = typer.Option(False, "--no-scale", help="The one case without scaling."),
@@ -237,7 +238,7 @@ def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON docu
 @app.command("compare-scaling")
 def compare_scaling(
     d_k: str = typer.Option("64,256,4096", "--d-k", help="Comma-separated query/key widths."),
-    T: int = typer.Option(1024, "--T", "-T", "--seq-len", help="Sequence length."),
+    T: int = typer.Option(DEFAULT_T, "--T", "-T", "--seq-len", help="Sequence length."),
     seed: int = typer.Option(0, help="Seed of the random Q, K, V."),
     backend: str = typer.Option("auto", help="auto, cuda, cpu or numpy."),
     mask: str = typer.Option("causal", help="causal, none, or window:W (query i sees i-W+1..i)."),

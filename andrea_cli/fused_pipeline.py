@@ -18,23 +18,11 @@ class RowSample:
     """Statistics over `rows` of the weight matrix, recomputed with the NumPy reference."""
 
     rows: list[int]
-    row_sums: stats.RowSums
-    magnitude_unscaled: stats.Magnitude
-    magnitude_scaled: stats.Magnitude
-    softmax: stats.Peakiness
-    hidden_weight_max: float | None  # must be 0.0
+    weight_stats: stats.WeightStats
     output_max_abs_err: float  # the fused output of these rows against the reference
 
     def to_json(self) -> dict:
-        return {
-            "rows": self.rows,
-            "row_sums": stats.as_dict(self.row_sums),
-            "magnitude": {"unscaled": stats.as_dict(self.magnitude_unscaled),
-                          "scaled": stats.as_dict(self.magnitude_scaled)},
-            "softmax": stats.as_dict(self.softmax),
-            "hidden_weight_max": self.hidden_weight_max,
-            "output_max_abs_err": self.output_max_abs_err,
-        }
+        return {"rows": self.rows, **self.weight_stats.to_json(), "output_max_abs_err": self.output_max_abs_err}
 
 
 @dataclass
@@ -79,25 +67,12 @@ class FusedReport:
         }
 
 
-def sample_rows(T: int, n: int) -> np.ndarray:
-    """n query rows spread evenly over 0..T-1 (first and last included)."""
-    return np.unique(np.linspace(0, T - 1, min(n, T)).round().astype(np.int64))
-
-
 def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: int) -> RowSample:
-    rows = sample_rows(qkv.T, n)
-    raw = reference.scores(qkv.q[None, rows], qkv.k[None])[0]  # (n, T), float64
-    factor = 1.0 / math.sqrt(qkv.d_k)
-    visible = mask.visible(qkv.T, rows)
-    weights = reference.softmax(np.where(visible, raw * factor if scaled else raw, -np.inf))
-    want = weights @ qkv.v.astype(np.float64)  # (n, d_v)
+    rows = reference.sample_rows(qkv.T, n)
+    raw, weights, want = reference.attention_rows(qkv.q, qkv.k, qkv.v, mask, scaled, rows)  # float64
     return RowSample(
         rows=rows.tolist(),
-        row_sums=stats.row_sums(weights),
-        magnitude_unscaled=stats.magnitude(raw),
-        magnitude_scaled=stats.magnitude(raw * factor),
-        softmax=stats.peakiness(weights),
-        hidden_weight_max=stats.largest_hidden_weight(weights, visible),
+        weight_stats=stats.weight_stats(raw, raw * (1.0 / math.sqrt(qkv.d_k)), weights, mask.visible(qkv.T, rows)),
         output_max_abs_err=float(np.abs(output[rows] - want).max()),
     )
 

@@ -18,7 +18,6 @@ import numpy as np
 
 from andrea_cli import reference, stats
 from andrea_cli.backends.base import Backend
-from andrea_cli.inputs import check_fits_in_memory
 from andrea_cli.layer_inputs import LayerInputs, check_layer
 from andrea_cli.masks import MaskSpec
 from andrea_cli.pipeline import AttentionReport, report_from_outputs, scaled_scores
@@ -49,21 +48,10 @@ def layer_reference(x, weights: dict[str, np.ndarray], n_head: int, mask: MaskSp
 class HeadStats:
     head: int
     columns: tuple[int, int]  # the slice of W_Q/W_K/W_V (and of concat) this head owns
-    row_sums: stats.RowSums
-    magnitude_unscaled: stats.Magnitude
-    magnitude_scaled: stats.Magnitude
-    softmax: stats.Peakiness
-    hidden_weight_max: float | None
+    weight_stats: stats.WeightStats
 
     def to_json(self) -> dict:
-        return {
-            "head": self.head,
-            "columns": list(self.columns),
-            "row_sums": stats.as_dict(self.row_sums),
-            "magnitude": {"unscaled": stats.as_dict(self.magnitude_unscaled), "scaled": stats.as_dict(self.magnitude_scaled)},
-            "softmax": stats.as_dict(self.softmax),
-            "hidden_weight_max": self.hidden_weight_max,
-        }
+        return {"head": self.head, "columns": list(self.columns), **self.weight_stats.to_json()}
 
 
 @dataclass
@@ -89,17 +77,12 @@ class LayerReport:
         }
 
 
-def _score_stats(scores, scaled_scores, weights, visible):
-    return (stats.row_sums(weights), stats.magnitude(scores), stats.magnitude(scaled_scores),
-            stats.peakiness(weights), stats.largest_hidden_weight(weights, visible))
-
-
 def run_layer(inputs: LayerInputs, n_head: int, backend: Backend, mask: MaskSpec, scaled: bool,
               notices: list[str] | None = None) -> LayerReport:
+    """x to the layer's output. The caller has checked that it fits (layer_inputs does, before drawing)."""
     check_layer(inputs, n_head)
     T, d_model = inputs.T, inputs.d_model
     d_k = d_model // n_head
-    check_fits_in_memory(n_head, T, d_k, d_k)
     w = inputs.weights
     host: dict[str, float] = {}
 
@@ -123,7 +106,8 @@ def run_layer(inputs: LayerInputs, n_head: int, backend: Backend, mask: MaskSpec
 
     scaled_view = scaled_scores(out, d_k, scaled)
     visible = mask.visible(T)
-    heads = [HeadStats(h, (h * d_k, (h + 1) * d_k), *_score_stats(out.scores[h], scaled_view[h], out.weights[h], visible))
+    heads = [HeadStats(h, (h * d_k, (h + 1) * d_k),
+                       stats.weight_stats(out.scores[h], scaled_view[h], out.weights[h], visible))
              for h in range(n_head)]
     w_shape = [d_model, d_model]
     shapes = {"x": [T, d_model], "w_q": w_shape, "w_k": w_shape, "w_v": w_shape,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import (HOST_BYTES_PER_INPUT, check_fits_in_memory, check_sizes, load_npy_matrix,
                                load_npz_matrices, require_memory)
@@ -108,7 +109,7 @@ class LayerFlags:
 def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | None, seed: int
                  ) -> tuple[LayerInputs, int]:
     """x and the weights (each from its file or drawn at random) and n_head. Each size comes from
-    its flag, else the files, else the preset, else the other sizes with d_k = 64, else 1024 for T."""
+    its flag, else the files, else the preset, else the other sizes with d_k = DEFAULT_D_K, else DEFAULT_T."""
     preset = flags.defaults()
     for flag, value in (("--T", flags.T), ("--d-model", flags.d_model), ("--n-head", flags.n_head)):
         if value is not None and value < 1:
@@ -123,10 +124,10 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
         T, d_model = x.shape
     if d_model is None and w is not None:
         d_model = w["w_q"].shape[0]  # Q = x · W_Q: W_Q has d_model rows
-    T = T or preset.get("T", 1024)
+    T = T or preset.get("T", DEFAULT_T)
     d_model = d_model or preset.get("d_model")
     n_head = flags.n_head or preset.get("n_head")
-    width = flags.d_k or 64
+    width = flags.d_k or DEFAULT_D_K
     if d_model is None:
         d_model = n_head * width
     if n_head is None:

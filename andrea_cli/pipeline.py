@@ -9,7 +9,7 @@ import numpy as np
 
 from andrea_cli import stats
 from andrea_cli.backends.base import Backend, StageOutputs
-from andrea_cli.inputs import QKV, check_fits_in_memory
+from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
 
 CORNER = 8  # rows and columns of the weight matrix shown, like the course's triangle picture
@@ -27,11 +27,7 @@ class AttentionReport:
     scaled: bool
     scale: float  # the factor applied to the scores: 1/sqrt(d_k), or 1.0 with --no-scale
     shapes: dict[str, list[int]]
-    row_sums: stats.RowSums
-    magnitude_unscaled: stats.Magnitude
-    magnitude_scaled: stats.Magnitude
-    softmax: stats.Peakiness
-    hidden_weight_max: float | None  # the largest weight on a masked position: must be 0.0
+    weight_stats: stats.WeightStats  # over every head together
     timings_ms: dict[str, float]
     transfer_ms: dict[str, float]
     load_ms: float
@@ -52,13 +48,7 @@ class AttentionReport:
             "scaled": self.scaled,
             "scale": self.scale,
             "shapes": self.shapes,
-            "row_sums": stats.as_dict(self.row_sums),
-            "magnitude": {
-                "unscaled": stats.as_dict(self.magnitude_unscaled),
-                "scaled": stats.as_dict(self.magnitude_scaled),
-            },
-            "softmax": stats.as_dict(self.softmax),
-            "hidden_weight_max": self.hidden_weight_max,
+            **self.weight_stats.to_json(),
             "timings_ms": self.timings_ms,
             "transfer_ms": self.transfer_ms,
             "load_ms": self.load_ms,
@@ -97,11 +87,7 @@ def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k
         scaled=scaled,
         scale=factor if scaled else 1.0,
         shapes=shapes,
-        row_sums=stats.row_sums(out.weights),
-        magnitude_unscaled=stats.magnitude(out.scores),
-        magnitude_scaled=stats.magnitude(scaled_view),
-        softmax=stats.peakiness(out.weights),
-        hidden_weight_max=stats.largest_hidden_weight(out.weights, visible),
+        weight_stats=stats.weight_stats(out.scores, scaled_view, out.weights, visible),
         timings_ms=out.timings_ms,
         transfer_ms=out.transfer_ms,
         load_ms=out.load_ms,
@@ -114,7 +100,7 @@ def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k
 
 def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
                   notices: list[str] | None = None) -> AttentionReport:
-    check_fits_in_memory(1, qkv.T, qkv.d_k, qkv.d_v)
+    """One head through the staged kernels. The caller has checked that it fits (head_inputs)."""
     out: StageOutputs = backend.attention(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled)
     T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
     shapes = {"q": [T, d_k], "k": [T, d_k], "v": [T, d_v], "scores": [T, T], "weights": [T, T], "output": [T, d_v]}

@@ -56,6 +56,21 @@ def attention(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
     return weighted_sum(softmax(mask(s, spec)), v)
 
 
+def sample_rows(T: int, n: int) -> np.ndarray:
+    """n query rows spread evenly over 0..T-1 (first and last included)."""
+    return np.unique(np.linspace(0, T - 1, min(n, T)).round().astype(np.int64))
+
+
+def attention_rows(q, k, v, spec: MaskSpec, scaled: bool, rows: np.ndarray):
+    """The equation for some query rows only, never building (T, T): the raw scores, the weights
+    and the output of those rows.     (T, d_k), (T, d_k), (T, d_v) -> (n, T), (n, T), (n, d_v)"""
+    T, d_k = k.shape
+    raw = scores(q[None, rows], k[None])[0]
+    s = raw * (1.0 / math.sqrt(d_k)) if scaled else raw
+    weights = softmax(np.where(spec.visible(T, rows), s, -np.inf))
+    return raw, weights, weights @ v.astype(np.float64)
+
+
 def attention_loops(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
     """The same equation with plain Python loops, for tiny shapes: an independent check of the
     vectorised path above (tests compare the two)."""

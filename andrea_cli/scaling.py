@@ -53,8 +53,8 @@ def expected_std(dist: str, d_k: int, scaled: bool) -> float:
 
 
 @dataclass(frozen=True)
-class Side:
-    """One run (scaled or not): its scores' magnitude and how peaky its softmax is."""
+class ScalingRun:
+    """One run of a width, scaled or not: its scores' magnitude and how peaky its softmax is."""
 
     expected_std: float
     magnitude: stats.Magnitude
@@ -70,8 +70,8 @@ class Side:
 @dataclass
 class ScalingRow:
     d_k: int
-    unscaled: Side
-    scaled: Side
+    unscaled: ScalingRun
+    scaled: ScalingRun
     samples: dict[str, np.ndarray] = field(repr=False)  # "unscaled"/"scaled" -> some scores
     first_rows: dict[str, np.ndarray] = field(repr=False)  # "unscaled"/"scaled" -> (16, 16) weights
     # "unscaled"/"scaled" -> the backward pass measured; empty where the backend has no backward
@@ -108,10 +108,10 @@ class ScalingReport:
         }
 
 
-def _side(out, which: str, dist: str, d_k: int) -> Side:
+def _run_stats(out, which: str, dist: str, d_k: int) -> ScalingRun:
     scores = out.scaled[0] if which == "scaled" else out.scores[0]
     weights = out.weights[0]
-    return Side(
+    return ScalingRun(
         expected_std=expected_std(dist, d_k, which == "scaled"),
         magnitude=stats.magnitude(scores),
         softmax=stats.peakiness(weights),
@@ -138,17 +138,17 @@ def compare_scaling(backend: Backend, d_ks: list[int], T: int, mask: MaskSpec, d
         qkv = random_qkv(T, d_k, D_V, seed, dist=dist)
         q, k, v = (a[None] for a in (qkv.q, qkv.k, qkv.v))  # one head: (1, T, d)
         d_out = d_out_for(T, D_V, seed)  # the same upstream gradient for both runs
-        sides, samples, first, flows = {}, {}, {}, {}
+        runs, samples, first, flows = {}, {}, {}, {}
         for which in ("unscaled", "scaled"):
             out = backend.attention(q, k, v, mask=mask, scaled=which == "scaled")
-            sides[which] = _side(out, which, dist, d_k)
+            runs[which] = _run_stats(out, which, dist, d_k)
             samples[which] = _sample(out.scaled[0])  # == out.scores[0] for the unscaled run
             first[which] = out.weights[0, :FIRST_ROWS, :FIRST_ROWS].copy()
             del out  # free the (T, T) arrays before the next run
             if hasattr(backend, "attention_backward"):  # the backward kernels (or NumPy's), measured
                 flows[which] = gradient_flow(backend.attention_backward(q, k, v, d_out, mask=mask,
                                                                         scaled=which == "scaled"))
-        rows.append(ScalingRow(d_k, sides["unscaled"], sides["scaled"], samples, first, flows))
+        rows.append(ScalingRow(d_k, runs["unscaled"], runs["scaled"], samples, first, flows))
     return ScalingReport(
         backend=backend.name, device=backend.device_name(), T=T, d_v=D_V, mask=str(mask),
         distribution=dist, seed=seed, rows=rows, wall_s=time.perf_counter() - start,

@@ -83,6 +83,34 @@ def as_dict(stat) -> dict:
     return asdict(stat)
 
 
+@dataclass(frozen=True)
+class WeightStats:
+    """What a report says about a set of weight rows (one head, every head, a layer's head, or
+    the rows the fused run samples): the statistics above, under one set of JSON keys."""
+
+    row_sums: RowSums
+    magnitude_unscaled: Magnitude
+    magnitude_scaled: Magnitude
+    softmax: Peakiness
+    hidden_weight_max: float | None  # the largest weight on a masked position: must be 0.0
+
+    def to_json(self) -> dict:
+        return {
+            "row_sums": as_dict(self.row_sums),
+            "magnitude": {"unscaled": as_dict(self.magnitude_unscaled), "scaled": as_dict(self.magnitude_scaled)},
+            "softmax": as_dict(self.softmax),
+            "hidden_weight_max": self.hidden_weight_max,
+        }
+
+
+def weight_stats(scores: np.ndarray, scaled_scores: np.ndarray, weights: np.ndarray,
+                 visible: np.ndarray) -> WeightStats:
+    """scores and scaled_scores before masking, weights after the softmax: (..., rows, T) each;
+    visible (rows, T) broadcasts to them."""
+    return WeightStats(row_sums(weights), magnitude(scores), magnitude(scaled_scores), peakiness(weights),
+                       largest_hidden_weight(weights, visible))
+
+
 # --- gradients: how much of dL/dP the softmax passes back to the scores -------------------------
 
 QUIET_ROW = 0.01  # a row "passes back almost nothing" below 1% (see quiet_row_share)

@@ -202,3 +202,14 @@ def test_kernel_copy_without_c_linkage_is_refused(run_main, tmp_path):
     copy.write_text(packaged_kernel_path().read_text().replace('extern "C" __global__ void mask_kernel1', "__global__ void mask_kernel1"))
     code, _, err = run_main("attend", "-T", 8, "--backend", "cpu", "--kernel", copy)
     assert code == 2 and "mask_kernel1" in err
+
+
+def test_info_and_the_cpu_backend_agree_on_the_compiler(cli, monkeypatch):
+    # one compiler finder: a $CXX that is not there is "no compiler" for info, the backend and the build alike
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    doc = cli.json("info")
+    assert doc["cxx"] is None
+    cpu = doc["backends"]["cpu"]
+    assert cpu["available"] is False and "no-such-compiler-xyz" in cpu["reason"]
+    result = cli("attend", "--T", 8, "--d-k", 4, "--backend", "cpu")
+    assert result.exit_code == 2 and "no C++ compiler found" in result.output

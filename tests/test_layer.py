@@ -63,9 +63,9 @@ def test_invariants_per_head():
     report = run_layer(random_layer(33, 48, seed=1), 4, NumpyBackend(), MaskSpec("causal"), scaled=True)
     assert report.weights.shape == (4, 33, 33)
     for h in report.heads:
-        assert h.row_sums.max_abs_dev < 1e-5
-        assert h.hidden_weight_max == 0.0
-        assert 0 < h.softmax.mean_max_weight <= 1
+        assert h.weight_stats.row_sums.max_abs_dev < 1e-5
+        assert h.weight_stats.hidden_weight_max == 0.0
+        assert 0 < h.weight_stats.softmax.mean_max_weight <= 1
     assert (report.weights >= 0).all()
     assert np.all(np.triu(report.weights, k=1) == 0)
 

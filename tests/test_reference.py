@@ -68,3 +68,16 @@ def test_bad_masks_are_user_errors(text):
 def test_visible_rows_are_rows_of_the_whole_matrix(mask):
     rows = np.array([0, 3, 6, 12])
     np.testing.assert_array_equal(mask.visible(13, rows), mask.visible(13)[rows])
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=str)
+@pytest.mark.parametrize("scaled", [True, False])
+def test_attention_rows_are_rows_of_the_whole_attention(mask, scaled):
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 37, 6), dtype=np.float32) for _ in range(3))
+    rows = reference.sample_rows(37, 5)
+    assert rows.tolist() == [0, 9, 18, 27, 36]
+    raw, weights, out = reference.attention_rows(q[0], k[0], v[0], mask, scaled, rows)
+    np.testing.assert_allclose(raw, reference.scores(q, k)[0, rows], rtol=1e-12)
+    np.testing.assert_allclose(out, reference.attention(q, k, v, mask, scaled)[0, rows], rtol=1e-10, atol=1e-12)
+    assert np.allclose(weights.sum(axis=-1), 1.0)

@@ -123,3 +123,16 @@ def test_verify_catches_a_broken_backward_kernel(cli, broken_backward, bug):
     doc = json.loads(result.stdout)
     stage = BROKEN_BACKWARD[bug][2]
     assert not doc["passed"] and all(not case["stages"][stage]["passed"] for case in doc["cases"])
+
+
+def test_every_stage_a_family_checks_is_one_it_declares():
+    # verify's table and the family registry rest on it: a family names every stage it adds
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.masks import MaskSpec
+    from andrea_cli.verify import FAMILIES, STAGE_ORDER, Case, check_case
+
+    result = check_case(CpuBackend(packaged_kernel_path()), Case(33, 16, 16, MaskSpec("window", 5), True), "forward", 0)
+    assert result.passed, result.to_json()
+    declared = {name for family in FAMILIES for name in family.stages}
+    assert set(result.stages) <= declared and {"scores", "fused2", "dq", "fused2_dv"} <= set(result.stages)
+    assert STAGE_ORDER[:8] == ("scores", "scale", "mask", "softmax", "av", "output", "fused1", "fused2")

@@ -28,17 +28,21 @@ def make_backend(name: str, kernel_path: Path) -> Backend:
     raise AndreaError(f"--backend {name!r} is not a backend: use one of {', '.join(BACKEND_NAMES)}")
 
 
+def require_available(backend: Backend, flag: str) -> Backend:
+    """The backend, if it can run here; else the one-line error "{flag}: {reason}; {fix}"."""
+    status: Availability = backend.available()
+    if not status.ok:
+        raise AndreaError(f"{flag}: {status.reason}; {status.fix}")
+    return backend
+
+
 def select_backend(name: str, kernel_path: Path, *, auto_order: tuple[str, ...] = ("cuda", "numpy")
                    ) -> tuple[Backend, str | None]:
     """The backend to run on, and for `auto` a one-line notice saying which and why.
 
     An explicitly named backend that cannot run here is an error naming what to install."""
     if name != "auto":
-        backend = make_backend(name, kernel_path)
-        status: Availability = backend.available()
-        if not status.ok:
-            raise AndreaError(f"--backend {name}: {status.reason}; {status.fix}")
-        return backend, None
+        return require_available(make_backend(name, kernel_path), f"--backend {name}"), None
     reasons = []
     for candidate in auto_order:
         backend = make_backend(candidate, kernel_path)

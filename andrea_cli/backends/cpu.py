@@ -4,7 +4,6 @@ launches as on a GPU, one fiber per CUDA thread. For correctness, not speed."""
 from __future__ import annotations
 
 import platform
-import shutil
 import time
 from pathlib import Path
 
@@ -70,8 +69,14 @@ class CpuBackend(KernelFileBackend):
             import andrea_cli.backends.cpu_runtime.module  # noqa: F401
         except (ImportError, AndreaError) as exc:  # the runtime, or its header, is missing
             return Availability(False, f"the CPU runtime is missing ({exc})", "reinstall andrea")
-        if not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
-            return Availability(False, "no C++ compiler found", "install g++ (e.g. apt-get install g++) or set CXX")
+        from andrea_cli.backends.cpu_runtime.build import compiler_candidates, find_compiler
+        from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError
+
+        try:
+            find_compiler()
+        except CompilerNotFoundError:
+            return Availability(False, f"no C++ compiler found (tried {', '.join(compiler_candidates())})",
+                                "install g++ (e.g. apt-get install g++) or set CXX")
         return Availability(True)
 
     def device_name(self) -> str:

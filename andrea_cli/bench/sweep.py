@@ -6,16 +6,17 @@ costs in roofline.py and returns dataclasses. Rendering is apart.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from andrea_cli import reference, reference_backward
 from andrea_cli.backends.base import DeviceFault
 from andrea_cli.errors import AndreaError
 from andrea_cli.bench.roofline import DevicePeak, attention_bytes, attention_flops, backward_bytes, backward_flops
+from andrea_cli.masks import MaskSpec
 
 GPU_T = (256, 1024, 4096, 16384)
 CPU_T = (128, 256, 512, 1024)
@@ -168,13 +169,9 @@ def check_baseline_fits(impls: list[Impl], baseline: str, H: int, Ts, d_ks, caus
 
 def sample_error(q, k, v, out, causal: bool) -> float:
     """Max |out - reference| over VALIDATE_ROWS rows of head 0, the reference in float64."""
-    T, d_k = q.shape[1], q.shape[2]
-    rows = np.unique(np.linspace(0, T - 1, min(VALIDATE_ROWS, T)).round().astype(np.int64))
-    s = q[0, rows].astype(np.float64) @ k[0].astype(np.float64).T / math.sqrt(d_k)
-    if causal:
-        s = np.where(np.arange(T)[None, :] <= rows[:, None], s, -np.inf)
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    want = (p / p.sum(axis=1, keepdims=True)) @ v[0].astype(np.float64)
+    rows = reference.sample_rows(q.shape[1], VALIDATE_ROWS)
+    mask = MaskSpec("causal" if causal else "none")
+    _, _, want = reference.attention_rows(q[0], k[0], v[0], mask, True, rows)
     return float(np.abs(out[0, rows] - want).max())
 
 
@@ -186,18 +183,12 @@ def upstream_gradient(q: np.ndarray) -> np.ndarray:
 def sample_dq_error(q, k, v, dq, causal: bool) -> float:
     """Max |dQ - reference| over VALIDATE_ROWS rows of head 0: a row of dQ needs only its own row
     of P and dP (dS_i = P_i ∘ (dP_i − P_i·dP_i), dQ_i = scale · dS_i · K), so it is cheap."""
-    T, d_k = q.shape[1], q.shape[2]
-    rows = np.unique(np.linspace(0, T - 1, min(VALIDATE_ROWS, T)).round().astype(np.int64))
-    q64, k64, v64 = (a[0].astype(np.float64) for a in (q, k, v))
-    do = upstream_gradient(q)[0, rows].astype(np.float64)
-    s = q64[rows] @ k64.T / math.sqrt(d_k)
-    if causal:
-        s = np.where(np.arange(T)[None, :] <= rows[:, None], s, -np.inf)
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    dp = do @ v64.T
-    ds = p * (dp - (p * dp).sum(axis=1, keepdims=True))
-    return float(np.abs(dq[0, rows] - ds @ k64 / math.sqrt(d_k)).max())
+    rows = reference.sample_rows(q.shape[1], VALIDATE_ROWS)
+    mask = MaskSpec("causal" if causal else "none")
+    _, p, _ = reference.attention_rows(q[0], k[0], v[0], mask, True, rows)  # (n, T) float64
+    dp = upstream_gradient(q)[0, rows].astype(np.float64) @ v[0].astype(np.float64).T
+    ds = reference_backward.softmax_backward(p, dp)
+    return float(np.abs(dq[0, rows] - ds @ k[0].astype(np.float64) / math.sqrt(q.shape[2])).max())
 
 
 def measure(impl: Impl, timer, q, k, v, causal: bool, warmup: int, repeats: int) -> tuple[list[float], float]:
@@ -210,9 +201,27 @@ def measure(impl: Impl, timer, q, k, v, causal: bool, warmup: int, repeats: int)
     return times, err
 
 
+@dataclass
+class Point:
+    """One point of the sweep: its sizes and the inputs every implementation there shares."""
+
+    H: int
+    T: int
+    d_k: int
+    causal: bool
+    q: np.ndarray  # (H, T, d_k) float32
+    k: np.ndarray  # (H, T, d_k) float32
+    v: np.ndarray  # (H, T, d_k) float32
+
+    def describe(self) -> str:
+        return f"T={self.T} d_k={self.d_k} {'causal' if self.causal else 'none'} H={self.H}"
+
+
 def run_sweep(side: Side, impls: list[Impl], *, Ts, d_ks, causals=(False, True), H: int = 1, warmup: int = 1,
               repeats: int = 5, baseline: str, peak: DevicePeak | None = None,
               progress: Callable[[str], None] = lambda s: None, seed: int = 0) -> BenchResult:
+    """Every implementation at every (d_k, causal, T), on the same inputs at each point; a size an
+    implementation cannot hold is skipped with the reason, one that fails costs its row only."""
     side.release()
     budget = MEMORY_FRACTION * side.free_bytes()
     check_baseline_fits(impls, baseline, H, Ts, d_ks, causals, budget, side.memory)
@@ -221,38 +230,48 @@ def run_sweep(side: Side, impls: list[Impl], *, Ts, d_ks, causals=(False, True),
     for d_k in d_ks:
         for causal in causals:
             for T in Ts:
-                q, k, v = (rng.standard_normal((H, T, d_k), dtype=np.float32) for _ in range(3))
-                point: list[Measurement] = []
-                for impl in impls:
-                    flops, nbytes = costs(impl.direction, H, T, d_k, causal)
-                    m = Measurement(impl.name, T, d_k, H, causal, None, speed_path=impl.speed_path,
-                                    direction=impl.direction)
-                    point.append(m)
-                    m.skipped = why_not(impl, H, T, d_k, causal, budget, side.memory)
-                    if m.skipped:
-                        continue
-                    progress(f"bench: {impl.name} T={T} d_k={d_k} {'causal' if causal else 'none'} H={H}")
-                    try:
-                        times, m.max_abs_err = measure(impl, side.timer, q, k, v, causal, warmup, repeats)
-                    except side.out_of_memory as exc:
-                        m.skipped = f"ran out of {side.memory}: {type(exc).__name__}"
-                        continue
-                    except DeviceFault:
-                        raise  # the GPU context is gone: nothing after this could run
-                    except AndreaError as exc:  # one implementation failing costs its row, not the sweep
-                        m.skipped = f"failed: {str(exc).splitlines()[0]}"
-                        continue
-                    finally:
-                        side.release()
-                    m.median_ms, m.min_ms, m.repeats = statistics.median(times), min(times), len(times)
-                    seconds = m.median_ms / 1e3
-                    m.tflops, m.gbs = flops / seconds / 1e12, nbytes / seconds / 1e9
-                    if peak is not None:
-                        m.pct_peak = 100 * m.tflops / peak.peak_tflops
-                        m.roofline_ms, m.bound = peak.roofline_ms(flops, nbytes), peak.bound(flops, nbytes)
-                base = next((m for m in point if m.impl == baseline and m.median_ms), None)
-                for m in point:
-                    if base and m.median_ms:
-                        m.ratio = m.median_ms / base.median_ms
-                result.measurements.extend(point)
+                point = Point(H, T, d_k, causal, *(rng.standard_normal((H, T, d_k), dtype=np.float32) for _ in range(3)))
+                row = [measure_impl(side, impl, point, budget, warmup, repeats, peak, progress) for impl in impls]
+                set_ratios(row, baseline)
+                result.measurements.extend(row)
     return result
+
+
+def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, repeats: int,
+                 peak: DevicePeak | None, progress: Callable[[str], None]) -> Measurement:
+    """One implementation at one point: skipped with the reason, or validated, timed and placed
+    against the roofline."""
+    m = Measurement(impl.name, p.T, p.d_k, p.H, p.causal, None, speed_path=impl.speed_path,
+                    direction=impl.direction)
+    m.skipped = why_not(impl, p.H, p.T, p.d_k, p.causal, budget, side.memory)
+    if m.skipped:
+        return m
+    progress(f"bench: {impl.name} {p.describe()}")
+    try:
+        times, m.max_abs_err = measure(impl, side.timer, p.q, p.k, p.v, p.causal, warmup, repeats)
+    except side.out_of_memory as exc:
+        m.skipped = f"ran out of {side.memory}: {type(exc).__name__}"
+        return m
+    except DeviceFault:
+        raise  # the GPU context is gone: nothing after this could run
+    except AndreaError as exc:  # one implementation failing costs its row, not the sweep
+        m.skipped = f"failed: {str(exc).splitlines()[0]}"
+        return m
+    finally:
+        side.release()
+    m.median_ms, m.min_ms, m.repeats = statistics.median(times), min(times), len(times)
+    flops, nbytes = costs(impl.direction, p.H, p.T, p.d_k, p.causal)
+    seconds = m.median_ms / 1e3
+    m.tflops, m.gbs = flops / seconds / 1e12, nbytes / seconds / 1e9
+    if peak is not None:
+        m.pct_peak = 100 * m.tflops / peak.peak_tflops
+        m.roofline_ms, m.bound = peak.roofline_ms(flops, nbytes), peak.bound(flops, nbytes)
+    return m
+
+
+def set_ratios(row: list[Measurement], baseline: str) -> None:
+    """Each measured implementation's median over the baseline's at the same point."""
+    base = next((m for m in row if m.impl == baseline and m.median_ms), None)
+    for m in row:
+        if base and m.median_ms:
+            m.ratio = m.median_ms / base.median_ms

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from andrea_cli.backends import select_backend
 from andrea_cli.backends.fused import check_fused_shape
+from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
 from andrea_cli.kernel_file import resolve_kernel_path
@@ -68,21 +69,22 @@ def check_combinations(o: AttendOptions) -> None:
 
 
 def head_inputs(o: AttendOptions) -> QKV:
-    """Q, K, V from files, or random at the requested sizes (checked to fit before drawing)."""
+    """Q, K, V from files, or random at the requested sizes. The run's one memory check: before
+    drawing, or once the files are read."""
+    data = None
     if o.has_qkv_files:
         data = load_qkv(o.q, o.k, o.v, o.qkv)
         for flag, given, actual in (("--T", o.T, data.T), ("--d-k", o.d_k, data.d_k), ("--d-v", o.d_v, data.d_v)):
             if given is not None and given != actual:
                 raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} or fix the files")
-        return data
-    T = 1024 if o.T is None else o.T
-    d_k = 64 if o.d_k is None else o.d_k
-    d_v = d_k if o.d_v is None else o.d_v
-    check_sizes(T, d_k, d_v)
+        T, d_k, d_v = data.T, data.d_k, data.d_v
+    else:
+        T, d_k, d_v = head_sizes(o.T, o.d_k, o.d_v)
+        check_sizes(T, d_k, d_v)
     if o.fused:
         check_fused_shape(d_k, d_v)
     check_fits_in_memory(1, T, d_k, d_v, square=not o.fused)  # the fused kernel never holds T×T
-    return random_qkv(T, d_k, d_v, o.seed)
+    return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
 
 
 def run_attend(o: AttendOptions):

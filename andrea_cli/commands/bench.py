@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from andrea_cli.backends.cuda import cuda_availability
+from andrea_cli.backends import make_backend, require_available
 from andrea_cli.bench import cpu as bench_cpu
 from andrea_cli.bench import gpu as bench_gpu
 from andrea_cli.bench.sweep import CPU_T, D_KS, GPU_T, BenchResult, check_options
@@ -38,9 +38,10 @@ def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
         raise AndreaError("--side takes auto, gpu or cpu; --mask takes causal, none or both")
     check_options(o.T, o.d_k, o.heads, o.repeats, o.warmup)
     path = resolve_kernel_path(o.kernel)
-    gpu = cuda_availability()
-    if o.side == "gpu" and not gpu.ok:
-        raise AndreaError(f"--side gpu: {gpu.reason}; {gpu.fix}")
+    cuda = make_backend("cuda", path)
+    if o.side == "gpu":
+        require_available(cuda, "--side gpu")
+    gpu = cuda.available()
     on_gpu = o.side == "gpu" or (o.side == "auto" and gpu.ok)
     common = dict(Ts=tuple(o.T or (GPU_T if on_gpu else CPU_T)), d_ks=tuple(o.d_k or D_KS),
                   causals=MASKS[o.mask], warmup=o.warmup, repeats=o.repeats, progress=progress)

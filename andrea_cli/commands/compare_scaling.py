@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from andrea_cli.backends import select_backend
+from andrea_cli.defaults import DEFAULT_T
 from andrea_cli.inputs import check_sizes
 from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import MaskSpec, parse_mask
@@ -20,7 +21,7 @@ class ScalingOptions:
     """The command line's options, as parsed."""
 
     d_k: str = "64,256,4096"
-    T: int = 1024
+    T: int = DEFAULT_T
     seed: int = 0
     backend: str = "auto"
     mask: str = "causal"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import shutil
 import subprocess
 
 import numpy as np
@@ -11,18 +10,18 @@ import numpy as np
 from andrea_cli import __version__
 from andrea_cli.backends import make_backend
 from andrea_cli.backends.cuda import cupy_versions
-from andrea_cli.backends.cpu_runtime.build import cache_dir
+from andrea_cli.backends.cpu_runtime.build import cache_dir, compiler_version, find_compiler
+from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
 
 
 def _compiler_version() -> str | None:
-    for name in ("g++", "c++", "clang++"):
-        if shutil.which(name):
-            try:
-                return subprocess.run([name, "--version"], capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
-            except (OSError, subprocess.SubprocessError, IndexError):
-                return None
-    return None
+    """The first line of `--version` of the compiler the CPU build would use, or None."""
+    try:
+        lines = compiler_version(find_compiler()).splitlines()
+    except (CompilerNotFoundError, OSError, subprocess.SubprocessError):
+        return None
+    return lines[0] if lines else None
 
 
 def describe_environment() -> dict:

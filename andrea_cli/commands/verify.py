@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from andrea_cli.backends import make_backend
+from andrea_cli.backends import make_backend, require_available
+from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import check_fits_in_memory, check_sizes
 from andrea_cli.kernel_file import resolve_kernel_path
@@ -21,19 +22,14 @@ def verify_backends(name: str, kernel_path: Path) -> list[tuple[str, object]]:
     if name == "auto":
         name = "cuda" if make_backend("cuda", kernel_path).available().ok else "cpu"
     if name == "cuda":
-        backend = make_backend("cuda", kernel_path)
-        status = backend.available()
-        if not status.ok:
-            raise AndreaError(f"--backend cuda: {status.reason}; {status.fix}")
+        backend = require_available(make_backend("cuda", kernel_path), "--backend cuda")
         backend.device()  # compile now: a compile error is the user's to fix (exit 2), not a failed case
         return [("gpu", backend)]
     if name == "cpu":
         from andrea_cli.backends.cpu import CpuBackend
 
         pairs = [(schedule, CpuBackend(kernel_path, schedule=schedule)) for schedule in ("forward", "reverse")]
-        status = pairs[0][1].available()
-        if not status.ok:
-            raise AndreaError(f"--backend cpu: {status.reason}; {status.fix}")
+        require_available(pairs[0][1], "--backend cpu")
         for _, backend in pairs:
             backend.device()
         return pairs
@@ -57,9 +53,7 @@ def run_verify_command(backend: str, *, quick: bool, T: int | None, d_k: int | N
         raise AndreaError("--quick runs the sweep; --T/--d-k/--d-v/--mask/--no-scale pick one case: pass one or the other")
     if one_case:
         mask_spec = parse_mask(mask or "causal")
-        T = 1024 if T is None else T
-        d_k = 64 if d_k is None else d_k
-        d_v = d_k if d_v is None else d_v
+        T, d_k, d_v = head_sizes(T, d_k, d_v)
         check_sizes(T, d_k, d_v)
         check_fits_in_memory(H_VERIFY, T, d_k, d_v, bytes_per_score=VERIFY_BYTES_PER_SCORE)
         cases = [Case(T, d_k, d_v, mask_spec, scaled)]

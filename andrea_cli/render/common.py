@@ -34,6 +34,25 @@ def print_header(console: Console, notices: list[str], title: str, backend: str,
     console.print(where + (f"; inputs: {escape(source)}" if source else ""))
 
 
+def timings_table(rows: list[tuple[str, float]], transfer_ms: dict[str, float], load_ms: float, *,
+                  total: tuple[str, float] | None = None, first_column: str = "stage",
+                  caption: str | None = None) -> Table:
+    """Every attend report's timings: its own (label, ms) rows and its total in bold, then the
+    copies and the module load, which are apart from the kernels' time."""
+    table = Table(title="Timings (ms)", title_justify="left", caption=caption)
+    table.add_column(first_column)
+    table.add_column("ms", justify="right")
+    for label, ms in rows:
+        table.add_row(label, f"{ms:.3f}")
+    if total is not None:
+        table.add_row(f"[bold]{total[0]}[/bold]", f"[bold]{total[1]:.3f}[/bold]")
+    for name, ms in transfer_ms.items():
+        table.add_row(f"copy {name} (apart)", f"{ms:.3f}")
+    if load_ms:
+        table.add_row("kernel module load/compile (apart)", f"{load_ms:.1f}")
+    return table
+
+
 def shapes_table(title: str, shapes: dict[str, list[int]]) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("array")

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.fused_pipeline import FusedReport
-from andrea_cli.render.common import fmt as _fmt, fmt_shape, print_header, scale_text
+from andrea_cli.render.common import fmt as _fmt, fmt_shape, print_header, scale_text, timings_table
 
 
 def render_fused(console: Console, r: FusedReport) -> None:
@@ -22,26 +22,18 @@ def render_fused(console: Console, r: FusedReport) -> None:
     console.print(shapes)
 
     if r.sample is not None:
-        s = r.sample
+        s, w = r.sample, r.sample.weight_stats
         table = Table(title=f"Sampled rows ({len(s.rows)} of {r.T}), recomputed with the reference",
                       title_justify="left")
         table.add_column("measure")
         table.add_column("value", justify="right")
-        table.add_row("score std, unscaled / scaled", f"{_fmt(s.magnitude_unscaled.std)} / {_fmt(s.magnitude_scaled.std)}")
-        table.add_row("max |row sum - 1|", _fmt(s.row_sums.max_abs_dev))
-        if s.hidden_weight_max is not None:
-            table.add_row("largest weight on a masked position", _fmt(s.hidden_weight_max))
-        table.add_row("mean largest weight per row", _fmt(s.softmax.mean_max_weight))
-        table.add_row("mean row entropy (nats)", _fmt(s.softmax.mean_entropy))
+        table.add_row("score std, unscaled / scaled", f"{_fmt(w.magnitude_unscaled.std)} / {_fmt(w.magnitude_scaled.std)}")
+        table.add_row("max |row sum - 1|", _fmt(w.row_sums.max_abs_dev))
+        if w.hidden_weight_max is not None:
+            table.add_row("largest weight on a masked position", _fmt(w.hidden_weight_max))
+        table.add_row("mean largest weight per row", _fmt(w.softmax.mean_max_weight))
+        table.add_row("mean row entropy (nats)", _fmt(w.softmax.mean_entropy))
         table.add_row("max |fused output - reference|", _fmt(s.output_max_abs_err))
         console.print(table)
 
-    timing = Table(title="Timings (ms)", title_justify="left")
-    timing.add_column("stage")
-    timing.add_column("ms", justify="right")
-    timing.add_row("fused", f"{r.timings_ms['fused']:.3f}")
-    for name, ms in r.transfer_ms.items():
-        timing.add_row(f"copy {name} (apart)", f"{ms:.3f}")
-    if r.load_ms:
-        timing.add_row("kernel module load/compile (apart)", f"{r.load_ms:.1f}")
-    console.print(timing)
+    console.print(timings_table([("fused", r.timings_ms["fused"])], r.transfer_ms, r.load_ms))

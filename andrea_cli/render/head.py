@@ -7,7 +7,7 @@ from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
 from andrea_cli.pipeline import AttentionReport
-from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table
+from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, timings_table
 
 
 def render_head(console: Console, r: AttentionReport) -> None:
@@ -22,20 +22,21 @@ def render_head(console: Console, r: AttentionReport) -> None:
     mag.add_column("")
     mag.add_column("unscaled Q·K^T", justify="right")
     mag.add_column(f"scaled ÷ sqrt({r.d_k})", justify="right")
+    w = r.weight_stats
     for key, label in (("mean_abs", "mean |s|"), ("std", "std"), ("max_abs", "max |s|")):
-        mag.add_row(label, _fmt(getattr(r.magnitude_unscaled, key)), _fmt(getattr(r.magnitude_scaled, key)))
+        mag.add_row(label, _fmt(getattr(w.magnitude_unscaled, key)), _fmt(getattr(w.magnitude_scaled, key)))
     console.print(mag)
 
     sm = Table(title="Softmax weights", title_justify="left")
     sm.add_column("measure")
     sm.add_column("value", justify="right")
-    sm.add_row("row sums min / max", f"{r.row_sums.min:.7f} / {r.row_sums.max:.7f}")
-    sm.add_row("max |row sum - 1|", _fmt(r.row_sums.max_abs_dev))
-    if r.hidden_weight_max is not None:
-        sm.add_row("largest weight on a masked position", _fmt(r.hidden_weight_max))
-    sm.add_row("mean largest weight per row", _fmt(r.softmax.mean_max_weight))
-    sm.add_row("mean row entropy (nats)", _fmt(r.softmax.mean_entropy))
-    sm.add_row("mean positions attended, exp(H)", _fmt(r.softmax.mean_effective_positions))
+    sm.add_row("row sums min / max", f"{w.row_sums.min:.7f} / {w.row_sums.max:.7f}")
+    sm.add_row("max |row sum - 1|", _fmt(w.row_sums.max_abs_dev))
+    if w.hidden_weight_max is not None:
+        sm.add_row("largest weight on a masked position", _fmt(w.hidden_weight_max))
+    sm.add_row("mean largest weight per row", _fmt(w.softmax.mean_max_weight))
+    sm.add_row("mean row entropy (nats)", _fmt(w.softmax.mean_entropy))
+    sm.add_row("mean positions attended, exp(H)", _fmt(w.softmax.mean_effective_positions))
     console.print(sm)
 
     n = len(r.corner)
@@ -47,17 +48,8 @@ def render_head(console: Console, r: AttentionReport) -> None:
         corner.add_row(str(i), *[("0" if w == 0 else f"{w:.3f}") for w in row])
     console.print(corner)
 
-    timing = Table(title="Timings (ms)", title_justify="left",
-                   caption="the CPU build emulates each CUDA thread: these times say nothing about a GPU"
-                   if r.backend == "cpu" else None)
-    timing.add_column("stage")
-    timing.add_column("ms", justify="right")
-    for stage in STAGES:
-        if stage in r.timings_ms:
-            timing.add_row(stage, f"{r.timings_ms[stage]:.3f}")
-    timing.add_row("[bold]total[/bold]", f"[bold]{r.timings_ms['total']:.3f}[/bold]")
-    for name, ms in r.transfer_ms.items():
-        timing.add_row(f"copy {name} (apart)", f"{ms:.3f}")
-    if r.load_ms:
-        timing.add_row("kernel module load/compile (apart)", f"{r.load_ms:.1f}")
-    console.print(timing)
+    rows = [(stage, r.timings_ms[stage]) for stage in STAGES if stage in r.timings_ms]
+    console.print(timings_table(
+        rows, r.transfer_ms, r.load_ms, total=("total", r.timings_ms["total"]),
+        caption="the CPU build emulates each CUDA thread: these times say nothing about a GPU"
+        if r.backend == "cpu" else None))

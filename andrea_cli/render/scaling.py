@@ -17,7 +17,7 @@ DIST_NOTES = {
             "entries (length about sqrt(d_k)): run --dist normal to see its case.",
 }
 
-# (header, attribute path on a Side): the softmax table's columns
+# (header, attribute path on a ScalingRun): the softmax table's columns
 SOFTMAX_COLUMNS = (
     ("mean\nmax p", "softmax.mean_max_weight"),
     ("entropy\n(nats)", "softmax.mean_entropy"),
@@ -28,8 +28,8 @@ SOFTMAX_COLUMNS = (
 )
 
 
-def _get(side, path: str) -> float:
-    value = side
+def _get(run, path: str) -> float:
+    value = run
     for name in path.split("."):
         value = getattr(value, name)
     return value
@@ -62,9 +62,9 @@ def render_scaling(console: Console, r: ScalingReport) -> None:
     for label, _ in SOFTMAX_COLUMNS:
         table.add_column(label, justify="right")
     for i, row in enumerate(r.rows):
-        for which, side in (("unscaled", row.unscaled), ("scaled", row.scaled)):
-            cells = [_fmt(_get(side, path)) for _, path in SOFTMAX_COLUMNS]
-            cells[3] = f"{side.softmax.share_rows_over_99:.1%}"
+        for which, run in (("unscaled", row.unscaled), ("scaled", row.scaled)):
+            cells = [_fmt(_get(run, path)) for _, path in SOFTMAX_COLUMNS]
+            cells[3] = f"{run.softmax.share_rows_over_99:.1%}"
             table.add_row(str(row.d_k) if which == "unscaled" else "", which, *cells,
                           style="" if which == "unscaled" else "cyan",
                           end_section=which == "scaled" and i < len(r.rows) - 1)

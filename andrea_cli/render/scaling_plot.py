@@ -64,12 +64,12 @@ def save_scaling_plot(r: ScalingReport, path: Path) -> None:
         if col == 0:
             ax.set_ylabel("density (log scale)")
         ax.legend(fontsize=8, loc="upper right")
-        for r_i, (which, side) in enumerate((("unscaled", row.unscaled), ("scaled", row.scaled)), start=1):
+        for r_i, (which, run) in enumerate((("unscaled", row.unscaled), ("scaled", row.scaled)), start=1):
             ax = axes[r_i, col]
             weights = np.ma.masked_where(hidden, row.first_rows[which])  # both (min(T, 16),) * 2
             image = ax.imshow(weights, vmin=0, vmax=1, cmap=colours, interpolation="nearest")
             ax.set_title(f"{which} weights, first {weights.shape[0]} rows\n"
-                         f"mean max p {side.softmax.mean_max_weight:.2f}, exp(H) {side.softmax.mean_effective_positions:.3g}",
+                         f"mean max p {run.softmax.mean_max_weight:.2f}, exp(H) {run.softmax.mean_effective_positions:.3g}",
                          fontsize=10)
             ax.set_xticks(range(0, weights.shape[1], 4))
             ax.set_yticks(range(0, weights.shape[0], 4))

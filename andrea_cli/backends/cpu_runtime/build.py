@@ -60,9 +60,15 @@ def wrapper_source(src: KernelSource) -> str:
     return "\n".join(lines) + "\n"
 
 
-def find_compiler() -> str:
+def compiler_candidates() -> list[str]:
     """$CXX, else g++, else c++."""
-    names = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++"]
+    return [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++"]
+
+
+def find_compiler() -> str:
+    """The C++ compiler the CPU build uses: the one place that decides it (the cpu backend's
+    availability and `andrea info` ask here too, so they never say yes to a build that fails)."""
+    names = compiler_candidates()
     for name in names:
         found = shutil.which(name)
         if found:
@@ -74,7 +80,7 @@ def find_compiler() -> str:
 
 @functools.lru_cache(maxsize=None)
 def compiler_version(cxx: str) -> str:
-    return subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False).stdout
+    return subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False, timeout=30).stdout
 
 
 def cache_dir() -> pathlib.Path:
