@@ -113,8 +113,8 @@ def attend(
 
 @app.command()
 def grad(
-    T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help="Sequence length [default: 1024]."),
-    d_k: Optional[int] = typer.Option(None, "--d-k", help="Query/key width per head [default: 64]."),
+    T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help=f"Sequence length [default: {DEFAULT_T}]."),
+    d_k: Optional[int] = typer.Option(None, "--d-k", help=f"Query/key width per head [default: {DEFAULT_D_K}]."),
     d_v: Optional[int] = typer.Option(None, "--d-v", help="Value width [default: d_k]."),
     seed: int = typer.Option(0, help="Seed of the random Q, K, V and dO."),
     q: Optional[Path] = typer.Option(None, "--q", help="Q from a 2-D .npy file (T, d_k)."),

@@ -11,7 +11,7 @@ import numpy as np
 
 from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import (HOST_BYTES_PER_INPUT, check_fits_in_memory, check_sizes, load_npy_matrix,
+from andrea_cli.inputs import (HOST_BYTES_PER_INPUT, HOST_BYTES_PER_SCORE, check_fits_in_memory, check_sizes, load_npy_matrix,
                                load_npz_matrices, require_memory)
 
 WEIGHT_NAMES = ("w_q", "w_k", "w_v", "w_o")
@@ -106,8 +106,8 @@ class LayerFlags:
         return PRESETS[self.preset.lower()]
 
 
-def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | None, seed: int
-                 ) -> tuple[LayerInputs, int]:
+def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | None, seed: int, *,
+                 bytes_per_score: int = HOST_BYTES_PER_SCORE) -> tuple[LayerInputs, int]:
     """x and the weights (each from its file or drawn at random) and n_head. Each size comes from
     its flag, else the files, else the preset, else the other sizes with d_k = DEFAULT_D_K, else DEFAULT_T."""
     preset = flags.defaults()
@@ -140,7 +140,7 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
             raise AndreaError(f"{flag} {given} disagrees with d_model / n_head = {d_model // n_head}; drop {flag}")
     check_sizes(T, d_model, d_model)
     # before drawing anything: the T×T matrices of every head, and the four (d_model, d_model) weights
-    check_fits_in_memory(n_head, T, d_model // n_head, d_model // n_head)
+    check_fits_in_memory(n_head, T, d_model // n_head, d_model // n_head, bytes_per_score=bytes_per_score)
     require_memory(4 * d_model * d_model * HOST_BYTES_PER_INPUT, f"d_model={d_model} with its four weight matrices",
                    "use a smaller --d-model")
     rng = np.random.default_rng(seed)

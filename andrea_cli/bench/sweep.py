@@ -6,6 +6,7 @@ costs in roofline.py and returns dataclasses. Rendering is apart.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Callable

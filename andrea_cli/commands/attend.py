@@ -10,7 +10,7 @@ from andrea_cli.backends import select_backend
 from andrea_cli.backends.fused import check_fused_shape
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
+from andrea_cli.inputs import HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
 from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import parse_mask
 from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
@@ -68,9 +68,9 @@ def check_combinations(o: AttendOptions) -> None:
         raise AndreaError("--fused and --show-weights work on one head: drop them, or drop the layer flags")
 
 
-def head_inputs(o: AttendOptions) -> QKV:
+def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
     """Q, K, V from files, or random at the requested sizes. The run's one memory check: before
-    drawing, or once the files are read."""
+    drawing, or once the files are read. `o`: AttendOptions or GradOptions (the same input flags)."""
     data = None
     if o.has_qkv_files:
         data = load_qkv(o.q, o.k, o.v, o.qkv)
@@ -83,7 +83,8 @@ def head_inputs(o: AttendOptions) -> QKV:
         check_sizes(T, d_k, d_v)
     if o.fused:
         check_fused_shape(d_k, d_v)
-    check_fits_in_memory(1, T, d_k, d_v, square=not o.fused)  # the fused kernel never holds T×T
+    # the fused kernels never hold T×T
+    check_fits_in_memory(1, T, d_k, d_v, square=not o.fused, bytes_per_score=bytes_per_score)
     return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
 
 

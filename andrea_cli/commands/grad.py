@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from andrea_cli.backends import select_backend
-from andrea_cli.backends.fused import check_fused_shape
+from andrea_cli.commands.attend import head_inputs
 from andrea_cli.errors import AndreaError
 from andrea_cli.gradient_flow import d_out_for
-from andrea_cli.inputs import QKV, check_fits_in_memory, check_sizes, load_npy_matrix, load_qkv, random_qkv
+from andrea_cli.inputs import load_npy_matrix
 from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import parse_mask
 from andrea_cli.outputs import check_writable, save_npz_atomic
@@ -69,26 +69,6 @@ def check_combinations(o: GradOptions) -> None:
                           "no fused kernel (drop --fused to run it)")
 
 
-def head_inputs(o: GradOptions) -> QKV:
-    """Q, K, V from files, or random at the requested sizes (checked to fit before drawing)."""
-    data = None
-    if o.has_qkv_files:
-        data = load_qkv(o.q, o.k, o.v, o.qkv)
-        for flag, given, actual in (("--T", o.T, data.T), ("--d-k", o.d_k, data.d_k), ("--d-v", o.d_v, data.d_v)):
-            if given is not None and given != actual:
-                raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} or fix the files")
-        T, d_k, d_v = data.T, data.d_k, data.d_v
-    else:
-        T = 1024 if o.T is None else o.T
-        d_k = 64 if o.d_k is None else o.d_k
-        d_v = d_k if o.d_v is None else o.d_v
-        check_sizes(T, d_k, d_v)
-    if o.fused:
-        check_fused_shape(d_k, d_v)
-    check_fits_in_memory(1, T, d_k, d_v, square=not o.fused, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
-    return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
-
-
 def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarray:
     """dO from --d-out (checked against the output's shape), or seeded N(0, 1).     (T, width)"""
     if o.d_out is None:
@@ -110,9 +90,7 @@ def run_grad(o: GradOptions):
         from andrea_cli.layer_inputs import LayerFlags, layer_inputs
 
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
-                                      o.x, o.layer_weights, o.seed)
-        check_fits_in_memory(n_head, inputs.T, inputs.d_model // n_head, inputs.d_model // n_head,
-                             bytes_per_score=BACKWARD_BYTES_PER_SCORE)
+                                      o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
         d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
         backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel))
         report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=not o.no_scale,
@@ -120,7 +98,7 @@ def run_grad(o: GradOptions):
     else:
         from andrea_cli.backward_pipeline import run_backward
 
-        data = head_inputs(o)
+        data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
         d_out = upstream_gradient(o, data.T, data.d_v, "output")
         # without a GPU, auto runs the fused kernels on the CPU build: the NumPy path would build T×T
         backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel),

@@ -35,10 +35,10 @@ def print_header(console: Console, notices: list[str], title: str, backend: str,
 
 
 def timings_table(rows: list[tuple[str, float]], transfer_ms: dict[str, float], load_ms: float, *,
-                  total: tuple[str, float] | None = None, first_column: str = "stage",
-                  caption: str | None = None) -> Table:
-    """Every attend report's timings: its own (label, ms) rows and its total in bold, then the
-    copies and the module load, which are apart from the kernels' time."""
+                  total: tuple[str, float] | None = None, after_total: list[tuple[str, float]] = (),
+                  first_column: str = "stage", caption: str | None = None) -> Table:
+    """Every report's timings: its own (label, ms) rows and its total in bold (then rows timed
+    apart from that total), then the copies and the module load, apart from the kernels' time."""
     table = Table(title="Timings (ms)", title_justify="left", caption=caption)
     table.add_column(first_column)
     table.add_column("ms", justify="right")
@@ -46,6 +46,8 @@ def timings_table(rows: list[tuple[str, float]], transfer_ms: dict[str, float], 
         table.add_row(label, f"{ms:.3f}")
     if total is not None:
         table.add_row(f"[bold]{total[0]}[/bold]", f"[bold]{total[1]:.3f}[/bold]")
+    for label, ms in after_total:
+        table.add_row(label, f"{ms:.3f}")
     for name, ms in transfer_ms.items():
         table.add_row(f"copy {name} (apart)", f"{ms:.3f}")
     if load_ms:

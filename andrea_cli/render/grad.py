@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from andrea_cli.render.common import fmt, print_header, scale_text, shapes_table
+from andrea_cli.render.common import fmt, print_header, scale_text, shapes_table, timings_table
 
 NORM_LABELS = {  # what each gradient is, in the order the chain rule meets them
     "d_out": "dO, the upstream gradient",
@@ -54,23 +54,11 @@ def render_grad(console: Console, r) -> None:
         console.print(f"against the float64 NumPy backward, max |error| / max |exact|: {parts}"
                       + (" [green](float32 rounding)[/green]" if worst < 1e-4 else " [bold red](too large)[/bold red]"))
 
-    timing = Table(title="Timings (ms)", title_justify="left",
-                   caption="the CPU build emulates each CUDA thread: these times say nothing about a GPU"
-                   if r.backend == "cpu" else None)
-    timing.add_column("stage")
-    timing.add_column("ms", justify="right")
     stages = r.attention_timings_ms if layer else r.timings_ms
-    for stage, ms in stages.items():
-        if stage != "total":
-            timing.add_row(stage, f"{ms:.3f}")
-    timing.add_row("[bold]total[/bold]", f"[bold]{stages['total']:.3f}[/bold]")
-    if layer:
-        for stage, ms in r.timings_ms.items():
-            if stage not in ("attention", "total"):
-                timing.add_row(f"host: {stage}", f"{ms:.3f}")
-    else:
-        for name, ms in r.transfer_ms.items():
-            timing.add_row(f"copy {name} (apart)", f"{ms:.3f}")
-        if r.load_ms:
-            timing.add_row("kernel module load/compile (apart)", f"{r.load_ms:.1f}")
-    console.print(timing)
+    host = [(f"host: {stage}", ms) for stage, ms in r.timings_ms.items() if stage not in ("attention", "total")]
+    console.print(timings_table(
+        [(stage, ms) for stage, ms in stages.items() if stage != "total"],
+        {} if layer else r.transfer_ms, 0.0 if layer else r.load_ms,
+        total=("total", stages["total"]), after_total=host if layer else [],
+        caption="the CPU build emulates each CUDA thread: these times say nothing about a GPU"
+        if r.backend == "cpu" else None))
