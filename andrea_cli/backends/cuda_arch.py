@@ -1,0 +1,67 @@
+"""What NVRTC compiles the kernel file into for one GPU, and which kernels that GPU can run.
+
+A cubin for the device's own sm_XX, never PTX for the driver to finish: NVRTC is often newer
+than the driver (a 13.5 NVRTC on a 13.0 driver, a 12.9 one on a 12.2 driver). CUDA's minor-version
+compatibility lets such a driver load a cubin, but PTX from the newer compiler would have to be
+JIT-compiled by a driver older than its PTX version, and fails (CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
+Pure functions: the choice is tested without a GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from andrea_cli.errors import AndreaError
+
+# bf16 and tf32 mma.sync (m16n8k16, m16n8k8), ldmatrix and cp.async came with Ampere.
+TENSOR_CORE_CC = (8, 0)
+TENSOR_CORE_TAGS = ("bf16", "tf32")  # a kernel whose name says its precision is a tensor-core kernel
+
+
+@dataclass(frozen=True)
+class CompileTarget:
+    arch: str  # "sm_90" (a cubin) or "compute_120" (PTX, only for a GPU newer than NVRTC)
+    kind: str  # "cubin" or "ptx"
+
+    def options(self) -> tuple[str, ...]:
+        return (f"--gpu-architecture={self.arch}", "--std=c++17")
+
+
+def _cc_text(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def compile_target(cc: tuple[int, int], nvrtc_archs: Sequence[int], nvrtc_version: tuple[int, int] = (0, 0)
+                   ) -> CompileTarget:
+    """cc: the device's compute capability, (9, 0); nvrtc_archs: what NVRTC compiles for, as
+    nvrtcGetSupportedArchs lists them (75, 80, ..., 120)."""
+    device = cc[0] * 10 + cc[1]
+    archs = sorted(nvrtc_archs)
+    if device in archs:
+        return CompileTarget(f"sm_{device}", "cubin")
+    if not archs or device < archs[0]:
+        fix = ('pip uninstall -y cupy-cuda13x nvidia-cuda-nvrtc && pip install "andrea[cuda12]" (CUDA 12 still '
+               'compiles for it)' if nvrtc_version[0] >= 13 and cc >= (5, 0) else "this GPU is too old for andrea")
+        oldest = f"sm_{archs[0]}" if archs else "none"
+        raise AndreaError(f"this GPU has compute capability {_cc_text(cc)}, older than any architecture NVRTC "
+                          f"{nvrtc_version[0]}.{nvrtc_version[1]} compiles for (oldest {oldest}): {fix}")
+    # A cubin runs on its own major at the same or a higher minor (an sm_86 cubin on sm_89).
+    same_major = [a for a in archs if a // 10 == cc[0] and a <= device]
+    if same_major:
+        return CompileTarget(f"sm_{same_major[-1]}", "cubin")
+    # The GPU is newer than this NVRTC: only PTX carries forward across a major, and a driver
+    # that knows this GPU is newer than the NVRTC, so it can JIT what NVRTC wrote.
+    return CompileTarget(f"compute_{max(a for a in archs if a <= device)}", "ptx")
+
+
+def required_compute_capability(kernel: str) -> tuple[int, int] | None:
+    """The oldest GPU a kernel runs on, where it needs more than every GPU CUDA 12 supports."""
+    return TENSOR_CORE_CC if any(tag in kernel for tag in TENSOR_CORE_TAGS) else None
+
+
+def check_kernel_runs(kernel: str, cc: tuple[int, int]) -> None:
+    """Refuse, in one line, a kernel the GPU cannot run, before the driver is asked to launch it."""
+    need = required_compute_capability(kernel)
+    if need is not None and cc < need:
+        raise AndreaError(f"{kernel} uses tensor-core instructions that need compute capability {_cc_text(need)} "
+                          f"(sm_{need[0]}{need[1]}); this GPU has {_cc_text(cc)}: use the fp32 kernels on it")

@@ -1,0 +1,99 @@
+"""The driver's CUDA version and the extra named for it; the compile target chosen per GPU. No GPU needed."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from andrea_cli.backends.cuda_arch import CompileTarget, check_kernel_runs, compile_target
+from andrea_cli.backends.cuda_setup import CudaSetup, driver_cuda_version, read_cuda_setup
+from andrea_cli.errors import AndreaError
+
+NVRTC_13_ARCHS = (75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121)
+NVRTC_12_0_ARCHS = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90)
+
+
+@pytest.fixture(scope="module")
+def fake_driver(tmp_path_factory):
+    """A stand-in libcuda exporting cuDriverGetVersion, so the ctypes path itself runs here."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build a stand-in driver library")
+    folder = tmp_path_factory.mktemp("driver")
+    source = folder / "fake_cuda.c"
+    source.write_text("int cuDriverGetVersion(int *v) { *v = 12040; return 0; }\n"
+                      "int cuBroken(int *v) { return 999; }\n")
+    library = folder / "libcuda_fake.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return str(library)
+
+
+def test_driver_version_read_through_ctypes(fake_driver):
+    assert driver_cuda_version((fake_driver,)) == (12, 4)
+
+
+def test_no_driver_library_is_none(tmp_path):
+    assert driver_cuda_version((str(tmp_path / "libcuda_missing.so"),)) is None
+
+
+def test_read_setup_sees_the_installed_wheels(fake_driver):
+    setup = read_cuda_setup((fake_driver,))
+    assert setup.driver == (12, 4)
+    assert setup.extra == "cuda12"
+    if "cupy-cuda13x" in setup.cupy_wheels:  # the test extra installs it
+        assert 'pip install "andrea[cuda12]"' in setup.problem()
+
+
+def setup(driver, cupy=None, nvrtc=None):
+    return CudaSetup(driver, cupy if cupy is not None else {}, nvrtc if nvrtc is not None else {})
+
+
+def test_cuda13_wheel_on_a_cuda12_driver_names_the_cuda12_extra():
+    line = setup((12, 4), {"cupy-cuda13x": 13}, {"nvidia-cuda-nvrtc": 13}).problem()
+    assert line == ('cupy-cuda13x needs a CUDA 13 driver; this driver speaks CUDA 12.4: '
+                    'pip uninstall -y cupy-cuda13x && pip install "andrea[cuda12]"')
+
+
+def test_matching_wheels_are_fine_and_a_newer_driver_runs_older_wheels():
+    assert setup((13, 0), {"cupy-cuda13x": 13}, {"nvidia-cuda-nvrtc": 13}).problem() is None
+    assert setup((12, 2), {"cupy-cuda12x": 12}, {"nvidia-cuda-nvrtc-cu12": 12}).problem() is None
+    assert setup((13, 1), {"cupy-cuda12x": 12}, {"nvidia-cuda-nvrtc-cu12": 12}).problem() is None
+
+
+def test_other_mismatches_each_get_one_line_with_the_fix():
+    assert setup((11, 8), {"cupy-cuda12x": 12}).problem().endswith("update the driver")
+    assert setup((12, 8)).problem() == 'cupy is not installed: pip install "andrea[cuda12]"'
+    both = setup((13, 0), {"cupy-cuda12x": 12, "cupy-cuda13x": 13}).problem()
+    assert "pip uninstall -y cupy-cuda12x cupy-cuda13x && pip install \"andrea[cuda13]\"" in both
+    nvrtc = setup((12, 4), {"cupy-cuda12x": 12}, {"nvidia-cuda-nvrtc": 13}).problem()
+    assert "NVRTC installed is nvidia-cuda-nvrtc (CUDA 13)" in nvrtc and nvrtc.endswith('"andrea[cuda12]"')
+    assert setup(None, {"cupy-cuda13x": 13}).problem() is None  # no driver: the no-GPU line says it
+    assert setup(None).extra == "cuda13"
+
+
+def test_compile_target_is_the_devices_own_cubin():
+    assert compile_target((9, 0), NVRTC_13_ARCHS) == CompileTarget("sm_90", "cubin")
+    assert compile_target((8, 6), NVRTC_13_ARCHS).options() == ("--gpu-architecture=sm_86", "--std=c++17")
+    assert compile_target((12, 0), NVRTC_13_ARCHS) == CompileTarget("sm_120", "cubin")
+
+
+def test_compile_target_for_a_gpu_nvrtc_does_not_name():
+    # same major, higher minor: the nearest older cubin of that major loads on it
+    assert compile_target((8, 9), (75, 80, 86, 90)) == CompileTarget("sm_86", "cubin")
+    # a GPU newer than NVRTC (sm_120 with NVRTC 12.0): PTX, which its newer driver can JIT
+    assert compile_target((12, 0), NVRTC_12_0_ARCHS) == CompileTarget("compute_90", "ptx")
+
+
+def test_a_gpu_older_than_nvrtc_supports_is_refused_with_the_extra_that_does():
+    with pytest.raises(AndreaError, match=r"compute capability 7\.0, older than any architecture NVRTC 13\.0 "
+                                          r'compiles for \(oldest sm_75\): .*pip install "andrea\[cuda12\]"'):
+        compile_target((7, 0), NVRTC_13_ARCHS, (13, 0))
+
+
+def test_tensor_core_kernels_are_refused_below_sm_80_in_one_line():
+    check_kernel_runs("attention_fused_kernel2", (7, 5))  # fp32 kernels run anywhere
+    check_kernel_runs("attention_bf16_kernel3", (8, 0))
+    with pytest.raises(AndreaError) as caught:
+        check_kernel_runs("attention_bf16_kernel3", (7, 5))
+    message = str(caught.value)
+    assert "\n" not in message and "compute capability 8.0" in message and "this GPU has 7.5" in message
