@@ -41,7 +41,7 @@ def test_read_setup_sees_the_installed_wheels(fake_driver):
     assert setup.driver == (12, 4)
     assert setup.extra == "cuda12"
     if "cupy-cuda13x" in setup.cupy_wheels:  # the test extra installs it
-        assert 'pip install "andrea[cuda12]"' in setup.problem()
+        assert 'pip install "andrea[cuda12]"' in str(setup.problem())
 
 
 def setup(driver, cupy=None, nvrtc=None):
@@ -49,9 +49,9 @@ def setup(driver, cupy=None, nvrtc=None):
 
 
 def test_cuda13_wheel_on_a_cuda12_driver_names_the_cuda12_extra():
-    line = setup((12, 4), {"cupy-cuda13x": 13}, {"nvidia-cuda-nvrtc": 13}).problem()
-    assert line == ('cupy-cuda13x needs a CUDA 13 driver; this driver speaks CUDA 12.4: '
-                    'pip uninstall -y cupy-cuda13x && pip install "andrea[cuda12]"')
+    problem = setup((12, 4), {"cupy-cuda13x": 13}, {"nvidia-cuda-nvrtc": 13}).problem()
+    assert problem.reason == "cupy-cuda13x needs a CUDA 13 driver and this one speaks CUDA 12.4: install the cuda12 extra"
+    assert problem.fix == 'pip uninstall -y cupy-cuda13x && pip install "andrea[cuda12]"'
 
 
 def test_matching_wheels_are_fine_and_a_newer_driver_runs_older_wheels():
@@ -61,14 +61,16 @@ def test_matching_wheels_are_fine_and_a_newer_driver_runs_older_wheels():
 
 
 def test_other_mismatches_each_get_one_line_with_the_fix():
-    assert setup((11, 8), {"cupy-cuda12x": 12}).problem().endswith("update the driver")
-    assert setup((12, 8)).problem() == 'cupy is not installed: pip install "andrea[cuda12]"'
+    assert setup((11, 8), {"cupy-cuda12x": 12}).problem().fix == "update the NVIDIA driver"
+    assert setup((12, 8)).problem().fix == 'pip install "andrea[cuda12]"'
     both = setup((13, 0), {"cupy-cuda12x": 12, "cupy-cuda13x": 13}).problem()
-    assert "pip uninstall -y cupy-cuda12x cupy-cuda13x && pip install \"andrea[cuda13]\"" in both
+    assert both.fix == 'pip uninstall -y cupy-cuda12x cupy-cuda13x && pip install "andrea[cuda13]"'
     nvrtc = setup((12, 4), {"cupy-cuda12x": 12}, {"nvidia-cuda-nvrtc": 13}).problem()
-    assert "NVRTC installed is nvidia-cuda-nvrtc (CUDA 13)" in nvrtc and nvrtc.endswith('"andrea[cuda12]"')
+    assert "NVRTC installed is nvidia-cuda-nvrtc (CUDA 13)" in nvrtc.reason and nvrtc.fix == 'pip install "andrea[cuda12]"'
     assert setup(None, {"cupy-cuda13x": 13}).problem() is None  # no driver: the no-GPU line says it
     assert setup(None).extra == "cuda13"
+    for problem in (both, nvrtc):
+        assert "\n" not in str(problem)
 
 
 def test_compile_target_is_the_devices_own_cubin():
@@ -97,3 +99,37 @@ def test_tensor_core_kernels_are_refused_below_sm_80_in_one_line():
         check_kernel_runs("attention_bf16_kernel3", (7, 5))
     message = str(caught.value)
     assert "\n" not in message and "compute capability 8.0" in message and "this GPU has 7.5" in message
+
+
+def test_auto_fallback_names_the_extra_when_cupy_and_driver_disagree(monkeypatch):
+    """No GPU answers here; with a CUDA 12 driver and cupy-cuda13x, the reason names the cuda12
+    extra, in `info` and in attend's one-line auto notice."""
+    pytest.importorskip("cupy")
+    from andrea_cli.backends import cuda, select_backend
+    from andrea_cli.kernel_file import packaged_kernel_path
+
+    mismatched = CudaSetup((12, 4), {"cupy-cuda13x": 13}, {"nvidia-cuda-nvrtc": 13})
+    monkeypatch.setattr(cuda, "read_cuda_setup", lambda: mismatched)
+    status = cuda.cuda_availability()
+    if status.ok:
+        pytest.skip("a GPU answers here")
+    assert status.reason.endswith("install the cuda12 extra")
+    assert status.fix == 'pip uninstall -y cupy-cuda13x && pip install "andrea[cuda12]"'
+    _, notice = select_backend("auto", packaged_kernel_path())
+    assert notice.startswith("backend auto: numpy, because cuda: cupy-cuda13x needs a CUDA 13 driver")
+    assert "cuda12 extra" in notice and "\n" not in notice
+
+
+def test_kernel_file_compiles_to_a_cached_cubin_for_the_oldest_gpu(tmp_path, monkeypatch):
+    """sm_75 (Turing), the oldest CUDA 13 compiles for: the whole file must build for it, so a
+    kernel that needs a newer GPU is refused by andrea in one line, never by the compiler."""
+    pytest.importorskip("cupy")
+    from andrea_cli.backends import nvrtc
+    from andrea_cli.kernel_file import packaged_kernel_path
+
+    monkeypatch.setenv("ANDREA_CACHE_DIR", str(tmp_path))
+    target = CompileTarget(nvrtc.OLDEST_ARCH, "cubin")
+    first = nvrtc.compiled_kernel_file(packaged_kernel_path(), target)
+    assert first.read_bytes()[:4] == b"\x7fELF" and first.parent == tmp_path / "cuda"
+    monkeypatch.setattr(nvrtc, "_compile", lambda *a, **k: pytest.fail("compiled again on a cache hit"))
+    assert nvrtc.compiled_kernel_file(packaged_kernel_path(), target) == first

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class StageOutputs:
     timings_ms: dict[str, float]  # per stage that ran, and "total" (the stages' sum)
     transfer_ms: dict[str, float] = field(default_factory=dict)  # "h2d", "d2h" where they exist
     load_ms: float = 0.0  # compiling or loading the kernel module, paid once per process
+    device_output: Any = field(default=None, repr=False)  # output where the kernel wrote it (a GPU array on cuda)
 
 
 class Backend(Protocol):

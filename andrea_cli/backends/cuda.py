@@ -1,29 +1,48 @@
-"""The GPU backend: the kernel file through cupy.RawModule. The only module that imports cupy."""
+"""The GPU backend: the kernel file compiled by NVRTC for this GPU, loaded with cupy.RawModule."""
 
 from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
 from andrea_cli.backends.base import Availability, DeviceFault, DeviceOutOfMemory
+from andrea_cli.backends.cuda_arch import check_kernel_runs, compile_target
+from andrea_cli.backends.cuda_setup import read_cuda_setup
 from andrea_cli.backends.kernel_backend import KernelFileBackend
 from andrea_cli.errors import AndreaError, first_line
 from andrea_cli.kernel_file import kernel_names
 
-INSTALL_HINT = 'pip install "andrea[cuda]" (cupy-cuda13x and NVRTC) on a machine with an NVIDIA GPU and driver'
+INSTALL_HINT = ('pip install "andrea[cuda13]" for a CUDA 13 driver, "andrea[cuda12]" for CUDA 12, '
+                'on a machine with an NVIDIA GPU')
 
 
 def cuda_availability() -> Availability:
+    """Whether a GPU answers; where not and the driver is there, whether the installed cupy
+    and NVRTC fit it, naming the extra that does (a cupy-cuda13x against a CUDA 12 driver fails
+    with only "insufficient driver")."""
     try:
         import cupy  # noqa: F401
     except Exception as exc:  # ImportError, or a broken CUDA install raising at import
-        return Availability(False, f"cupy is not importable ({first_line(exc)})", INSTALL_HINT)
+        return _unavailable(f"cupy is not importable ({first_line(exc)})")
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # cupy imports fine without a GPU; the driver call is what fails
-        return Availability(False, f"no CUDA device answers ({first_line(exc)})", INSTALL_HINT)
+        return _unavailable(f"no CUDA device answers ({first_line(exc)})")
     if count < 1:
-        return Availability(False, "no CUDA device found", INSTALL_HINT)
+        return _unavailable("no CUDA device found")
+    try:
+        cupy.cuda.nvrtc.getVersion()
+    except Exception as exc:  # cupy talks to the GPU but cannot compile: no NVRTC of its major
+        return _unavailable(f"NVRTC, which compiles the kernel file, does not load ({first_line(exc)})")
     return Availability(True)
+
+
+def _unavailable(reason: str) -> Availability:
+    mismatch = read_cuda_setup().problem()
+    if mismatch is not None:
+        return Availability(False, mismatch.reason, mismatch.fix)
+    return Availability(False, reason, INSTALL_HINT)
 
 
 def _cuda_version(encoded: int) -> str | None:
@@ -112,19 +131,27 @@ class _EventClock:
 class _CupyDevice:
     warmup_runs = 1
 
-    def __init__(self, module, cupy):
+    def __init__(self, module, cupy, compute_capability: tuple[int, int]):
         self._module, self._cupy = module, cupy
+        self.compute_capability = compute_capability
         self._functions: dict[str, object] = {}
         self.name = "cuda"
 
     def get_function(self, name):
         if name not in self._functions:
+            check_kernel_runs(name, self.compute_capability)  # one line, not a driver error at launch
             self._functions[name] = _checked_launch(name, self._module.get_function(name))
         return self._functions[name]
 
     def to_device(self, a):
+        """NumPy arrays are copied over; a cupy array, or any CUDA tensor offering DLPack (torch),
+        is used where it is, without a trip through the host (converted on the GPU if it is not
+        contiguous float32)."""
+        cupy = self._cupy
         with gpu_errors("copying the inputs to the GPU"):
-            return self._cupy.asarray(a)
+            if not isinstance(a, (cupy.ndarray, np.ndarray)) and hasattr(a, "__dlpack__"):
+                a = cupy.from_dlpack(a)
+            return cupy.ascontiguousarray(cupy.asarray(a), dtype=cupy.float32)
 
     def empty(self, shape):
         with gpu_errors(f"allocating {shape} on the GPU"):
@@ -144,24 +171,34 @@ class CudaBackend(KernelFileBackend):
     def available(self) -> Availability:
         return cuda_availability()
 
-    def device_name(self) -> str:
+    def _properties(self) -> dict:
         import cupy
 
-        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        with gpu_errors("reading the GPU's properties"):
+            return cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+
+    def device_name(self) -> str:
+        props = self._properties()
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return f"{name} (sm_{props['major']}{props['minor']}, {props['multiProcessorCount']} SMs)"
 
+    def compute_capability(self) -> tuple[int, int]:
+        props = self._properties()
+        return int(props["major"]), int(props["minor"])
+
     def _load(self) -> _CupyDevice:
-        """NVRTC compiles the kernel file (cupy caches the binary on disk); every kernel is
-        fetched now, so the first stage's timing is clean and a compile error comes up front."""
+        """NVRTC compiles the kernel file into a cubin for this GPU's own sm_XX (cached on disk;
+        see cuda_arch.py for why not PTX); every kernel is fetched now, so the first stage's
+        timing is clean and a compile error comes up front."""
         import cupy
 
-        try:
-            module = cupy.RawModule(code=self.kernel_path.read_text(), options=("-std=c++17",))
+        from andrea_cli.backends.nvrtc import compiled_kernel_file, nvrtc_version, supported_archs
+
+        cc = self.compute_capability()
+        target = compile_target(cc, supported_archs(), nvrtc_version())
+        binary = compiled_kernel_file(self.kernel_path, target)  # AndreaError naming NVRTC's first error
+        with gpu_errors(f"loading {self.kernel_path.name} compiled for {target.arch}"):
+            module = cupy.RawModule(path=str(binary))
             for name in kernel_names(self.kernel_path):
                 module.get_function(name)
-        except Exception as exc:  # cupy's CompileException carries NVRTC's log
-            log = str(exc)
-            first = next((line for line in log.splitlines() if "error" in line), first_line(exc))
-            raise AndreaError(f"{self.kernel_path.name} does not compile with NVRTC: {first.strip()}") from None
-        return _CupyDevice(module, cupy)
+        return _CupyDevice(module, cupy, cc)

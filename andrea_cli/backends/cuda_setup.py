@@ -20,6 +20,15 @@ NVRTC_WHEELS = {"nvidia-cuda-nvrtc": None, "nvidia-cuda-nvrtc-cu12": 12, "nvidia
 
 
 @dataclass(frozen=True)
+class Mismatch:
+    reason: str  # names the extra that fits, so a one-line fallback notice carries it
+    fix: str  # the command to run
+
+    def __str__(self) -> str:
+        return f"{self.reason}; {self.fix}"
+
+
+@dataclass(frozen=True)
 class CudaSetup:
     driver: tuple[int, int] | None  # the CUDA version the driver speaks; None: no driver library
     cupy_wheels: dict[str, int | None]  # installed cupy distributions -> their CUDA major
@@ -40,28 +49,33 @@ class CudaSetup:
     def install(self) -> str:
         return f'pip install "andrea[{self.extra}]"'
 
-    def problem(self) -> str | None:
-        """One line naming what does not fit and what to run, or None when nothing visible is wrong."""
+    def problem(self) -> Mismatch | None:
+        """What does not fit and the command that mends it, or None when nothing visible is wrong."""
         if self.driver is None:
             return None  # no NVIDIA driver: the plain "no GPU" message says enough
         major = self.driver[0]
         if major < min(EXTRAS):
-            return (f"the NVIDIA driver speaks CUDA {self.driver_text}, older than the CUDA 12 andrea's extras need: "
-                    f"update the driver")
+            return Mismatch(f"the NVIDIA driver speaks CUDA {self.driver_text}, older than the CUDA 12 andrea needs",
+                            "update the NVIDIA driver")
         if len(self.cupy_wheels) > 1:
             names = sorted(self.cupy_wheels)
-            return f"several cupy packages are installed ({', '.join(names)}): pip uninstall -y {' '.join(names)} && {self.install}"
+            return Mismatch(f"several cupy packages are installed ({', '.join(names)}); keep the {self.extra} extra's",
+                            f"pip uninstall -y {' '.join(names)} && {self.install}")
         if not self.cupy_wheels:
-            return f"cupy is not installed: {self.install}"
+            return Mismatch(f"cupy is not installed; this driver (CUDA {self.driver_text}) takes the {self.extra} extra",
+                            self.install)
         wheel, built_for = next(iter(self.cupy_wheels.items()))
         if built_for is not None and built_for > major:
-            return (f"{wheel} needs a CUDA {built_for} driver; this driver speaks CUDA {self.driver_text}: "
-                    f"pip uninstall -y {wheel} && {self.install}")
+            return Mismatch(f"{wheel} needs a CUDA {built_for} driver and this one speaks CUDA {self.driver_text}: "
+                            f"install the {self.extra} extra", f"pip uninstall -y {wheel} && {self.install}")
         if built_for is not None and built_for < min(EXTRAS):
-            return f"{wheel} is for CUDA {built_for}, older than andrea supports: pip uninstall -y {wheel} && {self.install}"
+            return Mismatch(f"{wheel} is for CUDA {built_for}, older than andrea supports: install the {self.extra} extra",
+                            f"pip uninstall -y {wheel} && {self.install}")
         if built_for is not None and self.nvrtc_wheels and built_for not in self.nvrtc_wheels.values():
             found = ", ".join(f"{name} (CUDA {m})" for name, m in sorted(self.nvrtc_wheels.items()))
-            return f"{wheel} is for CUDA {built_for} but the NVRTC installed is {found}: {self.install}"
+            extra = EXTRAS.get(built_for, self.extra)
+            return Mismatch(f"{wheel} is for CUDA {built_for} but the NVRTC installed is {found}: "
+                            f"install the {extra} extra", f'pip install "andrea[{extra}]"')
         return None
 
 

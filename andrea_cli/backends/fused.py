@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +25,7 @@ class FusedOutputs:
     timings_ms: dict[str, float]  # {"fused": ms, "total": ms}
     transfer_ms: dict[str, float] = field(default_factory=dict)
     load_ms: float = 0.0
+    device_output: Any = field(default=None, repr=False)  # the output where the kernel wrote it
 
 
 def check_fused_shape(d_k: int, d_v: int) -> None:
@@ -79,7 +81,7 @@ def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
 
     transfer = dev.clock()
     transfer.start("h2d")
-    dq, dk, dv = (dev.to_device(np.ascontiguousarray(a, dtype=np.float32)) for a in (q, k, v))
+    dq, dk, dv = (dev.to_device(a) for a in (q, k, v))  # float32, contiguous, on the device
     transfer.stop("h2d")
 
     out = dev.empty((H, T, d_v))
@@ -94,4 +96,4 @@ def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
     transfer.start("d2h")
     host = dev.to_host(out)
     transfer.stop("d2h")
-    return FusedOutputs(host, timings, transfer.elapsed_ms())
+    return FusedOutputs(host, timings, transfer.elapsed_ms(), device_output=out)

@@ -150,7 +150,7 @@ def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
 
     transfer = dev.clock()
     transfer.start("h2d")
-    dq, dk, dv = (dev.to_device(np.ascontiguousarray(a, dtype=np.float32)) for a in (q, k, v))
+    dq, dk, dv = (dev.to_device(a) for a in (q, k, v))  # float32, contiguous, on the device
     transfer.stop("h2d")
 
     buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scaled)
@@ -163,4 +163,4 @@ def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
     transfer.start("d2h")
     host = {name: dev.to_host(getattr(buf, name)) for name in ("scores", "scaled", "masked", "weights", "output")}
     transfer.stop("d2h")
-    return StageOutputs(**host, timings_ms=timings, transfer_ms=transfer.elapsed_ms())
+    return StageOutputs(**host, timings_ms=timings, transfer_ms=transfer.elapsed_ms(), device_output=buf.output)

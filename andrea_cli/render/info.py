@@ -15,6 +15,15 @@ def render_info(console: Console, doc: dict) -> None:
         value = doc.get(key)
         error = doc.get(f"{key}_error")
         versions.add_row(key, escape(str(value)) if value is not None else f"[dim]not available{escape(': ' + error) if error else ''}[/dim]")
+    cuda = doc["cuda"]
+    versions.add_row("cupy package", escape(", ".join(cuda["cupy_wheels"]) or "none"))
+    if doc.get("compiled_for"):
+        versions.add_row("kernels built as", escape(doc["compiled_for"]))
+    extra = (f'pip install "andrea[{cuda["extra"]}]" (the driver speaks CUDA {cuda["driver"]})' if cuda["driver"] else
+             'no NVIDIA driver here: "andrea[cuda13]" goes with a CUDA 13 driver, "andrea[cuda12]" with CUDA 12')
+    versions.add_row("GPU extra", escape(extra))
+    if cuda["problem"]:
+        versions.add_row("[red]CUDA mismatch[/red]", f"[red]{escape(cuda['problem'])}[/red]; {escape(cuda['fix'])}")
     versions.add_row("kernel file", escape(doc["kernel_file"]))
     versions.add_row("kernels", ", ".join(doc["kernels"]))
     versions.add_row("CPU build cache", escape(doc["cpu_build_cache"]))

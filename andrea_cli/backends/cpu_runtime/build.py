@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from andrea_cli.backends.cache import cache_root
 from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError, CpuCompileError
 from andrea_cli.kernel_file import kernel_parameters, packaged_cuda_file, strip_comments
 
@@ -84,13 +85,7 @@ def compiler_version(cxx: str) -> str:
 
 
 def cache_dir() -> pathlib.Path:
-    if os.environ.get("ANDREA_CACHE_DIR"):
-        root = pathlib.Path(os.environ["ANDREA_CACHE_DIR"])
-    elif os.environ.get("XDG_CACHE_HOME"):
-        root = pathlib.Path(os.environ["XDG_CACHE_HOME"]) / "andrea"
-    else:
-        root = pathlib.Path.home() / ".cache" / "andrea"
-    return root / "cpu"
+    return cache_root() / "cpu"
 
 
 def flags_for(sanitize: bool) -> list[str]:
