@@ -16,7 +16,7 @@ from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="The attention equation softmax(mask(Q·K^T / sqrt(d_k)))·V, run on real kernels.",
@@ -87,6 +87,7 @@ def attend(
     show_weights: bool = typer.Option(False, "--show-weights", help="Draw the (T, T) weights in the terminal."),
     fused: bool = typer.Option(False, "--fused", help="One fused kernel; no T×T matrix (cuda, cpu)."),
     sample_rows: int = typer.Option(0, "--sample-rows", help="With --fused: weight statistics on N rows."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Save the weights, row entropy and largest weight to FILE.png."),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
@@ -98,9 +99,17 @@ def attend(
         T=T, d_k=d_k, d_v=d_v, seed=seed, q=q, k=k, v=v, qkv=qkv, mask=mask, no_scale=no_scale,
         backend=backend, out=out, save_weights=save_weights, kernel=kernel, as_json=as_json,
         d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
-        show_weights=show_weights, fused=fused, sample_rows=sample_rows)
+        show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot)
     try:
+        if plot is not None:
+            from andrea_cli.render.plot_common import check_plot_path
+
+            check_plot_path(plot)
         report = run_attend(options)
+        if plot is not None:
+            from andrea_cli.render.attend_plot import save_attend_report_plot
+
+            save_attend_report_plot(report, plot)
     except AndreaError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -109,6 +118,8 @@ def attend(
         from andrea_cli.render.attend import render_attend
 
         render_attend(console(), report, show_weights=show_weights)
+        if plot is not None:
+            console().print(f"plot saved to {plot}")
 
 
 @app.command()
@@ -200,6 +211,7 @@ def bench(
     no_cpu_build: bool = typer.Option(False, "--no-cpu-build", help="CPU side: skip the kernels' CPU build."),
     kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of a table."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Save time and TFLOP/s against T to FILE.png."),
 ) -> None:
     """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline."""
     from andrea_cli.commands.bench import BenchOptions, run_bench
@@ -207,7 +219,15 @@ def bench(
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
                            no_cpu_build=no_cpu_build, kernel=kernel)
     try:
+        if plot is not None:
+            from andrea_cli.render.plot_common import check_plot_path
+
+            check_plot_path(plot)
         result = run_bench(options, progress=lambda line: typer.echo(line, err=True))
+        if plot is not None:
+            from andrea_cli.render.bench_plot import save_bench_plot
+
+            save_bench_plot(result, plot)
     except AndreaError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -216,6 +236,8 @@ def bench(
         from andrea_cli.render.bench import render_bench
 
         render_bench(console(), result)
+        if plot is not None:
+            console().print(f"plot saved to {plot}")
 
 
 @app.command()
@@ -255,7 +277,7 @@ def compare_scaling(
     try:
         request = check_scaling_options(options)
         if plot is not None:
-            from andrea_cli.render.scaling_plot import check_plot_path
+            from andrea_cli.render.plot_common import check_plot_path
 
             check_plot_path(plot)
         report = run_compare_scaling(request)

@@ -43,6 +43,7 @@ class AttendOptions:
     show_weights: bool = False
     fused: bool = False
     sample_rows: int = 0
+    plot: Path | None = None  # drawn by the CLI from the report (render/attend_plot.py)
 
     @property
     def wants_layer(self) -> bool:
@@ -59,6 +60,8 @@ def check_combinations(o: AttendOptions) -> None:
         raise AndreaError("--show-weights draws in the terminal: drop --json, or keep the weights with --save-weights")
     if o.sample_rows < 0 or (o.sample_rows and not o.fused):
         raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
+    if o.fused and o.plot is not None:
+        raise AndreaError("--plot draws the T×T weights, which --fused never builds: drop one of them")
     if o.fused and o.save_weights is not None:
         raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
     if o.wants_layer and o.has_qkv_files:
@@ -94,7 +97,7 @@ def run_attend(o: AttendOptions):
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out")
     check_writable(o.save_weights, "--save-weights")
-    check_distinct(("--out", o.out), ("--save-weights", o.save_weights))
+    check_distinct(("--out", o.out), ("--save-weights", o.save_weights), ("--plot", o.plot))
     if o.wants_layer:
         from andrea_cli.layer import run_layer
         from andrea_cli.layer_inputs import LayerFlags, layer_inputs

@@ -1,45 +1,17 @@
-"""compare-scaling's report as a PNG: score histograms and first-rows weight heatmaps per d_k.
-The only module that imports matplotlib (an optional extra), with the file-only Agg backend."""
+"""compare-scaling's report as a PNG: score histograms and first-rows weight heatmaps per d_k."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
-from andrea_cli.errors import AndreaError
 from andrea_cli.masks import parse_mask
+from andrea_cli.render.plot_common import pyplot, save_figure
 from andrea_cli.scaling import FIRST_ROWS, ScalingReport
 
-INSTALL_HINT = 'pip install "andrea[plot]"'
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise AndreaError(f"--plot needs matplotlib, which is not installed: {INSTALL_HINT}") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def check_plot_path(path: Path) -> None:
-    """Fail before any work: matplotlib missing, or a file that could not be written."""
-    _pyplot()
-    if path.suffix.lower() != ".png":
-        raise AndreaError(f"--plot {path}: the file name must end in .png")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise AndreaError(f"--plot {path}: the folder {folder} does not exist; create it first")
-    if not os.access(folder, os.W_OK) or path.is_dir():
-        raise AndreaError(f"--plot {path}: cannot write there; choose another file name")
-
-
 def save_scaling_plot(r: ScalingReport, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     n = len(r.rows)
     fig, axes = plt.subplots(3, n, figsize=(4.2 * n + 1, 12), squeeze=False, layout="constrained",
                              gridspec_kw={"height_ratios": [1, 1.15, 1.15]})
@@ -77,5 +49,4 @@ def save_scaling_plot(r: ScalingReport, path: Path) -> None:
             ax.set_ylabel("query i")
     fig.colorbar(image, ax=axes[1:, :].ravel().tolist(), shrink=0.6,
                  label="softmax weight (grey: masked, exactly 0)")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)

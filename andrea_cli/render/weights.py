@@ -43,7 +43,7 @@ def render_weights(console: Console, weights: np.ndarray, mask: str) -> None:
         f"[bold]Weights (T×T = {T}×{T}), mask={mask}[/bold]: row i = query (top: 0), column j = key (left: 0)"
         + (f"; each cell the largest weight of a {block:.3g}×{block:.3g} block" if block > 1 else "")
     )
-    if console.color_system is None:  # piped or a dumb terminal: characters instead of colours
+    if console.color_system is None or console.no_color:  # piped, a dumb terminal, or NO_COLOR: characters
         _draw_characters(console, pooled)
     else:
         _draw_colours(console, pooled)
