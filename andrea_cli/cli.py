@@ -3,8 +3,6 @@ renders with render/X.py (or prints JSON) and sets the exit code."""
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -41,20 +39,11 @@ def console() -> Console:
     return Console(highlight=False)
 
 
-def _finite_json(value):
-    """JSON has no inf or NaN: a kernel that produced one is reported as the string "inf"/"nan"."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: _finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_json(v) for v in value]
-    return value
-
-
 def print_json(document: dict) -> None:
     """JSON for scripts: plain stdout, never through Rich (which would wrap and colour it)."""
-    typer.echo(json.dumps(_finite_json(document), indent=2, allow_nan=False))
+    from andrea_cli.render.json_document import json_text
+
+    typer.echo(json_text(document))
 
 
 def fail(message: str) -> typer.Exit:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from andrea_cli import reference, stats
+from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
+from andrea_cli.pipeline import heads, input_shapes
 
 
 @dataclass
@@ -42,7 +45,8 @@ class FusedReport:
     transfer_ms: dict[str, float]
     load_ms: float
     notices: list[str] = field(default_factory=list)
-    output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v)
+    output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v); (H, T, d_v) from (H, T, d) inputs
+    device_output: Any = field(default=None, repr=False)  # the output on the GPU (cuda), shaped like output
 
     def to_json(self) -> dict:
         """The single-head contract's keys, so scripts read both runs alike: the weight statistics
@@ -79,8 +83,12 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
 
 def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sample: int = 0,
                         notices: list[str] | None = None) -> FusedReport:
-    out = backend.attention_fused(qkv.q[None], qkv.k[None], qkv.v[None], mask=mask, scaled=scaled)
-    output = out.output[0]
+    """One head's (T, d) inputs, or H heads' (H, T, d) in one launch; a row sample on one head."""
+    if n_sample > 0 and (qkv.H is not None or qkv.on_device):
+        raise AndreaError("sample_rows recomputes rows from one head's Q and K on the host: pass (T, d) NumPy arrays")
+    out = backend.attention_fused(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled)
+    one = qkv.H is None
+    output = out.output[0] if one else out.output
     T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
     notes = list(notices or [])
     sample = None
@@ -90,11 +98,14 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
                      "recomputed with the NumPy reference from Q and K (the kernel never builds the T×T matrix)")
     else:
         notes.append("--fused: no weight statistics (the T×T matrix is never built); --sample-rows N computes them on N rows")
+    device_output = None
+    if out.device_output is not None and qkv.on_device:
+        device_output = out.device_output[0] if one else out.device_output
     return FusedReport(
         backend=backend.name, device=backend.device_name(), source=qkv.source,
         T=T, d_k=d_k, d_v=d_v, mask=str(mask), scaled=scaled,
         scale=1.0 / math.sqrt(d_k) if scaled else 1.0,
-        shapes={"q": [T, d_k], "k": [T, d_k], "v": [T, d_v], "output": [T, d_v]},
+        shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]},
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
-        notices=notes, output=output,
+        notices=notes, output=output, device_output=device_output,
     )

@@ -8,6 +8,7 @@ import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,22 +17,31 @@ from andrea_cli.errors import AndreaError
 
 @dataclass
 class QKV:
-    q: np.ndarray  # (T, d_k) float32
-    k: np.ndarray  # (T, d_k) float32
-    v: np.ndarray  # (T, d_v) float32
+    """One head's Q, K, V, (T, d); or, from the Python API, H heads', (H, T, d), run in one launch.
+    From the API they may also be GPU arrays (cupy, or DLPack tensors), used where they are."""
+
+    q: Any  # (T, d_k) or (H, T, d_k) float32
+    k: Any  # (T, d_k) or (H, T, d_k) float32
+    v: Any  # (T, d_v) or (H, T, d_v) float32
     source: str  # how they were made, for the report
+    on_device: bool = False  # GPU arrays: only the cuda backend takes them
 
     @property
     def T(self) -> int:
-        return self.q.shape[0]
+        return self.q.shape[-2]
 
     @property
     def d_k(self) -> int:
-        return self.q.shape[1]
+        return self.q.shape[-1]
 
     @property
     def d_v(self) -> int:
-        return self.v.shape[1]
+        return self.v.shape[-1]
+
+    @property
+    def H(self) -> int | None:
+        """The number of heads of (H, T, d) inputs; None for one head's (T, d)."""
+        return self.q.shape[0] if len(self.q.shape) == 3 else None
 
 
 def check_sizes(T: int, d_k: int, d_v: int) -> None:
@@ -101,19 +111,69 @@ def check_readable(path: Path, flag: str, suffixes: tuple[str, ...]) -> None:
         raise AndreaError(f"{flag} {path}: not readable (permission denied); check its permissions")
 
 
-def as_matrix(array: np.ndarray, what: str) -> np.ndarray:
+def as_matrix(array: np.ndarray, what: str, *, heads: bool = False) -> np.ndarray:
+    """A finite, contiguous float32 (T, d) matrix; with heads=True (the Python API) also (H, T, d)."""
     if array.dtype.kind not in "fiu":
         raise AndreaError(f"{what}: dtype {array.dtype} is not real numbers; save a float32 array")
-    if array.ndim != 2:
-        raise AndreaError(f"{what}: expected a 2-D array (T, d), got shape {array.shape}")
+    if array.ndim != 2 and not (heads and array.ndim == 3):
+        raise AndreaError(f"{what}: expected a 2-D array (T, d){' or 3-D (H, T, d)' if heads else ''}, "
+                          f"got shape {array.shape}")
     if 0 in array.shape:
         raise AndreaError(f"{what}: shape {array.shape} is empty; T and d must be >= 1")
     with np.errstate(over="ignore"):
         matrix = np.ascontiguousarray(array, dtype=np.float32)
     if not np.isfinite(matrix).all():
         bad = np.argwhere(~np.isfinite(matrix))[0]
-        raise AndreaError(f"{what}: holds NaN or Inf (first at row {bad[0]}, column {bad[1]}, after conversion to float32); clean the input")
+        where = ", ".join(f"{axis} {i}" for axis, i in zip(("head", "row", "column")[-len(bad):], bad))
+        raise AndreaError(f"{what}: holds NaN or Inf (first at {where}, after conversion to float32); clean the input")
     return matrix
+
+
+def check_qkv_shapes(q, k, v) -> None:
+    """Q, K, V fit together: scores = Q·K^T needs one d_k, and every position a key and a value."""
+    if q.shape[-1] != k.shape[-1]:
+        raise AndreaError(f"Q is {tuple(q.shape)} and K is {tuple(k.shape)}: their d_k (columns) must agree, "
+                          "since scores = Q · K^T")
+    if q.shape[:-1] != k.shape[:-1] or k.shape[:-1] != v.shape[:-1]:
+        what = "the same heads and T (rows)" if len(q.shape) == 3 else "the same T (rows), one per position"
+        raise AndreaError(f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}: all three need {what}")
+
+
+def is_gpu_array(a) -> bool:
+    """A cupy array or a CUDA tensor offering DLPack (torch on a GPU), told apart without importing
+    either: kDLCUDA (2), kDLCUDAHost (3) and kDLCUDAManaged (13) are DLPack's CUDA devices."""
+    if isinstance(a, np.ndarray):
+        return False
+    if hasattr(a, "__cuda_array_interface__"):
+        return True
+    try:
+        return a.__dlpack_device__()[0] in (2, 3, 13)
+    except (AttributeError, TypeError, RuntimeError):
+        return False
+
+
+def qkv_from_arrays(q, k, v) -> QKV:
+    """The Python API's inputs: NumPy (or anything np.asarray takes), (T, d) or (H, T, d),
+    checked like files are; or GPU arrays, checked for shape only and left where they are."""
+    names = ("q", "k", "v")
+    on_gpu = [is_gpu_array(a) for a in (q, k, v)]
+    if any(on_gpu) and not all(on_gpu):
+        raise AndreaError("q, k, v: some are GPU arrays and some are not; pass all three on the GPU or all as NumPy")
+    if all(on_gpu):
+        for name, a in zip(names, (q, k, v)):
+            if len(a.shape) not in (2, 3) or 0 in tuple(a.shape):
+                raise AndreaError(f"{name}: expected a 2-D (T, d) or 3-D (H, T, d) array, got shape {tuple(a.shape)}")
+        arrays = (q, k, v)
+    else:
+        try:
+            arrays = tuple(as_matrix(np.asarray(a), name, heads=True) for name, a in zip(names, (q, k, v)))
+        except (TypeError, ValueError) as exc:
+            raise AndreaError(f"q, k, v: not arrays of numbers ({exc}); pass NumPy arrays") from None
+    if len({len(a.shape) for a in arrays}) > 1:
+        raise AndreaError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: pass all three (T, d) or all (H, T, d)")
+    check_qkv_shapes(*arrays)
+    where = "GPU arrays" if all(on_gpu) else "arrays"
+    return QKV(*arrays, source=f"{where} passed to andrea_cli.attend", on_device=all(on_gpu))
 
 
 def load_qkv(q_path: Path | None, k_path: Path | None, v_path: Path | None, qkv_path: Path | None) -> QKV:
@@ -131,10 +191,7 @@ def load_qkv(q_path: Path | None, k_path: Path | None, v_path: Path | None, qkv_
             raise AndreaError(f"missing {', '.join(missing)}: pass all of --q, --k, --v (or one --qkv FILE.npz)")
         q, k, v = load_npy_matrix(q_path, "--q"), load_npy_matrix(k_path, "--k"), load_npy_matrix(v_path, "--v")
         source = f"files {q_path}, {k_path}, {v_path}"
-    if q.shape[1] != k.shape[1]:
-        raise AndreaError(f"Q is {q.shape} and K is {k.shape}: their d_k (columns) must agree, since scores = Q · K^T")
-    if q.shape[0] != k.shape[0] or k.shape[0] != v.shape[0]:
-        raise AndreaError(f"Q {q.shape}, K {k.shape}, V {v.shape}: all three need the same T (rows), one per position")
+    check_qkv_shapes(q, k, v)
     return QKV(q, k, v, source)
 
 

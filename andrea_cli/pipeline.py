@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -33,8 +34,10 @@ class AttentionReport:
     load_ms: float
     corner: list[list[float]]
     notices: list[str] = field(default_factory=list)
-    weights: np.ndarray | None = field(default=None, repr=False)  # (T, T)
-    output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v)
+    weights: np.ndarray | None = field(default=None, repr=False)  # (T, T); (H, T, T) for several heads
+    output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v); (H, T, d_v) from (H, T, d) inputs
+    scores: np.ndarray | None = field(default=None, repr=False)  # Q·K^T before scaling, shaped like weights
+    device_output: Any = field(default=None, repr=False)  # the output on the GPU (cuda), shaped like output
 
     def to_json(self) -> dict:
         return {
@@ -57,9 +60,16 @@ class AttentionReport:
         }
 
 
-def heads(a: np.ndarray) -> np.ndarray:
-    """(T, d) -> (1, T, d): the kernels take a head dimension; one head is H = 1."""
-    return a[None, :, :]
+def heads(a):
+    """(T, d) -> (1, T, d): the kernels take a head dimension; one head is H = 1. (H, T, d) as it is."""
+    return a if len(a.shape) == 3 else a[None, :, :]
+
+
+def input_shapes(qkv: QKV) -> dict[str, list[int]]:
+    """The report's shapes, with the head axis where the inputs have one."""
+    lead = [] if qkv.H is None else [qkv.H]
+    T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
+    return {"q": lead + [T, d_k], "k": lead + [T, d_k], "v": lead + [T, d_v]}
 
 
 def scaled_scores(out: StageOutputs, d_k: int, scaled: bool) -> np.ndarray:
@@ -95,14 +105,21 @@ def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k
         notices=list(notices or []),
         weights=out.weights[0] if H == 1 else out.weights,
         output=output,
+        scores=out.scores[0] if H == 1 else out.scores,
     )
 
 
 def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
                   notices: list[str] | None = None) -> AttentionReport:
-    """One head through the staged kernels. The caller has checked that it fits (head_inputs)."""
+    """One head's (T, d) inputs, or H heads' (H, T, d) in one launch per stage (statistics over all).
+    The caller has checked that it fits (head_inputs; the API's attend)."""
     out: StageOutputs = backend.attention(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled)
-    T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
-    shapes = {"q": [T, d_k], "k": [T, d_k], "v": [T, d_v], "scores": [T, T], "weights": [T, T], "output": [T, d_v]}
-    return report_from_outputs(out, backend, source=qkv.source, d_k=d_k, mask=mask, scaled=scaled,
-                               shapes=shapes, output=out.output[0], notices=notices)
+    lead = [] if qkv.H is None else [qkv.H]
+    T, d_v = qkv.T, qkv.d_v
+    shapes = {**input_shapes(qkv), "scores": lead + [T, T], "weights": lead + [T, T], "output": lead + [T, d_v]}
+    one = qkv.H is None
+    report = report_from_outputs(out, backend, source=qkv.source, d_k=qkv.d_k, mask=mask, scaled=scaled,
+                                 shapes=shapes, output=out.output[0] if one else out.output, notices=notices)
+    if out.device_output is not None and qkv.on_device:
+        report.device_output = out.device_output[0] if one else out.device_output
+    return report

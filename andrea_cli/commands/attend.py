@@ -12,7 +12,7 @@ from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
 from andrea_cli.kernel_file import resolve_kernel_path
-from andrea_cli.masks import parse_mask
+from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
 
@@ -91,6 +91,28 @@ def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
     return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
 
 
+def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, scaled: bool, fused: bool = False,
+             sample_rows: int = 0):
+    """One head (or, from the Python API, H heads at once), staged or fused, on the backend named."""
+    if fused and backend == "numpy":
+        raise AndreaError("--fused runs the fused kernel, on --backend cuda or cpu; the NumPy path has "
+                          "no fused kernel (drop --fused to run it)")
+    if data.on_device and backend not in ("auto", "cuda"):
+        raise AndreaError(f"Q, K, V are GPU arrays, which the cuda backend runs where they are: use backend "
+                          f"'cuda' (or 'auto'), or pass NumPy arrays to run them on {backend}")
+    # without a GPU, auto runs the fused kernel on the CPU build: the NumPy path would build T×T
+    order = ("cuda",) if data.on_device else ("cuda", "cpu") if fused else ("cuda", "numpy")
+    chosen, notice = select_backend(backend, resolve_kernel_path(kernel), auto_order=order)
+    notices = [notice] if notice else []
+    if fused:
+        from andrea_cli.fused_pipeline import run_fused_attention
+
+        return run_fused_attention(data, chosen, mask, scaled, sample_rows, notices=notices)
+    from andrea_cli.pipeline import run_attention
+
+    return run_attention(data, chosen, mask, scaled=scaled, notices=notices)
+
+
 def run_attend(o: AttendOptions):
     """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags)."""
     check_combinations(o)
@@ -107,22 +129,8 @@ def run_attend(o: AttendOptions):
         backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel))
         report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=[notice] if notice else [])
     else:
-        data = head_inputs(o)
-        if o.fused and o.backend == "numpy":
-            raise AndreaError("--fused runs the fused kernel, on --backend cuda or cpu; the NumPy path has "
-                              "no fused kernel (drop --fused to run it)")
-        # without a GPU, auto runs the fused kernel on the CPU build: the NumPy path would build T×T
-        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel),
-                                         auto_order=("cuda", "cpu") if o.fused else ("cuda", "numpy"))
-        notices = [notice] if notice else []
-        if o.fused:
-            from andrea_cli.fused_pipeline import run_fused_attention
-
-            report = run_fused_attention(data, backend, mask, not o.no_scale, o.sample_rows, notices=notices)
-        else:
-            from andrea_cli.pipeline import run_attention
-
-            report = run_attention(data, backend, mask, scaled=not o.no_scale, notices=notices)
+        report = run_head(head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=not o.no_scale,
+                          fused=o.fused, sample_rows=o.sample_rows)
     if o.out is not None:
         save_npy_atomic(o.out, report.output)  # (T, d_v); the layer's (T, d_model)
     if o.save_weights is not None:

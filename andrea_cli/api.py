@@ -1,0 +1,165 @@
+"""andrea from Python: the commands as functions, with the command line's names and defaults.
+
+    import andrea_cli
+    r = andrea_cli.attend(q, k, v)             # NumPy (T, d) or (H, T, d); on cuda also cupy / DLPack
+    r.output, r.weights, r.scores, r.report    # arrays, and the dict `andrea attend --json` prints
+
+Bad input raises AndreaError with the line the command prints. A result displays in Jupyter as
+the terminal's tables. Nothing heavy (cupy, matplotlib) is imported until a function runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from andrea_cli.errors import AndreaError
+
+
+@dataclass(repr=False)
+class Result:
+    """What every function returns: `report`, the dict the command's `--json` prints, and
+    `raw`, the report object; shown as the terminal's tables in Jupyter or by rich.print."""
+
+    report: dict
+    raw: Any
+
+    _renderer = "render_attend_result"
+
+    def _draw(self, console) -> None:
+        from andrea_cli.render import notebook
+
+        getattr(notebook, self._renderer)(console, self.raw)
+
+    def _repr_html_(self) -> str:
+        from andrea_cli.render.notebook import as_html
+
+        return as_html(self._draw)
+
+    def __rich_console__(self, console, options):
+        from andrea_cli.render.notebook import as_renderable
+
+        yield as_renderable(self._draw, console, options.max_width)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{key}={self.report[key]!r}" for key in ("backend", "T", "d_k", "mask", "passed")
+                          if key in self.report)
+        return f"{type(self).__name__}({shown}, report={{...{len(self.report)} keys}})"
+
+
+@dataclass(repr=False)
+class AttendResult(Result):
+    output: Any = None  # (T, d_v) or (H, T, d_v): NumPy, or a cupy array when the inputs were on the GPU
+    weights: Any = None  # (T, T) or (H, T, T) softmax weights; None from the fused kernel
+    scores: Any = None  # (T, T) or (H, T, T) raw Q·K^T; None from the fused kernel
+
+    def plot(self, path) -> Path:
+        """The weights, row entropy and largest weight per row as a PNG (the `plot` extra)."""
+        from andrea_cli.render.attend_plot import save_attend_report_plot
+        from andrea_cli.render.plot_common import check_plot_path
+
+        if self.weights is None:
+            raise AndreaError("--plot draws the T×T weights, which --fused never builds: drop one of them")
+        if self.raw.weights.ndim != 2:
+            raise AndreaError("plot() draws one head: run that head's (T, d) arrays")
+        check_plot_path(Path(path))
+        save_attend_report_plot(self.raw, Path(path))
+        return Path(path)
+
+
+@dataclass(repr=False)
+class VerifyResult(Result):
+    passed: bool = False
+    _renderer = "render_verify_result"
+
+
+@dataclass(repr=False)
+class ScalingResult(Result):
+    _renderer = "render_scaling_result"
+
+    def plot(self, path) -> Path:
+        """Score histograms and first-rows heatmaps per d_k as a PNG (the `plot` extra)."""
+        from andrea_cli.render.plot_common import check_plot_path
+        from andrea_cli.render.scaling_plot import save_scaling_plot
+
+        check_plot_path(Path(path))
+        save_scaling_plot(self.raw, Path(path))
+        return Path(path)
+
+
+def _path(kernel) -> Path | None:
+    return None if kernel is None else Path(kernel)
+
+
+def _document(report) -> dict:
+    from andrea_cli.render.json_document import json_document
+
+    return json_document(report.to_json())
+
+
+def attend(q=None, k=None, v=None, *, mask: str = "causal", scale: bool = True, backend: str = "auto",
+           kernel=None, fused: bool = False, sample_rows: int = 0, T: int | None = None, d_k: int | None = None,
+           d_v: int | None = None, seed: int = 0) -> AttendResult:
+    """softmax(mask(Q·K^T / sqrt(d_k)))·V through the kernels, as `andrea attend` runs it.
+
+    q, k: (T, d_k) and v: (T, d_v), or (H, T, d) for H heads in one launch per stage. NumPy arrays
+    run on any backend; cupy arrays and DLPack tensors (torch on a GPU) on cuda, where they are.
+    Without q, k, v: random N(0, 1) inputs of size T (1024), d_k (64), d_v (d_k) from `seed`,
+    exactly as the command makes them. mask: "causal", "none" or "window:W"; scale=False skips
+    the division by sqrt(d_k); backend: "auto", "cuda", "cpu" or "numpy"; kernel: an edited copy
+    of the kernel file; fused: the fused kernel (no T×T matrices; sample_rows=N for statistics)."""
+    from andrea_cli.commands.attend import AttendOptions, run_attend, run_head
+    from andrea_cli.inputs import check_fits_in_memory, qkv_from_arrays
+    from andrea_cli.masks import parse_mask
+
+    given = [a is not None for a in (q, k, v)]
+    if not any(given):
+        report = run_attend(AttendOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, mask=mask, no_scale=not scale,
+                                          backend=backend, kernel=_path(kernel), fused=fused,
+                                          sample_rows=sample_rows))
+    else:
+        if not all(given):
+            raise AndreaError("pass all of q, k, v (or none, for random inputs of size T, d_k, d_v)")
+        if T is not None or d_k is not None or d_v is not None:
+            raise AndreaError("T, d_k, d_v size the random inputs; with q, k, v the arrays give the sizes: drop them")
+        if sample_rows < 0 or (sample_rows and not fused):
+            raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
+        data = qkv_from_arrays(q, k, v)
+        check_fits_in_memory(data.H or 1, data.T, data.d_k, data.d_v, square=not fused)  # the run's one check
+        report = run_head(data, backend=backend, kernel=_path(kernel), mask=parse_mask(mask), scaled=scale,
+                          fused=fused, sample_rows=sample_rows)
+    device_output = getattr(report, "device_output", None)
+    return AttendResult(_document(report), report,
+                        output=device_output if device_output is not None else report.output,
+                        weights=getattr(report, "weights", None), scores=getattr(report, "scores", None))
+
+
+def verify(*, backend: str = "auto", quick: bool = False, T: int | None = None, d_k: int | None = None,
+           d_v: int | None = None, mask: str | None = None, scale: bool = True, kernel=None,
+           progress: bool = False) -> VerifyResult:
+    """Every stage of the kernel file against the float64 NumPy path, as `andrea verify` runs it:
+    the sweep (quick=True: a smaller one), or the one case T/d_k/d_v/mask/scale name. backend:
+    "auto", "cuda" or "cpu". `.passed` is the command's exit status 0; progress=True prints a
+    line per case to stderr as the command does."""
+    from andrea_cli.commands.verify import run_verify_command
+
+    report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scale,
+                                kernel=_path(kernel), show_progress=progress)
+    return VerifyResult(_document(report), report, passed=report.passed)
+
+
+def compare_scaling(*, d_k: Sequence[int] | str = (64, 256, 4096), T: int = 1024, seed: int = 0,
+                    backend: str = "auto", mask: str = "causal", dist: str = "normal", kernel=None) -> ScalingResult:
+    """Why divide by sqrt(d_k), as `andrea compare-scaling` measures it: each d_k run unscaled and
+    scaled. dist: "normal" (unit-variance entries) or "unit" (unit-norm rows). `.plot(FILE.png)`
+    draws what `--plot` does."""
+    from andrea_cli.commands.compare_scaling import ScalingOptions, check_scaling_options, run_compare_scaling
+
+    widths = d_k if isinstance(d_k, str) else ",".join(str(int(w)) for w in d_k)
+    request = check_scaling_options(ScalingOptions(d_k=widths, T=T, seed=seed, backend=backend, mask=mask,
+                                                   dist=dist, kernel=_path(kernel)))
+    report = run_compare_scaling(request)
+    return ScalingResult(_document(report), report)
+
+
+__all__ = ["attend", "verify", "compare_scaling", "AttendResult", "VerifyResult", "ScalingResult", "AndreaError"]
