@@ -94,9 +94,11 @@ def test_a_gpu_older_than_nvrtc_supports_is_refused_with_the_extra_that_does():
 
 def test_tensor_core_kernels_are_refused_below_sm_80_in_one_line():
     check_kernel_runs("attention_fused_kernel2", (7, 5))  # fp32 kernels run anywhere
-    check_kernel_runs("attention_bf16_kernel3", (8, 0))
+    check_kernel_runs("attention_fused_kernel4_d64", (8, 0))
+    with pytest.raises(AndreaError, match="to_bf16_kernel1 uses Ampere instructions"):
+        check_kernel_runs("to_bf16_kernel1", (7, 5))
     with pytest.raises(AndreaError) as caught:
-        check_kernel_runs("attention_bf16_kernel3", (7, 5))
+        check_kernel_runs("attention_fused_kernel4_d128", (7, 5))
     message = str(caught.value)
     assert "\n" not in message and "compute capability 8.0" in message and "this GPU has 7.5" in message
 
@@ -133,3 +135,12 @@ def test_kernel_file_compiles_to_a_cached_cubin_for_the_oldest_gpu(tmp_path, mon
     assert first.read_bytes()[:4] == b"\x7fELF" and first.parent == tmp_path / "cuda"
     monkeypatch.setattr(nvrtc, "_compile", lambda *a, **k: pytest.fail("compiled again on a cache hit"))
     assert nvrtc.compiled_kernel_file(packaged_kernel_path(), target) == first
+
+
+def test_info_names_the_extra_for_this_driver(cli):
+    document = cli.json("info")
+    cuda = document["cuda"]
+    assert cuda["extra"] in ("cuda12", "cuda13")
+    assert cuda["driver"] == document["cuda_driver"]  # None here: no NVIDIA driver
+    assert set(cuda["cupy_wheels"]) <= {"cupy-cuda12x", "cupy-cuda13x", "cupy-cuda11x", "cupy"}
+    assert (cuda["problem"] is None) == (cuda["fix"] is None)

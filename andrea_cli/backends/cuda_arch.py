@@ -13,9 +13,11 @@ from typing import Sequence
 
 from andrea_cli.errors import AndreaError
 
-# bf16 and tf32 mma.sync (m16n8k16, m16n8k8), ldmatrix and cp.async came with Ampere.
+# bf16 and tf32 mma.sync (m16n8k16, m16n8k8), bf16 conversions, ldmatrix and cp.async came
+# with Ampere. A kernel needs it when its name says bf16/tf32 or it is a tensor-core fused
+# kernel (attention_fused_kernel4_d64, _d128: FlashAttention-2 on mma.sync).
 TENSOR_CORE_CC = (8, 0)
-TENSOR_CORE_TAGS = ("bf16", "tf32")  # a kernel whose name says its precision is a tensor-core kernel
+TENSOR_CORE_TAGS = ("bf16", "tf32", "attention_fused_kernel4")
 
 
 @dataclass(frozen=True)
@@ -63,5 +65,6 @@ def check_kernel_runs(kernel: str, cc: tuple[int, int]) -> None:
     """Refuse, in one line, a kernel the GPU cannot run, before the driver is asked to launch it."""
     need = required_compute_capability(kernel)
     if need is not None and cc < need:
-        raise AndreaError(f"{kernel} uses tensor-core instructions that need compute capability {_cc_text(need)} "
-                          f"(sm_{need[0]}{need[1]}); this GPU has {_cc_text(cc)}: use the fp32 kernels on it")
+        raise AndreaError(f"{kernel} uses Ampere instructions (bf16, mma.sync) that need compute capability "
+                          f"{_cc_text(need)} (sm_{need[0]}{need[1]}); this GPU has {_cc_text(cc)}: "
+                          "use the fp32 kernels on it")
