@@ -1,7 +1,7 @@
 """andrea: the attention equation of a decoder-only transformer, made tangible on real kernels.
 
-From Python: `andrea_cli.attend(q, k, v)`, `andrea_cli.verify()`, `andrea_cli.compare_scaling()`
-(see andrea_cli/api.py). They are loaded on first use, so `import andrea_cli` (and the CLI's
+From Python: `andrea_cli.attend(q, k, v)`, `andrea_cli.grad(q, k, v, d_out)`, `andrea_cli.verify()`,
+`andrea_cli.compare_scaling()` (see andrea_cli/api.py). They are loaded on first use, so `import andrea_cli` (and the CLI's
 start) stays light: no cupy, no matplotlib."""
 
 import importlib
@@ -10,7 +10,7 @@ import types
 
 __version__ = "0.1.0"
 
-_API = ("attend", "verify", "compare_scaling", "AttendResult", "VerifyResult", "ScalingResult")
+_API = ("attend", "grad", "verify", "compare_scaling", "AttendResult", "GradResult", "VerifyResult", "ScalingResult")
 
 
 class _Package(types.ModuleType):

@@ -3,6 +3,7 @@
     import andrea_cli
     r = andrea_cli.attend(q, k, v)             # NumPy (T, d) or (H, T, d); on cuda also cupy / DLPack
     r.output, r.weights, r.scores, r.report    # arrays, and the dict `andrea attend --json` prints
+    g = andrea_cli.grad(q, k, v, d_out)        # g.dq, g.dk, g.dv: the backward pass, as `andrea grad`
 
 Bad input raises AndreaError with the line the command prints. A result displays in Jupyter as
 the terminal's tables. Nothing heavy (cupy, matplotlib) is imported until a function runs."""
@@ -12,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+import numpy as np
 
 from andrea_cli.errors import AndreaError
 
@@ -65,6 +68,14 @@ class AttendResult(Result):
         check_plot_path(Path(path))
         save_attend_report_plot(self.raw, Path(path))
         return Path(path)
+
+
+@dataclass(repr=False)
+class GradResult(Result):
+    dq: Any = None  # (T, d_k)
+    dk: Any = None  # (T, d_k)
+    dv: Any = None  # (T, d_v)
+    _renderer = "render_grad_result"
 
 
 @dataclass(repr=False)
@@ -134,6 +145,46 @@ def attend(q=None, k=None, v=None, *, mask: str = "causal", scale: bool = True, 
                         weights=getattr(report, "weights", None), scores=getattr(report, "scores", None))
 
 
+def grad(q=None, k=None, v=None, d_out=None, *, mask: str = "causal", scale: bool = True, backend: str = "auto",
+         kernel=None, fused: bool = False, T: int | None = None, d_k: int | None = None, d_v: int | None = None,
+         seed: int = 0) -> GradResult:
+    """The backward pass through the kernels, as `andrea grad` runs it: dQ, dK, dV from the upstream
+    gradient d_out (T, d_v) (seeded N(0, 1) when not given). q, k, v: one head's (T, d) NumPy
+    arrays, or none for the command's random inputs of size T, d_k, d_v from `seed`; the other
+    options as in attend()."""
+    from andrea_cli.commands.grad import (BACKWARD_BYTES_PER_SCORE, GradOptions, check_combinations, run_grad,
+                                          run_grad_head)
+    from andrea_cli.gradient_flow import d_out_for
+    from andrea_cli.inputs import as_matrix, check_fits_in_memory, qkv_from_arrays
+    from andrea_cli.masks import parse_mask
+
+    options = GradOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, mask=mask, no_scale=not scale, backend=backend,
+                          kernel=_path(kernel), fused=fused)
+    given = [a is not None for a in (q, k, v)]
+    if not any(given) and d_out is None:
+        report = run_grad(options)
+    else:
+        if not all(given):
+            raise AndreaError("pass all of q, k, v (or none, for random inputs of size T, d_k, d_v)")
+        if T is not None or d_k is not None or d_v is not None:
+            raise AndreaError("T, d_k, d_v size the random inputs; with q, k, v the arrays give the sizes: drop them")
+        check_combinations(options)
+        data = qkv_from_arrays(q, k, v)
+        if data.on_device or data.H is not None:
+            raise AndreaError("grad takes one head's (T, d) NumPy arrays")
+        check_fits_in_memory(1, data.T, data.d_k, data.d_v, square=not fused, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
+        if d_out is None:
+            upstream = d_out_for(data.T, data.d_v, seed)[0]
+        else:
+            upstream = as_matrix(np.asarray(d_out), "d_out")
+            if upstream.shape != (data.T, data.d_v):
+                raise AndreaError(f"d_out is {upstream.shape} but the output is ({data.T}, {data.d_v}): "
+                                  "dO must have the output's shape")
+        report = run_grad_head(data, upstream, backend=backend, kernel=_path(kernel), mask=parse_mask(mask),
+                               scaled=scale, fused=fused)
+    return GradResult(_document(report), report, dq=report.dq, dk=report.dk, dv=report.dv)
+
+
 def verify(*, backend: str = "auto", quick: bool = False, T: int | None = None, d_k: int | None = None,
            d_v: int | None = None, mask: str | None = None, scale: bool = True, kernel=None,
            progress: bool = False) -> VerifyResult:
@@ -162,4 +213,5 @@ def compare_scaling(*, d_k: Sequence[int] | str = (64, 256, 4096), T: int = 1024
     return ScalingResult(_document(report), report)
 
 
-__all__ = ["attend", "verify", "compare_scaling", "AttendResult", "VerifyResult", "ScalingResult", "AndreaError"]
+__all__ = ["attend", "grad", "verify", "compare_scaling", "AttendResult", "GradResult", "VerifyResult", "ScalingResult",
+           "AndreaError"]

@@ -15,7 +15,7 @@ from andrea_cli.errors import AndreaError
 from andrea_cli.gradient_flow import d_out_for
 from andrea_cli.inputs import load_npy_matrix
 from andrea_cli.kernel_file import resolve_kernel_path
-from andrea_cli.masks import parse_mask
+from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_writable, save_npz_atomic
 
 # The staged backward holds the forward's four T×T arrays and dP, dS, on the device and the host,
@@ -80,6 +80,17 @@ def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarr
     return d_out
 
 
+def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | None, mask: MaskSpec,
+                  scaled: bool, fused: bool = False):
+    """One head's backward (also the Python API's), staged or fused, on the backend named."""
+    from andrea_cli.backward_pipeline import run_backward
+
+    # without a GPU, auto runs the fused kernels on the CPU build: the NumPy path would build T×T
+    chosen, notice = select_backend(backend, resolve_kernel_path(kernel),
+                                    auto_order=("cuda", "cpu") if fused else ("cuda", "numpy"))
+    return run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=[notice] if notice else [])
+
+
 def run_grad(o: GradOptions):
     """GradReport (one head, staged or fused) or LayerGradReport (layer flags)."""
     check_combinations(o)
@@ -96,15 +107,9 @@ def run_grad(o: GradOptions):
         report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=not o.no_scale,
                                     notices=[notice] if notice else [])
     else:
-        from andrea_cli.backward_pipeline import run_backward
-
         data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
-        d_out = upstream_gradient(o, data.T, data.d_v, "output")
-        # without a GPU, auto runs the fused kernels on the CPU build: the NumPy path would build T×T
-        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel),
-                                         auto_order=("cuda", "cpu") if o.fused else ("cuda", "numpy"))
-        report = run_backward(data, d_out, backend, mask, scaled=not o.no_scale, fused=o.fused,
-                              notices=[notice] if notice else [])
+        report = run_grad_head(data, upstream_gradient(o, data.T, data.d_v, "output"), backend=o.backend,
+                               kernel=o.kernel, mask=mask, scaled=not o.no_scale, fused=o.fused)
     if o.out is not None:
         save_npz_atomic(o.out, report.arrays())
     return report

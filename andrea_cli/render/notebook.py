@@ -45,3 +45,9 @@ def render_scaling_result(console: Console, report) -> None:
     from andrea_cli.render.scaling import render_scaling
 
     render_scaling(console, report)
+
+
+def render_grad_result(console: Console, report) -> None:
+    from andrea_cli.render.grad import render_grad
+
+    render_grad(console, report)
