@@ -3,6 +3,7 @@ beside each query row's entropy and largest weight (rows aligned with the heatma
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,6 @@ def save_attend_report_plot(report, path: Path) -> None:
     if isinstance(report, LayerReport):
         head, weights, which = report.attention, report.weights[0], f", head 0 of {report.n_head}"
     scaled = f"÷ sqrt({head.d_k})" if head.scaled else "unscaled"
-    title = (f"andrea attend: T={head.T}, d_k={head.d_k}, mask={head.mask}, {scaled}{which}; "
-             f"backend {head.backend}, {head.source}")
+    inputs = textwrap.shorten(f"backend {head.backend}; inputs: {head.source}", width=150, placeholder=" ...")
+    title = f"andrea attend: T={head.T}, d_k={head.d_k}, mask={head.mask}, {scaled}{which}\n{inputs}"
     save_attend_plot(weights, mask=head.mask, title=title, path=path)
