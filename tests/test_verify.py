@@ -136,3 +136,12 @@ def test_every_stage_a_family_checks_is_one_it_declares():
     declared = {name for family in FAMILIES for name in family.stages}
     assert set(result.stages) <= declared and {"scores", "fused2", "dq", "fused2_dv"} <= set(result.stages)
     assert STAGE_ORDER[:8] == ("scores", "scale", "mask", "softmax", "av", "output", "fused1", "fused2")
+
+
+def test_the_backward_shows_as_three_grouped_columns():
+    from andrea_cli.verify import COLUMN_STAGES, STAGE_ORDER
+    from andrea_cli.verify.backward import STAGES
+
+    groups = ("bwd stages", "bwd", "fused bwd")
+    assert set(groups) <= set(STAGE_ORDER)
+    assert sorted(name for g in groups for name in COLUMN_STAGES[g]) == sorted(STAGES)  # every stage, once

@@ -11,5 +11,5 @@ the course states checked exactly.
 """
 
 from andrea_cli.verify.case import H_VERIFY, Case, CaseResult, StageCheck, VerifyReport, compare  # noqa: F401
-from andrea_cli.verify.families import FAMILIES, STAGE_ORDER  # noqa: F401
+from andrea_cli.verify.families import COLUMN_STAGES, FAMILIES, STAGE_ORDER  # noqa: F401
 from andrea_cli.verify.run import check_case, run_verify, sweep  # noqa: F401

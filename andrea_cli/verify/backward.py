@@ -84,5 +84,7 @@ def _logsumexp(q, k, case) -> np.ndarray:
 
 STAGES = ("dv", "dp", "ds", "dq", "dk", "backward_dq", "backward_dk", "backward_dv",
           *(f"fused{v}_{name}" for v in FUSED_VARIANTS for name in ("lse", "dq", "dk", "dv")))
-# columns=(): verify's table keeps the forward's columns; a failing backward stage is named under it
-FAMILY = Family("backward", stages=STAGES, columns=(), applies=applies, check=check)
+# three columns in verify's table, each the worst of its group; a failing stage is named under it
+GROUPS = (("bwd stages", STAGES[:5]), ("bwd", STAGES[5:8]), ("fused bwd", STAGES[8:]))
+FAMILY = Family("backward", stages=STAGES, columns=tuple(column for column, _ in GROUPS), groups=GROUPS,
+                applies=applies, check=check)

@@ -121,8 +121,8 @@ class Family:
     backend has). check(backend, case, inputs, exact, result): run its kernels, add one
     StageCheck per kernel (or stage) to result.stages, or set result.error when one does not
     finish. stages: the names it adds, in order. columns: those verify's table shows, one column
-    each (None: all of them). cases(quick): the cases it needs beyond the shared sweep (e.g. other
-    launch geometries)."""
+    each (None: all of them); a column named in groups shows the worst of that group's stages.
+    cases(quick): the cases it needs beyond the shared sweep (e.g. other launch geometries)."""
 
     name: str
     stages: tuple[str, ...]
@@ -130,10 +130,14 @@ class Family:
     check: Callable[[object, Case, Inputs, Exact, CaseResult], None]
     cases: Callable[[bool], list[Case]] = lambda quick: []
     columns: tuple[str, ...] | None = None
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (column, the stages it stands for)
 
     @property
     def table_columns(self) -> tuple[str, ...]:
         return self.stages if self.columns is None else self.columns
+
+    def column_stages(self, column: str) -> tuple[str, ...]:
+        return dict(self.groups).get(column, (column,))
 
 
 def compare(got: np.ndarray, expected: np.ndarray, tol: np.ndarray | float) -> StageCheck:

@@ -14,3 +14,5 @@ FAMILIES = (
 )
 
 STAGE_ORDER = tuple(name for family in FAMILIES for name in family.table_columns)  # verify's table columns
+# each column -> the stages it shows (the worst of them, for a group)
+COLUMN_STAGES = {name: family.column_stages(name) for family in FAMILIES for name in family.table_columns}
