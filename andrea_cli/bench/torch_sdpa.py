@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from andrea_cli.bench.sweep import Impl, io_bytes
+from andrea_cli.bench.sweep import Impl, io_bytes, upstream_gradient
 
 
 def torch_peak_bytes(H, T, d_k, causal):
@@ -43,7 +43,6 @@ def torch_impl(device: str) -> Impl:
 
 def torch_backward_impl(device: str) -> Impl:
     """torch SDPA's backward through autograd: the forward in prepare, the graph kept for every repeat."""
-    from andrea_cli.bench.sweep import upstream_gradient
 
     def prepare(q, k, v, causal):
         import torch
