@@ -120,6 +120,16 @@ def test_bad_input_raises_the_one_error_type_with_the_cli_line(run_main):
         assert words in str(caught.value) and "\n" not in str(caught.value), (words, str(caught.value))
 
 
+def test_the_api_names_win_over_the_core_modules_of_the_same_name():
+    """andrea_cli/verify/ is also a package of the core: importing it must not hide verify()."""
+    import andrea_cli.verify.run  # noqa: F401  (sets the package attribute `verify` to the module)
+    from andrea_cli.verify.run import run_verify  # the core is still reached by its full name
+
+    assert callable(run_verify)
+    assert andrea_cli.verify.__module__ == "andrea_cli.api" and andrea_cli.grad.__module__ == "andrea_cli.api"
+    assert {"attend", "grad", "verify", "compare_scaling", "AndreaError"} <= set(dir(andrea_cli))
+
+
 def test_verify_and_compare_scaling_match_their_commands(cli):
     result = andrea_cli.verify(backend="cpu", T=9, d_k=4)
     assert result.passed is True and result.report["passed"] is True
