@@ -24,6 +24,7 @@ class Case:
     scaled: bool
     plan: LaunchPlan = DEFAULT_PLAN
     input_std: float = 1.0  # > 1 makes large scores: softmax without the max subtraction overflows
+    families: tuple[str, ...] | None = None  # only these families run on it (None: every one that applies)
 
     def label(self) -> str:
         return f"T={self.T} d_k={self.d_k} d_v={self.d_v} {self.mask} {'scaled' if self.scaled else 'unscaled'}"
