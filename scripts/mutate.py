@@ -182,6 +182,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--lines", help="only lines FIRST-LAST of the file")
     ap.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, help=f"mutants drawn at random, 0 = all [{DEFAULT_SAMPLE}]")
     ap.add_argument("--seed", type=int, default=0, help="the sample's seed")
+    ap.add_argument("--start", type=int, default=0, help="begin at this index of the selection (resume, or split a campaign)")
     ap.add_argument("--mutant", action="append", help="run only the mutant whose mutated line reads exactly this (repeatable)")
     ap.add_argument("--quick", action="store_true", help="verify --quick only, not then the full sweep")
     ap.add_argument("--no-sanitize", action="store_true", help="do not rerun survivors under verify --sanitize")
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally clauses stop verify and clean up
     text = args.kernel.read_text()
-    mutants = choose(args, text)
+    mutants = choose(args, text)[args.start:]
     if args.list:
         for n, m in enumerate(mutants):
             print(f"{n:4d} {m.where()}: {m.shown()}")
