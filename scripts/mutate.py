@@ -189,6 +189,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--equivalents", type=Path, default=EQUIVALENTS, help="the reasoned list of equivalent mutants")
     ap.add_argument("--list", action="store_true", help="print the selected mutants and stop")
     ap.add_argument("--json", type=Path, help="write every mutant's outcome to this file (rewritten after each)")
+    ap.add_argument("--rescore", type=Path, nargs="+", metavar="JSON",
+                    help="run nothing: merge these --json files, apply the equivalents list again, print the score")
     return ap.parse_args(argv)
 
 
@@ -234,9 +236,23 @@ def summary(results: list[dict], elapsed: float) -> dict:
     return {"counts": counts, "score": score, "interval": [low, high]}
 
 
+def rescore(files: list[Path], equivalents: dict) -> int:
+    """The score of finished campaigns, with survivors since shown equivalent moved out of it."""
+    results = [r for f in files for r in json.loads(f.read_text())["results"]]
+    for r in results:
+        m = r["mutant"]
+        reason = equivalents.get((m["kernel"], m["original"], m["mutated"])) or equivalents.get(("", m["original"], m["mutated"]))
+        if reason and r["outcome"] != "equivalent":
+            r["outcome"], r["detail"] = "equivalent", reason
+    summary(results, sum(r["seconds"] for r in results))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally clauses stop verify and clean up
+    if args.rescore:
+        return rescore(args.rescore, load_equivalents(args.equivalents))
     text = args.kernel.read_text()
     mutants = choose(args, text)[args.start:]
     if args.list:
