@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -39,6 +40,14 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+// ---------------------------------------------------------------------------------------------
+// What a kernel file can test. The CPU build compiles device code the way nvcc's host pass sees
+// a .cu file: __CUDACC__ is defined (the CUDA keywords and headers exist), __CUDA_ARCH__ is not,
+// so code written for one GPU architecture (inline PTX, tensor-core instructions) takes the
+// portable branch it must have for the host pass anyway. ANDREA_CPU_BUILD names this build.
+#define __CUDACC__ 1
+#define ANDREA_CPU_BUILD 1
 
 // ---------------------------------------------------------------------------------------------
 // Qualifiers
@@ -141,20 +150,20 @@ inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_s
 // ---------------------------------------------------------------------------------------------
 // Atomics (one OS thread runs a launch, but std::atomic_ref keeps them honest for any caller)
 
-template <class T> inline T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
-template <class T> inline T atomicSub(T* p, T v) { return std::atomic_ref<T>(*p).fetch_sub(v); }
-template <class T> inline T atomicExch(T* p, T v) { return std::atomic_ref<T>(*p).exchange(v); }
-template <class T> inline T atomicCAS(T* p, T expected, T desired) {
+template <class T> inline T atomicAdd(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_add(v); }
+template <class T> inline T atomicSub(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_sub(v); }
+template <class T> inline T atomicExch(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).exchange(v); }
+template <class T> inline T atomicCAS(T* p, std::type_identity_t<T> expected, std::type_identity_t<T> desired) {
     std::atomic_ref<T>(*p).compare_exchange_strong(expected, desired);
     return expected;  // the old value, whether or not the swap happened
 }
-template <class T> inline T atomicMax(T* p, T v) {
+template <class T> inline T atomicMax(T* p, std::type_identity_t<T> v) {
     std::atomic_ref<T> r(*p);
     T old = r.load();
     while (old < v && !r.compare_exchange_weak(old, v)) {}
     return old;
 }
-template <class T> inline T atomicMin(T* p, T v) {
+template <class T> inline T atomicMin(T* p, std::type_identity_t<T> v) {
     std::atomic_ref<T> r(*p);
     T old = r.load();
     while (v < old && !r.compare_exchange_weak(old, v)) {}
@@ -173,7 +182,7 @@ namespace andrea {
 namespace {
 
 enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE };
-enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4, WARP_MISUSE = 5 };
+enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4, WARP_MISUSE = 5, ASSERT = 6 };
 
 // --- context switching ---------------------------------------------------------------------------
 // x86-64: a hand-written switch of the callee-saved registers and the stack pointer (a few ns;
@@ -267,12 +276,15 @@ struct Fiber {
 struct Warp {
     uint32_t exists;     // lanes inside the block (fewer than 32 in a partial last warp)
     uint32_t live;       // lanes that exist and have not returned
-    uint32_t arrived;    // lanes waiting at the current warp sync
-    uint32_t wait_mask;  // the mask of that sync
-    const char* what;    // and its intrinsic, for messages
-    uint64_t gen;        // completed warp syncs; slot_gen says which sync wrote a slot
-    uint64_t slot[2][32];
-    uint64_t slot_gen[2][32];
+    uint32_t arrived;    // lanes waiting at a warp collective
+    // Per waiting lane: its mask, intrinsic (for messages), operation, offered value and, for a
+    // shuffle, the lane it reads; result is filled by the last lane of its group to arrive.
+    uint32_t mask[32];
+    const char* what[32];
+    int op[32];
+    uint64_t value[32];
+    int src[32];
+    uint64_t result[32];
 };
 
 struct DynShared {
@@ -292,11 +304,15 @@ struct Sched {
     void (*entry)(void**) = nullptr;
     void** args = nullptr;
     int nthreads = 0, live = 0, at_barrier = 0, at_activemask = 0;
+    uint64_t barrier_gen = 0;  // __syncthreads released so far (and blocks started): tags barrier votes
     // A misused warp sync, found inside a fiber: the scheduler ends the launch with it.
     bool misused = false;
     int misuse_warp = 0;
     uint32_t misuse_mask = 0, misuse_lanes = 0;
     char misuse[400];
+    // A failed device assert or a __trap(), found inside a fiber: the launch ends with it.
+    bool aborted = false;
+    char abort_message[400];
     bool reverse = false;
     // A SIGSEGV/SIGBUS in a fiber ends the launch with an error instead of the process.
     volatile sig_atomic_t faulted = 0;
@@ -392,16 +408,13 @@ inline bool fiber_init(Fiber* f) {
 }
 
 // --- warps --------------------------------------------------------------------------------------
+// A warp collective (__syncwarp, a shuffle, a vote, a reduce, a match) completes when every lane
+// its mask names has arrived with the same mask; the last lane to arrive computes every lane's
+// result from what each offered, releases exactly those lanes, and goes on. Groups of a warp
+// with disjoint masks (cooperative-groups tiles) therefore sync independently.
 
-inline void warp_release(Warp& w, uint32_t lanes, int warp_index) {
-    Sched& s = sched();
-    for (uint32_t m = w.arrived & lanes; m; m &= m - 1) {
-        Fiber* g = s.pool[warp_index * 32 + __builtin_ctz(m)];
-        if (g->state == AT_WARP) g->state = READY;
-    }
-    w.arrived &= ~lanes;
-    w.gen++;
-}
+enum Collective { C_SYNC, C_SHFL, C_BALLOT, C_ADD, C_MIN_I, C_MIN_U, C_MAX_I, C_MAX_U, C_AND, C_OR, C_XOR,
+                  C_MATCH_ANY, C_MATCH_ALL };
 
 // "0-3,8,10-11"
 inline std::string lanes_text(uint32_t m) {
@@ -452,18 +465,96 @@ inline void warp_exit(Fiber* f) {
     Warp& w = sched().warps[wi];
     const uint32_t bit = 1u << lane;
     w.live &= ~bit;
-    const uint32_t waiting = w.arrived & ~bit;
-    if (waiting && (w.wait_mask & bit))
-        warp_misuse(wi, w.wait_mask, bit,
+    uint32_t waiting = 0;
+    int first = -1;
+    for (uint32_t m = w.arrived & ~bit; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        if (w.mask[l] & bit) { waiting |= 1u << l; if (first < 0) first = l; }
+    }
+    if (waiting)
+        warp_misuse(wi, w.mask[first], bit,
                     "%s(0x%08x, ...) in warp %d: lane%s %s wait%s for lane %d, which has returned: "
                     ANDREA_RULE "; compute the mask with __ballot_sync/__activemask or keep that lane "
-                    "alive until %s", w.what, w.wait_mask, wi, __builtin_popcount(waiting) > 1 ? "s" : "",
+                    "alive until %s", w.what[first], w.mask[first], wi, __builtin_popcount(waiting) > 1 ? "s" : "",
                     lanes_text(waiting).c_str(), __builtin_popcount(waiting) > 1 ? "" : "s", lane,
-                    sync_kind(w.what));
+                    sync_kind(w.what[first]));
 }
 
-// Wait until every lane named in mask has arrived; the last to arrive goes on directly.
-__attribute__((noinline)) inline void warp_sync(uint32_t mask, const char* what) {
+template <class T> inline uint64_t to_bits(T v) {
+    static_assert(sizeof(T) <= 8, "a warp collective on a type wider than 8 bytes");
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    return bits;
+}
+template <class T> inline T from_bits(uint64_t bits) {
+    T v;
+    std::memcpy(&v, &bits, sizeof(T));
+    return v;
+}
+
+// The last lane of a group computes every lane's result; false (after recording the misuse)
+// when a shuffle reads a lane outside the group.
+inline bool complete(Warp& w, int wi, uint32_t mask, int op, int size) {
+    const auto sext = [&](uint64_t b) { return size == 8 ? (int64_t)b : (int64_t)(int32_t)(uint32_t)b; };
+    uint64_t acc = 0;
+    bool first = true;
+    uint32_t ballot = 0;
+    for (uint32_t m = mask; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        const uint64_t v = w.value[l];
+        if (v) ballot |= 1u << l;
+        if (first) { acc = v; first = false; continue; }
+        switch (op) {
+        case C_ADD: acc += v; break;
+        case C_MIN_I: acc = sext(v) < sext(acc) ? v : acc; break;
+        case C_MAX_I: acc = sext(v) > sext(acc) ? v : acc; break;
+        case C_MIN_U: acc = v < acc ? v : acc; break;
+        case C_MAX_U: acc = v > acc ? v : acc; break;
+        case C_AND: acc &= v; break;
+        case C_OR: acc |= v; break;
+        case C_XOR: acc ^= v; break;
+        }
+    }
+    for (uint32_t m = mask; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        uint64_t r = acc;
+        if (op == C_SHFL) {
+            const int src = w.src[l];
+            if (src < 0 || src >= 32) {
+                r = w.value[l];
+            } else if (mask >> src & 1) {
+                r = w.value[src];
+            } else {
+                const uint32_t src_bit = 1u << src;
+                if (!(w.live & src_bit))
+                    warp_misuse(wi, mask, src_bit, "%s(0x%08x, ...) in warp %d: lane %d reads lane %d, which %s: on "
+                                "a GPU the value is undefined; read only lanes inside the block that take part in "
+                                "the shuffle (compute the mask with __ballot_sync/__activemask or keep those lanes "
+                                "alive until the shuffle)", w.what[l], mask, wi, l, src,
+                                (w.exists & src_bit) ? "has returned" : "does not exist (partial warp)");
+                else
+                    warp_misuse(wi, mask, src_bit, "%s(0x%08x, ...) in warp %d: lane %d reads lane %d, which is not "
+                                "in the mask: on a GPU the value is undefined; add lane %d to the mask or read a "
+                                "lane inside it", w.what[l], mask, wi, l, src, src);
+                return false;
+            }
+        } else if (op == C_BALLOT) {
+            r = ballot;
+        } else if (op == C_MATCH_ANY || op == C_MATCH_ALL) {
+            uint32_t same = 0;
+            for (uint32_t k = mask; k; k &= k - 1)
+                if (w.value[__builtin_ctz(k)] == w.value[l]) same |= 1u << __builtin_ctz(k);
+            r = op == C_MATCH_ANY ? same : (same == mask ? mask : 0);
+        }
+        w.result[l] = r;
+    }
+    return true;
+}
+
+// Lane offers `value` (and, for a shuffle, the lane it reads: -1 for its own value) to the
+// collective `op` of the lanes in mask; returns its result once every one of them has arrived.
+__attribute__((noinline)) inline uint64_t collective(uint32_t mask, const char* what, int op, uint64_t value,
+                                                     int src = -1, int size = 4) {
     Sched& s = sched();
     Fiber* f = s.cur;
     const int wi = f->lid >> 5, lane = f->lid & 31;
@@ -489,67 +580,46 @@ __attribute__((noinline)) inline void warp_sync(uint32_t mask, const char* what)
                     "those lanes alive until %s", what, mask, wi, lane, lanes_text(gone).c_str(), sync_kind(what));
         warp_fail(f);
     }
+    // Lanes that name each other must meet at the same collective with the same mask.
+    for (uint32_t m = w.arrived; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        const bool named = (mask >> l & 1) || (w.mask[l] & bit);
+        if (named && (w.mask[l] != mask || w.op[l] != op || std::strcmp(w.what[l], what))) {
+            warp_misuse(wi, mask, 1u << l, "lane %d of warp %d calls %s(0x%08x, ...) while lane %d waits at "
+                        "%s(0x%08x, ...): lanes whose masks name each other must reach the same warp "
+                        "collective with the same mask (on a GPU: undefined)", lane, wi, what, mask, l,
+                        w.what[l], w.mask[l]);
+            warp_fail(f);
+        }
+    }
     w.arrived |= bit;
-    w.wait_mask = mask;
-    w.what = what;
+    w.mask[lane] = mask;
+    w.what[lane] = what;
+    w.op[lane] = op;
+    w.value[lane] = value;
+    w.src[lane] = src;
     if ((w.arrived & mask) == mask) {
-        warp_release(w, w.arrived, wi);
-        return;
+        if (!complete(w, wi, mask, op, size)) warp_fail(f);
+        for (uint32_t m = mask & ~bit; m; m &= m - 1) {
+            Fiber* g = s.pool[wi * 32 + __builtin_ctz(m)];
+            if (g->state == AT_WARP) g->state = READY;
+        }
+        w.arrived &= ~mask;
+        return w.result[lane];
     }
     f->state = AT_WARP;
     yield(f);
+    return w.result[lane];
 }
 
-// Lane `lane` offers v; returns the value offered by lane src of the same sync, or v itself
-// when src is -1 (no source inside the sub-warp, CUDA's rule) or a live lane outside the sync.
-// A source that does not exist or has returned is an error: on a GPU the value is undefined.
+inline void warp_sync(uint32_t mask, const char* what) { collective(mask, what, C_SYNC, 0); }
+
 template <class T> inline T shfl(uint32_t mask, T v, int src, const char* what) {
-    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
-    Sched& s = sched();
-    Fiber* f = s.cur;
-    const int wi = f->lid >> 5, lane = f->lid & 31;
-    Warp& w = s.warps[wi];
-    const uint64_t gen = w.gen;
-    const int b = (int)(gen & 1);  // double-buffered: a fast lane may write the next sync's slot
-    uint64_t bits = 0;
-    std::memcpy(&bits, &v, sizeof(T));
-    w.slot[b][lane] = bits;
-    w.slot_gen[b][lane] = gen + 1;
-    warp_sync(mask, what);
-    if (src < 0 || src >= 32) return v;
-    if (w.slot_gen[b][src] == gen + 1) {
-        T r;
-        std::memcpy(&r, &w.slot[b][src], sizeof(T));
-        return r;
-    }
-    if (!(w.live >> src & 1)) {
-        const uint32_t src_bit = 1u << src;
-        warp_misuse(wi, mask, src_bit, "%s(0x%08x, ...) in warp %d: lane %d reads lane %d, which %s: on a GPU "
-                    "the value is undefined; read only lanes inside the block that take part in the "
-                    "shuffle (compute the mask with __ballot_sync/__activemask or keep those lanes alive "
-                    "until the shuffle)", what, mask, wi, lane, src,
-                    (w.exists & src_bit) ? "has returned" : "does not exist (partial warp)");
-        warp_fail(f);
-    }
-    return v;
+    return from_bits<T>(collective(mask, what, C_SHFL, to_bits(v), src));
 }
 
-// The lanes of the warp that reach the same warp-level collective: each lane offers pred.
 inline uint32_t vote(uint32_t mask, int pred, const char* what) {
-    Sched& s = sched();
-    Fiber* f = s.cur;
-    Warp& w = s.warps[f->lid >> 5];
-    const uint64_t gen = w.gen;
-    const int b = (int)(gen & 1);
-    w.slot[b][f->lid & 31] = pred != 0;
-    w.slot_gen[b][f->lid & 31] = gen + 1;
-    warp_sync(mask, what);
-    uint32_t out = 0;
-    for (uint32_t m = mask; m; m &= m - 1) {
-        const int l = __builtin_ctz(m);
-        if (w.slot_gen[b][l] == gen + 1 && w.slot[b][l]) out |= 1u << l;
-    }
-    return out;
+    return (uint32_t)collective(mask, what, C_BALLOT, pred != 0);
 }
 
 // __activemask: the live lanes of the warp at the same call site, found once no lane of the
@@ -582,6 +652,36 @@ inline void resolve_activemask() {
 }
 
 inline int lane_id() { return sched().cur->lid & 31; }
+
+// --- device-side assert and __trap ----------------------------------------------------------------
+// On a GPU a failed assert ends the launch with cudaErrorAssert (and __trap with an error too);
+// here the fiber records where and stops, and the scheduler ends the launch with the message.
+// Outside a launch (never in a kernel) the host's behaviour stands: print and abort.
+
+inline bool in_kernel() {
+    Sched& s = sched();
+    return s.cur && s.cur->state == READY && pthread_equal(pthread_self(), s.owner);
+}
+
+[[noreturn]] inline void device_abort(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] inline void device_abort(const char* fmt, ...) {
+    Sched& s = sched();
+    va_list ap;
+    va_start(ap, fmt);
+    if (!in_kernel()) {
+        std::vfprintf(stderr, fmt, ap);
+        std::fputc('\n', stderr);
+        std::abort();
+    }
+    if (!s.aborted) {
+        s.aborted = true;
+        std::vsnprintf(s.abort_message, sizeof s.abort_message, fmt, ap);
+    }
+    va_end(ap);
+    Fiber* f = s.cur;
+    f->state = AT_WARP;  // never runs on; restarted before its next use
+    for (;;) yield(f);
+}
 
 // --- shared memory poisoning --------------------------------------------------------------------
 
@@ -723,6 +823,7 @@ inline void describe_deadlock(LaunchInfo* info) {
 inline int run_block(LaunchInfo* info) {
     Sched& s = sched();
     const int n = s.nthreads;
+    s.barrier_gen++;
     for (;;) {
         bool ran = false;
         for (int k = 0; k < n; k++) {
@@ -736,6 +837,10 @@ inline int run_block(LaunchInfo* info) {
                 info->mask = s.misuse_mask;
                 info->lanes = s.misuse_lanes;
                 return WARP_MISUSE;
+            }
+            if (s.aborted) {
+                std::snprintf(info->message, sizeof info->message, "%s", s.abort_message);
+                return ASSERT;
             }
             if (s.faulted) {
                 if (s.fault_in_guard)
@@ -754,6 +859,7 @@ inline int run_block(LaunchInfo* info) {
             for (int i = 0; i < n; i++)
                 if (s.pool[i]->state == AT_BARRIER) s.pool[i]->state = READY;
             s.at_barrier = 0;
+            s.barrier_gen++;
             continue;
         }
         if (!ran && s.at_activemask) {
@@ -828,6 +934,7 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
                 s.at_barrier = 0;
                 s.at_activemask = 0;
                 s.misused = false;
+                s.aborted = false;
                 const int rc = run_block(info);
                 if (rc != OK) {
                     restore_faults(old);
@@ -921,8 +1028,25 @@ template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta,
     return andrea::shfl(mask, v, src, "__shfl_down_sync");
 }
 template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    // PTX shfl.bfly: the source may lie in an earlier group of `width` lanes (it is read), a later
+    // group gives the lane its own value.
     const int lane = andrea::lane_id(), src = lane ^ lane_mask;
-    return andrea::shfl(mask, v, (src & ~(width - 1)) == (lane & ~(width - 1)) ? src : -1, "__shfl_xor_sync");
+    return andrea::shfl(mask, v, src <= (lane | (width - 1)) ? src : -1, "__shfl_xor_sync");
+}
+
+// assert() expands to glibc's __assert_fail: this definition (hidden in the kernel library)
+// turns a failed device assert into an error of the launch.
+extern "C" void __assert_fail(const char* expr, const char* file, unsigned int line, const char* function) noexcept {
+    const char* slash = std::strrchr(file, '/');
+    const uint3 t = threadIdx;
+    andrea::device_abort("device assert failed at %s:%u in %s, thread (%u, %u, %u): `%s` (on a GPU: "
+                         "cudaErrorAssert, and the context is lost)", slash ? slash + 1 : file, line, function,
+                         t.x, t.y, t.z, expr);
+}
+[[noreturn]] inline void __trap() {
+    const uint3 t = threadIdx;
+    andrea::device_abort("__trap() in thread (%u, %u, %u) (on a GPU: an illegal-instruction error, and the "
+                         "context is lost)", t.x, t.y, t.z);
 }
 
 // The one C entry point Python calls (ctypes releases the GIL around it).
@@ -932,3 +1056,10 @@ ANDREA_EXPORT int andrea_launch(void (*entry)(void**), void** args, const unsign
     return andrea::launch(entry, args, grid, block, shared_bytes, reverse, info);
 }
 ANDREA_EXPORT int andrea_info_size() { return (int)sizeof(andrea::LaunchInfo); }
+
+// ---------------------------------------------------------------------------------------------
+// The rest of CUDA's device surface (math, rounding variants, bit tricks, cache hints, atomics,
+// block votes, warp reduce/match, clocks): a section of its own. The half and bfloat16 types
+// and cooperative groups come with the headers a kernel file includes (cuda_fp16.h, ...), from
+// the include folder the build passes (cpu_include/).
+#include "cpu_runtime/intrinsics.h"

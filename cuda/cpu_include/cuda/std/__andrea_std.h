@@ -1,0 +1,3 @@
+// cuda::std is ::std on the CPU build (andrea).
+#pragma once
+namespace cuda { namespace std = ::std; }

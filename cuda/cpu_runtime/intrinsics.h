@@ -1,0 +1,325 @@
+// cpu_runtime/intrinsics.h — the rest of CUDA's device intrinsics for the CPU build: math the
+// C library lacks, directed-rounding variants, bit tricks, cache-hinted loads and stores, the
+// whole atomic family, block votes (__syncthreads_count/_and/_or), warp reduce and match,
+// clocks and sleeps. Included at the end of cuda_cpu_runtime.h (it uses the scheduler and the
+// warp collectives defined there); the half and bfloat16 types live in fp16.h and bf16.h.
+#pragma once
+
+#include <cfenv>
+#include <chrono>
+#include <climits>
+#include <limits>
+
+// ---------------------------------------------------------------------------------------------
+// Math: the fast intrinsics as their libm functions, and CUDA functions glibc does not have
+
+inline float __exp10f(float x) { return exp10f(x); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __log10f(float x) { return log10f(x); }
+inline float __tanf(float x) { return tanf(x); }
+inline void __sincosf(float x, float* s, float* c) { sincosf(x, s, c); }
+inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __drcp_rn(double x) { return 1.0 / x; }
+inline double __dsqrt_rn(double x) { return sqrt(x); }
+inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+inline float fdividef(float a, float b) { return a / b; }
+inline float sinpif(float x) { return (float)sin(M_PI * (double)x); }
+inline float cospif(float x) { return (float)cos(M_PI * (double)x); }
+inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+inline double sinpi(double x) { return sin(M_PI * x); }
+inline double cospi(double x) { return cos(M_PI * x); }
+inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+inline float rhypotf(float x, float y) { return 1.0f / hypotf(x, y); }
+inline float norm3df(float a, float b, float c) { return (float)sqrt((double)a * a + (double)b * b + (double)c * c); }
+inline float rnorm3df(float a, float b, float c) { return 1.0f / norm3df(a, b, c); }
+inline float normcdff(float x) { return 0.5f * erfcf(-x * (float)M_SQRT1_2); }
+inline double normcdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
+// erfinv: Giles' single-precision approximation refined by two Newton steps on erf in double.
+inline double erfinv(double y) {
+    if (y <= -1.0) return y == -1.0 ? -INFINITY : NAN;
+    if (y >= 1.0) return y == 1.0 ? INFINITY : NAN;
+    double w = -log((1.0 - y) * (1.0 + y)), x;
+    if (w < 5.0) {
+        w -= 2.5;
+        x = 2.81022636e-08;
+        for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                         -0.00417768164, 0.246640727, 1.50140941})
+            x = c + x * w;
+    } else {
+        w = sqrt(w) - 3.0;
+        x = -0.000200214257;
+        for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                         0.00943887047, 1.00167406, 2.83297682})
+            x = c + x * w;
+    }
+    x *= y;
+    for (int i = 0; i < 2; i++) x -= (erf(x) - y) / (2.0 / sqrt(M_PI) * exp(-x * x));
+    return x;
+}
+inline float erfinvf(float y) { return (float)erfinv(y); }
+inline double erfcinv(double y) { return erfinv(1.0 - y); }
+inline float erfcinvf(float y) { return (float)erfinv(1.0 - (double)y); }
+
+// ---------------------------------------------------------------------------------------------
+// Directed rounding (_rz toward zero, _rd down, _ru up): the operation runs under that rounding
+// mode, the result passes through a volatile so the compiler cannot move it across the switch.
+
+namespace andrea {
+template <class T> inline T opaque(T x) {  // read after the mode switch, not hoisted above it
+    volatile T v = x;
+    return v;
+}
+template <class F> inline auto rounded(int mode, F op) {
+    const int old = std::fegetround();
+    std::fesetround(mode);
+    volatile auto r = op();
+    std::fesetround(old);
+    return r;
+}
+}  // namespace andrea
+
+#define ANDREA_ROUNDED_ALL(name, T, params, expr)                                                   \
+    inline T name##_rz params { return andrea::rounded(FE_TOWARDZERO, [&]() -> T { return expr; }); } \
+    inline T name##_rd params { return andrea::rounded(FE_DOWNWARD, [&]() -> T { return expr; }); }   \
+    inline T name##_ru params { return andrea::rounded(FE_UPWARD, [&]() -> T { return expr; }); }
+ANDREA_ROUNDED_ALL(__fadd, float, (float a, float b), andrea::opaque(a) + b)
+ANDREA_ROUNDED_ALL(__fsub, float, (float a, float b), andrea::opaque(a) - b)
+ANDREA_ROUNDED_ALL(__fmul, float, (float a, float b), andrea::opaque(a) * b)
+ANDREA_ROUNDED_ALL(__fdiv, float, (float a, float b), andrea::opaque(a) / b)
+ANDREA_ROUNDED_ALL(__fmaf, float, (float a, float b, float c), fmaf(andrea::opaque(a), b, c))
+ANDREA_ROUNDED_ALL(__frcp, float, (float a), 1.0f / andrea::opaque(a))
+ANDREA_ROUNDED_ALL(__fsqrt, float, (float a), sqrtf(andrea::opaque(a)))
+ANDREA_ROUNDED_ALL(__dadd, double, (double a, double b), andrea::opaque(a) + b)
+ANDREA_ROUNDED_ALL(__dsub, double, (double a, double b), andrea::opaque(a) - b)
+ANDREA_ROUNDED_ALL(__dmul, double, (double a, double b), andrea::opaque(a) * b)
+ANDREA_ROUNDED_ALL(__ddiv, double, (double a, double b), andrea::opaque(a) / b)
+ANDREA_ROUNDED_ALL(__fma, double, (double a, double b, double c), fma(andrea::opaque(a), b, c))
+ANDREA_ROUNDED_ALL(__drcp, double, (double a), 1.0 / andrea::opaque(a))
+ANDREA_ROUNDED_ALL(__dsqrt, double, (double a), sqrt(andrea::opaque(a)))
+ANDREA_ROUNDED_ALL(__double2float, float, (double a), (float)andrea::opaque(a))
+ANDREA_ROUNDED_ALL(__int2float, float, (int a), (float)andrea::opaque(a))
+ANDREA_ROUNDED_ALL(__uint2float, float, (unsigned a), (float)andrea::opaque(a))
+ANDREA_ROUNDED_ALL(__ll2float, float, (long long a), (float)andrea::opaque(a))
+ANDREA_ROUNDED_ALL(__ull2float, float, (unsigned long long a), (float)andrea::opaque(a))
+ANDREA_ROUNDED_ALL(__ll2double, double, (long long a), (double)andrea::opaque(a))
+ANDREA_ROUNDED_ALL(__ull2double, double, (unsigned long long a), (double)andrea::opaque(a))
+#undef ANDREA_ROUNDED_ALL
+inline float __double2float_rn(double a) { return (float)a; }
+inline float __uint2float_rn(unsigned a) { return (float)a; }
+inline float __ll2float_rn(long long a) { return (float)a; }
+inline float __ull2float_rn(unsigned long long a) { return (float)a; }
+inline double __ll2double_rn(long long a) { return (double)a; }
+inline double __ull2double_rn(unsigned long long a) { return (double)a; }
+inline double __int2double_rn(int a) { return a; }
+inline double __uint2double_rn(unsigned a) { return a; }
+
+// Float to integer: round as named, then saturate (NaN gives 0), as the cvt instructions do.
+namespace andrea {
+template <class I, class F> inline I to_int(F x, F (*round)(F)) {
+    if (x != x) return 0;
+    const F r = round(x);
+    if (r <= (F)std::numeric_limits<I>::min()) return std::numeric_limits<I>::min();
+    if (r >= (F)std::numeric_limits<I>::max()) return std::numeric_limits<I>::max();
+    return (I)r;
+}
+}  // namespace andrea
+#define ANDREA_TO_INT(prefix, F, suffix, I)                                                          \
+    inline I prefix##2##suffix##_rn(F x) { return andrea::to_int<I, F>(x, [](F v) -> F { return nearbyint(v); }); } \
+    inline I prefix##2##suffix##_rz(F x) { return andrea::to_int<I, F>(x, [](F v) -> F { return trunc(v); }); }     \
+    inline I prefix##2##suffix##_rd(F x) { return andrea::to_int<I, F>(x, [](F v) -> F { return floor(v); }); }     \
+    inline I prefix##2##suffix##_ru(F x) { return andrea::to_int<I, F>(x, [](F v) -> F { return ceil(v); }); }
+ANDREA_TO_INT(__float, float, uint, unsigned)
+ANDREA_TO_INT(__float, float, ll, long long)
+ANDREA_TO_INT(__float, float, ull, unsigned long long)
+ANDREA_TO_INT(__double, double, int, int)
+ANDREA_TO_INT(__double, double, uint, unsigned)
+ANDREA_TO_INT(__double, double, ll, long long)
+ANDREA_TO_INT(__double, double, ull, unsigned long long)
+#undef ANDREA_TO_INT
+inline int __float2int_rd(float x) { return andrea::to_int<int, float>(x, [](float v) { return floorf(v); }); }
+inline int __float2int_ru(float x) { return andrea::to_int<int, float>(x, [](float v) { return ceilf(v); }); }
+
+inline long long __double_as_longlong(double x) { long long i; std::memcpy(&i, &x, 8); return i; }
+inline double __longlong_as_double(long long i) { double x; std::memcpy(&x, &i, 8); return x; }
+inline int __double2hiint(double x) { return (int)(__double_as_longlong(x) >> 32); }
+inline int __double2loint(double x) { return (int)__double_as_longlong(x); }
+inline double __hiloint2double(int hi, int lo) {
+    return __longlong_as_double((long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Integer intrinsics
+
+inline unsigned __brev(unsigned x) {
+    x = (x >> 1 & 0x55555555u) | (x & 0x55555555u) << 1;
+    x = (x >> 2 & 0x33333333u) | (x & 0x33333333u) << 2;
+    x = (x >> 4 & 0x0f0f0f0fu) | (x & 0x0f0f0f0fu) << 4;
+    return __builtin_bswap32(x);
+}
+inline unsigned long long __brevll(unsigned long long x) {
+    return (unsigned long long)__brev((unsigned)x) << 32 | __brev((unsigned)(x >> 32));
+}
+// Byte i of the result is byte s[i] of the 8-byte value (y:x), s the low 3 bits of each selector nibble.
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long v = (unsigned long long)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)(v >> (8 * (s >> (4 * i) & 7)) & 0xff) << (8 * i);
+    return r;
+}
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)((unsigned long long)a * b >> 32); }
+inline int __mulhi(int a, int b) { return (int)((long long)a * b >> 32); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)((unsigned __int128)a * b >> 64);
+}
+inline long long __mul64hi(long long a, long long b) { return (long long)((__int128)a * b >> 64); }
+inline int __mul24(int a, int b) { return (a << 8 >> 8) * (b << 8 >> 8); }
+inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffff) * (b & 0xffffff); }
+inline unsigned __sad(int a, int b, unsigned c) { return c + (unsigned)(a > b ? (long long)a - b : (long long)b - a); }
+inline unsigned __usad(unsigned a, unsigned b, unsigned c) { return c + (a > b ? a - b : b - a); }
+inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+inline unsigned __uhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b) >> 1); }
+inline unsigned __urhadd(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a + b + 1) >> 1); }
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)((((unsigned long long)hi << 32 | lo) << (shift & 31)) >> 32);
+}
+inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)((((unsigned long long)hi << 32 | lo) << (shift > 32 ? 32 : shift)) >> 32);
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)(((unsigned long long)hi << 32 | lo) >> (shift & 31));
+}
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)(((unsigned long long)hi << 32 | lo) >> (shift > 32 ? 32 : shift));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache-hinted loads and stores: the hint is about the GPU's caches, the value is the same.
+
+template <class T> inline T __ldca(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldlu(const T* p) { return *p; }
+template <class T> inline T __ldcv(const T* p) { return *p; }
+template <class T> inline void __stwb(T* p, T v) { *p = v; }
+template <class T> inline void __stcg(T* p, T v) { *p = v; }
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
+template <class T> inline void __stwt(T* p, T v) { *p = v; }
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+// ---------------------------------------------------------------------------------------------
+// Atomics beyond add/sub/exch/cas/min/max (cuda_cpu_runtime.h): bitwise, wrapping inc/dec, and
+// the _block/_system scopes (one scope here: every block runs on the same OS thread).
+
+template <class T> inline T atomicAnd(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_and(v); }
+template <class T> inline T atomicOr(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_or(v); }
+template <class T> inline T atomicXor(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_xor(v); }
+// ((old >= limit) ? 0 : old + 1), and ((old == 0 || old > limit) ? limit : old - 1)
+inline unsigned atomicInc(unsigned* p, unsigned limit) {
+    std::atomic_ref<unsigned> r(*p);
+    unsigned old = r.load();
+    while (!r.compare_exchange_weak(old, old >= limit ? 0 : old + 1)) {}
+    return old;
+}
+inline unsigned atomicDec(unsigned* p, unsigned limit) {
+    std::atomic_ref<unsigned> r(*p);
+    unsigned old = r.load();
+    while (!r.compare_exchange_weak(old, (old == 0 || old > limit) ? limit : old - 1)) {}
+    return old;
+}
+#define ANDREA_SCOPED(op)                                                                          \
+    template <class T, class... V> inline auto op##_block(T* p, V... v) { return op(p, v...); }  \
+    template <class T, class... V> inline auto op##_system(T* p, V... v) { return op(p, v...); }
+ANDREA_SCOPED(atomicAdd)
+ANDREA_SCOPED(atomicSub)
+ANDREA_SCOPED(atomicExch)
+ANDREA_SCOPED(atomicCAS)
+ANDREA_SCOPED(atomicMin)
+ANDREA_SCOPED(atomicMax)
+ANDREA_SCOPED(atomicAnd)
+ANDREA_SCOPED(atomicOr)
+ANDREA_SCOPED(atomicXor)
+ANDREA_SCOPED(atomicInc)
+ANDREA_SCOPED(atomicDec)
+#undef ANDREA_SCOPED
+
+// ---------------------------------------------------------------------------------------------
+// Block votes: __syncthreads that also counts a predicate over the threads that reach it.
+// The count is tagged with the barrier generation (two buffers: a fast thread may arrive at the
+// next vote before a slow one has read this one).
+
+namespace andrea {
+namespace {
+struct BlockVote {
+    uint64_t tag[2] = {~0ull, ~0ull};
+    int count[2] = {0, 0}, arrived[2] = {0, 0};
+};
+inline BlockVote& block_vote_state() {
+    static BlockVote v;
+    return v;
+}
+// (threads whose predicate holds, threads that arrived)
+inline std::pair<int, int> block_vote(int pred) {
+    BlockVote& v = block_vote_state();
+    const uint64_t g = sched().barrier_gen;
+    const int b = (int)(g & 1);
+    if (v.tag[b] != g) { v.tag[b] = g; v.count[b] = 0; v.arrived[b] = 0; }
+    v.count[b] += pred != 0;
+    v.arrived[b]++;
+    __syncthreads();
+    return {v.count[b], v.arrived[b]};
+}
+}  // namespace
+}  // namespace andrea
+
+inline int __syncthreads_count(int pred) { return andrea::block_vote(pred).first; }
+inline int __syncthreads_and(int pred) { auto [c, n] = andrea::block_vote(pred); return c == n; }
+inline int __syncthreads_or(int pred) { return andrea::block_vote(pred).first != 0; }
+
+// ---------------------------------------------------------------------------------------------
+// Warp reduce and match (strict like every warp collective: see the warp section)
+
+inline unsigned __reduce_add_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_add_sync", andrea::C_ADD, v); }
+inline int __reduce_add_sync(unsigned mask, int v) { return (int)andrea::collective(mask, "__reduce_add_sync", andrea::C_ADD, (uint32_t)v); }
+inline unsigned __reduce_min_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_min_sync", andrea::C_MIN_U, v); }
+inline int __reduce_min_sync(unsigned mask, int v) { return (int)andrea::collective(mask, "__reduce_min_sync", andrea::C_MIN_I, (uint32_t)v); }
+inline unsigned __reduce_max_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_max_sync", andrea::C_MAX_U, v); }
+inline int __reduce_max_sync(unsigned mask, int v) { return (int)andrea::collective(mask, "__reduce_max_sync", andrea::C_MAX_I, (uint32_t)v); }
+inline unsigned __reduce_and_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_and_sync", andrea::C_AND, v); }
+inline unsigned __reduce_or_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_or_sync", andrea::C_OR, v); }
+inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_xor_sync", andrea::C_XOR, v); }
+
+// The lanes of mask whose value has the same bits as this lane's (4- or 8-byte values).
+template <class T> inline unsigned __match_any_sync(unsigned mask, T v) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_any_sync takes 32- or 64-bit values");
+    return (unsigned)andrea::collective(mask, "__match_any_sync", andrea::C_MATCH_ANY, andrea::to_bits(v));
+}
+// mask when every lane of mask holds the same value (and *pred = 1), else 0 (and *pred = 0).
+template <class T> inline unsigned __match_all_sync(unsigned mask, T v, int* pred) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_all_sync takes 32- or 64-bit values");
+    const unsigned r = (unsigned)andrea::collective(mask, "__match_all_sync", andrea::C_MATCH_ALL, andrea::to_bits(v));
+    *pred = r != 0;
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clocks and sleeping. A thread that sleeps gives the others a turn, so a spin-wait with
+// __nanosleep (waiting for another thread's flag) makes progress instead of hanging.
+
+inline long long clock64() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+inline unsigned long long __globaltimer() { return (unsigned long long)clock64(); }
+inline void __nanosleep(unsigned) {
+    andrea::Sched& s = andrea::sched();
+    if (andrea::in_kernel()) andrea::yield(s.cur);
+}
