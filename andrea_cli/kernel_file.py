@@ -29,6 +29,22 @@ def kernel_parameters(text: str) -> dict[str, list[str]]:
             for m in _KERNEL.finditer(strip_comments(text))}
 
 
+def template_kernels(text: str) -> set[str]:
+    """Kernels declared after a `template <...>` head: each instantiation is a kernel of its own."""
+    code = strip_comments(text)
+    found = set()
+    for m in _KERNEL.finditer(code):
+        head = code[:m.start(0)].rstrip()
+        depth = 0
+        for i in range(len(head) - 1, -1, -1):  # back over the balanced <...> before __global__
+            depth += {">": 1, "<": -1}.get(head[i], 0)
+            if depth == 0:
+                if i < len(head) - 1 and head[:i].rstrip().endswith("template"):
+                    found.add(m.group(2))
+                break
+    return found
+
+
 def _c_linkage(text: str) -> set[str]:
     """Kernels declared extern "C": cupy finds a kernel by its plain name only then."""
     return {m.group(2) for m in _KERNEL.finditer(strip_comments(text)) if m.group(1)}

@@ -27,6 +27,19 @@ class Cli:
         return json.loads(result.stdout)
 
 
+@pytest.fixture(scope="session")
+def isolated_cache(tmp_path_factory):
+    """A fresh CPU-build cache for the session: tests see real compiles and never litter ~/.cache."""
+    path = tmp_path_factory.mktemp("andrea-cpu-cache")
+    old = os.environ.get("ANDREA_CACHE_DIR")
+    os.environ["ANDREA_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        del os.environ["ANDREA_CACHE_DIR"]
+    else:
+        os.environ["ANDREA_CACHE_DIR"] = old
+
+
 @pytest.fixture
 def cli() -> Cli:
     return Cli()

@@ -31,10 +31,10 @@ inline thread_block this_thread_block() { return thread_block(); }
 class grid_group {
 public:
     void sync() const {
-        andrea::device_abort("grid_group::sync() in thread (%u, %u, %u) of block (%u, %u, %u): a grid-wide "
-                             "barrier needs every block resident at once (cudaLaunchCooperativeKernel); the CPU "
-                             "build runs blocks one after another, so split the kernel in two launches",
-                             threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x, blockIdx.y, blockIdx.z);
+        andrea::device_abort("grid_group::sync() in thread (%u, %u, %u): a grid-wide barrier needs every "
+                             "block resident at once (cudaLaunchCooperativeKernel); the CPU build runs blocks one "
+                             "after another, so split the kernel in two launches there",
+                             threadIdx.x, threadIdx.y, threadIdx.z);
     }
     unsigned long long thread_rank() const {
         return block_rank() * thread_block::size() + details::linear_rank();

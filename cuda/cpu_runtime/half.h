@@ -234,9 +234,19 @@ template <class T> inline andrea::narrow_t<T> __hadd_sat(T a, T b) { return andr
 template <class T> inline andrea::narrow_t<T> __hsub_sat(T a, T b) { return andrea_sat(__hsub(a, b)); }
 template <class T> inline andrea::narrow_t<T> __hmul_sat(T a, T b) { return andrea_sat(__hmul(a, b)); }
 template <class T> inline andrea::narrow_t<T> __hfma_sat(T a, T b, T c) { return andrea_sat(__hfma(a, b, c)); }
-// max/min: one NaN operand gives the other; the _nan variants give NaN.
-template <class T> inline andrea::narrow_t<T> __hmax(T a, T b) { return T(fmaxf(a, b)); }
-template <class T> inline andrea::narrow_t<T> __hmin(T a, T b) { return T(fminf(a, b)); }
+// max/min: one NaN operand gives the other; the _nan variants give NaN; +0 counts above -0.
+template <class T> inline andrea::narrow_t<T> __hmax(T a, T b) {
+    const float x = a, y = b;
+    if (x != x) return b;
+    if (y != y || x > y || (x == y && !(a.__x & 0x8000))) return a;
+    return b;
+}
+template <class T> inline andrea::narrow_t<T> __hmin(T a, T b) {
+    const float x = a, y = b;
+    if (x != x) return b;
+    if (y != y || x < y || (x == y && (a.__x & 0x8000))) return a;
+    return b;
+}
 template <class T> inline andrea::narrow_t<T> __hmax_nan(T a, T b) {
     return ((float)a != (float)a || (float)b != (float)b) ? T(NAN) : __hmax(a, b);
 }

@@ -6,7 +6,7 @@
 #pragma once
 
 #include <cfenv>
-#include <chrono>
+#include <ctime>
 #include <climits>
 #include <limits>
 
@@ -315,8 +315,10 @@ template <class T> inline unsigned __match_all_sync(unsigned mask, T v, int* pre
 // Clocks and sleeping. A thread that sleeps gives the others a turn, so a spin-wait with
 // __nanosleep (waiting for another thread's flag) makes progress instead of hanging.
 
-inline long long clock64() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+inline long long clock64() {  // nanoseconds of a monotonic clock: counts up, as the SM's cycle counter does
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 inline unsigned long long __globaltimer() { return (unsigned long long)clock64(); }
 inline void __nanosleep(unsigned) {

@@ -1,2 +1,5 @@
 """The Python half of the CPU build, read top to bottom: errors, build (scan, wrap, compile,
-cache), native (load, launch), module (CpuModule, CpuKernel), sanitize (the ASan worker)."""
+cache), native (load, launch), module (CpuModule, CpuKernel), sanitize (the ASan worker), raw_module (RawModule and RawKernel:
+cupy's shape for any kernel file, the public face)."""
+
+from andrea_cli.backends.cpu_runtime.raw_module import RawKernel, RawModule  # noqa: E402,F401

@@ -10,17 +10,26 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from andrea_cli.backends.cache import cache_root
 from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError, CpuCompileError
-from andrea_cli.kernel_file import kernel_parameters, packaged_cuda_file, strip_comments
+from andrea_cli.kernel_file import kernel_parameters, packaged_cuda_file, strip_comments, template_kernels
 
 HEADER = packaged_cuda_file("cuda_cpu_runtime.h")
+# The runtime's own sections (included by the header) and the headers a kernel file includes
+# (cuda_fp16.h, cooperative_groups.h, cuda/std/...): all part of the cache key.
+RUNTIME_DIR = HEADER.parent / "cpu_runtime"
+INCLUDE_DIR = HEADER.parent / "cpu_include"
 
 MAX_DYNAMIC_SHARED = 228 * 1024  # bytes; the largest opt-in shared memory per block (H100)
+# -fno-extern-tls-init: an `extern __shared__` array declared inside a function is an extern
+# thread_local, whose init function g++ would call (a null weak symbol here: a fault at nil).
 BASE_FLAGS = ["-x", "c++", "-std=c++20", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing",
-              "-fvisibility=hidden", "-U_FORTIFY_SOURCE"]
+              "-fvisibility=hidden", "-U_FORTIFY_SOURCE", "-fno-extern-tls-init"]
+# Every symbol resolved when linking: a function the CPU build lacks is a compile error, not a
+# library that fails to load.
+LINK_FLAGS = ["-Wl,-z,defs"]
 SANITIZE_FLAGS = ["-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
                   "-fno-sanitize-recover=all"]
 
@@ -33,18 +42,49 @@ class KernelSource:
     text: str
     kernels: dict[str, list[str]]  # kernel name -> parameter declarations, as written
     dynamic_shared: dict[str, str]  # `extern __shared__` array name -> element type
+    templates: dict[str, list[str]] = field(default_factory=dict)  # template kernels, launched by
+    name_expressions: tuple[str, ...] = ()  # instantiations such as "reduce<float, 256>"
+
+    def exports(self) -> dict[str, str]:
+        """What the wrapper exports: launch name -> symbol prefix (a name expression gets a
+        numbered symbol: it is no C identifier)."""
+        out = {name: name for name in self.kernels}
+        out.update({expr: f"andrea_ne{i}" for i, expr in enumerate(self.name_expressions)})
+        return out
+
+    def parameters(self, name: str) -> list[str]:
+        return self.kernels.get(name) or self.templates.get(template_name(name), [])
 
 
 _DYN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*|alignas\s*\(\s*\d+\s*\)\s*)*"
                          r"([\w:\s]+?)\s+(\w+)\s*\[\s*\]\s*;")
 
 
-def scan(path: pathlib.Path) -> KernelSource:
-    """Find every `__global__` kernel (not templates) and every `extern __shared__` array."""
+def template_name(expression: str) -> str:
+    """"reduce6<float, 256, true>" -> "reduce6"."""
+    return expression.split("<", 1)[0].strip()
+
+
+def normalize_expression(expression: str) -> str:
+    """One spelling per name expression: no spaces around punctuation ("f< float,3 >" -> "f<float,3>")."""
+    return re.sub(r"\s*([<>,()*&:])\s*", r"\1", " ".join(expression.split()))
+
+
+def scan(path: pathlib.Path, name_expressions: tuple[str, ...] = ()) -> KernelSource:
+    """Find every `__global__` kernel, the templates apart (they are launched through name
+    expressions, as with cupy), and every `extern __shared__` array."""
     text = path.read_text()
     code = strip_comments(text)
     dynamic = {m.group(2): " ".join(m.group(1).split()) for m in _DYN_SHARED.finditer(code)}
-    return KernelSource(path, text, kernel_parameters(text), dynamic)
+    found = kernel_parameters(text)
+    templates = template_kernels(text)
+    kernels = {name: params for name, params in found.items() if name not in templates}
+    expressions = tuple(normalize_expression(e) for e in name_expressions)
+    for expr in expressions:
+        if template_name(expr) not in found:
+            raise CpuCompileError(f"name expression {expr!r}: {path.name} has no __global__ kernel "
+                                  f"{template_name(expr)!r} (templates: {', '.join(sorted(templates)) or 'none'})", "")
+    return KernelSource(path, text, kernels, dynamic, {n: found[n] for n in templates}, expressions)
 
 
 def wrapper_source(src: KernelSource) -> str:
@@ -55,9 +95,9 @@ def wrapper_source(src: KernelSource) -> str:
         lines += [f"alignas(16) thread_local {ctype} {name}[{MAX_DYNAMIC_SHARED} / sizeof({ctype})];",
                   f"static andrea::RegisterDyn andrea_dyn_{name}(+[]() -> void* {{ return (void*){name}; }}, "
                   f"sizeof({name}));"]
-    for name in src.kernels:
-        lines += [f"ANDREA_EXPORT void {name}__launch(void** a) {{ andrea::call(&{name}, a); }}",
-                  f"ANDREA_EXPORT const char* {name}__sig() {{ return andrea::signature(&{name}); }}"]
+    for name, symbol in src.exports().items():
+        lines += [f"ANDREA_EXPORT void {symbol}__launch(void** a) {{ andrea::call(&{name}, a); }}",
+                  f"ANDREA_EXPORT const char* {symbol}__sig() {{ return andrea::signature(&{name}); }}"]
     return "\n".join(lines) + "\n"
 
 
@@ -89,16 +129,24 @@ def cache_dir() -> pathlib.Path:
 
 
 def flags_for(sanitize: bool) -> list[str]:
-    return BASE_FLAGS + (SANITIZE_FLAGS if sanitize else [])
+    # -z defs would need ASan's runtime linked into the library, which the sanitized worker preloads.
+    return BASE_FLAGS + (SANITIZE_FLAGS if sanitize else LINK_FLAGS)
 
 
-def build(src: KernelSource, *, sanitize: bool) -> pathlib.Path:
-    """The compiled library for this kernel file, from the cache or compiled now."""
+def runtime_text() -> str:
+    """The header and every file it or a kernel file can include from the runtime's folders."""
+    files = [HEADER, *sorted(p for d in (RUNTIME_DIR, INCLUDE_DIR) if d.is_dir() for p in d.rglob("*") if p.is_file())]
+    return "\0".join(f"{p.relative_to(HEADER.parent)}\0{p.read_text()}" for p in files)
+
+
+def build(src: KernelSource, *, sanitize: bool, extra_flags: tuple[str, ...] = ()) -> pathlib.Path:
+    """The compiled library for this kernel file, from the cache or compiled now. extra_flags:
+    -D/-U/-I options a RawModule passes on."""
     cxx = find_compiler()
     wrapper = wrapper_source(src)
-    flags = flags_for(sanitize)
+    flags = flags_for(sanitize) + list(extra_flags)
     key = hashlib.sha256()
-    for part in (src.text, HEADER.read_text(), wrapper, " ".join(flags), cxx, compiler_version(cxx)):
+    for part in (src.text, runtime_text(), wrapper, " ".join(flags), cxx, compiler_version(cxx)):
         key.update(part.encode())
         key.update(b"\0")
     out_dir = cache_dir()
@@ -111,7 +159,8 @@ def build(src: KernelSource, *, sanitize: bool) -> pathlib.Path:
     with os.fdopen(fd, "w") as f:
         f.write(wrapper)
     tmp_so = tmp_cpp[:-4] + ".so.tmp"
-    cmd = [cxx, *flags, "-include", str(HEADER), "-I", str(src.path.parent), "-o", tmp_so, tmp_cpp]
+    cmd = [cxx, *flags, "-include", str(HEADER), "-I", str(src.path.parent), "-I", str(INCLUDE_DIR),
+           "-o", tmp_so, tmp_cpp]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
@@ -124,8 +173,38 @@ def build(src: KernelSource, *, sanitize: bool) -> pathlib.Path:
     return lib
 
 
+_ASM_STRING = re.compile(r'\basm\s*(?:volatile\s*|__volatile__\s*|goto\s*)*\(\s*"\s*([\w.:]+)')
+_ASM_ERROR = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?:Error: |error: .*\basm\b|error: "
+                        r"(?:impossible constraint|output constraint|invalid .*constraint|matching constraint))")
+
+
+def _inline_ptx(log: str, path: pathlib.Path) -> str | None:
+    """An assembler or constraint error at an `asm` statement: inline PTX the CPU cannot run."""
+    lines = path.read_text().splitlines()
+    for entry in log.splitlines():
+        m = _ASM_ERROR.match(entry.strip())
+        if not m or pathlib.Path(m["file"]).name != path.name:
+            continue
+        line = int(m["line"])
+        found = _ASM_STRING.search("\n".join(lines[line - 1:line + 3]))
+        instruction = found.group(1) if found else "?"
+        return (f"compiling {path.name} for the CPU failed: {path.name}:{line}: inline PTX `{instruction}` "
+                "is not supported by the CPU build: keep it under #ifdef __CUDA_ARCH__ with a portable "
+                "#else branch (see `andrea info`)")
+    return None
+
+
 def _first_error(log: str, path: pathlib.Path) -> str:
-    """The compiler's first `file:line:col: error: ...` line, naming the kernel file by name."""
+    """The compiler's first `file:line:col: error: ...` line, naming the kernel file by name; an
+    undefined function or inline PTX said as such."""
+    ptx = _inline_ptx(log, path)
+    if ptx:
+        return ptx
+    undefined = re.search(r"undefined reference to [`'‘]([^'’`]+)['’]", log)
+    if undefined:
+        name = undefined.group(1).split("(")[0]
+        return (f"compiling {path.name} for the CPU failed: {name} is not defined: neither the kernel file nor "
+                "the CPU build's runtime has it (`andrea info` lists what the CPU build supports)")
     for line in log.splitlines():
         if re.search(r":\d+(:\d+)?: (fatal )?error:", line):
             return f"compiling {path.name} for the CPU failed: {line.strip()}"

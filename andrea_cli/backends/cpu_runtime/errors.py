@@ -39,6 +39,11 @@ class CpuWarpError(CpuRuntimeError):
         self.kernel, self.block, self.warp, self.mask, self.lanes = kernel, block, warp, mask, lanes
 
 
+class CpuAssertError(CpuRuntimeError):
+    """A device-side assert failed or a thread called __trap() (CUDA: cudaErrorAssert, or an
+    illegal instruction): the message names the file, line and thread."""
+
+
 class CpuLaunchError(CpuRuntimeError):
     """Launch geometry or shared memory a GPU would refuse."""
 

@@ -10,7 +10,7 @@ import pathlib
 
 import numpy as np
 
-from andrea_cli.backends.cpu_runtime.build import MAX_DYNAMIC_SHARED, build, scan
+from andrea_cli.backends.cpu_runtime.build import MAX_DYNAMIC_SHARED, build, normalize_expression, scan
 from andrea_cli.backends.cpu_runtime.errors import CpuArgumentError, CpuLaunchError, CpuRuntimeError
 from andrea_cli.backends.cpu_runtime.native import SCALARS, NativeLibrary, raise_for
 
@@ -21,8 +21,8 @@ MAX_THREADS = 1024
 class CpuKernel:
     """One `__global__` function of a CpuModule; call it like cupy's RawKernel."""
 
-    def __init__(self, module: "CpuModule", name: str, sig: str, params: list[str]):
-        self.module, self.name = module, name
+    def __init__(self, module: "CpuModule", name: str, symbol: str, sig: str, params: list[str]):
+        self.module, self.name, self.symbol = module, name, symbol  # symbol: the library's export
         kinds = sig.split()
         self.signature = [k.split(":")[0] for k in kinds]  # e.g. ["p8", "p8", "i4", "f4"]
         pointee = [k.split(":")[1] if ":" in k else "" for k in kinds]  # "cf4" for const float*
@@ -45,7 +45,8 @@ class CpuKernel:
         for i, (arg, kind, pointee) in enumerate(zip(args, self.signature, self.pointee)):
             where = f"{self.name}: argument {i} ({self.params[i] or kind})"
             if kind == "p8":
-                _check_array(where, arg, pointee, self.writes[i])
+                if arg is not None:  # None is a NULL pointer, as with cupy
+                    _check_array(where, arg, pointee, self.writes[i])
             elif (kind, type(arg)) in (("i8", int), ("f8", float)):
                 continue  # what cupy passes for a Python int or float: right for long and double
             elif kind in SCALARS:
@@ -63,7 +64,7 @@ class CpuKernel:
 
 def _check_array(where: str, arg, pointee: str | None, writes: bool) -> None:
     if not isinstance(arg, np.ndarray):
-        raise CpuArgumentError(f"{where} is a pointer and needs a numpy array, got {_describe(arg)}")
+        raise CpuArgumentError(f"{where} is a pointer and needs a numpy array (or None), got {_describe(arg)}")
     if not arg.flags.c_contiguous:
         raise CpuArgumentError(f"{where} needs a C-contiguous array, got a strided view: "
                                "pass np.ascontiguousarray(...)")
@@ -98,29 +99,38 @@ def _dims(kernel: str, what: str, dims) -> tuple[int, int, int]:
 class CpuModule:
     """A kernel file compiled for the CPU (cached); `get_function` like cupy.RawModule."""
 
-    def __init__(self, source_path: pathlib.Path, *, schedule: str = "forward", sanitize: bool = False):
+    def __init__(self, source_path: pathlib.Path, *, schedule: str = "forward", sanitize: bool = False,
+                 name_expressions: tuple[str, ...] = (), extra_flags: tuple[str, ...] = ()):
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, got {schedule!r}")
         self.source_path, self.schedule, self.sanitize = pathlib.Path(source_path).resolve(), schedule, sanitize
-        self._src = scan(self.source_path)
-        self.kernel_names: list[str] = list(self._src.kernels)
-        self.library_path = build(self._src, sanitize=sanitize)
+        self._src = scan(self.source_path, tuple(name_expressions))
+        self._exports = self._src.exports()  # kernel name or name expression -> library symbol
+        self.kernel_names: list[str] = list(self._exports)
+        self.library_path = build(self._src, sanitize=sanitize, extra_flags=tuple(extra_flags))
         if sanitize:
             from andrea_cli.backends.cpu_runtime.sanitize import SanitizedLibrary
-            self._native = SanitizedLibrary(self.library_path, self.kernel_names)
+            self._native = SanitizedLibrary(self.library_path, list(self._exports.values()))
         else:
             self._native = NativeLibrary(self.library_path)
         self._kernels: dict[str, CpuKernel] = {}
 
     def get_function(self, name: str) -> CpuKernel:
-        if name not in self._kernels:
-            if name not in self.kernel_names:
+        """A kernel by name, or a template's instantiation by one of the module's name expressions."""
+        key = name if name in self._exports else normalize_expression(name)
+        if key not in self._kernels:
+            if key not in self._exports:
+                if key.split("<")[0] in self._src.templates:
+                    raise CpuRuntimeError(f"{name!r} is an instantiation of the template kernel "
+                                          f"{key.split('<')[0]!r}: list it in name_expressions=(...)")
                 raise CpuRuntimeError(f"{self.source_path.name} has no __global__ kernel {name!r} "
                                       f"(it has: {', '.join(self.kernel_names) or 'none'})")
-            self._kernels[name] = CpuKernel(self, name, self._native.signature(name), self._src.kernels[name])
-        return self._kernels[name]
+            symbol = self._exports[key]
+            self._kernels[key] = CpuKernel(self, name, symbol, self._native.signature(symbol),
+                                           self._src.parameters(key))
+        return self._kernels[key]
 
     def _launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int) -> None:
-        rc, info = self._native.launch(kernel.name, kernel.signature, grid, block, args, shared_mem,
+        rc, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem,
                                        self.schedule == "reverse")
         raise_for(kernel.name, rc, info)

@@ -8,10 +8,10 @@ import pathlib
 
 import numpy as np
 
-from andrea_cli.backends.cpu_runtime.errors import (CpuDeadlockError, CpuFaultError, CpuLaunchError,
-                                                    CpuRuntimeError, CpuWarpError)
+from andrea_cli.backends.cpu_runtime.errors import (CpuAssertError, CpuCompileError, CpuDeadlockError,
+                                                    CpuFaultError, CpuLaunchError, CpuRuntimeError, CpuWarpError)
 
-_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT, _WARP_MISUSE = 0, 1, 2, 4, 5
+_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT, _WARP_MISUSE, _ASSERT = 0, 1, 2, 4, 5, 6
 
 
 class LaunchInfo(ctypes.Structure):
@@ -33,7 +33,7 @@ def _pack(args: tuple, signature: list[str]) -> tuple[ctypes.Array, list]:
     argv = (ctypes.c_void_p * max(1, len(args)))()
     for i, (arg, kind) in enumerate(zip(args, signature)):
         if kind == "p8":
-            value = ctypes.c_void_p(arg.ctypes.data)
+            value = ctypes.c_void_p(None if arg is None else arg.ctypes.data)  # None: a NULL pointer
         else:
             raw = np.asarray(arg, dtype=SCALARS.get(kind)).tobytes()  # a Python int -> int64 for "i8"
             value = ctypes.create_string_buffer(raw, len(raw))
@@ -46,7 +46,12 @@ class NativeLibrary:
     """The compiled kernel file loaded into this process."""
 
     def __init__(self, path: pathlib.Path):
-        self.lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        try:
+            self.lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        except OSError as exc:  # the link checks every symbol; a foreign build may still miss one
+            missing = str(exc).rsplit("undefined symbol: ", 1)
+            what = f"{missing[1]} is not defined" if len(missing) == 2 else str(exc)
+            raise CpuCompileError(f"loading the CPU build of {path.name} failed: {what}", str(exc)) from None
         if self.lib.andrea_info_size() != ctypes.sizeof(LaunchInfo):
             raise CpuRuntimeError(f"{path.name}: the runtime header and cpu_runtime/native.py disagree")
         self.lib.andrea_launch.restype = ctypes.c_int
@@ -79,6 +84,8 @@ def raise_for(kernel: str, rc: int, info: LaunchInfo) -> None:
     if rc == _WARP_MISUSE:
         block = tuple(info.block)
         raise CpuWarpError(f"{kernel}: block {block}: {message}", kernel, block, info.warp, info.mask, info.lanes)
+    if rc == _ASSERT:
+        raise CpuAssertError(f"{kernel}: {message} in block {tuple(info.block)}")
     if rc == _FAULT:
         raise CpuFaultError(f"{kernel}: {message} in block {tuple(info.block)}")
     if rc == _BAD_LAUNCH:
