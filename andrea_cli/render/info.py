@@ -37,3 +37,11 @@ def render_info(console: Console, doc: dict) -> None:
         table.add_row(name, "[green]yes[/green]" if ok else "[red]no[/red]",
                       "" if ok else escape(f"{status['reason']}; {status['fix']}"))
     console.print(table)
+    surface = Table(title="The CPU build runs (RawModule, --backend cpu)", title_justify="left", show_header=False)
+    surface.add_column("", style="bold")
+    surface.add_column("")
+    for what, detail in doc["cpu_build"]["supports"].items():
+        surface.add_row(what, escape(detail))
+    for what, detail in doc["cpu_build"]["refuses"].items():
+        surface.add_row(f"[red]refuses[/red] {escape(what)}", escape(detail))
+    console.print(surface)
