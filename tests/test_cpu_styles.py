@@ -38,7 +38,8 @@ def from_bf16(b: np.ndarray) -> np.ndarray:
 def test_layernorm_warp_per_row_bf16(mod):
     rng = np.random.default_rng(0)
     N, C = 13, 96  # 13 rows: 4 warps per block, the last block partly idle
-    inp, weight, bias = to_bf16(rng.standard_normal((N, C))), to_bf16(rng.standard_normal(C)), to_bf16(rng.standard_normal(C))
+    inp = to_bf16(rng.standard_normal((N, C)))
+    weight, bias = to_bf16(rng.standard_normal(C)), to_bf16(rng.standard_normal(C))
     out, mean, rstd = np.zeros((N, C), np.uint16), np.zeros(N, np.float32), np.zeros(N, np.float32)
     mod.get_function("layernorm_forward_kernel3")((4,), (128,), (out, mean, rstd, inp, weight, bias,
                                                                 np.int32(N), np.int32(C)))
@@ -114,7 +115,8 @@ def test_transpose_padded_tile(mod):
     h, w = 45, 70
     x = np.random.default_rng(7).standard_normal((h, w)).astype(np.float32)
     out = np.zeros((w, h), np.float32)
-    mod.get_function("transposeCoalesced")(((w + 31) // 32, (h + 31) // 32), (32, 8), (out, x, np.int32(w), np.int32(h)))
+    grid = ((w + 31) // 32, (h + 31) // 32)
+    mod.get_function("transposeCoalesced")(grid, (32, 8), (out, x, np.int32(w), np.int32(h)))
     np.testing.assert_array_equal(out, x.T)
 
 
@@ -139,7 +141,7 @@ def test_shuffle_scan(mod):
 def test_half2_scalar_product(mod):
     rng = np.random.default_rng(10)
     blocks, size = 3, 100
-    a, b = rng.uniform(-1, 1, (blocks, 2 * size)).astype(np.float16), rng.uniform(-1, 1, (blocks, 2 * size)).astype(np.float16)
+    a, b = rng.uniform(-1, 1, (2, blocks, 2 * size)).astype(np.float16)
     results = np.zeros(blocks, np.float32)
     mod.get_function("scalarProductKernel_intrinsics")((blocks,), (128,), (a, b, results, np.int32(size)))
     products = (a.astype(np.float64) * b).astype(np.float16).astype(np.float64)  # __hmul2 rounds each to half

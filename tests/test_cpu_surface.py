@@ -318,7 +318,7 @@ def test_block_votes_and_warp_reductions(mod):
 def test_bit_intrinsics(mod):
     rng = np.random.default_rng(7)
     n = 2000
-    x, y = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32), rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    x, y = rng.integers(0, 1 << 32, (2, n), dtype=np.uint64).astype(np.uint32)
     x[:3] = [0, 1, 0x80000000]
     out = np.zeros((n, 8), np.uint32)
     mod.get_function("bit_intrinsics")((4,), (128,), (x, y, out, np.int32(n)))

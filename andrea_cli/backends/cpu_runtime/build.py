@@ -42,7 +42,7 @@ class KernelSource:
     text: str
     kernels: dict[str, list[str]]  # kernel name -> parameter declarations, as written
     dynamic_shared: dict[str, str]  # `extern __shared__` array name -> element type
-    templates: dict[str, list[str]] = field(default_factory=dict)  # template kernels, launched by
+    templates: dict[str, list[str]] = field(default_factory=dict)  # template kernels: no export of their own
     name_expressions: tuple[str, ...] = ()  # instantiations such as "reduce<float, 256>"
 
     def exports(self) -> dict[str, str]:
