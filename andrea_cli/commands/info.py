@@ -11,8 +11,8 @@ from andrea_cli import __version__
 from andrea_cli.backends import make_backend
 from andrea_cli.backends.cuda import cupy_versions
 from andrea_cli.backends.cpu_runtime.build import cache_dir, compiler_version, find_compiler
-from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError
 from andrea_cli.backends.cpu_runtime.coverage import REFUSED, SUPPORTED
+from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError
 from andrea_cli.backends.cuda_setup import read_cuda_setup
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
 
