@@ -922,3 +922,408 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         if (c < d_k) dq[(long)i * d_k + c] = acc[t] * scale;
     }
 }
+
+// ================================================================================================
+// REGISTER-TILED STAGED KERNELS (scores_kernel2, softmax_kernel3, av_kernel2)
+//
+// scores_kernel1 and av_kernel1 compute one output per thread, so every FMA needs two shared
+// loads (one of each operand) and shared memory, not arithmetic, bounds them. Here each thread
+// computes an 8x8 block of outputs: per step along k it loads 8 values of A and 8 of B (four
+// 16-byte loads) and does 64 FMAs with them, a 16x better ratio of shared loads to FMAs. The
+// stages stay separate launches: `attend` shows each one.
+// ------------------------------------------------------------------------------------------------
+
+#define GEMM_BK 8  // k-slice per shared-memory tile
+
+// One output tile C[row0 .. row0+BM) x [col0 .. col0+BN) of C = A · B, for a block of
+// (BM/8)·(BN/8) threads, each owning rows {4ty..4ty+3, BM/2+4ty..} x cols {4tx..4tx+3, BN/2+4tx..}:
+// two groups of four, so that a quarter warp's 16-byte loads fall on consecutive addresses
+// (no bank conflicts) where eight adjacent columns per thread would collide two by two.
+//   A: (M, k_end..) row-major with row stride lda
+//   B_NK:  B is given as (N, K) row-major (K^T in Q·K^T: both operands are read along k)
+//   !B_NK: B is given as (K, N) row-major (V in P·V)
+// Two shared-memory stages: the next k-slice is loaded into one while the FMAs read the other,
+// so one barrier per slice suffices.
+template <int BM, int BN, bool B_NK>
+__device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int lda,
+                                              const float* __restrict__ B, int ldb,
+                                              float* __restrict__ C, int ldc,
+                                              int M, int N, int k_end, int row0, int col0) {
+    constexpr int THREADS = (BM / 8) * (BN / 8);
+    // a_s[stage][k][i] = A[row0 + i][k0 + k] (transposed, so a thread's rows are one float4);
+    // b_s[stage][k][j] = B(k0 + k, col0 + j). The +4 keeps the transposing stores off shared
+    // bank conflicts while rows stay 16-byte aligned for the float4 reads.
+    __shared__ __align__(16) float a_s[2][GEMM_BK][BM + 4];
+    __shared__ __align__(16) float b_s[2][GEMM_BK][BN + 4];
+
+    const int tid = threadIdx.x, tx = tid % (BN / 8), ty = tid / (BN / 8);
+
+    // Which elements this thread copies: the same k (or column) every time, rows `step` apart,
+    // addressed from one pointer per operand (eight pointers would cost sixteen registers).
+    constexpr int A_STEP = THREADS / GEMM_BK;                   // rows between a thread's A elements
+    constexpr int B_STEP = B_NK ? THREADS / GEMM_BK : THREADS / BN;
+    const int a_i = tid / GEMM_BK, a_k = tid % GEMM_BK;          // consecutive threads: consecutive k
+    const int b_r = B_NK ? tid / GEMM_BK : tid / BN;            // B row (N row if B_NK, else k)
+    const int b_c = B_NK ? tid % GEMM_BK : tid % BN;            // B column (k if B_NK, else N)
+    const float* a_src = A + (long)(row0 + a_i) * lda + a_k;
+    const float* b_src = B_NK ? B + (long)(col0 + b_r) * ldb + b_c : B + (long)b_r * ldb + col0 + b_c;
+
+    auto load = [&](int stage, int k0) {
+#pragma unroll
+        for (int n = 0; n < BM * GEMM_BK / THREADS; ++n) {
+            const int i = a_i + n * A_STEP;
+            a_s[stage][a_k][i] = (row0 + i < M && k0 + a_k < k_end) ? a_src[(long)n * A_STEP * lda + k0] : 0.0f;
+        }
+#pragma unroll
+        for (int n = 0; n < BN * GEMM_BK / THREADS; ++n) {
+            const int r = b_r + n * B_STEP;
+            if (B_NK)  // like A: row j of B is column j of the tile
+                b_s[stage][b_c][r] = (col0 + r < N && k0 + b_c < k_end) ? b_src[(long)n * B_STEP * ldb + k0] : 0.0f;
+            else       // row k of B is row k of the tile
+                b_s[stage][r][b_c] = (k0 + r < k_end && col0 + b_c < N) ? b_src[(long)(k0 + n * B_STEP) * ldb] : 0.0f;
+        }
+    };
+
+    float acc[8][8];  // acc[r][c]: row (r < 4 ? 4ty + r : BM/2 + 4ty + r - 4), likewise columns
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
+
+    load(0, 0);
+    int stage = 0;
+    for (int k0 = 0; k0 < k_end; k0 += GEMM_BK, stage ^= 1) {
+        __syncthreads();  // slice `stage` is complete, and everyone is done reading the other one
+        if (k0 + GEMM_BK < k_end) load(stage ^ 1, k0 + GEMM_BK);
+
+#pragma unroll
+        for (int kk = 0; kk < GEMM_BK; ++kk) {
+            const float4 a_lo = *(const float4*)&a_s[stage][kk][4 * ty];
+            const float4 a_hi = *(const float4*)&a_s[stage][kk][BM / 2 + 4 * ty];
+            const float4 b_lo = *(const float4*)&b_s[stage][kk][4 * tx];
+            const float4 b_hi = *(const float4*)&b_s[stage][kk][BN / 2 + 4 * tx];
+            const float a[8] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
+            const float b[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+#pragma unroll
+            for (int r = 0; r < 8; ++r)
+#pragma unroll
+                for (int c = 0; c < 8; ++c) acc[r][c] += a[r] * b[c];
+        }
+    }
+
+    const bool aligned = ldc % 4 == 0;  // every row of C starts on 16 bytes: float4 stores
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        const int i = row0 + (r < 4 ? 4 * ty + r : BM / 2 + 4 * ty + r - 4);
+        if (i >= M) continue;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int j = col0 + half * (BN / 2) + 4 * tx;
+            const float* v = &acc[r][4 * half];
+            float* dst = C + (long)i * ldc + j;
+            if (aligned && j + 3 < N) {
+                *(float4*)dst = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+                for (int c = 0; c < 4; ++c)
+                    if (j + c < N) dst[c] = v[c];
+            }
+        }
+    }
+}
+
+// scores_kernel2: S = Q · K^T, 128x128 outputs per block of 256 threads, 8x8 per thread.
+extern "C" __global__ void __launch_bounds__(256, 2) scores_kernel2(const float* __restrict__ q,  // (H, T, d_k)
+                                                                 const float* __restrict__ k,  // (H, T, d_k)
+                                                                 float* __restrict__ scores,   // (H, T, T)
+                                                                 int T, int d_k) {
+    const long head = blockIdx.z;
+    gemm_tile_8x8<128, 128, true>(q + head * T * d_k, d_k, k + head * T * d_k, d_k, scores + head * T * T, T,
+                                  T, T, d_k, blockIdx.y * 128, blockIdx.x * 128);
+}
+
+// av_kernel2: O = P · V, 64x64 outputs per block of 64 threads, 8x8 per thread (d_v is 64 or
+// 128 in practice: a 128-wide tile would leave half of it idle). With causal != 0 the k loop
+// stops after the block's last row, as in av_kernel1: P is exactly 0 beyond the diagonal.
+extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __restrict__ weights,  // (H, T, T)
+                                                            const float* __restrict__ v,        // (H, T, d_v)
+                                                            float* __restrict__ out,            // (H, T, d_v)
+                                                            int T, int d_v, int causal) {
+    const long head = blockIdx.z;
+    const int row0 = blockIdx.y * 64;
+    const int k_end = causal ? min(T, row0 + 64) : T;
+    gemm_tile_8x8<64, 64, false>(weights + head * T * T, T, v + head * T * d_v, d_v, out + head * T * d_v, d_v,
+                                 T, d_v, k_end, row0, blockIdx.x * 64);
+}
+
+#define LOG2E 1.4426950408889634f  // exp(x) = exp2(x · log2 e): exp2 is one MUFU.EX2 on a GPU
+#define SOFTMAX3_VEC 4             // float4s per thread: a block of n threads holds 16·n values
+
+// softmax_kernel3: one block per row with the whole row in registers, 16 values per thread:
+// one read and one write of the row (kernel1 reads it three times), 16-byte loads where T % 4
+// == 0, and exp2 of a pre-multiplied exponent. The launcher picks blockDim.x >= T / 16.
+extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H, T, T)
+                                           float* __restrict__ out,       // (H, T, T)
+                                           int T) {
+    __shared__ float warp_results[32];
+    const long row = ((long)blockIdx.z * T + blockIdx.x) * T;
+    const float* x = in + row;
+    float* p = out + row;
+    const bool vec = T % 4 == 0;  // the row starts on 16 bytes
+
+    float e[4 * SOFTMAX3_VEC];  // e[4n + c] = x[4 (threadIdx.x + n blockDim.x) + c]: coalesced
+    float m = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < SOFTMAX3_VEC; ++n) {
+        const int j = 4 * (threadIdx.x + n * blockDim.x);
+        if (vec && j < T) {
+            const float4 a = *(const float4*)(x + j);
+            e[4 * n] = a.x; e[4 * n + 1] = a.y; e[4 * n + 2] = a.z; e[4 * n + 3] = a.w;
+        } else {
+#pragma unroll
+            for (int c = 0; c < 4; ++c) e[4 * n + c] = j + c < T ? x[j + c] : -INFINITY;
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) m = fmaxf(m, e[4 * n + c]);
+    }
+    m = block_reduce(m, warp_results, true);
+
+    const bool empty = m == -INFINITY;  // a fully masked row gets zeros (see softmax_kernel1)
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 4 * SOFTMAX3_VEC; ++n) {
+        // (x - m) first, then the log2 e factor: the subtraction is exact near the max, and
+        // exp2's argument carries one more rounding than exp's, not an error of |m|
+        e[n] = empty ? 0.0f : exp2f((e[n] - m) * LOG2E);  // masked: exp2(-inf) = 0
+        sum += e[n];
+    }
+    sum = block_reduce(sum, warp_results, false);
+    const float inv_sum = empty ? 0.0f : 1.0f / sum;
+
+#pragma unroll
+    for (int n = 0; n < SOFTMAX3_VEC; ++n) {
+        const int j = 4 * (threadIdx.x + n * blockDim.x);
+        if (vec && j < T) {
+            *(float4*)(p + j) = make_float4(e[4 * n] * inv_sum, e[4 * n + 1] * inv_sum, e[4 * n + 2] * inv_sum,
+                                            e[4 * n + 3] * inv_sum);
+        } else {
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+                if (j + c < T) p[j + c] = e[4 * n + c] * inv_sum;
+        }
+    }
+}
+
+// ================================================================================================
+// FUSED ATTENTION, REGISTER-TILED (attention_fused_kernel3_d64, attention_fused_kernel3_d128)
+//
+// Kernels 1 and 2 give each query row a warp, so every K and V value read from shared memory
+// feeds one query: one shared load per FMA or so, and shared memory is the limit. Here 128
+// threads share a block of 64 query rows and tiles of 64 keys; thread (rg, cg) = (tid / 16,
+// tid % 16) holds an 8x4 block of the score tile S (rows 8rg .. 8rg+7, keys cg + 16n) and an
+// 8 x d/16 block of the output (the same rows, columns 4cg + 64t .. +3), so each value it loads
+// feeds 4 or 8 FMAs. Other changes from kernel2:
+//   the head size is a template parameter (the _d64 and _d128 entry points): loops unroll and
+//     no index is divided by a runtime d
+//   Q is multiplied by scale · log2(e) once, as it is loaded, so the softmax runs in base 2:
+//     p = exp2(s - m) is one MUFU.EX2, with no multiply per score
+//   a row's 64 scores live in the 16 lanes of one half warp: its max takes 4 xor-shuffles; its
+//     sum stays split across them (each lane rescales its own part) until the very end
+//   P goes through shared memory transposed (p_s[key][row]), so the P·V loop reads a thread's
+//     8 rows of P for one key as two float4s and the key's V columns as d/64 float4s
+//   key tiles the mask hides from the whole block are skipped; the mask is tested per element
+//     only in tiles that straddle its edge (the diagonal, the window's far end, T)
+// The K/V tiles are copied with plain loads, one tile at a time (no cp.async in this file yet:
+// with it, the next K tile would load into a buffer of its own while P·V runs).
+// ------------------------------------------------------------------------------------------------
+
+#define FUSED3_ROWS 64    // query rows per block
+#define FUSED3_KEYS 64    // keys per tile
+#define FUSED3_THREADS 128
+#define FUSED3_P_STRIDE (FUSED3_ROWS + 4)  // p_s row stride: lane cg's stores land 4 banks apart
+
+template <int D>
+__device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  // (H, T, D)
+                                                 const float* __restrict__ k,  // (H, T, D)
+                                                 const float* __restrict__ v,  // (H, T, D)
+                                                 float* __restrict__ out,      // (H, T, D)
+                                                 int T, float scale, int causal, int window,
+                                                 float* smem) {
+    // Dynamic shared memory (the entry point's extern array), in floats; shared_mem =
+    // 4 · (192 D + 256) bytes: 50,176 at d = 64, 99,328 at d = 128, over the 48 KiB a block gets
+    // without opting in, so the launcher opts in:
+    //   q_s (64, D)       the block's query rows, times scale · log2 e
+    //   k_s (64, D + 4)   the key tile; the +4 puts lane cg's float4 of row cg on banks 4cg..4cg+3
+    //   v_s (64, D)       the value tile
+    //   p_s (64, 68)      P of the tile, transposed (p_s[key][row]), in k_s's place once S is
+    //                     done: at d = 128 two blocks then fit in an H100's shared memory
+    constexpr int KS = D + 4, D4 = D / 4, COLS = D / 16;
+    float* q_s = smem;
+    float* k_s = q_s + FUSED3_ROWS * D;
+    float* v_s = k_s + FUSED3_KEYS * KS;
+    float* p_s = k_s;
+
+    const int tid = threadIdx.x, rg = tid / 16, cg = tid % 16;
+    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest blocks first
+    const int row0 = tile * FUSED3_ROWS;
+    const long head = blockIdx.z;
+    const float4* q4 = (const float4*)(q + head * T * D);
+    const float4* k4 = (const float4*)(k + head * T * D);
+    const float4* v4 = (const float4*)(v + head * T * D);
+    out += head * T * D;
+
+    const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float q_factor = scale * LOG2E;  // scores come out in base 2: s·log2 e
+#pragma unroll 4
+    for (int n = 0; n < FUSED3_ROWS * D4 / FUSED3_THREADS; ++n) {
+        const int idx = tid + n * FUSED3_THREADS, r = idx / D4;
+        float4 a = row0 + r < T ? q4[(long)row0 * D4 + idx] : zero4;
+        a.x *= q_factor; a.y *= q_factor; a.z *= q_factor; a.w *= q_factor;
+        ((float4*)q_s)[idx] = a;
+    }
+
+    // The key range any row of this block sees (as in kernel1), in whole tiles.
+    const int last_row = min(row0 + FUSED3_ROWS, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;
+    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS * FUSED3_KEYS : 0;
+
+    float m[8], l[8], o[8][COLS];  // per row: running max (base 2), this lane's part of the sum
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) o[r][c] = 0.0f;
+    }
+
+    for (int j0 = j_begin; j0 < j_end; j0 += FUSED3_KEYS) {
+        __syncthreads();  // the previous tile (v_s, and P in k_s) is fully read; q_s is written
+#pragma unroll 4
+        for (int n = 0; n < FUSED3_KEYS * D4 / FUSED3_THREADS; ++n) {  // 4 loads in flight per thread
+            const int idx = tid + n * FUSED3_THREADS, jj = idx / D4, c4 = idx % D4;
+            const bool in = j0 + jj < T;
+            *(float4*)(k_s + jj * KS + 4 * c4) = in ? k4[(long)j0 * D4 + idx] : zero4;
+            ((float4*)v_s)[idx] = in ? v4[(long)j0 * D4 + idx] : zero4;
+        }
+        __syncthreads();
+
+        // S = Q · K^T for this thread's 8 rows x 4 keys, four steps of k per float4.
+        float s[8][4];
+#pragma unroll
+        for (int r = 0; r < 8; ++r)
+#pragma unroll
+            for (int n = 0; n < 4; ++n) s[r][n] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < D; c += 4) {
+            float4 kv[4];
+#pragma unroll
+            for (int n = 0; n < 4; ++n) kv[n] = *(const float4*)(k_s + (cg + 16 * n) * KS + c);
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                const float4 qv = *(const float4*)(q_s + (8 * rg + r) * D + c);  // a broadcast
+#pragma unroll
+                for (int n = 0; n < 4; ++n) {
+                    s[r][n] += qv.x * kv[n].x;
+                    s[r][n] += qv.y * kv[n].y;
+                    s[r][n] += qv.z * kv[n].z;
+                    s[r][n] += qv.w * kv[n].w;
+                }
+            }
+        }
+
+        // The mask, element by element, only where the tile crosses one of its edges.
+        const bool edge = j0 + FUSED3_KEYS > T || (causal && j0 + FUSED3_KEYS - 1 > row0) ||
+                          (window > 0 && row0 + FUSED3_ROWS - 1 - j0 >= window);
+        if (edge) {
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                const int i = row0 + 8 * rg + r;
+#pragma unroll
+                for (int n = 0; n < 4; ++n) {
+                    const int j = j0 + cg + 16 * n;
+                    const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                    if (!visible) s[r][n] = -INFINITY;
+                }
+            }
+        }
+
+        // Online softmax in base 2, row by row; the 16 lanes of a row agree on m after the shuffles.
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+            float mx = fmaxf(fmaxf(s[r][0], s[r][1]), fmaxf(s[r][2], s[r][3]));
+#pragma unroll
+            for (int offset = 8; offset > 0; offset >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, offset));
+            const float m_new = fmaxf(m[r], mx);
+            // A row that has seen no visible key yet (m_new = -inf: the window's far edge, or a
+            // row past T) subtracts 0 instead, so it gets exp2(-inf) = 0, not -inf - -inf = NaN.
+            const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+            const float alpha = exp2f(m[r] - m_use);  // first visible tile: exp2(-inf) = 0
+            m[r] = m_new;
+            float part = 0.0f;
+#pragma unroll
+            for (int n = 0; n < 4; ++n) {
+                s[r][n] = exp2f(s[r][n] - m_use);  // now P, unnormalised
+                part += s[r][n];
+            }
+            l[r] = l[r] * alpha + part;
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) o[r][c] *= alpha;
+        }
+        __syncthreads();  // every thread is done reading k_s: P may overwrite it
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+            float* dst = p_s + (cg + 16 * n) * FUSED3_P_STRIDE + 8 * rg;
+            *(float4*)dst = make_float4(s[0][n], s[1][n], s[2][n], s[3][n]);
+            *(float4*)(dst + 4) = make_float4(s[4][n], s[5][n], s[6][n], s[7][n]);
+        }
+        __syncthreads();  // all of P is in p_s
+
+        // O += P · V: per key, 8 values of P (two broadcast float4s) and COLS values of V.
+#pragma unroll 4
+        for (int jj = 0; jj < FUSED3_KEYS; ++jj) {
+            const float4 pa = *(const float4*)(p_s + jj * FUSED3_P_STRIDE + 8 * rg);
+            const float4 pb = *(const float4*)(p_s + jj * FUSED3_P_STRIDE + 8 * rg + 4);
+            const float p[8] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
+#pragma unroll
+            for (int t = 0; t < D / 64; ++t) {
+                const float4 vv = *(const float4*)(v_s + jj * D + 64 * t + 4 * cg);
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    o[r][4 * t] += p[r] * vv.x;
+                    o[r][4 * t + 1] += p[r] * vv.y;
+                    o[r][4 * t + 2] += p[r] * vv.z;
+                    o[r][4 * t + 3] += p[r] * vv.w;
+                }
+            }
+        }
+    }
+
+    // Each row's sum, whole at last: the 16 lanes' parts added by xor-shuffles.
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        float sum = l[r];
+#pragma unroll
+        for (int offset = 8; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, offset);
+        const int i = row0 + 8 * rg + r;
+        if (i >= T) continue;
+        const float inv_l = sum > 0.0f ? 1.0f / sum : 0.0f;  // a row that saw no key: zeros
+#pragma unroll
+        for (int t = 0; t < D / 64; ++t)
+            *(float4*)(out + (long)i * D + 64 * t + 4 * cg) =
+                make_float4(o[r][4 * t] * inv_l, o[r][4 * t + 1] * inv_l, o[r][4 * t + 2] * inv_l, o[r][4 * t + 3] * inv_l);
+    }
+}
+
+// grid (ceil(T / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes; d_k = d_v = d.
+extern "C" __global__ void __launch_bounds__(128, 3) attention_fused_kernel3_d64(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
+    int T, float scale, int causal, int window) {
+    extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
+    attention_fused3<64>(q, k, v, out, T, scale, causal, window, (float*)fused3_smem4);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 2) attention_fused_kernel3_d128(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
+    int T, float scale, int causal, int window) {
+    extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
+    attention_fused3<128>(q, k, v, out, T, scale, causal, window, (float*)fused3_smem4);
+}

@@ -1,0 +1,171 @@
+"""Each kernel's hot loops, instruction by instruction: the kernel file compiled by NVRTC for one
+GPU architecture (no GPU needed), disassembled with `cuobjdump -sass` (pip install
+nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm), and every loop's body counted: FFMA, shared loads by width, shuffles.
+
+    python scripts/sass_mix.py                     # every kernel, sm_90
+    python scripts/sass_mix.py --arch sm_80 scores_kernel2 attention_fused_kernel3_d64
+
+A loop is a backward branch (BRA to an earlier label); the counts are per trip of its body,
+nested loops' instructions included once. Shared loads per FFMA is the static figure the
+README's kernel catalogue quotes: an instruction count, not a measured speed."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+KERNEL_FILE = Path(__file__).resolve().parents[1] / "cuda" / "microgpt_cuda.cu"
+COUNTED = ("FFMA", "FMUL", "FADD", "LDS", "LDS.64", "LDS.128", "STS", "LDG", "SHFL", "MUFU.EX2", "BAR")
+SHOWN = ("FFMA", "LDS", "LDS.64", "LDS.128", "SHFL", "MUFU.EX2", "STS", "LDG", "BAR")
+
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
+_INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+_BRANCH_TARGET = re.compile(r"(0x[0-9a-f]+)\s*$")  # BRA 0x930, @P1 BRA !P0, 0x4dc0
+
+
+@dataclass
+class Loop:
+    start: int  # address of the first instruction of the body
+    end: int  # address of the backward branch
+    counts: dict[str, int] = field(default_factory=dict)
+    instructions: int = 0
+
+    @property
+    def shared_loads(self) -> int:
+        return sum(self.counts.get(op, 0) for op in ("LDS", "LDS.64", "LDS.128"))
+
+    def loads_per_ffma(self) -> float | None:
+        return self.shared_loads / self.counts["FFMA"] if self.counts.get("FFMA") else None
+
+    def contains(self, other: "Loop") -> bool:
+        return other is not self and self.start <= other.start and other.end <= self.end
+
+
+def innermost(loops: list[Loop]) -> list[Loop]:
+    """The loops with no loop inside them: where a kernel spends its trips."""
+    return [lp for lp in loops if not any(lp.contains(other) for other in loops)]
+
+
+def _opcode(op: str) -> str:
+    """LDS.U.128 -> LDS.128, SHFL.BFLY.PT -> SHFL, MUFU.EX2 stays, FFMA.FTZ -> FFMA."""
+    base = op.split(".")[0]
+    if base == "LDS":
+        width = next((p for p in op.split(".")[1:] if p in ("64", "128")), None)
+        return f"LDS.{width}" if width else "LDS"
+    if base == "MUFU":
+        return op if op.startswith("MUFU.EX2") else "MUFU"
+    return base
+
+
+def parse_sass(text: str) -> dict[str, list[Loop]]:
+    """cuobjdump -sass output -> {kernel: its loops, innermost (shortest) first}."""
+    kernels: dict[str, list[tuple[int, str, str]]] = {}
+    current = None
+    for line in text.splitlines():
+        if m := _FUNCTION.match(line):
+            current = m.group(1)
+            kernels[current] = []
+        elif current is not None and (m := _INSTR.search(line)):
+            kernels[current].append((int(m.group(1), 16), m.group(2), m.group(3).strip()))
+    loops: dict[str, list[Loop]] = {}
+    for name, instrs in kernels.items():
+        found = []
+        for address, op, operands in instrs:
+            target = _BRANCH_TARGET.search(operands)
+            # a backward branch; `BRA` to itself is the idle loop after EXIT, not a loop body
+            if op.startswith("BRA") and target and int(target.group(1), 16) < address:
+                loop = Loop(int(target.group(1), 16), address)
+                for a, o, _ in instrs:
+                    if loop.start <= a <= loop.end:
+                        loop.instructions += 1
+                        key = _opcode(o)
+                        if key in COUNTED:
+                            loop.counts[key] = loop.counts.get(key, 0) + 1
+                found.append(loop)
+        loops[name] = sorted(found, key=lambda lp: lp.end - lp.start)
+    return loops
+
+
+def find_cuobjdump() -> str | None:
+    """On PATH, or inside the pip package nvidia-cuda-cuobjdump (nvidia/cu*/bin/cuobjdump)."""
+    if found := shutil.which("cuobjdump"):
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations if spec else None) or []:
+        for candidate in sorted(Path(root).glob("*/bin/cuobjdump")):
+            return str(candidate)
+    return None
+
+
+def compile_cubin(path: Path, arch: str) -> bytes:
+    from cupy.cuda import nvrtc  # the NVRTC bindings only; no GPU or driver is touched
+
+    program = nvrtc.createProgram(path.read_text(), path.name, [], [])
+    try:
+        nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "--std=c++17"])
+        # cupy's getCUBIN drops the image's last byte (it sizes the buffer as for a C string):
+        # the ELF program headers end at the file's end, so put a zero byte back
+        cubin = nvrtc.getCUBIN(program)
+        return cubin + b"\0" * (len(cubin) % 8 != 0)
+    except nvrtc.NVRTCError:
+        raise SystemExit(f"{path.name} does not compile for {arch}:\n{nvrtc.getProgramLog(program)}") from None
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+def disassemble(cubin: bytes, cuobjdump: str) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernels.cubin"
+        path.write_bytes(cubin)
+        # cuobjdump runs nvdisasm (pip install nvidia-cuda-nvdisasm), which the pip packages put
+        # beside it
+        env = {**os.environ, "PATH": f"{Path(cuobjdump).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        run = subprocess.run([cuobjdump, "-sass", str(path)], capture_output=True, text=True, env=env)
+        if run.returncode != 0:
+            raise SystemExit(f"cuobjdump failed: {run.stderr.strip() or run.stdout.strip()}")
+        return run.stdout
+
+
+def kernel_loops(path: Path = KERNEL_FILE, arch: str = "sm_90") -> dict[str, list[Loop]]:
+    cuobjdump = find_cuobjdump()
+    if cuobjdump is None:
+        raise SystemExit("cuobjdump not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+    return parse_sass(disassemble(compile_cubin(path, arch), cuobjdump))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kernels", nargs="*", help="kernel names (default: all)")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--kernel-file", type=Path, default=KERNEL_FILE)
+    parser.add_argument("--all", action="store_true", help="every loop, not only the innermost ones")
+    args = parser.parse_args(argv)
+    loops = kernel_loops(args.kernel_file, args.arch)
+    names = args.kernels or sorted(loops)
+    print(f"{args.kernel_file.name}, {args.arch}: instructions per trip of each {'' if args.all else 'innermost '}"
+          "loop (static, from SASS)")
+    print(f"{'kernel':<29} {'loop':>9} {'instr':>6} " + " ".join(f"{op:>8}" for op in SHOWN) + f" {'LDS/FFMA':>8}")
+    for name in names:
+        if name not in loops:
+            raise SystemExit(f"no kernel named {name} in {args.kernel_file.name}")
+        shown = loops[name] if args.all else innermost(loops[name])
+        if not shown:
+            print(f"{name:<29} {'no loop':>9}")
+        for lp in sorted(shown, key=lambda lp: lp.start):
+            ratio = lp.loads_per_ffma()
+            print(f"{name:<29} {lp.start:04x}-{lp.end:04x} {lp.instructions:>6} "
+                  + " ".join(f"{lp.counts.get(op, 0):>8}" for op in SHOWN)
+                  + f" {'-' if ratio is None else f'{ratio:.3f}':>8}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

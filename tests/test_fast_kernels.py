@@ -1,0 +1,195 @@
+"""The register-tiled kernels (scores_kernel2, softmax_kernel3, av_kernel2,
+attention_fused_kernel3_d64/_d128) through the CPU build, against float64 NumPy with the derived
+tolerances; and broken copies of them (a register tile index off by one, a skipped tile at the
+diagonal, the exp2 scale forgotten) must fail the same checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from andrea_cli import reference, tolerances
+from andrea_cli.kernel_file import packaged_kernel_path
+from andrea_cli.masks import MaskSpec
+
+REAL = packaged_kernel_path().read_text()
+
+
+def _device(path, schedule="forward"):
+    from andrea_cli.backends.cpu import CpuBackend
+
+    backend = CpuBackend(path, schedule=schedule)
+    status = backend.available()
+    if not status.ok:
+        pytest.skip(f"the CPU build cannot run here: {status.reason}")
+    return backend.device()
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return _device(packaged_kernel_path())
+
+
+def cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def scores2(dev, q, k):
+    H, T, d_k = q.shape
+    out = np.full((H, T, T), np.nan, np.float32)
+    dev.get_function("scores_kernel2")((cdiv(T, 128), cdiv(T, 128), H), (256, 1, 1),
+                                       (q, k, out, np.int32(T), np.int32(d_k)))
+    return out
+
+
+def softmax3(dev, x, threads=None):
+    H, T, _ = x.shape
+    threads = threads or 32 * cdiv(cdiv(T, 16), 32)
+    out = np.full_like(x, np.nan)
+    dev.get_function("softmax_kernel3")((T, 1, H), (threads, 1, 1), (x, out, np.int32(T)))
+    return out
+
+
+def av2(dev, p, v, causal):
+    H, T, d_v = v.shape
+    out = np.full((H, T, d_v), np.nan, np.float32)
+    dev.get_function("av_kernel2")((cdiv(d_v, 64), cdiv(T, 64), H), (64, 1, 1),
+                                   (p, v, out, np.int32(T), np.int32(d_v), np.int32(causal)))
+    return out
+
+
+def fused3(dev, q, k, v, mask: MaskSpec, scaled: bool):
+    H, T, d = q.shape
+    out = np.full((H, T, d), np.nan, np.float32)
+    scale = 1 / math.sqrt(d) if scaled else 1.0
+    dev.get_function(f"attention_fused_kernel3_d{d}")(
+        (cdiv(T, 64), 1, H), (128, 1, 1),
+        (q, k, v, out, np.int32(T), np.float32(scale), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        shared_mem=4 * (192 * d + 256))
+    return out
+
+
+def _within(got, want, tol) -> bool:
+    return bool(np.all(np.abs(got.astype(np.float64) - want) <= tol))
+
+
+def _rand(shape, seed, std=1.0):
+    return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32) * np.float32(std)
+
+
+def check_scores(dev, T, d_k, seed=0) -> bool:
+    q, k = _rand((2, T, d_k), seed), _rand((2, T, d_k), seed + 1)
+    return _within(scores2(dev, q, k), reference.scores(q, k), tolerances.scores_tol(q, k))
+
+
+def check_softmax(dev, T, mask, seed=0, threads=None) -> bool:
+    x = _rand((2, T, T), seed, std=3.0)
+    x = np.where(mask.visible(T), x, -np.inf).astype(np.float32)
+    got = softmax3(dev, x, threads)
+    want = reference.softmax(x.astype(np.float64))
+    return _within(got, want, tolerances.softmax_tol(x, want)) and bool((got[:, ~mask.visible(T)] == 0).all())
+
+
+def check_av(dev, T, d_v, causal, seed=0) -> bool:
+    p = _rand((2, T, T), seed)
+    if causal:
+        p = np.tril(p).astype(np.float32)
+    v = _rand((2, T, d_v), seed + 1)
+    return _within(av2(dev, p, v, causal), reference.weighted_sum(p.astype(np.float64), v), tolerances.av_tol(p, v))
+
+
+def check_fused(dev, T, d, mask, scaled, seed=0) -> bool:
+    q, k, v = (_rand((2, T, d), seed + n) for n in range(3))
+    visible = mask.visible(T)
+    s = reference.scores(q, k)
+    p = reference.softmax(reference.mask(reference.scale(s, d) if scaled else s, mask))
+    tol = tolerances.fused_tol(q, k, v, p, visible, d, scaled)
+    return _within(fused3(dev, q, k, v, mask, scaled), reference.weighted_sum(p, v), tol)
+
+
+# T: 1, one short of / one past a 64 tile, past a 128 tile; d_k: 1, odd, 8 (one k-slice), 80
+@pytest.mark.parametrize("T,d_k", [(1, 1), (5, 3), (63, 8), (65, 80), (130, 64), (200, 17)])
+def test_scores_kernel2(dev, T, d_k):
+    assert check_scores(dev, T, d_k)
+
+
+@pytest.mark.parametrize("T", [1, 6, 33, 64, 131, 260])
+@pytest.mark.parametrize("mask", [MaskSpec("causal"), MaskSpec("none"), MaskSpec("window", 5)], ids=str)
+def test_softmax_kernel3(dev, T, mask):
+    assert check_softmax(dev, T, mask)
+
+
+def test_softmax_kernel3_many_warps_and_fully_masked_rows(dev):
+    """8 warps per row (the block reduction through shared memory); a row of -inf gets zeros."""
+    assert check_softmax(dev, 100, MaskSpec("causal"), threads=256)
+    x = np.full((1, 9, 9), -np.inf, np.float32)
+    x[0, 3, 2] = 1.0
+    got = softmax3(dev, x)
+    assert got[0, 3, 2] == 1.0 and (np.delete(got.reshape(-1), 3 * 9 + 2) == 0).all()
+
+
+@pytest.mark.parametrize("T,d_v,causal", [(1, 1, 1), (7, 5, 0), (64, 64, 1), (65, 64, 0), (130, 128, 1), (150, 70, 1)])
+def test_av_kernel2(dev, T, d_v, causal):
+    assert check_av(dev, T, d_v, causal)
+
+
+FUSED_CASES = [(1, 64, MaskSpec("causal"), True), (17, 128, MaskSpec("none"), False),
+               (64, 64, MaskSpec("window", 5), True), (65, 64, MaskSpec("causal"), True),
+               (130, 64, MaskSpec("window", 70), True), (150, 128, MaskSpec("causal"), False),
+               (129, 128, MaskSpec("window", 64), True), (200, 64, MaskSpec("none"), True)]
+
+
+@pytest.mark.parametrize("T,d,mask,scaled", FUSED_CASES, ids=lambda x: str(x))
+def test_attention_fused_kernel3(dev, T, d, mask, scaled):
+    assert check_fused(dev, T, d, mask, scaled)
+
+
+def test_fused3_reverse_schedule():
+    """Threads in reverse order: a missing barrier between the P store and the P·V reads shows."""
+    rev = _device(packaged_kernel_path(), "reverse")
+    assert check_fused(rev, 130, 64, MaskSpec("causal"), True)
+    assert check_scores(rev, 130, 16) and check_av(rev, 130, 64, 1) and check_softmax(rev, 70, MaskSpec("causal"))
+
+
+# Bugs a register-tiled kernel invites; the check beside each must catch it. Each broken copy of
+# the file carries bugs in different kernels (a check runs one kernel), so one CPU build serves
+# several: a build costs seconds.
+BROKEN_COPIES = [
+    {
+        "register tile index off by one (scores_kernel2, av_kernel2)": (
+            "const float4 b_hi = *(const float4*)&b_s[stage][kk][BN / 2 + 4 * tx];",
+            "const float4 b_hi = *(const float4*)&b_s[stage][kk][BN / 2 + 4 * tx + 1];",
+            lambda d: check_scores(d, 130, 16)),
+        "skipped tile at the diagonal (attention_fused_kernel3)": (
+            "const int j_end = causal ? last_row + 1 : T;\n    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS",
+            "const int j_end = causal ? row0 : T;\n    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS",
+            lambda d: check_fused(d, 130, 64, MaskSpec("causal"), True)),
+        "exp2 scale forgotten (softmax_kernel3)": (
+            "exp2f((e[n] - m) * LOG2E)", "exp2f(e[n] - m)",
+            lambda d: check_softmax(d, 33, MaskSpec("causal"))),
+    },
+    {
+        "skipped tile at the diagonal (av_kernel2)": (
+            "const int k_end = causal ? min(T, row0 + 64) : T;",
+            "const int k_end = causal ? min(T, row0) : T;",
+            lambda d: check_av(d, 130, 64, 1)),
+        "exp2 scale forgotten (attention_fused_kernel3)": (
+            "const float q_factor = scale * LOG2E;", "const float q_factor = scale;",
+            lambda d: check_fused(d, 65, 64, MaskSpec("causal"), True)),
+    },
+]
+
+
+@pytest.mark.parametrize("copy", range(len(BROKEN_COPIES)))
+def test_checks_catch_broken_copies(tmp_path, copy):
+    text = REAL
+    for bug, (old, new, _) in BROKEN_COPIES[copy].items():
+        assert text.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
+        text = text.replace(old, new)
+    broken = tmp_path / "broken.cu"
+    broken.write_text(text)
+    dev = _device(broken)
+    caught = {bug: not check(dev) for bug, (_, _, check) in BROKEN_COPIES[copy].items()}
+    assert all(caught.values()), caught
