@@ -83,3 +83,28 @@ def resolve_kernel_path(user_path: Path | None) -> Path:
 
 def kernel_names(path: Path) -> list[str]:
     return list(kernel_parameters(path.read_text()))
+
+
+# A catalogue entry of the opening comment starts "//   name" (or "//   name1, name2") and a gap.
+_ENTRY = re.compile(r"^//   (\w+(?:, \w+)*)(?:\s{2,}|$)", re.M)
+
+
+def register_budgets(text: str) -> dict[str, int]:
+    """{kernel: register budget} from the opening comment: each catalogue entry ends with
+    "registers <= a, <= b", one number per kernel it names, in the same order."""
+    header = "\n".join(line for line in _leading_comment(text))
+    entries = list(_ENTRY.finditer(header))
+    budgets: dict[str, int] = {}
+    for n, entry in enumerate(entries):
+        body = header[entry.start():entries[n + 1].start() if n + 1 < len(entries) else len(header)]
+        after = re.split(r"registers\s*(?=<=)", body, maxsplit=1)
+        numbers = [int(x) for x in re.findall(r"<=\s*(\d+)", after[1])] if len(after) == 2 else []
+        budgets.update(zip((name.strip() for name in entry.group(1).split(",")), numbers))
+    return budgets
+
+
+def _leading_comment(text: str):
+    for line in text.splitlines():
+        if not line.startswith("//"):
+            return
+        yield line

@@ -6,67 +6,93 @@
 // tensor starts at h * T * d); the head is blockIdx.z, so one launch covers every head and a
 // single head is just gridDim.z = 1. All data is float32, row-major, contiguous.
 //
-// Kernels, in the order of the equation (launch geometry as the launcher chooses it):
+// Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
+// ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
+// sm_90 (NVRTC): tests/test_kernel_compile.py holds every kernel to its budget and to no spills.
 //
 //   scores_kernel1   S = Q · K^T, unscaled                      (H,T,d_k),(H,T,d_k) -> (H,T,T)
 //                    16x16 output tile per block, Q and K tiles staged in shared memory.
-//                    grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
+//   scores_kernel2   the same S, 128x128 outputs per block, 8x8 per thread (register tiling):
+//                    4 float4 shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1.
+//                    grid (ceil(T/128), ceil(T/128), H), block (256); registers <= 128
+//                    (__launch_bounds__(256, 2): two blocks per SM)
 //   scale_kernel1    S' = S * scale, scale = 1/sqrt(d_k)        (n) -> (n), elementwise
-//                    grid-stride loop; grid (min(ceil(n/256), 4096)), block (256)
+//                    grid-stride loop; grid (min(ceil(n/256), 4096)), block (256); registers <= 40
 //   mask_kernel1     S'[i][j] = -inf where key j is hidden from query i   (H,T,T) -> (H,T,T)
 //                    hidden: j > i (the future), or i - j >= window when window > 0 (a sliding
 //                    window: i sees i-window+1 .. i). grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//                    registers <= 24
 //   softmax_kernel1  P = row softmax of S', max-subtracted      (H,T,T) -> (H,T,T)
 //                    one block per row; warp shuffles, then the warp results through shared
 //                    memory. grid (T, 1, H), block (threads: a multiple of 32, <= 1024),
-//                    shared_mem = (threads / 32) * sizeof(float)
+//                    shared_mem = (threads / 32) * sizeof(float); registers <= 24
 //   softmax_kernel2  the same result, one warp per row; shuffles only, no shared memory
-//                    grid (ceil(T/rows), 1, H), block (32, rows)
+//                    grid (ceil(T/rows), 1, H), block (32, rows); registers <= 40
+//   softmax_kernel3  the same result, the row held in registers (16 values per thread): one
+//                    read and one write of it instead of three reads, float4 loads where
+//                    T % 4 == 0, exp2 of (x - m)·log2 e. T <= 16,384.
+//                    grid (T, 1, H), block (32 * ceil(T/512), the smallest that holds the row)
+//                    registers <= 64
 //   av_kernel1       O = P · V                                  (H,T,T),(H,T,d_v) -> (H,T,d_v)
 //                    16x16 output tile per block, P and V tiles staged in shared memory;
 //                    with causal != 0 it stops at the diagonal, since P is exactly 0 beyond it.
-//                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16)
+//                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
+//   av_kernel2       the same O, 64x64 outputs per block, 8x8 per thread (scores_kernel2's tile
+//                    code); causal: stops at the diagonal as kernel1 does.
+//                    grid (ceil(d_v/64), ceil(T/64), H), block (64); registers <= 128
+//                    (__launch_bounds__(64, 8))
 //   attention_fused_kernel1   O = softmax(mask(Q · K^T * scale)) · V in one pass, flash-style
 //                    (H,T,d_k),(H,T,d_k),(H,T,d_v) -> (H,T,d_v); never writes a T×T matrix.
 //                    One warp per query row, `rows` rows per block sharing K/V tiles of 32 keys
 //                    in shared memory; online softmax; key tiles the mask removes are skipped.
 //                    d_k, d_v <= 128. grid (ceil(T/rows), 1, H), block (32, rows),
-//                    shared_mem = 4 * (rows * d_k + 32 * (d_k | 1) + 32 * d_v) bytes
+//                    shared_mem = 4 * (rows * d_k + 32 * (d_k | 1) + 32 * d_v) bytes; registers <= 56
 //   attention_fused_kernel2   the same, with float4 shared-memory loads (4 values per load
 //                    instruction instead of 1); needs d_k % 4 == 0 and d_v % 4 == 0.
-//                    shared_mem = 4 * (rows * d_k + 32 * (d_k + 4) + 32 * d_v) bytes
+//                    shared_mem = 4 * (rows * d_k + 32 * (d_k + 4) + 32 * d_v) bytes; registers <= 80
+//   attention_fused_kernel3_d64, attention_fused_kernel3_d128   register-tiled: 64 query rows
+//                    per block of 128 threads, 64-key tiles, each thread 8 rows x 4 keys of S and
+//                    8 rows x d/16 columns of O, so a shared load feeds 8-11 FMAs instead of 1-4;
+//                    the head size is a compile-time constant (d_k = d_v = 64 or 128); Q times
+//                    scale·log2 e on load, so the online softmax runs in exp2; row max by
+//                    xor-shuffles. grid (ceil(T/64), 1, H), block (128),
+//                    shared_mem = 4 * (192 * d + 256) bytes (over 48 KiB: the launcher opts in)
+//                    registers <= 168, <= 232 (_d64 has __launch_bounds__(128, 3): 3 blocks/SM)
 //   attention_fused_lse_kernel1, attention_fused_lse_kernel2   kernel1 and kernel2, also writing
 //                    each row's logsumexp lse_i = m_i + log(l_i), (H, T), for the fused backward.
 //                    The same body (a __device__ function); the plain kernels pass nullptr.
+//                    registers <= 56, <= 80
 //
 // Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
 //
 //   dv_kernel1       dV = P^T · dO                              (H,T,T),(H,T,d_v) -> (H,T,d_v)
 //                    16x16 output tile per block; causal: skips the query tiles above key row j.
-//                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16)
+//                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   dp_kernel1       dP = dO · V^T (scores_kernel1's product)  (H,T,d_v),(H,T,d_v) -> (H,T,T)
-//                    grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   ds_kernel1       dS = P ∘ (dP − rowsum(dP ∘ P)): the gradient through the softmax, exactly 0
 //                    where the mask hid a key (P = 0 there)   (H,T,T),(H,T,T) -> (H,T,T)
-//                    one warp per row; grid (ceil(T/rows), 1, H), block (32, rows)
+//                    one warp per row; grid (ceil(T/rows), 1, H), block (32, rows); registers <= 40
 //   dq_kernel1       dQ = scale · dS · K (av_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
-//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16)
+//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   dk_kernel1       dK = scale · dS^T · Q (dv_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
-//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16)
+//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
 //
 // Fused backward, FlashAttention-2 style: P recomputed from Q, K and the saved lse, no T×T matrix
 // (so training memory grows with T, not T^2); d_k, d_v <= 128:
 //
 //   attention_backward_delta_kernel1   delta_i = dO[i] · O[i] = rowsum(dP ∘ P)[i]
 //                    (H,T,d_v),(H,T,d_v) -> (H,T); one warp per row, grid (ceil(T/rows), 1, H),
-//                    block (32, rows)
+//                    block (32, rows); registers <= 40
 //   attention_backward_dkdv_kernel1    dK, dV for a tile of 32 keys per block, walking the query
 //                    rows that see them; dK, dV accumulate in registers. -> (H,T,d_k),(H,T,d_v)
 //                    grid (ceil(T/32), 1, H), block (32, 8) (8 rows exactly: the register budget),
 //                    shared_mem = 4 * (32 * ((d_k | 1) + (d_v | 1)) + 8 * (d_k + d_v) + 2 * 8 * 32)
+//                    registers <= 128
 //   attention_backward_dq_kernel1      dQ, one warp per query row, walking its key tiles like the
 //                    forward. -> (H,T,d_k); grid (ceil(T/rows), 1, H), block (32, rows),
-//                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1)))
+//                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1))); registers <= 56
 //
 // Every kernel is correct for any T >= 1 and d >= 1: partial tiles are padded with zeros on load
 // and threads outside the matrix skip the store but still reach every __syncthreads().

@@ -1,10 +1,11 @@
 """Compile-only: the kernel file through NVRTC for the GPUs we target, no GPU needed.
-Fails on a compile error or a register spill; reads the resource report of every kernel."""
+Fails on a compile error, a register spill, or a kernel over the register budget its entry in
+the kernel file's opening comment states (a change that costs a kernel its occupancy)."""
 
 import pytest
 
-from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
 from andrea_cli.backends.nvrtc import TARGET_ARCHS, compile_kernel_file, parse_ptxas_log
+from andrea_cli.kernel_file import kernel_names, packaged_kernel_path, register_budgets
 
 pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test]'")
 
@@ -14,10 +15,34 @@ def test_kernel_file_compiles_without_spills(arch):
     path = packaged_kernel_path()
     resources = {r.kernel: r for r in compile_kernel_file(path, arch)}
     assert set(resources) == set(kernel_names(path)), "ptxas reported a different set of kernels"
+    budgets = register_budgets(path.read_text())
     for r in resources.values():
         assert r.spill_stores == 0 and r.spill_loads == 0, r
-        assert 0 < r.registers <= 255, r
+        assert 0 < r.registers <= budgets[r.kernel], (
+            f"{r.kernel} uses {r.registers} registers on {arch}, over its budget of {budgets[r.kernel]} "
+            "(written in its entry of the kernel file's opening comment)")
         assert r.shared_bytes <= 48 * 1024, r  # static shared memory without opting in
+
+
+def test_every_kernel_has_a_register_budget():
+    path = packaged_kernel_path()
+    missing = sorted(set(kernel_names(path)) - set(register_budgets(path.read_text())))
+    assert not missing, (f"no register budget for {missing}: end each kernel's entry in the opening comment "
+                         f"of {path.name} with 'registers <= N' (see the other entries)")
+
+
+def test_register_budgets_are_read_per_entry():
+    text = """// file
+//   a_kernel1   does a
+//                    grid (1); registers <= 40
+//   b_kernel1, b_kernel2   two at once, T <= 9, held in registers
+//                    more; registers <= 56, <= 80
+//
+// Backward:
+//   c_kernel1        no budget written
+int x;  // registers <= 3
+"""
+    assert register_budgets(text) == {"a_kernel1": 40, "b_kernel1": 56, "b_kernel2": 80}
 
 
 def test_compile_error_names_the_line(tmp_path):

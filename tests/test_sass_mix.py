@@ -1,0 +1,68 @@
+"""scripts/sass_mix.py: its SASS reader on a fixed listing, and (where NVRTC and cuobjdump are
+installed) the instruction mix the README's kernel catalogue quotes, read from the real kernels."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sass_mix.py"
+_spec = importlib.util.spec_from_file_location("sass_mix", SCRIPT)
+sass_mix = importlib.util.module_from_spec(_spec)
+sys.modules["sass_mix"] = sass_mix  # dataclasses look their module up there
+_spec.loader.exec_module(sass_mix)
+
+LISTING = """
+        code for sm_90
+                Function : toy_kernel
+        .headerflags    @"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                /* 0x00000a00ff017b82 */
+        /*0010*/                   LDS.128 R4, [R2] ;                    /* 0x0000000002047984 */
+        /*0020*/                   LDS R8, [R3+0x4] ;                    /* 0x0000040003087984 */
+        /*0030*/                   FFMA R9, R4, R8, R9 ;                 /* 0x0000000804097223 */
+        /*0040*/                   FFMA R10, R5, R8, R10 ;               /* 0x000000080505a223 */
+        /*0050*/                   SHFL.BFLY PT, R11, R9, 0x1, 0x1f ;    /* 0x0c201f00090b7f89 */
+        /*0060*/               @P0 BRA 0x10 ;                            /* 0xfffffffc00e80947 */
+        /*0070*/                   MUFU.EX2 R12, R11 ;                   /* 0x0000000b000c7308 */
+        /*0080*/              @!P1 BRA 0x70 ;                            /* 0xfffffffc00e80947 */
+        /*0090*/                   EXIT ;                                /* 0x000000000000794d */
+        /*00a0*/                   BRA 0xa0;                             /* 0xfffffff000007947 */
+"""
+
+
+def test_parse_sass_counts_each_loop_body():
+    (inner, outer) = sass_mix.parse_sass(LISTING)["toy_kernel"]
+    assert (inner.start, inner.end) == (0x70, 0x80) and inner.counts == {"MUFU.EX2": 1}
+    assert (outer.start, outer.end) == (0x10, 0x60) and outer.instructions == 6
+    assert outer.counts == {"LDS.128": 1, "LDS": 1, "FFMA": 2, "SHFL": 1}
+    assert outer.loads_per_ffma() == 1.0
+    assert sass_mix.innermost([inner, outer]) == [inner, outer]  # neither holds the other
+
+
+def _real_loops():
+    pytest.importorskip("cupy", reason="cupy (for its NVRTC bindings) is not installed")
+    if sass_mix.find_cuobjdump() is None:
+        pytest.skip("cuobjdump is not installed: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+    return sass_mix.kernel_loops(sass_mix.KERNEL_FILE, "sm_90")
+
+
+def _hot(loops):
+    """The innermost loop with the most FFMA per trip."""
+    return max(sass_mix.innermost(loops), key=lambda lp: lp.counts.get("FFMA", 0))
+
+
+def test_register_tiling_shows_in_the_instruction_mix():
+    loops = _real_loops()
+    # one output per thread: two scalar shared loads per FMA
+    for name in ("scores_kernel1", "av_kernel1"):
+        assert _hot(loops[name]).loads_per_ffma() == 2.0, name
+    # 8x8 per thread: per k-slice of 8, 8 x (2 + 2) float4 loads feed 8 x 64 FMAs
+    for name in ("scores_kernel2", "av_kernel2"):
+        hot = _hot(loops[name])
+        assert hot.counts["FFMA"] == 512 and hot.counts["LDS.128"] == 32 and hot.shared_loads == 32, name
+    # the fused kernel's Q·K^T loop: 12 float4 loads per 128 FMAs (4 keys + 8 rows, 4 steps of k)
+    s_loop = _hot(loops["attention_fused_kernel3_d64"])
+    assert s_loop.loads_per_ffma() == pytest.approx(12 / 128) and s_loop.counts.get("SHFL", 0) == 0
