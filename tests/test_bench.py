@@ -89,11 +89,14 @@ def test_gpu_side_implementations_run_through_the_cpu_build(causal):
     from andrea_cli.kernel_file import packaged_kernel_path
     from andrea_cli.masks import MaskSpec
 
+    from andrea_cli.backends.staged import KERNEL1_PLAN
+
     backend = CpuBackend(packaged_kernel_path())
     rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((2, 40, 16), dtype=np.float32) for _ in range(3))
+    q, k, v = (rng.standard_normal((2, 40, 64), dtype=np.float32) for _ in range(3))  # d 64: every variant
     expected = reference.attention(q, k, v, MaskSpec("causal" if causal else "none"))
-    for impl in (staged_gpu_impl(backend), fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1)):
+    for impl in (staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN), fused_gpu_impl(backend),
+                 fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1)):
         out = impl.to_host(impl.prepare(q, k, v, causal)())
         np.testing.assert_allclose(out, expected, atol=1e-5, err_msg=impl.name)
 

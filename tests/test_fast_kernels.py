@@ -5,12 +5,12 @@ diagonal, the exp2 scale forgotten) must fail the same checks."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 from andrea_cli import reference, tolerances
+from andrea_cli.backends.fused import default_variant, run_fused, shared_bytes
+from andrea_cli.backends.staged import AV2_TILE, DEFAULT_PLAN, SCORES2_TILE, SOFTMAX3_PER_THREAD, cdiv, run_staged
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 
@@ -32,21 +32,17 @@ def dev():
     return _device(packaged_kernel_path())
 
 
-def cdiv(a, b):
-    return (a + b - 1) // b
-
-
 def scores2(dev, q, k):
     H, T, d_k = q.shape
     out = np.full((H, T, T), np.nan, np.float32)
-    dev.get_function("scores_kernel2")((cdiv(T, 128), cdiv(T, 128), H), (256, 1, 1),
+    dev.get_function("scores_kernel2")((cdiv(T, SCORES2_TILE), cdiv(T, SCORES2_TILE), H), (256, 1, 1),
                                        (q, k, out, np.int32(T), np.int32(d_k)))
     return out
 
 
 def softmax3(dev, x, threads=None):
     H, T, _ = x.shape
-    threads = threads or 32 * cdiv(cdiv(T, 16), 32)
+    threads = threads or 32 * cdiv(cdiv(T, SOFTMAX3_PER_THREAD), 32)
     out = np.full_like(x, np.nan)
     dev.get_function("softmax_kernel3")((T, 1, H), (threads, 1, 1), (x, out, np.int32(T)))
     return out
@@ -55,20 +51,13 @@ def softmax3(dev, x, threads=None):
 def av2(dev, p, v, causal):
     H, T, d_v = v.shape
     out = np.full((H, T, d_v), np.nan, np.float32)
-    dev.get_function("av_kernel2")((cdiv(d_v, 64), cdiv(T, 64), H), (64, 1, 1),
+    dev.get_function("av_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (64, 1, 1),
                                    (p, v, out, np.int32(T), np.int32(d_v), np.int32(causal)))
     return out
 
 
 def fused3(dev, q, k, v, mask: MaskSpec, scaled: bool):
-    H, T, d = q.shape
-    out = np.full((H, T, d), np.nan, np.float32)
-    scale = 1 / math.sqrt(d) if scaled else 1.0
-    dev.get_function(f"attention_fused_kernel3_d{d}")(
-        (cdiv(T, 64), 1, H), (128, 1, 1),
-        (q, k, v, out, np.int32(T), np.float32(scale), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
-        shared_mem=4 * (192 * d + 256))
-    return out
+    return run_fused(dev, q, k, v, mask=mask, scaled=scaled, variant=3).output
 
 
 def _within(got, want, tol) -> bool:
@@ -151,6 +140,36 @@ def test_fused3_reverse_schedule():
     rev = _device(packaged_kernel_path(), "reverse")
     assert check_fused(rev, 130, 64, MaskSpec("causal"), True)
     assert check_scores(rev, 130, 16) and check_av(rev, 130, 64, 1) and check_softmax(rev, 70, MaskSpec("causal"))
+
+
+def test_launchers_pick_the_register_tiled_kernels(dev):
+    assert [default_variant(d_k, d_v) for d_k, d_v in ((64, 64), (128, 128), (64, 48), (80, 80), (3, 5))] == [3, 3, 2, 2, 1]
+    assert (DEFAULT_PLAN.gemm_variant, DEFAULT_PLAN.softmax_variant) == (2, 3)
+    assert DEFAULT_PLAN.softmax_for(16384) == 3 and DEFAULT_PLAN.softmax_for(16385) == 2
+    assert shared_bytes(64, 64, variant=3) == 50176 and shared_bytes(128, 128, variant=3) == 99328
+    q, k, v = (_rand((1, 40, 64), n) for n in range(3))
+    fused = run_fused(dev, q, k, v, mask=MaskSpec("causal"), scaled=True)  # the default: kernel3
+    staged = run_staged(dev, q, k, v, mask=MaskSpec("causal"), scaled=True)
+    assert np.abs(fused.output - staged.output).max() < 1e-5
+    assert np.abs(fused.output - fused3(dev, q, k, v, MaskSpec("causal"), True)).max() == 0
+
+
+def test_cuda_launch_opts_in_to_large_shared_memory():
+    """Over 48 KiB of dynamic shared memory a kernel must opt in before its launch (on a GPU the
+    launch fails otherwise); checked here with a stand-in for cupy's RawKernel."""
+    from andrea_cli.backends.cuda import _checked_launch
+
+    class Kernel:
+        max_dynamic_shared_size_bytes = 0
+        launched_with = None
+
+        def __call__(self, grid, block, args, shared_mem=0):
+            self.launched_with = (shared_mem, self.max_dynamic_shared_size_bytes)
+
+    small, large = Kernel(), Kernel()
+    _checked_launch("k", small)((1, 1, 1), (32, 1, 1), (), shared_mem=4096)
+    _checked_launch("k", large)((1, 1, 1), (128, 1, 1), (), shared_mem=shared_bytes(128, 128, variant=3))
+    assert small.launched_with == (4096, 0) and large.launched_with == (99328, 99328)
 
 
 # Bugs a register-tiled kernel invites; the check beside each must catch it. Each broken copy of

@@ -8,7 +8,7 @@ import pytest
 from andrea_cli import reference, reference_backward
 from andrea_cli.backends.cpu import CpuBackend
 from andrea_cli.backends.cpu_runtime.errors import CpuSanitizerError
-from andrea_cli.backends.staged import ALL_PLANS
+from andrea_cli.backends.staged import ALL_PLANS, KERNEL1_PLAN
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 
@@ -57,4 +57,4 @@ def test_an_out_of_bounds_read_is_caught(tmp_path):
     backend = CpuBackend(broken, sanitize=True)
     q, k, v = inputs(33, 16, 16)
     with pytest.raises(CpuSanitizerError, match="microgpt_cuda.cu:"):
-        backend.attention(q, k, v, mask=MaskSpec("causal"), scaled=True)
+        backend.attention(q, k, v, mask=MaskSpec("causal"), scaled=True, plan=KERNEL1_PLAN)  # scores_kernel1

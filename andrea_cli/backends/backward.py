@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from andrea_cli.backends.fused import (FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, default_variant, fused_variants,
-                                       shared_bytes)
+from andrea_cli.backends.fused import FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, fused_variants, shared_bytes
 from andrea_cli.backends.staged import TILE, KernelDevice, _NoClock, allocate_stages, cdiv, launch_stages
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
@@ -19,6 +18,12 @@ BACKWARD_STAGES = ("dv", "dp", "ds", "dq", "dk")
 FUSED_BACKWARD_STAGES = ("delta", "dkdv", "dq")
 FUSED_BWD_ROWS = 8  # must match FUSED_BWD_ROWS in cuda/microgpt_cuda.cu: the dkdv kernel's block
 DS_ROWS_PER_BLOCK = 4  # warps (rows) per block of ds_kernel1 and the delta kernel
+LSE_VARIANTS = (1, 2)  # the fused forwards that also write the logsumexp: attention_fused_lse_kernel1, 2
+
+
+def lse_variants(d_k: int, d_v: int) -> list[int]:
+    """The forwards-with-logsumexp that take these widths (kernel1 and kernel2's rules)."""
+    return [v for v in fused_variants(d_k, d_v) if v in LSE_VARIANTS]
 
 
 @dataclass
@@ -148,8 +153,8 @@ def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sca
     H, T, d_k = q.shape
     d_v = v.shape[-1]
     check_fused_shape(d_k, d_v)
-    variant = default_variant(d_k, d_v) if variant is None else variant
-    if variant not in fused_variants(d_k, d_v):
+    variant = max(lse_variants(d_k, d_v)) if variant is None else variant
+    if variant not in lse_variants(d_k, d_v):
         raise AndreaError(f"attention_fused_lse_kernel{variant} needs d_k and d_v divisible by 4 (got {d_k}, {d_v})")
     transfer = dev.clock()
     transfer.start("h2d")

@@ -99,9 +99,15 @@ def gpu_errors(what: str):
         raise AndreaError(f"{what}: {text}") from None
 
 
+STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a block gets without opting in
+
+
 def _checked_launch(name: str, kernel):
     def launch(grid, block, args, shared_mem=0):
         with gpu_errors(f"{name} launch"):
+            # beyond 48 KiB a kernel must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize)
+            if shared_mem > STATIC_SHARED_LIMIT and kernel.max_dynamic_shared_size_bytes < shared_mem:
+                kernel.max_dynamic_shared_size_bytes = shared_mem
             kernel(grid, block, args, shared_mem=shared_mem)
 
     return launch

@@ -70,7 +70,8 @@ def event_timer_with_l2_flush(l2_bytes: int):
 
 
 def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
-    """variant None: what the launcher picks (kernel2 for widths divisible by 4)."""
+    """variant None: what the launcher picks (kernel3 at d_k = 64 or 128, else kernel2 for widths
+    divisible by 4, else kernel1)."""
     from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
     from andrea_cli.masks import MaskSpec
 
@@ -92,9 +93,11 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
-def staged_gpu_impl(backend) -> Impl:
-    """The kernel file's five staged kernels, one launch each, the T×T matrices in memory."""
-    from andrea_cli.backends.staged import allocate_stages, launch_stages
+def staged_gpu_impl(backend, plan=None) -> Impl:
+    """The kernel file's five staged kernels, one launch each, the T×T matrices in memory.
+    plan None: the default (the register-tiled GEMMs, softmax_kernel3); else named after its
+    GEMM variant (staged_kernel1: the one-output-per-thread kernels)."""
+    from andrea_cli.backends.staged import DEFAULT_PLAN, allocate_stages, launch_stages
     from andrea_cli.masks import MaskSpec
 
     dev = backend.device()
@@ -106,13 +109,14 @@ def staged_gpu_impl(backend) -> Impl:
         buf = allocate_stages(dev, H, T, d_k, mask=mask, scaled=True)
 
         def run():
-            launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True)
+            launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True,
+                          plan=plan or DEFAULT_PLAN)
             return buf.output
 
         return run
 
     # scores, scaled and weights, and masked when causal: (H, T, T) each; Q, K, V and the output
-    return Impl("staged", prepare, to_host=dev.to_host,
+    return Impl("staged" if plan is None else f"staged_kernel{plan.gemm_variant}", prepare, to_host=dev.to_host,
                 peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 3 + causal) + io_bytes(H, T, d_k))
 
 
@@ -148,6 +152,7 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     import cupy
 
     from andrea_cli.backends.cuda import CudaBackend
+    from andrea_cli.backends.staged import KERNEL1_PLAN
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.bench.roofline import peak_from_properties
 
@@ -157,7 +162,9 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     from andrea_cli.bench.backward import fused_backward_impl, staged_backward_impl
     from andrea_cli.bench.torch_sdpa import torch_backward_impl
 
-    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=1), staged_gpu_impl(backend), cupy_impl(),
+    # the defaults, then the older steps of each progression (the same run gives the ratios)
+    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1),
+             staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN), cupy_impl(),
              fused_backward_impl(backend), staged_backward_impl(backend)]
     notes = [f"GPU side: CUDA events, L2 ({props['l2CacheSize'] / 2**20:.0f} MiB) flushed before every repeat; "
              f"peak {peak.peak_tflops:.1f} FP32 TFLOP/s = {peak.sms} SMs × {peak.lanes_per_sm} lanes × 2 × "

@@ -29,7 +29,7 @@ def _used_column(stages: dict, column: str) -> str:
 
 
 def _geometry(plan) -> str:
-    return f"1/{plan.softmax_threads}" if plan.softmax_variant == 1 else f"2/{plan.softmax_rows_per_block}"
+    return plan.short()
 
 
 def _where(r) -> str:
@@ -40,8 +40,9 @@ def render_verify(console: Console, report: VerifyReport) -> None:
     console.print(f"verify: the kernel file {escape(report.kernel_file)} on [bold]{report.backend}[/bold] "
                   f"({escape(report.device)}) against the float64 NumPy path")
     table = Table(title="Cases, failures first: per stage, the worst error as a share of its tolerance",
-                  title_justify="left", caption="geom: softmax launch, 1/threads = a block per row, "
-                  "2/rows = a warp per row; schedule: threads run in order (fwd) or reversed (rev); bwd stages: the "
+                  title_justify="left", caption="geom: scores/av kernel (1 one output per thread, 2 8x8 per "
+                  "thread) · softmax kernel (1/threads a block per row, 2/rows a warp per row, 3 the row in "
+                  "registers); schedule: threads run in order (fwd) or reversed (rev); bwd stages: the "
                   "backward's dv, dp, ds, dq, dk, each on its own inputs; bwd: its dQ, dK, dV end to end; fused bwd: "
                   "the logsumexp and the fused backward's dQ, dK, dV")
     for column in ("", "T", "d_k", "d_v", "mask", "÷√d", "geom", "sched", *STAGE_ORDER, "invariants"):

@@ -11,7 +11,8 @@ import numpy as np
 
 from andrea_cli import reference, reference_backward, tolerances, tolerances_backward as tb
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.fused import FUSED_MAX_D, FUSED_VARIANTS, fused_variants
+from andrea_cli.backends.backward import LSE_VARIANTS, lse_variants
+from andrea_cli.backends.fused import FUSED_MAX_D
 from andrea_cli.backends.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
 from andrea_cli.verify.case import Case, CaseResult, Exact, Family, Inputs, compare
@@ -29,7 +30,7 @@ def applies(backend, case: Case) -> bool:
 
 
 def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
-    variants = fused_variants(case.d_k, case.d_v) if max(case.d_k, case.d_v) <= FUSED_MAX_D else []
+    variants = lse_variants(case.d_k, case.d_v) if max(case.d_k, case.d_v) <= FUSED_MAX_D else []
     stages, invariants, result.error = check_backward(backend, case, x.q, x.k, x.v, x.d_out, variants)
     result.stages.update(stages)
     result.invariants.update(invariants)
@@ -89,7 +90,7 @@ def _logsumexp(q, k, case) -> np.ndarray:
 
 
 STAGES = ("dv", "dp", "ds", "dq", "dk", "backward_dq", "backward_dk", "backward_dv",
-          *(f"fused{v}_{name}" for v in FUSED_VARIANTS for name in ("lse", "dq", "dk", "dv")))
+          *(f"fused{v}_{name}" for v in LSE_VARIANTS for name in ("lse", "dq", "dk", "dv")))
 # three columns in verify's table, each the worst of its group; a failing stage is named under it
 GROUPS = (("bwd stages", STAGES[:5]), ("bwd", STAGES[5:8]), ("fused bwd", STAGES[8:]))
 FAMILY = Family("backward", stages=STAGES, columns=tuple(column for column, _ in GROUPS), groups=GROUPS,

@@ -40,6 +40,9 @@ def shape_cases(quick: bool) -> list[Case]:
 def edge_cases(quick: bool) -> list[Case]:
     # sliding windows whose first key lands on every position of a key tile (boundaries.py)
     cases = window_cases(quick)
+    # d = 64 and T past one 64-row block: the register-tiled fused kernel in the quick sweep too,
+    # with a window wider than a 32-key tile
+    cases.append(Case(70, 64, 64, MaskSpec("window", 33), True))
     # unscaled dot products of width 256 with entries of std 4: scores in the hundreds, where a
     # softmax without the max subtraction overflows to inf
     cases.append(Case(33, 256, 16, MaskSpec("none"), False, input_std=4.0))

@@ -16,15 +16,19 @@ from andrea_cli.masks import MaskSpec
 from andrea_cli.verify.case import Case, CaseResult, Exact, Family, Inputs, compare
 
 # (T, d_k, d_v): one warp's worth of rows and one past it (the 32-thread and 8-rows geometries'
-# edges), and two warps past (a second partial trip of every loop over T)
-PLAN_SHAPES = [(1, 1, 1), (33, 16, 16), (65, 64, 48)]
+# edges), and two warps past (a second partial trip of every loop over T); d_k = 40 takes
+# scores_kernel1 through three 16-wide slices of k, so a barrier missing between them shows
+PLAN_SHAPES = [(1, 1, 1), (33, 40, 16), (65, 64, 48)]
 
 
 def plan_cases(quick: bool) -> list[Case]:
-    """Every launch geometry other than the default, on a few shapes."""
-    return [Case(T, d_k, d_v, MaskSpec("causal"), True, plan)
-            for T, d_k, d_v in (PLAN_SHAPES[:2] if quick else PLAN_SHAPES)
-            for plan in ALL_PLANS if plan != DEFAULT_PLAN]
+    """Every launch geometry other than the default, on a few shapes, and on scores in the
+    hundreds (unscaled, width 256, entries of std 4) where a softmax without the max subtraction
+    overflows."""
+    others = [plan for plan in ALL_PLANS if plan != DEFAULT_PLAN]
+    return ([Case(T, d_k, d_v, MaskSpec("causal"), True, plan)
+             for T, d_k, d_v in (PLAN_SHAPES[:2] if quick else PLAN_SHAPES) for plan in others]
+            + [Case(33, 256, 16, MaskSpec("none"), False, plan, input_std=4.0) for plan in others])
 
 
 def check_staged(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
