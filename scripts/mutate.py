@@ -6,6 +6,9 @@ the score: killed / (every mutant that is neither equivalent nor invalid).
     python scripts/mutate.py                        # the default sample of the whole file
     python scripts/mutate.py --kernels attention_fused_kernel2 --sample 0   # every mutant of one kernel
     python scripts/mutate.py --list --sample 0      # the mutants only, nothing run
+    python scripts/mutate.py --json a.json & python scripts/mutate.py --start 60 --json b.json
+                                                    # two halves at once (stop the first at 60)
+    python scripts/mutate.py --rescore a.json b.json   # their score, with today's equivalents list
 
 A mutant is
   invalid     it does not compile (NVRTC, or the CPU build): not counted
@@ -42,7 +45,7 @@ from mutants import Mutant, generate, kernel_spans, load_equivalents, ptx_of  # 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "cuda" / "microgpt_cuda.cu"
 EQUIVALENTS = Path(__file__).resolve().parent / "mutate_equivalents.txt"
-DEFAULT_SAMPLE = 200
+DEFAULT_SAMPLE = 120
 COUNTED = ("killed", "survived", "crashed", "hung")
 
 
