@@ -492,9 +492,35 @@ template <class T> inline T from_bits(uint64_t bits) {
     return v;
 }
 
+// A shuffle's lane l reads lane src outside the group: record the misuse (false: the caller fails).
+inline bool complete_misread(Warp& w, int wi, uint32_t mask, int l, int src) {
+    const uint32_t src_bit = 1u << src;
+    if (!(w.live & src_bit))
+        warp_misuse(wi, mask, src_bit, "%s(0x%08x, ...) in warp %d: lane %d reads lane %d, which %s: on "
+                    "a GPU the value is undefined; read only lanes inside the block that take part in "
+                    "the shuffle (compute the mask with __ballot_sync/__activemask or keep those lanes "
+                    "alive until the shuffle)", w.what[l], mask, wi, l, src,
+                    (w.exists & src_bit) ? "has returned" : "does not exist (partial warp)");
+    else
+        warp_misuse(wi, mask, src_bit, "%s(0x%08x, ...) in warp %d: lane %d reads lane %d, which is not "
+                    "in the mask: on a GPU the value is undefined; add lane %d to the mask or read a "
+                    "lane inside it", w.what[l], mask, wi, l, src, src);
+    return false;
+}
+
 // The last lane of a group computes every lane's result; false (after recording the misuse)
 // when a shuffle reads a lane outside the group.
 inline bool complete(Warp& w, int wi, uint32_t mask, int op, int size) {
+    if (op == C_SYNC) return true;
+    if (op == C_SHFL) {  // the common case, alone: each lane's source, in the group or not
+        for (uint32_t m = mask; m; m &= m - 1) {
+            const int l = __builtin_ctz(m), src = w.src[l];
+            if (src < 0 || src >= 32) w.result[l] = w.value[l];
+            else if (mask >> src & 1) w.result[l] = w.value[src];
+            else return complete_misread(w, wi, mask, l, src);
+        }
+        return true;
+    }
     const auto sext = [&](uint64_t b) { return size == 8 ? (int64_t)b : (int64_t)(int32_t)(uint32_t)b; };
     uint64_t acc = 0;
     bool first = true;
@@ -518,27 +544,7 @@ inline bool complete(Warp& w, int wi, uint32_t mask, int op, int size) {
     for (uint32_t m = mask; m; m &= m - 1) {
         const int l = __builtin_ctz(m);
         uint64_t r = acc;
-        if (op == C_SHFL) {
-            const int src = w.src[l];
-            if (src < 0 || src >= 32) {
-                r = w.value[l];
-            } else if (mask >> src & 1) {
-                r = w.value[src];
-            } else {
-                const uint32_t src_bit = 1u << src;
-                if (!(w.live & src_bit))
-                    warp_misuse(wi, mask, src_bit, "%s(0x%08x, ...) in warp %d: lane %d reads lane %d, which %s: on "
-                                "a GPU the value is undefined; read only lanes inside the block that take part in "
-                                "the shuffle (compute the mask with __ballot_sync/__activemask or keep those lanes "
-                                "alive until the shuffle)", w.what[l], mask, wi, l, src,
-                                (w.exists & src_bit) ? "has returned" : "does not exist (partial warp)");
-                else
-                    warp_misuse(wi, mask, src_bit, "%s(0x%08x, ...) in warp %d: lane %d reads lane %d, which is not "
-                                "in the mask: on a GPU the value is undefined; add lane %d to the mask or read a "
-                                "lane inside it", w.what[l], mask, wi, l, src, src);
-                return false;
-            }
-        } else if (op == C_BALLOT) {
+        if (op == C_BALLOT) {
             r = ballot;
         } else if (op == C_MATCH_ANY || op == C_MATCH_ALL) {
             uint32_t same = 0;
@@ -580,11 +586,12 @@ __attribute__((noinline)) inline uint64_t collective(uint32_t mask, const char* 
                     "those lanes alive until %s", what, mask, wi, lane, lanes_text(gone).c_str(), sync_kind(what));
         warp_fail(f);
     }
-    // Lanes that name each other must meet at the same collective with the same mask.
-    for (uint32_t m = w.arrived; m; m &= m - 1) {
+    // Lanes that name each other must meet at the same collective with the same mask. Every lane
+    // waiting was checked on arrival, so one lane per waiting group stands for its group.
+    for (uint32_t m = w.arrived; m; m &= ~w.mask[__builtin_ctz(m)] & (m - 1)) {
         const int l = __builtin_ctz(m);
         const bool named = (mask >> l & 1) || (w.mask[l] & bit);
-        if (named && (w.mask[l] != mask || w.op[l] != op || std::strcmp(w.what[l], what))) {
+        if (named && (w.mask[l] != mask || w.op[l] != op || (w.what[l] != what && std::strcmp(w.what[l], what)))) {
             warp_misuse(wi, mask, 1u << l, "lane %d of warp %d calls %s(0x%08x, ...) while lane %d waits at "
                         "%s(0x%08x, ...): lanes whose masks name each other must reach the same warp "
                         "collective with the same mask (on a GPU: undefined)", lane, wi, what, mask, l,
