@@ -94,8 +94,23 @@
 //                    forward. -> (H,T,d_k); grid (ceil(T/rows), 1, H), block (32, rows),
 //                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1))); registers <= 56
 //
-// Every kernel is correct for any T >= 1 and d >= 1: partial tiles are padded with zeros on load
-// and threads outside the matrix skip the store but still reach every __syncthreads().
+// Tensor cores (bf16 in, fp32 accumulate; the section TENSOR CORES explains the building blocks):
+//
+//   to_bf16_kernel1  out = bf16(in * multiplier), round to nearest even     (n) f32 -> (n) bf16
+//                    the copies of Q (pre-scaled by scale·log2 e), K and V the next kernel reads.
+//                    grid-stride over pairs; grid (min(ceil(n/512), 4096)), block (256)
+//   attention_fused_kernel4_d64, _d128   the same output as the fused kernels above, from bf16
+//                    Q, K, V: FlashAttention-2. (H,T,d) bf16 x3 -> (H,T,d) f32, d_k = d_v = d.
+//                    4 warps x 16 query rows; 64-key tiles, double-buffered with cp.async; S and
+//                    O by mma.sync.m16n8k16 (K by ldmatrix, V by ldmatrix.trans), P reused from
+//                    S's registers; online softmax in exp2; masked tiles skipped whole.
+//                    grid (ceil(T/64), 1, H), block (128), shared_mem = 640 * (d + 8) bytes
+//                    (46,080 at d = 64; 87,040 at d = 128, an opt-in above 48 KiB)
+//                    (attention_fused_kernel3 is left to the register-tiled FP32 kernel.)
+//
+// Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
+// with zeros on load and threads outside the matrix skip the store but still reach every
+// __syncthreads().
 // No host code lives here: the Python launchers (andrea_cli/backends/staged.py) load this file
 // with cupy.RawModule on a GPU, or compile it for the CPU with cuda/cuda_cpu_runtime.h.
 
@@ -947,6 +962,364 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         const int c = lane + 32 * t;
         if (c < d_k) dq[(long)i * d_k + c] = acc[t] * scale;
     }
+// ================================================================================================
+// TENSOR CORES
+//
+// Everything above runs on the FP32 CUDA cores. A tensor core multiplies small matrices in one
+// warp-wide instruction: mma.sync.m16n8k16 with bf16 inputs and fp32 accumulation computes a
+// 16x8 tile of D = A(16x16)·B(16x8) + C, 4096 flops, spread over the 32 lanes' registers in the
+// "fragment" layouts the PTX ISA documents. The wrappers below are the only places that know
+// those layouts' instructions; each is one PTX instruction on a GPU (__CUDA_ARCH__) and, in the
+// CPU build, an emulation in cuda/cuda_cpu_runtime.h (namespace ptx_emulated) that checks what a
+// GPU would not (the whole warp at an .aligned instruction, shared and aligned ldmatrix rows,
+// cp.async data unreadable before its wait, tf32 operands that skipped their conversion).
+//
+// Fragments (g = lane / 4, t = lane % 4; "lo" = bits 15:0 of a .b32 holding two bf16):
+//   A (16x16, row-major)  a0 = A[g][2t, 2t+1]  a1 = A[g+8][2t, 2t+1]  a2 = A[g][2t+8, +9]  a3 = A[g+8][2t+8, +9]
+//   B (16x8, "col")       b0 = B[2t, 2t+1][g]  b1 = B[2t+8, 2t+9][g]
+//   C, D (16x8, fp32)     c0, c1 = C[g][2t, 2t+1]  c2, c3 = C[g+8][2t, 2t+1]
+// Two adjacent n8 accumulator tiles (keys 0-7 and 8-15) hold exactly the A fragment of one k16
+// step over those keys: that is why P never leaves the registers between S = Q·K^T and O = P·V.
+// ------------------------------------------------------------------------------------------------
+
+typedef unsigned int u32;
+
+// Two floats -> one .b32 of two bf16, rounded to nearest even; `lo` lands in bits 15:0 (the
+// lower-indexed element of a fragment pair). cvt.rn.bf16x2.f32 d, a, b puts a in the UPPER half.
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+#ifdef __CUDA_ARCH__
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);
+#endif
+}
+
+// fp32 -> tf32 (round to nearest, ties away): the value in a .b32 with its low 13 bits zero.
+__device__ __forceinline__ u32 f32_to_tf32(float x) {
+#ifdef __CUDA_ARCH__
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+#else
+    return ptx_emulated::cvt_rna_tf32_f32(x);
+#endif
+}
+
+// D = A·B + C: A 16x16 bf16 (a[4]), B 16x8 bf16 (b[2]), C and D 16x8 fp32 (4 per lane).
+__device__ __forceinline__ void mma_bf16_m16n8k16(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
+#ifdef __CUDA_ARCH__
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#else
+    ptx_emulated::mma_m16n8k16_bf16(d, a, b, c);
+#endif
+}
+
+// D = A·B + C with tf32: A 16x8 (a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]),
+// B 8x8 (b0 = B[t][g], b1 = B[t+4][g]); operands from f32_to_tf32 (raw fp32 gets truncated).
+__device__ __forceinline__ void mma_tf32_m16n8k8(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
+#ifdef __CUDA_ARCH__
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#else
+    ptx_emulated::mma_m16n8k8_tf32(d, a, b, c);
+#endif
+}
+
+// ldmatrix: N (1, 2, 4) 8x8 matrices of 16-bit values from shared memory, one register each.
+// Lanes 8i..8i+7 pass the addresses of matrix i's eight rows (16 bytes each, 16-byte aligned).
+// Lane L receives row L/4, elements 2(L%4), 2(L%4)+1 of each matrix: an A or B fragment piece.
+// TRANS: column L/4, rows 2(L%4) and 2(L%4)+1 instead, so a row-major V tile gives B fragments.
+template <int N, bool TRANS>
+__device__ __forceinline__ void ldmatrix(u32* r, const void* row) {
+#ifdef __CUDA_ARCH__
+    const u32 s = (u32)__cvta_generic_to_shared(row);
+    if (N == 4 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+    else if (N == 4 && TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+    else if (N == 2 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+    else if (N == 2 && TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+    else if (N == 1 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
+#else
+    ptx_emulated::ldmatrix<N, TRANS>(r, row);
+#endif
+}
+
+// cp.async: 16 bytes global -> shared without passing through registers, while the thread goes
+// on computing. `valid` false reads nothing and fills the 16 bytes with zeros (rows past T).
+// The data may be read only after cp_async_wait and a barrier (other threads' copies).
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"((u32)__cvta_generic_to_shared(smem_dst)), "l"(gmem_src), "r"(valid ? 16 : 0));
+#else
+    ptx_emulated::cp_async_cg_16(smem_dst, gmem_src, valid ? 16 : 0);
+#endif
+}
+
+// The copies issued since the last commit become one group.
+__device__ __forceinline__ void cp_async_commit() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.commit_group;\n" ::);
+#else
+    ptx_emulated::cp_async_commit_group();
+#endif
+}
+
+// Wait until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+#else
+    ptx_emulated::cp_async_wait_group(N);
+#endif
+}
+
+// ------------------------------------------------------------------------------------------------
+// to_bf16: the tensor-core kernels read bf16 copies of Q, K and V; the file stays float32 at its
+// edges. out = bf16(in * multiplier), rounded to nearest even; the multiplier lets Q arrive
+// pre-scaled by scale·log2(e) (see below). Two values per thread and step: one cvt.rn.bf16x2.
+
+extern "C" __global__ void to_bf16_kernel1(const float* __restrict__ in,     // (n)
+                                           unsigned short* __restrict__ out, // (n) bf16 bits
+                                           long n, float multiplier) {
+    const long pairs = (n + 1) / 2, stride = (long)gridDim.x * blockDim.x;
+    for (long p = (long)blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += stride) {
+        const long i = 2 * p;
+        const bool two = i + 1 < n;
+        const u32 packed = pack_bf16x2(in[i] * multiplier, two ? in[i + 1] * multiplier : 0.0f);
+        if (two) *(u32*)(out + i) = packed;  // i is even: 4-byte aligned
+        else out[i] = (unsigned short)(packed & 0xffffu);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// attention_fused_kernel4: FlashAttention-2 on tensor cores, bf16 inputs, fp32 accumulation.
+//
+// 4 warps per block, 16 query rows per warp (one m16 tile), 64 rows per block; K and V tiles of
+// 64 keys. Per key tile, each warp computes its 16x64 slice of S = Q·K^T with 8·(d/16) mma (Q
+// fragments loaded once into registers, K fragments by ldmatrix), masks it, updates the online
+// softmax and accumulates O += P·V with 4·(d/8) mma, P straight from S's registers (a bf16
+// pack), V fragments by ldmatrix.trans from the row-major tile. What makes it fast:
+//   - tensor cores: one mma does 16·8·16 multiply-adds; the FP32 kernels above need 4096 FMAs
+//   - every K/V value read from shared memory feeds 16 query rows (kernel2: one)
+//   - cp.async double buffering: tile n+1 streams into shared memory while tile n is computed
+//   - Q pre-scaled by scale·log2(e) when converted, so the softmax is exp2(s - m): one FMUL less
+//     per score and the hardware's native ex2
+//   - whole key tiles outside the mask are never loaded; warps with no visible key in a tile
+//     skip it; only tiles crossing a mask edge (or T) test keys one by one
+//   - shared-memory rows padded by 16 bytes: the 8 rows one ldmatrix phase reads start on 8
+//     different 4-bank groups, so no bank conflicts
+// Shared memory (dynamic, bf16): q_s (64, d+8), k_s (2, 64, d+8), v_s (2, 64, d+8).
+
+#define TC_WARPS 4
+#define TC_ROWS (16 * TC_WARPS)  // query rows per block
+#define TC_KEYS 64               // keys per K/V tile
+#define TC_PAD 8                 // bf16 of padding per shared-memory row (16 bytes)
+
+// rows [row0, row0 + n) of a (T, D) bf16 matrix -> a (n, D + TC_PAD) shared tile, rows past T
+// zero-filled; 16-byte cp.async by all 128 threads.
+template <int D>
+__device__ __forceinline__ void tc_load_rows(unsigned short* dst, const unsigned short* src, int row0, int n,
+                                             int T) {
+    constexpr int chunks = D / 8;  // 16-byte pieces per row
+    for (int idx = threadIdx.x; idx < n * chunks; idx += 32 * TC_WARPS) {
+        const int r = idx / chunks, c = idx % chunks;
+        const bool valid = row0 + r < T;
+        cp_async16(dst + r * (D + TC_PAD) + 8 * c, src + (long)(valid ? row0 + r : 0) * D + 8 * c, valid);
+    }
+}
+
+template <int D>
+__device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __restrict__ q,  // (H, T, D), scaled
+                                                        const unsigned short* __restrict__ k,  // (H, T, D)
+                                                        const unsigned short* __restrict__ v,  // (H, T, D)
+                                                        float* __restrict__ out,               // (H, T, D)
+                                                        int T, int causal, int window, unsigned short* smem) {
+    constexpr int S = D + TC_PAD;  // row stride of every shared tile, in bf16
+    unsigned short* q_s = smem;                   // (TC_ROWS, S)
+    unsigned short* k_s = q_s + TC_ROWS * S;      // (2, TC_KEYS, S)
+    unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    // Causal: the last query tiles have the most key tiles; hand them out first.
+    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int row0 = tile * TC_ROWS;
+    const long head = blockIdx.z;
+    q += head * T * D;
+    k += head * T * D;
+    v += head * T * D;
+    out += head * T * D;
+
+    // Key tiles any row of the block can see; the others are never loaded.
+    const int j_end = causal ? min(row0 + TC_ROWS, T) : T;
+    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
+    const int n_tiles = (j_end - j_begin + TC_KEYS - 1) / TC_KEYS;
+
+    tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
+    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, T);
+    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, T);
+    cp_async_commit();
+
+    const int w_row0 = row0 + 16 * warp;         // this warp's first query row
+    const int w_last = min(w_row0 + 15, T - 1);  // and its last inside T (< w_row0: none)
+    const int rows[2] = {w_row0 + g, w_row0 + g + 8};  // the rows of this lane's accumulators
+
+    u32 qf[D / 16][4];     // Q's A fragments, one per k16 step
+    float acc[D / 8][4];   // O, unnormalised: n8 tile c holds columns 8c .. 8c+7
+    float m[2] = {-INFINITY, -INFINITY};  // running max of rows[r], in log2 units
+    float l[2] = {0.0f, 0.0f};            // this lane's share of the running sum of exp2(s - m)
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+
+    for (int n = 0; n < n_tiles; ++n) {
+        const int j0 = j_begin + n * TC_KEYS, stage = n & 1;
+        if (n + 1 < n_tiles) {  // start the next tile's copy, then wait for this one's
+            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, T);
+            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();  // every thread's copies of this tile (and, first, of Q) are visible
+        if (n == 0) {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+                ldmatrix<4, false>(qf[kk], q_s + (16 * warp + (lane / 8 % 2) * 8 + lane % 8) * S
+                                               + 16 * kk + (lane / 16) * 8);
+        }
+        const unsigned short* ks = k_s + stage * TC_KEYS * S;
+        const unsigned short* vs = v_s + stage * TC_KEYS * S;
+
+        // Whole-warp decisions (so the warp stays converged at every .aligned instruction):
+        // does any of its rows see a key of this tile, and must keys be tested one by one?
+        const int j_last = min(j0 + TC_KEYS, T) - 1;
+        const bool any = w_row0 <= w_last && (!causal || j0 <= w_last) && (window <= 0 || j_last > w_row0 - window);
+        const bool edge = j0 + TC_KEYS > T || (causal && j0 + TC_KEYS - 1 > w_row0)
+                          || (window > 0 && j0 <= w_last - window);
+        if (any) {
+            float s[TC_KEYS / 8][4];  // S slice: n8 tile nt holds keys j0 + 8nt .. j0 + 8nt + 7
+#pragma unroll
+            for (int nt = 0; nt < TC_KEYS / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+                for (int nt = 0; nt < TC_KEYS / 8; nt += 2) {  // one ldmatrix.x4: two n8 tiles of K
+                    u32 kf[4];
+                    ldmatrix<4, false>(kf, ks + (8 * nt + (lane / 16) * 8 + lane % 8) * S
+                                               + 16 * kk + (lane / 8 % 2) * 8);
+                    mma_bf16_m16n8k16(s[nt], qf[kk], kf, s[nt]);
+                    mma_bf16_m16n8k16(s[nt + 1], qf[kk], kf + 2, s[nt + 1]);
+                }
+            if (edge) {  // -inf, not -1e9: exp2 gives exactly 0
+#pragma unroll
+                for (int nt = 0; nt < TC_KEYS / 8; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
+                        const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                        if (!visible) s[nt][e] = -INFINITY;
+                    }
+            }
+            // Online softmax, per row: the 4 lanes of a quad share a row (xor 1, 2).
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = m[r];
+#pragma unroll
+                for (int nt = 0; nt < TC_KEYS / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+                // A row that has seen no key yet keeps m = -inf; 0 stands in so that
+                // exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN.
+                const float m_use = mx == -INFINITY ? 0.0f : mx;
+                const float alpha = exp2f(m[r] - m_use);  // rescales what was summed so far
+                m[r] = mx;
+                float sum = 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < TC_KEYS / 8; ++nt) {
+                    s[nt][2 * r] = exp2f(s[nt][2 * r] - m_use);
+                    s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - m_use);
+                    sum += s[nt][2 * r] + s[nt][2 * r + 1];
+                }
+                l[r] = l[r] * alpha + sum;
+#pragma unroll
+                for (int c = 0; c < D / 8; ++c) {
+                    acc[c][2 * r] *= alpha;
+                    acc[c][2 * r + 1] *= alpha;
+                }
+            }
+            // O += P·V, 16 keys per step: S tiles 2kk and 2kk+1 are P's A fragment, as bf16.
+#pragma unroll
+            for (int kk = 0; kk < TC_KEYS / 16; ++kk) {
+                const u32 pf[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                                   pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                for (int c = 0; c < D / 8; c += 2) {  // one ldmatrix.x4.trans: two n8 column tiles of V
+                    u32 vf[4];
+                    ldmatrix<4, true>(vf, vs + (16 * kk + (lane / 8 % 2) * 8 + lane % 8) * S
+                                              + 8 * c + (lane / 16) * 8);
+                    mma_bf16_m16n8k16(acc[c], pf, vf, acc[c]);
+                    mma_bf16_m16n8k16(acc[c + 1], pf, vf + 2, acc[c + 1]);
+                }
+            }
+        }
+        __syncthreads();  // every warp is done with this stage before it is refilled
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float sum = l[r];
+        sum += __shfl_xor_sync(0xffffffff, sum, 1);
+        sum += __shfl_xor_sync(0xffffffff, sum, 2);
+        if (rows[r] >= T) continue;
+        // sum = 0 only for a row that saw no key: zeros, like the other kernels, not 0/0
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float* o = out + (long)rows[r] * D + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c)
+            *(float2*)(o + 8 * c) = make_float2(acc[c][2 * r] * inv, acc[c][2 * r + 1] * inv);
+    }
+}
+
+// The entry points: the head size is a compile-time constant, so every loop above unrolls and
+// every fragment array lives in registers. grid (ceil(T / 64), 1, H), block (128),
+// shared_mem = 2 * 5 * 64 * (d + 8) bytes (d = 64: 46,080; d = 128: 87,040, above the 48 KiB
+// default: the launcher opts in).
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                            const unsigned short* __restrict__ v, float* __restrict__ out,
+                            int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused_kernel4<64>(q, k, v, out, T, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                             const unsigned short* __restrict__ v, float* __restrict__ out,
+                             int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused_kernel4<128>(q, k, v, out, T, causal, window, tc_smem);
 }
 
 // ================================================================================================
