@@ -1,0 +1,111 @@
+// Check kernels for the tensor-core building blocks of cuda/microgpt_cuda.cu, compiled appended to
+// that file: on the CPU build they run the emulated bodies (tests/test_tensor_cores.py compares
+// them with NumPy), on a GPU the PTX ones (scripts/gpu_check.py compares the two). One warp each.
+
+// bf16x2[i] = pack_bf16x2(x[i], -x[i]) (x[i] in the low half), tf32[i] = f32_to_tf32(x[i]).
+extern "C" __global__ void check_conversions(const float* __restrict__ x, u32* __restrict__ bf16x2,
+                                             u32* __restrict__ tf32, int n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        bf16x2[i] = pack_bf16x2(x[i], -x[i]);
+        tf32[i] = f32_to_tf32(x[i]);
+    }
+}
+
+// D (16x8) = A (16x16) · B + C in bf16, the fragments gathered by the layout formulas (not by
+// ldmatrix), so this checks mma alone. a: (16, 16) row-major bf16; bn: B n-major, (8, 16) bf16,
+// the way K rows arrive; c, d: (16, 8) fp32.
+extern "C" __global__ void check_mma_bf16(const unsigned short* __restrict__ a, const unsigned short* __restrict__ bn,
+                                          const float* __restrict__ c, float* __restrict__ d) {
+    const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+    const u32* a2 = (const u32*)a;  // (16, 8) pairs: a2[r * 8 + col / 2] holds cols col, col + 1
+    const u32* b2 = (const u32*)bn;
+    const u32 af[4] = {a2[g * 8 + t], a2[(g + 8) * 8 + t], a2[g * 8 + t + 4], a2[(g + 8) * 8 + t + 4]};
+    const u32 bf[2] = {b2[g * 8 + t], b2[g * 8 + t + 4]};
+    const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+    float df[4];
+    mma_bf16_m16n8k16(df, af, bf, cf);
+    d[g * 8 + 2 * t] = df[0]; d[g * 8 + 2 * t + 1] = df[1];
+    d[(g + 8) * 8 + 2 * t] = df[2]; d[(g + 8) * 8 + 2 * t + 1] = df[3];
+}
+
+// D (16x8) = A (16x8) · B + C in tf32; bn: B n-major (8, 8). convert = 0 passes the raw fp32 bits,
+// which the tensor core truncates (the bug of a forgotten f32_to_tf32).
+extern "C" __global__ void check_mma_tf32(const float* __restrict__ a, const float* __restrict__ bn,
+                                          const float* __restrict__ c, float* __restrict__ d, int convert) {
+    const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+    const float av[4] = {a[g * 8 + t], a[(g + 8) * 8 + t], a[g * 8 + t + 4], a[(g + 8) * 8 + t + 4]};
+    const float bv[2] = {bn[g * 8 + t], bn[g * 8 + t + 4]};
+    u32 af[4], bf[2];
+    for (int i = 0; i < 4; ++i) af[i] = convert ? f32_to_tf32(av[i]) : __float_as_uint(av[i]);
+    for (int i = 0; i < 2; ++i) bf[i] = convert ? f32_to_tf32(bv[i]) : __float_as_uint(bv[i]);
+    const float cf[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+    float df[4];
+    mma_tf32_m16n8k8(df, af, bf, cf);
+    d[g * 8 + 2 * t] = df[0]; d[g * 8 + 2 * t + 1] = df[1];
+    d[(g + 8) * 8 + 2 * t] = df[2]; d[(g + 8) * 8 + 2 * t + 1] = df[3];
+}
+
+// Every ldmatrix form on a (32, 32) 16-bit matrix in shared memory (rows padded to 40 values, 80
+// bytes, so each row stays 16-byte aligned). Lane L points at row row_of_lane[L], columns
+// 8 * col8_of_lane[L] .. + 7. out: (6, 32, 4) registers for x1, x2, x4, x1.trans, x2.trans, x4.trans.
+extern "C" __global__ void check_ldmatrix(const unsigned short* __restrict__ m, const int* __restrict__ row_of_lane,
+                                          const int* __restrict__ col8_of_lane, u32* __restrict__ out) {
+    __shared__ __align__(16) unsigned short tile[32][40];
+    const int lane = threadIdx.x;
+    for (int i = lane; i < 32 * 32; i += 32) tile[i / 32][i % 32] = m[i];
+    __syncthreads();
+    const unsigned short* row = &tile[row_of_lane[lane]][8 * col8_of_lane[lane]];
+    u32 r[6][4] = {};
+    ldmatrix<1, false>(r[0], row);
+    ldmatrix<2, false>(r[1], row);
+    ldmatrix<4, false>(r[2], row);
+    ldmatrix<1, true>(r[3], row);
+    ldmatrix<2, true>(r[4], row);
+    ldmatrix<4, true>(r[5], row);
+    for (int f = 0; f < 6; ++f)
+        for (int i = 0; i < 4; ++i) out[(f * 32 + lane) * 4 + i] = r[f][i];
+}
+
+// cp.async in two groups per thread: group A copies src row 2·lane (4 floats), group B copies row
+// 2·lane+1, or zero-fills it on odd lanes. Snapshots of the shared rows: after_wait1 (group A
+// retired, B may still be in flight) and after_wait0 (both); before_wait reads A's row right
+// after the copy is issued (the CPU build shows NaN there; on a GPU it is undefined).
+extern "C" __global__ void check_cp_async(const float* __restrict__ src, float* __restrict__ before_wait,
+                                          float* __restrict__ after_wait1, float* __restrict__ after_wait0) {
+    __shared__ __align__(16) float rows[64][4];
+    const int lane = threadIdx.x;
+    cp_async16(rows[2 * lane], src + 8 * lane, true);
+    cp_async_commit();
+    for (int i = 0; i < 4; ++i) before_wait[4 * lane + i] = rows[2 * lane][i];
+    cp_async16(rows[2 * lane + 1], src + 8 * lane + 4, lane % 2 == 0);
+    cp_async_commit();
+    cp_async_wait<1>();
+    for (int i = 0; i < 4; ++i) after_wait1[8 * lane + i] = rows[2 * lane][i];
+    for (int i = 0; i < 4; ++i) after_wait1[8 * lane + 4 + i] = rows[2 * lane + 1][i];
+    cp_async_wait<0>();
+    for (int i = 0; i < 4; ++i) after_wait0[8 * lane + i] = rows[2 * lane][i];
+    for (int i = 0; i < 4; ++i) after_wait0[8 * lane + 4 + i] = rows[2 * lane + 1][i];
+}
+
+// What a GPU leaves undefined, for the CPU build to refuse (never run these on a GPU).
+// how = 0: half the warp calls mma; 1: ldmatrix on a global address; 2: a row address 2 bytes
+// off 16-byte alignment; 3: half the warp at ldmatrix.x1, the other half at .x2; 4: a correct
+// ldmatrix.x1 (misused only when the block is not whole warps).
+extern "C" __global__ void misuse_tensor_cores(const unsigned short* __restrict__ global, float* __restrict__ out, int how) {
+    __shared__ __align__(16) unsigned short tile[8][8];
+    const int lane = threadIdx.x % 32;
+    for (int i = lane; i < 64; i += 32) tile[i / 8][i % 8] = (unsigned short)i;
+    __syncthreads();
+    u32 r[2] = {0, 0};
+    const u32 a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+    float c[4] = {0, 0, 0, 0};
+    if (how == 0 && lane < 16) mma_bf16_m16n8k16(c, a, b, c);
+    if (how == 1) ldmatrix<1, false>(r, global + 8 * (lane % 8));
+    if (how == 2) ldmatrix<1, false>(r, &tile[lane % 8][0] + 1);
+    if (how == 3) {
+        if (lane < 16) ldmatrix<1, false>(r, &tile[lane % 8][0]);
+        else ldmatrix<2, false>(r, &tile[lane % 8][0]);
+    }
+    if (how == 4) ldmatrix<1, false>(r, &tile[lane % 8][0]);
+    out[threadIdx.x] = c[0] + (float)r[0];
+}

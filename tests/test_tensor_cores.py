@@ -1,0 +1,215 @@
+"""The tensor-core building blocks (mma, ldmatrix, cp.async, the bf16 and tf32 conversions) and
+attention_fused_kernel4, through the CPU build's emulation, against NumPy: roundings bit-exact
+(ties included), fragment layouts as the PTX ISA documents them, the kernel against the float64
+reference with the kernel's bf16 roundings; and the misuse a GPU leaves undefined, refused."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from andrea_cli import bf16_attention
+from andrea_cli.backends.cpu_runtime import CpuModule, CpuWarpError
+from andrea_cli.kernel_file import packaged_kernel_path
+from andrea_cli.masks import MaskSpec
+
+CHECKS = pathlib.Path(__file__).parent / "kernels" / "tensor_cores.cu"
+
+
+def checks_source() -> str:
+    """The check kernels use the kernel file's wrappers: they compile appended to it."""
+    return packaged_kernel_path().read_text() + "\n" + CHECKS.read_text()
+
+
+@pytest.fixture(scope="module")
+def checks(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tc") / "tensor_core_checks.cu"
+    path.write_text(checks_source())
+    return CpuModule(path)
+
+
+@pytest.fixture(scope="module", params=["forward", "reverse"])
+def kernels(request):
+    return CpuModule(packaged_kernel_path(), schedule=request.param)
+
+
+# --- independent roundings: np.frexp and np.rint, not the bit tricks of the emulation -------------
+
+def round_to_bits(x: np.ndarray, bits: int, ties_even: bool) -> np.ndarray:
+    """x rounded to `bits` significant bits (float32 exponent range, its subnormal spacing)."""
+    x = np.asarray(x, np.float64)
+    _, e = np.frexp(x)
+    quantum = np.exp2(np.maximum(e, -125) - bits)
+    scaled = x / quantum
+    r = np.rint(scaled) if ties_even else np.copysign(np.floor(np.abs(scaled) + 0.5), scaled)
+    with np.errstate(over="ignore"):
+        return (r * quantum).astype(np.float32)  # past the largest float: inf
+
+
+def bits(x) -> np.ndarray:
+    return np.asarray(x, np.float32).view(np.uint32)
+
+
+def special_floats() -> np.ndarray:
+    """Ties and near-ties for both roundings, signs, the largest float, subnormals, infinities."""
+    raw = [0x3F808000, 0x3F818000, 0x3F808001, 0x3F807FFF, 0xBF808000, 0xBF818000,  # bf16 ties
+           0x3F801000, 0x3F803000, 0x3F800FFF, 0xBF801000, 0x3F802000,              # tf32 ties
+           0x7F7FFFFF, 0xFF7FFFFF, 0x00008000, 0x00018000, 0x00001000, 0x00000001,
+           0x7F800000, 0xFF800000, 0x00000000, 0x80000000, 0x3F800000]
+    return np.array(raw, np.uint32).view(np.float32)
+
+
+def test_rounding_references_agree_on_ties():
+    # the NumPy references the emulation is held to, on values whose answer is known by hand
+    assert bits(round_to_bits(np.float32(1 + 2**-8), 8, True)) == 0x3F800000  # tie, even: down
+    assert bits(round_to_bits(np.float32(1 + 3 * 2**-8), 8, True)) == 0x3F820000  # tie, odd: up
+    assert bits(round_to_bits(np.float32(1 + 2**-11), 11, False)) == 0x3F802000  # tie: away
+    assert bits(round_to_bits(np.float32(-(1 + 2**-11)), 11, False)) == 0xBF802000
+    assert np.isinf(round_to_bits(np.float32(3.4028235e38), 8, True))
+
+
+def test_conversions_bit_exact(checks):
+    rng = np.random.default_rng(0)
+    x = np.concatenate([special_floats(), rng.standard_normal(3000).astype(np.float32),
+                        (rng.standard_normal(500) * 1e-39).astype(np.float32),
+                        rng.integers(0, 2**32, 500, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    x = x[np.isfinite(x)]
+    packed, tf32 = np.zeros(x.size, np.uint32), np.zeros(x.size, np.uint32)
+    checks.get_function("check_conversions")((1,), (64,), (x, packed, tf32, np.int32(x.size)))
+    np.testing.assert_array_equal(packed & 0xFFFF, bits(round_to_bits(x, 8, True)) >> 16)  # lo = first operand
+    np.testing.assert_array_equal(packed >> 16, bits(round_to_bits(-x, 8, True)) >> 16)
+    np.testing.assert_array_equal(tf32, bits(round_to_bits(x, 11, False)))
+    np.testing.assert_array_equal(packed & 0xFFFF, bf16_attention.bf16_bits(x))  # the Python side's copy
+
+
+def test_conversions_of_non_finite(checks):
+    x = np.array([np.inf, -np.inf, np.nan], np.float32)
+    packed, tf32 = np.zeros(3, np.uint32), np.zeros(3, np.uint32)
+    checks.get_function("check_conversions")((1,), (32,), (x, packed, tf32, np.int32(3)))
+    assert list(packed & 0xFFFF) == [0x7F80, 0xFF80, 0x7FFF]  # a NaN becomes the canonical bf16 NaN
+    assert list(tf32[:2]) == [0x7F800000, 0xFF800000] and np.isnan(tf32[2:].view(np.float32)).all()
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 1000])
+def test_to_bf16_kernel(kernels, n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32) * 3
+    out = np.zeros(n, np.uint16)
+    kernels.get_function("to_bf16_kernel1")((2,), (64,), (x, out, np.int64(n), np.float32(0.18)))
+    np.testing.assert_array_equal(out, bits(round_to_bits(x * np.float32(0.18), 8, True)) >> 16)
+
+
+def test_mma_bf16_m16n8k16(checks):
+    rng = np.random.default_rng(1)
+    a = bf16_attention.bf16_bits(rng.standard_normal((16, 16)).astype(np.float32))
+    bn = bf16_attention.bf16_bits(rng.standard_normal((8, 16)).astype(np.float32))
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    d = np.zeros((16, 8), np.float32)
+    checks.get_function("check_mma_bf16")((1,), (32,), (a, bn, c, d))
+    exact = (bf16_attention.bf16_to_float(a).astype(np.float64) @ bf16_attention.bf16_to_float(bn).astype(np.float64).T
+             + c.astype(np.float64))
+    # products of bf16 are exact; the emulation sums in double and rounds once
+    assert (np.abs(d - exact) <= 2**-24 * np.abs(exact) * 1.001 + 1e-30).all()
+
+
+@pytest.mark.parametrize("convert", [1, 0])
+def test_mma_tf32_m16n8k8_rounds_or_truncates(checks, convert):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    bn = rng.standard_normal((8, 8)).astype(np.float32)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    d = np.zeros((16, 8), np.float32)
+    checks.get_function("check_mma_tf32")((1,), (32,), (a, bn, c, d, np.int32(convert)))
+    as_tf32 = (lambda m: round_to_bits(m, 11, False)) if convert else \
+        (lambda m: (bits(m) & np.uint32(0xFFFFE000)).view(np.float32))  # raw fp32: the low bits ignored
+    exact = as_tf32(a).astype(np.float64) @ as_tf32(bn).astype(np.float64).T + c
+    assert (np.abs(d - exact) <= 2**-24 * np.abs(exact) * 1.001 + 1e-30).all()
+
+
+def test_ldmatrix_every_form(checks):
+    rng = np.random.default_rng(3)
+    m = np.arange(32 * 32, dtype=np.uint16).reshape(32, 32)
+    row_of_lane = rng.permutation(32).astype(np.int32)
+    col8_of_lane = rng.integers(0, 4, 32).astype(np.int32)
+    out = np.zeros((6, 32, 4), np.uint32)
+    checks.get_function("check_ldmatrix")((1,), (32,), (m, row_of_lane, col8_of_lane, out))
+    # matrix i is the 8x8 block whose rows lanes 8i .. 8i+7 point at
+    mats = [np.stack([m[row_of_lane[8 * i + r], 8 * col8_of_lane[8 * i + r]:][:8] for r in range(8)]) for i in range(4)]
+    lane = np.arange(32)
+    for form, (n, trans) in enumerate([(1, False), (2, False), (4, False), (1, True), (2, True), (4, True)]):
+        for i in range(n):
+            mat = mats[i].T if trans else mats[i]
+            want = mat[lane // 4, 2 * (lane % 4)].astype(np.uint32) | mat[lane // 4, 2 * (lane % 4) + 1].astype(np.uint32) << 16
+            np.testing.assert_array_equal(out[form, :, i], want, err_msg=f"x{n}{'.trans' if trans else ''} register {i}")
+
+
+def test_cp_async_lands_at_its_wait_group(checks):
+    src = np.arange(256, dtype=np.float32) + 1
+    before, after1, after0 = (np.zeros(n, np.float32) for n in (128, 256, 256))
+    checks.get_function("check_cp_async")((1,), (32,), (src, before, after1, after0))
+    assert np.isnan(before).all()  # issued, not waited for: the destination reads as poison
+    rows = src.reshape(32, 2, 4)
+    a1, a0 = after1.reshape(32, 2, 4), after0.reshape(32, 2, 4)
+    np.testing.assert_array_equal(a1[:, 0], rows[:, 0])  # wait_group 1: the older group landed
+    assert np.isnan(a1[:, 1]).all()  # the newer one is still in flight
+    np.testing.assert_array_equal(a0[:, 0], rows[:, 0])
+    np.testing.assert_array_equal(a0[0::2, 1], rows[0::2, 1])
+    np.testing.assert_array_equal(a0[1::2, 1], 0)  # zero-filled: nothing read
+
+
+@pytest.mark.parametrize("how, match", [
+    (0, "has returned"),                   # half the warp at mma.sync.aligned
+    (1, "not in shared memory"),
+    (2, "not 16-byte aligned"),
+    (3, "at the same instruction"),        # x1 on one half warp, x2 on the other
+])
+def test_misuse_is_refused(checks, how, match):
+    g = np.zeros(64, np.uint16)
+    with pytest.raises(CpuWarpError, match=match):
+        checks.get_function("misuse_tensor_cores")((1,), (32,), (g, np.zeros(32, np.float32), np.int32(how)))
+
+
+def test_aligned_ops_need_whole_warps(checks):
+    g = np.zeros(64, np.uint16)
+    with pytest.raises(CpuWarpError, match="do not exist"):
+        checks.get_function("misuse_tensor_cores")((1,), (48,), (g, np.zeros(48, np.float32), np.int32(4)))
+    checks.get_function("misuse_tensor_cores")((1,), (64,), (g, np.zeros(64, np.float32), np.int32(4)))  # whole warps: fine
+
+
+# --- attention_fused_kernel4 against the reference with the kernel's bf16 roundings -------------
+
+CASES = [(1, 64, MaskSpec("causal"), True), (63, 128, MaskSpec("none"), False), (65, 64, MaskSpec("window", 33), True),
+         (130, 64, MaskSpec("causal"), True), (200, 128, MaskSpec("window", 64), True), (129, 64, MaskSpec("none"), True)]
+
+
+def run_kernel4(module, q, k, v, mask: MaskSpec, scaled: bool) -> np.ndarray:
+    H, T, d = q.shape
+    qb = bf16_attention.bf16_bits(q * bf16_attention.q_multiplier(d, scaled))
+    kb, vb = bf16_attention.bf16_bits(k), bf16_attention.bf16_bits(v)
+    out = np.full((H, T, d), np.nan, np.float32)
+    module.get_function(f"attention_fused_kernel4_d{d}")(
+        (-(-T // 64), 1, H), (128,),
+        (qb, kb, vb, out, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        shared_mem=2 * 5 * 64 * (d + 8))
+    return out
+
+
+@pytest.mark.parametrize("T, d, mask, scaled", CASES, ids=[f"T{c[0]}-d{c[1]}-{c[2]}-{'s' if c[3] else 'u'}" for c in CASES])
+def test_kernel4_against_bf16_reference(kernels, T, d, mask, scaled):
+    rng = np.random.default_rng(T + d)
+    q, k, v = (rng.standard_normal((2, T, d), dtype=np.float32) for _ in range(3))
+    out = run_kernel4(kernels, q, k, v, mask, scaled)
+    want, tol = bf16_attention.reference_and_tol(q, k, v, mask, scaled)
+    err = np.abs(out - want)
+    assert (err <= tol).all(), f"worst error {err.max():.3g}, {(err / tol).max():.3g} of its bound"
+    if scaled and T > 1:  # and the bound is tight: skipping P's bf16 rounding exceeds it somewhere
+        # (unscaled scores reach 100+, where the fp32 score error bound alone is that large)
+        assert (np.abs(reference_unrounded_p(q, k, v, mask, scaled) - want) > tol).any()
+
+
+def reference_unrounded_p(q, k, v, mask, scaled):
+    qb, kb, vb = bf16_attention.bf16_inputs(q, k, v, scaled)
+    s = np.where(mask.visible(q.shape[1]), qb @ kb.transpose(0, 2, 1), -np.inf)
+    p = np.exp2(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ vb
