@@ -962,6 +962,8 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         const int c = lane + 32 * t;
         if (c < d_k) dq[(long)i * d_k + c] = acc[t] * scale;
     }
+}
+
 // ================================================================================================
 // TENSOR CORES
 //

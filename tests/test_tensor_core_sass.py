@@ -56,7 +56,8 @@ def cubin(source: str, arch: str) -> bytes:
 def sass_by_kernel(tool: str, binary: bytes, tmp_path: pathlib.Path) -> dict[str, str]:
     path = tmp_path / "kernels.cubin"
     path.write_bytes(binary)
-    env = dict(os.environ, PATH=f"{pathlib.Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # its nvdisasm
+    # cuobjdump runs nvdisasm, which the pip package puts beside it
+    env = dict(os.environ, PATH=f"{pathlib.Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     proc = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, env=env)
     if "nvdisasm" in proc.stderr:
         pytest.skip(f"cuobjdump needs nvdisasm: pip install nvidia-cuda-nvdisasm ({proc.stderr.strip()[:120]})")

@@ -107,8 +107,8 @@ def test_mma_bf16_m16n8k16(checks):
     c = rng.standard_normal((16, 8)).astype(np.float32)
     d = np.zeros((16, 8), np.float32)
     checks.get_function("check_mma_bf16")((1,), (32,), (a, bn, c, d))
-    exact = (bf16_attention.bf16_to_float(a).astype(np.float64) @ bf16_attention.bf16_to_float(bn).astype(np.float64).T
-             + c.astype(np.float64))
+    a64, b64 = (bf16_attention.bf16_to_float(x).astype(np.float64) for x in (a, bn))
+    exact = a64 @ b64.T + c.astype(np.float64)
     # products of bf16 are exact; the emulation sums in double and rounds once
     assert (np.abs(d - exact) <= 2**-24 * np.abs(exact) * 1.001 + 1e-30).all()
 
@@ -135,13 +135,15 @@ def test_ldmatrix_every_form(checks):
     out = np.zeros((6, 32, 4), np.uint32)
     checks.get_function("check_ldmatrix")((1,), (32,), (m, row_of_lane, col8_of_lane, out))
     # matrix i is the 8x8 block whose rows lanes 8i .. 8i+7 point at
-    mats = [np.stack([m[row_of_lane[8 * i + r], 8 * col8_of_lane[8 * i + r]:][:8] for r in range(8)]) for i in range(4)]
+    mats = [np.stack([m[row_of_lane[8 * i + r], 8 * col8_of_lane[8 * i + r]:][:8] for r in range(8)])
+            for i in range(4)]
     lane = np.arange(32)
     for form, (n, trans) in enumerate([(1, False), (2, False), (4, False), (1, True), (2, True), (4, True)]):
         for i in range(n):
             mat = mats[i].T if trans else mats[i]
-            want = mat[lane // 4, 2 * (lane % 4)].astype(np.uint32) | mat[lane // 4, 2 * (lane % 4) + 1].astype(np.uint32) << 16
-            np.testing.assert_array_equal(out[form, :, i], want, err_msg=f"x{n}{'.trans' if trans else ''} register {i}")
+            lo, hi = (mat[lane // 4, 2 * (lane % 4) + h].astype(np.uint32) for h in (0, 1))
+            np.testing.assert_array_equal(out[form, :, i], lo | hi << 16,
+                                          err_msg=f"x{n}{'.trans' if trans else ''} register {i}")
 
 
 def test_cp_async_lands_at_its_wait_group(checks):
@@ -174,13 +176,16 @@ def test_aligned_ops_need_whole_warps(checks):
     g = np.zeros(64, np.uint16)
     with pytest.raises(CpuWarpError, match="do not exist"):
         checks.get_function("misuse_tensor_cores")((1,), (48,), (g, np.zeros(48, np.float32), np.int32(4)))
-    checks.get_function("misuse_tensor_cores")((1,), (64,), (g, np.zeros(64, np.float32), np.int32(4)))  # whole warps: fine
+    # whole warps: fine
+    checks.get_function("misuse_tensor_cores")((1,), (64,), (g, np.zeros(64, np.float32), np.int32(4)))
 
 
 # --- attention_fused_kernel4 against the reference with the kernel's bf16 roundings -------------
 
-CASES = [(1, 64, MaskSpec("causal"), True), (63, 128, MaskSpec("none"), False), (65, 64, MaskSpec("window", 33), True),
-         (130, 64, MaskSpec("causal"), True), (200, 128, MaskSpec("window", 64), True), (129, 64, MaskSpec("none"), True)]
+CASES = [(1, 64, MaskSpec("causal"), True), (63, 128, MaskSpec("none"), False),
+         (65, 64, MaskSpec("window", 33), True), (130, 64, MaskSpec("causal"), True),
+         (200, 128, MaskSpec("window", 64), True), (129, 64, MaskSpec("none"), True)]
+CASE_IDS = [f"T{T}-d{d}-{mask}-{'scaled' if scaled else 'unscaled'}" for T, d, mask, scaled in CASES]
 
 
 def run_kernel4(module, q, k, v, mask: MaskSpec, scaled: bool) -> np.ndarray:
@@ -195,7 +200,7 @@ def run_kernel4(module, q, k, v, mask: MaskSpec, scaled: bool) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("T, d, mask, scaled", CASES, ids=[f"T{c[0]}-d{c[1]}-{c[2]}-{'s' if c[3] else 'u'}" for c in CASES])
+@pytest.mark.parametrize("T, d, mask, scaled", CASES, ids=CASE_IDS)
 def test_kernel4_against_bf16_reference(kernels, T, d, mask, scaled):
     rng = np.random.default_rng(T + d)
     q, k, v = (rng.standard_normal((2, T, d), dtype=np.float32) for _ in range(3))

@@ -14,8 +14,9 @@ extern "C" __global__ void check_conversions(const float* __restrict__ x, u32* _
 // D (16x8) = A (16x16) · B + C in bf16, the fragments gathered by the layout formulas (not by
 // ldmatrix), so this checks mma alone. a: (16, 16) row-major bf16; bn: B n-major, (8, 16) bf16,
 // the way K rows arrive; c, d: (16, 8) fp32.
-extern "C" __global__ void check_mma_bf16(const unsigned short* __restrict__ a, const unsigned short* __restrict__ bn,
-                                          const float* __restrict__ c, float* __restrict__ d) {
+extern "C" __global__ void check_mma_bf16(const unsigned short* __restrict__ a,
+                                          const unsigned short* __restrict__ bn, const float* __restrict__ c,
+                                          float* __restrict__ d) {
     const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
     const u32* a2 = (const u32*)a;  // (16, 8) pairs: a2[r * 8 + col / 2] holds cols col, col + 1
     const u32* b2 = (const u32*)bn;
@@ -91,7 +92,8 @@ extern "C" __global__ void check_cp_async(const float* __restrict__ src, float* 
 // how = 0: half the warp calls mma; 1: ldmatrix on a global address; 2: a row address 2 bytes
 // off 16-byte alignment; 3: half the warp at ldmatrix.x1, the other half at .x2; 4: a correct
 // ldmatrix.x1 (misused only when the block is not whole warps).
-extern "C" __global__ void misuse_tensor_cores(const unsigned short* __restrict__ global, float* __restrict__ out, int how) {
+extern "C" __global__ void misuse_tensor_cores(const unsigned short* __restrict__ global, float* __restrict__ out,
+                                               int how) {
     __shared__ __align__(16) unsigned short tile[8][8];
     const int lane = threadIdx.x % 32;
     for (int i = lane; i < 64; i += 32) tile[i / 8][i % 8] = (unsigned short)i;
