@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from andrea_cli import bf16_attention
-from andrea_cli.backends.cpu_runtime import CpuModule, CpuWarpError
+from andrea_cli.backends.cpu_runtime.errors import CpuWarpError
+from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 
