@@ -14,11 +14,9 @@ import math
 
 import numpy as np
 
+from andrea_cli.backends.fused_bf16 import TC_KEYS, q_multiplier
 from andrea_cli.masks import MaskSpec
 from andrea_cli.tolerances import TINY, U, gamma
-
-TC_KEYS = 64  # keys per K/V tile of attention_fused_kernel4 (cuda/microgpt_cuda.cu)
-LOG2E = math.log2(math.e)
 
 
 def bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -37,14 +35,9 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     return bf16_to_float(bf16_bits(x))
 
 
-def q_multiplier(d_k: int, scaled: bool) -> np.float32:
-    """Q's factor before its bf16 rounding: scale·log2(e), so the kernel's softmax is exp2(s - m)."""
-    return np.float32((1 / math.sqrt(d_k) if scaled else 1.0) * LOG2E)
-
-
 def bf16_inputs(q, k, v, scaled: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The bf16 copies the kernel reads, as float64: Q·multiplier (one fp32 product), K, V."""
-    qs = np.asarray(q, np.float32) * q_multiplier(q.shape[-1], scaled)  # float32 product, as on the GPU
+    qs = np.asarray(q, np.float32) * np.float32(q_multiplier(q.shape[-1], scaled))  # a float32 product, as on the GPU
     return tuple(round_bf16(a).astype(np.float64) for a in (qs, k, v))
 
 

@@ -77,18 +77,21 @@ def attend(
     fused: bool = typer.Option(False, "--fused", help="One fused kernel; no T×T matrix (cuda, cpu)."),
     sample_rows: int = typer.Option(0, "--sample-rows", help="With --fused: weight statistics on N rows."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save the weights, row entropy and largest weight to FILE.png."),
+    precision: str = typer.Option("fp32", "--precision",
+                                  help="With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128)."),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
     With --d-model/--n-head/--preset (or --x/--weights): the whole multi-head layer, x to output.
-    With --fused: one fused kernel that never builds the T×T matrices."""
+    With --fused: one fused kernel that never builds the T×T matrices; --precision bf16 runs the
+    tensor-core kernel on bf16 copies of Q, K and V."""
     from andrea_cli.commands.attend import AttendOptions, run_attend
 
     options = AttendOptions(
         T=T, d_k=d_k, d_v=d_v, seed=seed, q=q, k=k, v=v, qkv=qkv, mask=mask, no_scale=no_scale,
         backend=backend, out=out, save_weights=save_weights, kernel=kernel, as_json=as_json,
         d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
-        show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot)
+        show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot, precision=precision)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from andrea_cli import reference, stats
+from andrea_cli.backends.fused import default_variant
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
@@ -47,6 +48,8 @@ class FusedReport:
     notices: list[str] = field(default_factory=list)
     output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v); (H, T, d_v) from (H, T, d) inputs
     device_output: Any = field(default=None, repr=False)  # the output on the GPU (cuda), shaped like output
+    precision: str = "fp32"  # the inputs the kernel multiplies: fp32, or bf16 copies (tensor cores)
+    kernel: str = ""  # the kernel that ran
 
     def to_json(self) -> dict:
         """The single-head contract's keys, so scripts read both runs alike: the weight statistics
@@ -55,6 +58,7 @@ class FusedReport:
         sample = self.sample.to_json() if self.sample else None
         return {
             "backend": self.backend, "device": self.device, "source": self.source, "fused": True,
+            "precision": self.precision, "kernel": self.kernel,
             "T": self.T, "d_k": self.d_k, "d_v": self.d_v, "mask": self.mask,
             "scaled": self.scaled, "scale": self.scale, "shapes": self.shapes,
             "statistics_from": f"a sample of {len(self.sample.rows)} rows" if self.sample else None,
@@ -81,16 +85,26 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
     )
 
 
+def fused_kernel_name(d_k: int, d_v: int, precision: str) -> str:
+    if precision == "bf16":
+        return f"attention_fused_kernel4_d{d_k}"
+    return f"attention_fused_kernel{default_variant(d_k, d_v)}"
+
+
 def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sample: int = 0,
-                        notices: list[str] | None = None) -> FusedReport:
+                        notices: list[str] | None = None, precision: str = "fp32") -> FusedReport:
     """One head's (T, d) inputs, or H heads' (H, T, d) in one launch; a row sample on one head."""
     if n_sample > 0 and (qkv.H is not None or qkv.on_device):
         raise AndreaError("sample_rows recomputes rows from one head's Q and K on the host: pass (T, d) NumPy arrays")
-    out = backend.attention_fused(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled)
+    out = backend.attention_fused(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled,
+                                  precision=precision)
     one = qkv.H is None
     output = out.output[0] if one else out.output
     T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
     notes = list(notices or [])
+    if precision == "bf16":
+        notes.append("--precision bf16: Q, K, V and the weights are rounded to bf16 (8 significant bits) "
+                     "for the tensor cores, with fp32 sums: expect about 1e-3 from the fp32 result")
     sample = None
     if n_sample > 0:
         sample = row_sample(qkv, mask, scaled, output, n_sample)
@@ -107,5 +121,6 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
         scale=1.0 / math.sqrt(d_k) if scaled else 1.0,
         shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]},
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
-        notices=notes, output=output, device_output=device_output,
+        notices=notes, output=output, device_output=device_output, precision=precision,
+        kernel=fused_kernel_name(qkv.d_k, qkv.d_v, precision),
     )

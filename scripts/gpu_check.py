@@ -85,7 +85,9 @@ def main() -> int:
         save()
 
     save()
-    # most telling first: if time runs out, what is left undone matters least
+    # most telling first: if time runs out, what is left undone matters least. The tensor-core
+    # building blocks, native against emulated: if their layouts disagree, nothing bf16 after it holds
+    step("tensor_cores", "tensor-core building blocks", [sys.executable, "scripts/tensor_core_check.py"], 180)
     step("verify", "verify", [*ANDREA, "verify", "--backend", backend, "--json"] + ([] if gpu else ["--quick"]), 300)
     for T in sizes:
         step(f"attend_T{T}", f"attend T={T}", [*ANDREA, "attend", "--T", str(T), "--d-k", "64", "--backend", backend, "--json"], 300)
@@ -99,10 +101,14 @@ def main() -> int:
     grad_fused_T = "16384" if gpu else "256"
     step("grad_fused", f"grad --fused T={grad_fused_T}", [*ANDREA, "grad", "--fused", "--T", grad_fused_T,
                                                           "--backend", backend, "--json"], 300)
-    # sized to finish in a couple of minutes: the cupy peer at T = 16,384 holds 13 GB per (12, T, T) array
+    step("fused_bf16_long", f"fused bf16 T={fused_T}", [*ANDREA, "attend", "--fused", "--precision", "bf16", "--T", fused_T,
+                                                        "--backend", backend, "--sample-rows", "32", "--json"], 300)
+    # 12 heads, d_k 64 and 128, causal and not: the fp32 kernels, the bf16 tensor-core kernel and
+    # torch SDPA in both precisions; the cupy peer at T = 16,384 holds 13 GB per (12, T, T) array
     bench_T = ["--T", "1024", "--T", "4096", "--T", "16384"] if gpu else ["--T", "64", "--T", "128"]
-    step("bench", "bench", [*ANDREA, "bench", "--side", "gpu" if gpu else "cpu", *bench_T, "--repeats", "10" if gpu else "3",
-                            "--json"], 420)
+    heads = ["--heads", "12"] if gpu else []
+    step("bench", "bench", [*ANDREA, "bench", "--side", "gpu" if gpu else "cpu", *bench_T, *heads,
+                            "--repeats", "5" if gpu else "3", "--json"], 420)
     step("gpu_tests", "gpu tests", [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"], 300, parse_json=False)
     step("cuda_vs_cpu", "cuda vs cpu", [sys.executable, "scripts/compare_backends.py", backend], 300)
 

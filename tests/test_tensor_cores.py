@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from andrea_cli import bf16_attention
+from andrea_cli.backends.fused_bf16 import q_multiplier
 from andrea_cli.backends.cpu_runtime.errors import CpuWarpError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.kernel_file import packaged_kernel_path
@@ -191,7 +192,7 @@ CASE_IDS = [f"T{T}-d{d}-{mask}-{'scaled' if scaled else 'unscaled'}" for T, d, m
 
 def run_kernel4(module, q, k, v, mask: MaskSpec, scaled: bool) -> np.ndarray:
     H, T, d = q.shape
-    qb = bf16_attention.bf16_bits(q * bf16_attention.q_multiplier(d, scaled))
+    qb = bf16_attention.bf16_bits(q * np.float32(q_multiplier(d, scaled)))
     kb, vb = bf16_attention.bf16_bits(k), bf16_attention.bf16_bits(v)
     out = np.full((H, T, d), np.nan, np.float32)
     module.get_function(f"attention_fused_kernel4_d{d}")(

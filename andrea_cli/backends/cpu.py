@@ -45,8 +45,8 @@ class _HostDevice:
     def to_device(self, a):
         return np.array(a, dtype=np.float32, order="C")  # a copy: kernels never touch the caller's array
 
-    def empty(self, shape):
-        return np.empty(shape, dtype=np.float32)
+    def empty(self, shape, dtype=np.float32):
+        return np.empty(shape, dtype=dtype)
 
     def to_host(self, a):
         return a

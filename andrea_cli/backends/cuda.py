@@ -159,9 +159,9 @@ class _CupyDevice:
                 a = cupy.from_dlpack(a)
             return cupy.ascontiguousarray(cupy.asarray(a), dtype=cupy.float32)
 
-    def empty(self, shape):
+    def empty(self, shape, dtype=np.float32):
         with gpu_errors(f"allocating {shape} on the GPU"):
-            return self._cupy.empty(shape, dtype=self._cupy.float32)
+            return self._cupy.empty(shape, dtype=dtype)
 
     def to_host(self, a):
         with gpu_errors("copying results from the GPU"):

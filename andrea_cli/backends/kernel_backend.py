@@ -9,6 +9,7 @@ from pathlib import Path
 from andrea_cli.backends.backward import BackwardOutputs, run_fused_backward, run_staged_backward
 from andrea_cli.backends.base import StageOutputs
 from andrea_cli.backends.fused import FusedOutputs, run_fused
+from andrea_cli.backends.fused_bf16 import run_fused_bf16
 from andrea_cli.backends.staged import DEFAULT_PLAN, KernelDevice, LaunchPlan, run_staged
 from andrea_cli.masks import MaskSpec
 
@@ -38,8 +39,13 @@ class KernelFileBackend:
         result.load_ms = self._load_ms
         return result
 
-    def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None) -> FusedOutputs:
-        result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
+    def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None,
+                        precision: str = "fp32") -> FusedOutputs:
+        """precision fp32: the FP32 fused kernels (variant picks one); bf16: the tensor-core kernel."""
+        if precision == "bf16":
+            result = run_fused_bf16(self.device(), q, k, v, mask=mask, scaled=scaled)
+        else:
+            result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
         result.load_ms = self._load_ms
         return result
 

@@ -79,6 +79,31 @@ def cpu_build_impl(kernel_path) -> Impl:
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
+def cpu_build_bf16_impl(kernel_path) -> Impl:
+    """attention_fused_kernel4 (tensor cores, emulated) through the CPU build: reported, never a speed figure."""
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.backends.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
+    from andrea_cli.masks import MaskSpec
+
+    device = CpuBackend(kernel_path).device()
+
+    def prepare(q, k, v, causal):
+        H, T, d_k = q.shape
+        qb, kb, vb = convert_inputs(device, q, k, v, (H, T, d_k), scaled=True)
+        out = np.empty((H, T, d_k), dtype=np.float32)
+        mask = MaskSpec("causal" if causal else "none")
+
+        def run():
+            launch_fused_bf16(device, qb, kb, vb, out, H, T, d_k, mask=mask)
+            return out
+
+        return run
+
+    return Impl("cpu_build_fused_bf16", prepare, speed_path=False, max_T=CPU_BUILD_MAX_T, repeats=1,
+                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}",
+                only_d_ks=BF16_DIMS, precision="bf16")
+
+
 def cpu_device_name() -> str:
     return f"CPU {platform.machine()} ({os.cpu_count()} logical cores), NumPy {np.__version__}"
 
@@ -104,11 +129,11 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
 
         status = CpuBackend(kernel_path).available()
         if status.ok:
-            impls.append(cpu_build_impl(kernel_path))
+            impls += [cpu_build_impl(kernel_path), cpu_build_bf16_impl(kernel_path)]
             impls.append(fused_backward_impl(CpuBackend(kernel_path), name="cpu_build_fused_backward", speed_path=False,
                                              max_T=CPU_BUILD_MAX_T, repeats=1,
                                              why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}"))
-            notes.append(f"cpu_build_fused(_backward) is the kernel file compiled for the CPU: a correctness tool, "
+            notes.append(f"cpu_build_fused(_bf16, _backward) is the kernel file compiled for the CPU: a correctness tool, "
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")

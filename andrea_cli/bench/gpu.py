@@ -93,6 +93,31 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
+def fused_bf16_gpu_impl(backend) -> Impl:
+    """The tensor-core kernel on bf16 copies made before timing (torch SDPA in bf16 is timed the
+    same way); the conversion itself is `attend --fused --precision bf16`'s to_bf16 stage."""
+    from andrea_cli.backends.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
+    from andrea_cli.masks import MaskSpec
+
+    dev = backend.device()
+
+    def prepare(q, k, v, causal):
+        H, T, d_k = q.shape
+        dq, dk, dv = (dev.to_device(a) for a in (q, k, v))
+        qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scaled=True)
+        out = dev.empty((H, T, d_k))
+        mask = MaskSpec("causal" if causal else "none")
+
+        def run():
+            launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask)
+            return out
+
+        return run
+
+    return Impl("fused_bf16", prepare, to_host=dev.to_host, only_d_ks=BF16_DIMS, precision="bf16",
+                peer="torch_sdpa_bf16", peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, 5.5))
+
+
 def staged_gpu_impl(backend, plan=None) -> Impl:
     """The kernel file's five staged kernels, one launch each, the T×T matrices in memory.
     plan None: the default (the register-tiled GEMMs, softmax_kernel3); else named after its
@@ -164,16 +189,19 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
 
     # the defaults, then the older steps of each progression (the same run gives the ratios)
     impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1),
-             staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN), cupy_impl(),
-             fused_backward_impl(backend), staged_backward_impl(backend)]
+             fused_bf16_gpu_impl(backend), staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN),
+             cupy_impl(), fused_backward_impl(backend), staged_backward_impl(backend)]
     notes = [f"GPU side: CUDA events, L2 ({props['l2CacheSize'] / 2**20:.0f} MiB) flushed before every repeat; "
              f"peak {peak.peak_tflops:.1f} FP32 TFLOP/s = {peak.sms} SMs × {peak.lanes_per_sm} lanes × 2 × "
              f"{peak.clock_ghz:.2f} GHz; memory {peak.peak_gbs:.0f} GB/s",
              "*_backward rows: dQ, dK, dV from dO after an untimed forward; TFLOP/s by FlashAttention's convention, "
-             "2.5 × the forward's FLOPs"]
+             "2.5 × the forward's FLOPs",
+             "bf16 rows: % of the dense bf16 tensor-core peak ("
+             + (f"{peak.bf16_tflops:.0f} TFLOP/s" if peak.bf16_tflops else "unknown for this device") + "); "
+             "vs peer = torch_sdpa_bf16 ms / fused_bf16 ms (> 1: faster)"]
     reason = torch_reason("cuda")
     if reason is None:
-        impls += [torch_impl("cuda"), torch_backward_impl("cuda")]
+        impls += [torch_impl("cuda"), torch_impl("cuda", "bf16"), torch_backward_impl("cuda")]
     else:
         notes.append(f"torch SDPA not measured: {reason}")
     side = Side("gpu", backend.device_name(), event_timer_with_l2_flush(props["l2CacheSize"]),

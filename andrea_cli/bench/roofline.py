@@ -46,6 +46,14 @@ def fp32_lanes_per_sm(major: int, minor: int) -> int:
     return 192 if major == 3 else 128  # Kepler 192; Maxwell 128
 
 
+# Dense bf16 tensor-core flops per SM per clock (fp32 accumulate), by compute capability: A100
+# 2048 (312 TFLOP/s at 108 SMs, 1.41 GHz), H100/H200 4096 (989 at 132 SMs, 1.83 GHz), B200 8192;
+# GeForce/workstation Ampere and Ada 512 (their fp32-accumulate rate). None: no bf16 mma (Volta,
+# Turing) or a device not in this list, whose % of peak is then not shown.
+def bf16_flops_per_clock_per_sm(major: int, minor: int) -> int | None:
+    return {(8, 0): 2048, (8, 6): 512, (8, 7): 512, (8, 9): 512, (9, 0): 4096, (10, 0): 8192}.get((major, minor))
+
+
 @dataclass(frozen=True)
 class DevicePeak:
     name: str
@@ -54,13 +62,19 @@ class DevicePeak:
     clock_ghz: float  # the boost clock the driver reports
     peak_tflops: float  # SMs × lanes × 2 flops (FMA) × clock
     peak_gbs: float  # memory clock × 2 (double data rate) × bus width
+    bf16_tflops: float | None = None  # dense bf16 tensor cores, fp32 accumulate; None if unknown
 
-    def roofline_ms(self, flops: float, nbytes: float) -> float:
+    def compute_peak(self, precision: str = "fp32") -> float | None:
+        """TFLOP/s of the units a precision runs on: FP32 lanes, or bf16 tensor cores."""
+        return self.bf16_tflops if precision == "bf16" else self.peak_tflops
+
+    def roofline_ms(self, flops: float, nbytes: float, precision: str = "fp32") -> float:
         """The least time the work can take: bound by arithmetic or by memory, whichever is longer."""
-        return max(flops / (self.peak_tflops * 1e12), nbytes / (self.peak_gbs * 1e9)) * 1e3
+        return max(flops / (self.compute_peak(precision) * 1e12), nbytes / (self.peak_gbs * 1e9)) * 1e3
 
-    def bound(self, flops: float, nbytes: float) -> str:
-        return "compute" if flops / (self.peak_tflops * 1e12) >= nbytes / (self.peak_gbs * 1e9) else "memory"
+    def bound(self, flops: float, nbytes: float, precision: str = "fp32") -> str:
+        compute_s = flops / (self.compute_peak(precision) * 1e12)
+        return "compute" if compute_s >= nbytes / (self.peak_gbs * 1e9) else "memory"
 
 
 def peak_from_properties(props: dict) -> DevicePeak:
@@ -71,4 +85,6 @@ def peak_from_properties(props: dict) -> DevicePeak:
     sms = int(props["multiProcessorCount"])
     clock_ghz = props["clockRate"] / 1e6
     peak_gbs = props["memoryClockRate"] * 1e3 * 2 * (props["memoryBusWidth"] / 8) / 1e9
-    return DevicePeak(name, sms, lanes, clock_ghz, sms * lanes * 2 * clock_ghz / 1e3, peak_gbs)
+    per_clock = bf16_flops_per_clock_per_sm(int(props["major"]), int(props["minor"]))
+    bf16 = sms * per_clock * clock_ghz / 1e3 if per_clock else None
+    return DevicePeak(name, sms, lanes, clock_ghz, sms * lanes * 2 * clock_ghz / 1e3, peak_gbs, bf16)

@@ -40,7 +40,7 @@ class Measurement:
     repeats: int = 0
     tflops: float | None = None
     gbs: float | None = None
-    pct_peak: float | None = None  # of the device's FP32 peak; GPU only
+    pct_peak: float | None = None  # of the device's peak for its precision (FP32, or bf16 tensor cores); GPU only
     roofline_ms: float | None = None
     bound: str | None = None  # "compute" or "memory": which roof the roofline time comes from
     ratio: float | None = None  # median_ms / the baseline implementation's median_ms at this point
@@ -48,6 +48,8 @@ class Measurement:
     speed_path: bool = True  # False: the CPU build of the kernels, a correctness tool
     skipped: str = ""
     direction: str = "forward"  # or "backward": dQ, dK, dV from dO, with the backward's FLOPs
+    precision: str = "fp32"  # what it multiplies: fp32, or bf16 (tensor cores)
+    vs_peer: float | None = None  # the peer's median_ms / this median_ms: > 1 is faster than the peer
 
 
 @dataclass
@@ -103,6 +105,9 @@ class Impl:
     why_max_d_k: str = ""
     # "backward": run() returns dQ for upstream_gradient(q), and the costs are the backward's
     direction: str = "forward"
+    only_d_ks: tuple[int, ...] | None = None  # head sizes it is built for (the tensor-core kernel)
+    precision: str = "fp32"
+    peer: str | None = None  # the implementation its vs_peer compares with (same precision)
 
 
 def costs(direction: str, H: int, T: int, d_k: int, causal: bool) -> tuple[float, float]:
@@ -138,6 +143,8 @@ def why_not(impl: Impl, H: int, T: int, d_k: int, causal: bool, budget: float, m
         return impl.why_max_T
     if impl.max_d_k is not None and d_k > impl.max_d_k:
         return impl.why_max_d_k
+    if impl.only_d_ks is not None and d_k not in impl.only_d_ks:
+        return f"built for d_k {' or '.join(map(str, impl.only_d_ks))}"
     need = impl.peak_bytes(H, T, d_k, causal)
     if need > budget:
         return f"needs about {gib(need)} of {memory}, over {gib(budget)} ({MEMORY_FRACTION:.0%} of what was free)"
@@ -233,7 +240,7 @@ def run_sweep(side: Side, impls: list[Impl], *, Ts, d_ks, causals=(False, True),
             for T in Ts:
                 point = Point(H, T, d_k, causal, *(rng.standard_normal((H, T, d_k), dtype=np.float32) for _ in range(3)))
                 row = [measure_impl(side, impl, point, budget, warmup, repeats, peak, progress) for impl in impls]
-                set_ratios(row, baseline)
+                set_ratios(row, baseline, impls)
                 result.measurements.extend(row)
     return result
 
@@ -243,7 +250,7 @@ def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, r
     """One implementation at one point: skipped with the reason, or validated, timed and placed
     against the roofline."""
     m = Measurement(impl.name, p.T, p.d_k, p.H, p.causal, None, speed_path=impl.speed_path,
-                    direction=impl.direction)
+                    direction=impl.direction, precision=impl.precision)
     m.skipped = why_not(impl, p.H, p.T, p.d_k, p.causal, budget, side.memory)
     if m.skipped:
         return m
@@ -264,15 +271,20 @@ def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, r
     flops, nbytes = costs(impl.direction, p.H, p.T, p.d_k, p.causal)
     seconds = m.median_ms / 1e3
     m.tflops, m.gbs = flops / seconds / 1e12, nbytes / seconds / 1e9
-    if peak is not None:
-        m.pct_peak = 100 * m.tflops / peak.peak_tflops
-        m.roofline_ms, m.bound = peak.roofline_ms(flops, nbytes), peak.bound(flops, nbytes)
+    if peak is not None and peak.compute_peak(impl.precision):
+        m.pct_peak = 100 * m.tflops / peak.compute_peak(impl.precision)
+        m.roofline_ms = peak.roofline_ms(flops, nbytes, impl.precision)
+        m.bound = peak.bound(flops, nbytes, impl.precision)
     return m
 
 
-def set_ratios(row: list[Measurement], baseline: str) -> None:
-    """Each measured implementation's median over the baseline's at the same point."""
+def set_ratios(row: list[Measurement], baseline: str, impls: list[Impl]) -> None:
+    """Each measured implementation's median over the baseline's at the same point, and its
+    peer's median over its own (vs_peer: > 1 is faster than the peer)."""
     base = next((m for m in row if m.impl == baseline and m.median_ms), None)
-    for m in row:
+    timed = {m.impl: m.median_ms for m in row if m.median_ms}
+    for impl, m in zip(impls, row):
         if base and m.median_ms:
             m.ratio = m.median_ms / base.median_ms
+        if impl.peer in timed and m.median_ms:
+            m.vs_peer = timed[impl.peer] / m.median_ms

@@ -23,14 +23,17 @@ def torch_reason(device: str = "cpu") -> str | None:
     return None
 
 
-def torch_impl(device: str) -> Impl:
+def torch_impl(device: str, precision: str = "fp32") -> Impl:
+    """precision bf16: inputs converted before timing, the peer of the tensor-core kernel."""
+
     def prepare(q, k, v, causal):
         import torch
         import torch.nn.functional as F
 
         # (1, H, T, d): the batch-and-heads layout SDPA's fused (flash / memory-efficient)
         # kernels expect; with 3-D inputs it may fall back to its unfused math path
-        tq, tk, tv = (torch.as_tensor(a, device=device)[None] for a in (q, k, v))
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        tq, tk, tv = (torch.as_tensor(a, device=device).to(dtype)[None] for a in (q, k, v))
 
         def run():
             with torch.no_grad():
@@ -38,7 +41,8 @@ def torch_impl(device: str) -> Impl:
 
         return run
 
-    return Impl("torch_sdpa", prepare, to_host=lambda t: t[0].cpu().numpy(), peak_bytes=torch_peak_bytes)
+    return Impl("torch_sdpa" if precision == "fp32" else f"torch_sdpa_{precision}", prepare,
+                to_host=lambda t: t[0].float().cpu().numpy(), peak_bytes=torch_peak_bytes, precision=precision)
 
 
 def torch_backward_impl(device: str) -> Impl:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from andrea_cli.backends import select_backend
 from andrea_cli.backends.fused import check_fused_shape
+from andrea_cli.backends.fused_bf16 import PRECISIONS, check_bf16_shape
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
@@ -44,6 +45,7 @@ class AttendOptions:
     fused: bool = False
     sample_rows: int = 0
     plot: Path | None = None  # drawn by the CLI from the report (render/attend_plot.py)
+    precision: str = "fp32"
 
     @property
     def wants_layer(self) -> bool:
@@ -62,6 +64,10 @@ def check_combinations(o: AttendOptions) -> None:
         raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
     if o.fused and o.plot is not None:
         raise AndreaError("--plot draws the T×T weights, which --fused never builds: drop one of them")
+    if o.precision not in PRECISIONS:
+        raise AndreaError(f"--precision {o.precision!r} is not one of {', '.join(PRECISIONS)}: e.g. --precision bf16")
+    if o.precision != "fp32" and not o.fused:
+        raise AndreaError(f"--precision {o.precision} runs the tensor-core fused kernel: add --fused")
     if o.fused and o.save_weights is not None:
         raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
     if o.wants_layer and o.has_qkv_files:
@@ -86,13 +92,15 @@ def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
         check_sizes(T, d_k, d_v)
     if o.fused:
         check_fused_shape(d_k, d_v)
+    if getattr(o, "precision", "fp32") == "bf16":  # GradOptions has no --precision
+        check_bf16_shape(d_k, d_v)
     # the fused kernels never hold T×T
     check_fits_in_memory(1, T, d_k, d_v, square=not o.fused, bytes_per_score=bytes_per_score)
     return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
 
 
 def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, scaled: bool, fused: bool = False,
-             sample_rows: int = 0):
+             sample_rows: int = 0, precision: str = "fp32"):
     """One head (or, from the Python API, H heads at once), staged or fused, on the backend named."""
     if fused and backend == "numpy":
         raise AndreaError("--fused runs the fused kernel, on --backend cuda or cpu; the NumPy path has "
@@ -107,7 +115,7 @@ def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, sc
     if fused:
         from andrea_cli.fused_pipeline import run_fused_attention
 
-        return run_fused_attention(data, chosen, mask, scaled, sample_rows, notices=notices)
+        return run_fused_attention(data, chosen, mask, scaled, sample_rows, notices=notices, precision=precision)
     from andrea_cli.pipeline import run_attention
 
     return run_attention(data, chosen, mask, scaled=scaled, notices=notices)
@@ -130,7 +138,7 @@ def run_attend(o: AttendOptions):
         report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=[notice] if notice else [])
     else:
         report = run_head(head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=not o.no_scale,
-                          fused=o.fused, sample_rows=o.sample_rows)
+                          fused=o.fused, sample_rows=o.sample_rows, precision=o.precision)
     if o.out is not None:
         save_npy_atomic(o.out, report.output)  # (T, d_v); the layer's (T, d_model)
     if o.save_weights is not None:

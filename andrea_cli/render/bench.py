@@ -23,6 +23,8 @@ def render_bench(console: Console, r: BenchResult) -> None:
     columns = ["impl", "T", "d_k", "mask", "ms", "TFLOP/s", "GB/s"]
     columns += ["% peak", "roofline ms"] if gpu else []
     columns += [f"× {r.baseline}", "max err"]
+    peers = any(m.vs_peer is not None for m in r.measurements)
+    columns += ["vs peer"] if peers else []
     for name in columns:
         table.add_column(name, justify="left" if name in ("impl", "mask") else "right")
     skipped = {}
@@ -35,6 +37,7 @@ def render_bench(console: Console, r: BenchResult) -> None:
         if gpu:
             row += [_num(m.pct_peak, ".1f"), "-" if m.roofline_ms is None else f"{m.roofline_ms:.3f} {m.bound[:3]}"]
         row += [_num(m.ratio, ".2f"), _num(m.max_abs_err, ".1e")]
+        row += [_num(m.vs_peer, ".2f")] if peers else []
         table.add_row(*row)
     console.print(table)
     if any(not m.speed_path for m in r.measurements):

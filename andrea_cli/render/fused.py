@@ -11,8 +11,8 @@ from andrea_cli.render.common import fmt as _fmt, fmt_shape, print_header, scale
 
 def render_fused(console: Console, r: FusedReport) -> None:
     print_header(console, r.notices,
-                 f"[bold]Attention(Q, K, V), fused kernel[/bold]  T={r.T} d_k={r.d_k} d_v={r.d_v} mask={r.mask} "
-                 f"scale={scale_text(r.d_k, r.scaled, r.scale)}",
+                 f"[bold]Attention(Q, K, V), fused kernel[/bold] {r.kernel}, {r.precision}  T={r.T} d_k={r.d_k} "
+                 f"d_v={r.d_v} mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
     shapes = Table(title="Shapes (no T×T matrix is stored)", title_justify="left")
     shapes.add_column("array")
@@ -36,4 +36,5 @@ def render_fused(console: Console, r: FusedReport) -> None:
         table.add_row("max |fused output - reference|", _fmt(s.output_max_abs_err))
         console.print(table)
 
-    console.print(timings_table([("fused", r.timings_ms["fused"])], r.transfer_ms, r.load_ms))
+    stages = [("to_bf16 (Q, K, V)", r.timings_ms["to_bf16"])] if "to_bf16" in r.timings_ms else []
+    console.print(timings_table(stages + [("fused", r.timings_ms["fused"])], r.transfer_ms, r.load_ms))

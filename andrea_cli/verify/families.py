@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from andrea_cli.verify.backward import FAMILY as BACKWARD
 from andrea_cli.verify.fused import FAMILY as FUSED
+from andrea_cli.verify.fused_bf16 import FAMILY as FUSED_BF16
 from andrea_cli.verify.staged import FAMILY as STAGED
 
 FAMILIES = (
     STAGED,
     FUSED,
+    FUSED_BF16,
     BACKWARD,
 )
 
