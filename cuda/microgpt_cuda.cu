@@ -984,15 +984,27 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
 // step over those keys: that is why P never leaves the registers between S = Q·K^T and O = P·V.
 // ------------------------------------------------------------------------------------------------
 
+// The PTX bodies need Ampere or newer (bf16 mma.sync, cvt.rn.bf16x2, cp.async: sm_80). The
+// file still compiles for older GPUs, where these bodies trap: andrea refuses the tensor-core
+// kernels on such a GPU before any launch (andrea_cli/backends/cuda_arch.py).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TC_PTX 1
+#else
+#define TC_PTX 0  // the CPU build (emulated bodies) or a GPU older than Ampere
+#endif
+
 typedef unsigned int u32;
 
 // Two floats -> one .b32 of two bf16, rounded to nearest even; `lo` lands in bits 15:0 (the
 // lower-indexed element of a fragment pair). cvt.rn.bf16x2.f32 d, a, b puts a in the UPPER half.
 __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
-#ifdef __CUDA_ARCH__
+#if TC_PTX
     u32 r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+    return 0;
 #else
     return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);
 #endif
@@ -1000,10 +1012,13 @@ __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
 
 // fp32 -> tf32 (round to nearest, ties away): the value in a .b32 with its low 13 bits zero.
 __device__ __forceinline__ u32 f32_to_tf32(float x) {
-#ifdef __CUDA_ARCH__
+#if TC_PTX
     u32 r;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
     return r;
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+    return 0;
 #else
     return ptx_emulated::cvt_rna_tf32_f32(x);
 #endif
@@ -1011,12 +1026,14 @@ __device__ __forceinline__ u32 f32_to_tf32(float x) {
 
 // D = A·B + C: A 16x16 bf16 (a[4]), B 16x8 bf16 (b[2]), C and D 16x8 fp32 (4 per lane).
 __device__ __forceinline__ void mma_bf16_m16n8k16(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
-#ifdef __CUDA_ARCH__
+#if TC_PTX
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
                  : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
                    "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
 #else
     ptx_emulated::mma_m16n8k16_bf16(d, a, b, c);
 #endif
@@ -1025,12 +1042,14 @@ __device__ __forceinline__ void mma_bf16_m16n8k16(float d[4], const u32 a[4], co
 // D = A·B + C with tf32: A 16x8 (a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]),
 // B 8x8 (b0 = B[t][g], b1 = B[t+4][g]); operands from f32_to_tf32 (raw fp32 gets truncated).
 __device__ __forceinline__ void mma_tf32_m16n8k8(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
-#ifdef __CUDA_ARCH__
+#if TC_PTX
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
                  : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
                    "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
 #else
     ptx_emulated::mma_m16n8k8_tf32(d, a, b, c);
 #endif
@@ -1042,7 +1061,7 @@ __device__ __forceinline__ void mma_tf32_m16n8k8(float d[4], const u32 a[4], con
 // TRANS: column L/4, rows 2(L%4) and 2(L%4)+1 instead, so a row-major V tile gives B fragments.
 template <int N, bool TRANS>
 __device__ __forceinline__ void ldmatrix(u32* r, const void* row) {
-#ifdef __CUDA_ARCH__
+#if TC_PTX
     const u32 s = (u32)__cvta_generic_to_shared(row);
     if (N == 4 && !TRANS)
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -1060,6 +1079,8 @@ __device__ __forceinline__ void ldmatrix(u32* r, const void* row) {
         asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
     else
         asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
 #else
     ptx_emulated::ldmatrix<N, TRANS>(r, row);
 #endif
@@ -1069,9 +1090,11 @@ __device__ __forceinline__ void ldmatrix(u32* r, const void* row) {
 // on computing. `valid` false reads nothing and fills the 16 bytes with zeros (rows past T).
 // The data may be read only after cp_async_wait and a barrier (other threads' copies).
 __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {
-#ifdef __CUDA_ARCH__
+#if TC_PTX
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  :: "r"((u32)__cvta_generic_to_shared(smem_dst)), "l"(gmem_src), "r"(valid ? 16 : 0));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
 #else
     ptx_emulated::cp_async_cg_16(smem_dst, gmem_src, valid ? 16 : 0);
 #endif
@@ -1079,8 +1102,10 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src,
 
 // The copies issued since the last commit become one group.
 __device__ __forceinline__ void cp_async_commit() {
-#ifdef __CUDA_ARCH__
+#if TC_PTX
     asm volatile("cp.async.commit_group;\n" ::);
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
 #else
     ptx_emulated::cp_async_commit_group();
 #endif
@@ -1089,8 +1114,10 @@ __device__ __forceinline__ void cp_async_commit() {
 // Wait until at most N of this thread's committed groups are still in flight.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-#ifdef __CUDA_ARCH__
+#if TC_PTX
     asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
 #else
     ptx_emulated::cp_async_wait_group(N);
 #endif
