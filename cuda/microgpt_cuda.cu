@@ -98,15 +98,16 @@
 //
 //   to_bf16_kernel1  out = bf16(in * multiplier), round to nearest even     (n) f32 -> (n) bf16
 //                    the copies of Q (pre-scaled by scale·log2 e), K and V the next kernel reads.
-//                    grid-stride over pairs; grid (min(ceil(n/512), 4096)), block (256)
-//   attention_fused_kernel4_d64, _d128   the same output as the fused kernels above, from bf16
-//                    Q, K, V: FlashAttention-2. (H,T,d) bf16 x3 -> (H,T,d) f32, d_k = d_v = d.
-//                    4 warps x 16 query rows; 64-key tiles, double-buffered with cp.async; S and
-//                    O by mma.sync.m16n8k16 (K by ldmatrix, V by ldmatrix.trans), P reused from
-//                    S's registers; online softmax in exp2; masked tiles skipped whole.
-//                    grid (ceil(T/64), 1, H), block (128), shared_mem = 640 * (d + 8) bytes
-//                    (46,080 at d = 64; 87,040 at d = 128, an opt-in above 48 KiB)
-//                    (attention_fused_kernel3 is left to the register-tiled FP32 kernel.)
+//                    grid-stride over pairs; grid (min(ceil(n/512), 4096)), block (256);
+//                    registers <= 24
+//   attention_fused_kernel4_d64, attention_fused_kernel4_d128   the same output as the fused
+//                    kernels above, from bf16 Q, K, V: FlashAttention-2 on tensor cores (sm_80+).
+//                    (H,T,d) bf16 x3 -> (H,T,d) f32, d_k = d_v = d. 4 warps x 16 query rows;
+//                    64-key tiles, double-buffered with cp.async; S and O by mma.sync.m16n8k16
+//                    (K by ldmatrix, V by ldmatrix.trans), P reused from S's registers; online
+//                    softmax in exp2; masked tiles skipped whole. grid (ceil(T/64), 1, H),
+//                    block (128), shared_mem = 640 * (d + 8) bytes (46,080 at d = 64; 87,040 at
+//                    d = 128, an opt-in above 48 KiB); registers <= 144, <= 192
 //
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every
