@@ -15,6 +15,7 @@ from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
 from andrea_cli.pipeline import heads, input_shapes
+from andrea_cli.overflow import overflow_notice
 
 
 @dataclass
@@ -105,6 +106,9 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
     if precision == "bf16":
         notes.append("--precision bf16: Q, K, V and the weights are rounded to bf16 (8 significant bits) "
                      "for the tensor cores, with fp32 sums: expect about 1e-3 from the fp32 result")
+    overflow = overflow_notice(qkv.q, qkv.k)
+    if overflow:
+        notes.append(overflow)
     sample = None
     if n_sample > 0:
         sample = row_sample(qkv, mask, scaled, output, n_sample)
