@@ -4,6 +4,7 @@ renders with render/X.py (or prints JSON) and sets the exit code."""
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -33,6 +34,8 @@ def _print_version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """The attention equation softmax(mask(Q·K^T / sqrt(d_k)))·V, run on real kernels."""
+    if not sys.warnoptions:  # no raw Python warnings on the terminal (-W or PYTHONWARNINGS bring them back):
+        warnings.simplefilter("ignore")  # what they would say (an overflow, say) the reports say in words
 
 
 def console() -> Console:
