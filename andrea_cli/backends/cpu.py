@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from andrea_cli.backends.base import Availability
+from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, guarded_empty
 from andrea_cli.backends.kernel_backend import KernelFileBackend
 from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan
 from andrea_cli.errors import AndreaError
@@ -43,10 +44,14 @@ class _HostDevice:
         return self._module.get_function(name)
 
     def to_device(self, a):
-        return np.array(a, dtype=np.float32, order="C")  # a copy: kernels never touch the caller's array
+        # a copy (kernels never touch the caller's array), in a guarded mapping where launches
+        # are isolated: one element past its end faults
+        if self._module.isolate:
+            return guarded_copy(np.asarray(a, dtype=np.float32))
+        return np.array(a, dtype=np.float32, order="C")
 
     def empty(self, shape):
-        return np.empty(shape, dtype=np.float32)
+        return guarded_empty(shape) if self._module.isolate else np.empty(shape, dtype=np.float32)
 
     def to_host(self, a):
         return a

@@ -44,7 +44,16 @@ class CpuLaunchError(CpuRuntimeError):
 
 
 class CpuFaultError(CpuRuntimeError):
-    """A kernel thread touched unmapped memory or overflowed its stack (CUDA: illegal address)."""
+    """A kernel thread touched memory outside every array, overflowed its stack, aborted or
+    trapped (CUDA: an illegal address, a device-side assert)."""
+
+
+class CpuTimeoutError(CpuRuntimeError):
+    """A block ran past the watchdog's limit: an endless loop, most likely."""
+
+
+class CpuCrashError(CpuRuntimeError):
+    """The process that ran the launch died (the kernel corrupted memory outside its arrays)."""
 
 
 class CpuArgumentError(CpuRuntimeError):
