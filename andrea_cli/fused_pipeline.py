@@ -14,6 +14,7 @@ from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
 from andrea_cli.pipeline import heads, input_shapes
+from andrea_cli.overflow import overflow_notice
 
 
 @dataclass
@@ -91,6 +92,9 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
     output = out.output[0] if one else out.output
     T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
     notes = list(notices or [])
+    overflow = overflow_notice(qkv.q, qkv.k)
+    if overflow:
+        notes.append(overflow)
     sample = None
     if n_sample > 0:
         sample = row_sample(qkv, mask, scaled, output, n_sample)

@@ -12,6 +12,7 @@ from andrea_cli import stats
 from andrea_cli.backends.base import Backend, StageOutputs
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
+from andrea_cli.overflow import overflow_notice
 
 CORNER = 8  # rows and columns of the weight matrix shown, like the course's triangle picture
 
@@ -118,8 +119,10 @@ def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
     T, d_v = qkv.T, qkv.d_v
     shapes = {**input_shapes(qkv), "scores": lead + [T, T], "weights": lead + [T, T], "output": lead + [T, d_v]}
     one = qkv.H is None
+    overflow = overflow_notice(qkv.q, qkv.k)
     report = report_from_outputs(out, backend, source=qkv.source, d_k=qkv.d_k, mask=mask, scaled=scaled,
-                                 shapes=shapes, output=out.output[0] if one else out.output, notices=notices)
+                                 shapes=shapes, output=out.output[0] if one else out.output,
+                                 notices=list(notices or []) + ([overflow] if overflow else []))
     if out.device_output is not None and qkv.on_device:
         report.device_output = out.device_output[0] if one else out.device_output
     return report
