@@ -4,6 +4,7 @@ renders with render/X.py (or prints JSON) and sets the exit code."""
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -33,6 +34,8 @@ def _print_version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """The attention equation softmax(mask(Q·K^T / sqrt(d_k)))·V, run on real kernels."""
+    if not sys.warnoptions:  # no raw Python warnings on the terminal (-W or PYTHONWARNINGS bring them back);
+        warnings.simplefilter("ignore")  # what they would say (an overflow, say) the reports say in words
 
 
 def console() -> Console:
@@ -77,6 +80,9 @@ def attend(
     fused: bool = typer.Option(False, "--fused", help="One fused kernel; no T×T matrix (cuda, cpu)."),
     sample_rows: int = typer.Option(0, "--sample-rows", help="With --fused: weight statistics on N rows."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save the weights, row entropy and largest weight to FILE.png."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
+                                            help="CPU build: the most CPU seconds one block of a launch may run "
+                                                 "(default: 2 s, more for a larger launch)."),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
@@ -88,7 +94,8 @@ def attend(
         T=T, d_k=d_k, d_v=d_v, seed=seed, q=q, k=k, v=v, qkv=qkv, mask=mask, no_scale=no_scale,
         backend=backend, out=out, save_weights=save_weights, kernel=kernel, as_json=as_json,
         d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
-        show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot)
+        show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot,
+        timeout=timeout)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
@@ -167,6 +174,11 @@ def verify(
     mask: Optional[str] = typer.Option(None, help="Mask for the one case: causal, none or window:W [default: causal]."),
     no_scale: bool = typer.Option(False, "--no-scale", help="The one case without scaling."),
     kernel: Optional[Path] = typer.Option(None, help="Verify an edited copy of the kernel file."),
+    sanitize: bool = typer.Option(False, "--sanitize", help="The CPU build under AddressSanitizer and "
+                                  "UndefinedBehaviorSanitizer: out-of-bounds accesses with the kernel file's line."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
+                                            help="CPU build: the most CPU seconds one block of a launch may run "
+                                                 "[default: 2 s and up, growing with the launch]."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     """Check every stage of the kernel file against the float64 NumPy path over a sweep of shapes.
@@ -176,7 +188,8 @@ def verify(
 
     try:
         report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask,
-                                    scaled=not no_scale, kernel=kernel, show_progress=not as_json)
+                                    scaled=not no_scale, kernel=kernel, show_progress=not as_json,
+                                    sanitize=sanitize, timeout=timeout)
     except AndreaError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -199,6 +212,9 @@ def bench(
     warmup: int = typer.Option(1, help="Untimed runs before the repeats."),
     no_cpu_build: bool = typer.Option(False, "--no-cpu-build", help="CPU side: skip the kernels' CPU build."),
     kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
+                                            help="CPU build: the most CPU seconds one block of a launch may run "
+                                                 "[default: 2 s and up, growing with the launch]."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of a table."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save time and TFLOP/s against T to FILE.png."),
 ) -> None:
@@ -206,7 +222,7 @@ def bench(
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
-                           no_cpu_build=no_cpu_build, kernel=kernel)
+                           no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path

@@ -64,10 +64,12 @@ class CpuBackend(KernelFileBackend):
     name = "cpu"
 
     def __init__(self, kernel_path: Path, plan: LaunchPlan = DEFAULT_PLAN, *, schedule: str = "forward",
-                 sanitize: bool = False):
+                 sanitize: bool = False, timeout: float | None = None):
+        """timeout: the most CPU seconds one block of a launch may run (None: the watchdog's default)."""
         super().__init__(kernel_path, plan)
         self.schedule = schedule
         self.sanitize = sanitize
+        self.timeout = timeout
 
     def available(self) -> Availability:
         try:
@@ -90,4 +92,5 @@ class CpuBackend(KernelFileBackend):
     def _load(self) -> _HostDevice:
         from andrea_cli.backends.cpu_runtime.module import CpuModule
 
-        return _HostDevice(CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize))
+        return _HostDevice(CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize,
+                                     timeout=self.timeout))

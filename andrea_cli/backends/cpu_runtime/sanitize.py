@@ -106,7 +106,10 @@ def _report_error(report: str, fallback: str) -> CpuRuntimeError:
         return CpuRuntimeError(f"{fallback}: {' | '.join(lines[-5:]) or 'no output'}")
     what = re.search(r"AddressSanitizer: ([\w-]+)", head).group(1)
     access = next((m.group(0) for line in lines if (m := re.match(r"(READ|WRITE) of size \d+", line))), "")
-    frame = next((m for line in lines if (m := re.match(r"#\d+ 0x[0-9a-f]+ in (\S+) (\S+\.cuh?:\d+)", line))), None)
+    # the innermost frame in a .cu file: a __device__ function inlined into its kernel has its own
+    # frame, and a C++ name carries its parameter list ("attention_fused2(float const*, ...)")
+    frame = next((m for line in lines
+                  if (m := re.match(r"#\d+ 0x[0-9a-f]+ in ([\w:~]+).*? (\S+\.cuh?:\d+)(?::\d+)?$", line))), None)
     where = f" in {frame.group(1)} at {frame.group(2)}" if frame else ""
     return CpuSanitizerError(f"AddressSanitizer: {what}{', ' + access if access else ''}{where}", report)
 
