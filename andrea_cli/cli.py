@@ -178,7 +178,7 @@ def verify(
                                   "UndefinedBehaviorSanitizer: out-of-bounds accesses with the kernel file's line."),
     timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
                                             help="CPU build: the most CPU seconds one block of a launch may run "
-                                                 "[default: 2 s and up, growing with the launch]."),
+                                                 "(default: 2 s, more for a larger launch)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     """Check every stage of the kernel file against the float64 NumPy path over a sweep of shapes.
@@ -214,7 +214,7 @@ def bench(
     kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
     timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
                                             help="CPU build: the most CPU seconds one block of a launch may run "
-                                                 "[default: 2 s and up, growing with the launch]."),
+                                                 "(default: 2 s, more for a larger launch)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of a table."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save time and TFLOP/s against T to FILE.png."),
 ) -> None:
