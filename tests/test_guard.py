@@ -45,6 +45,9 @@ def test_a_read_past_the_end_and_a_write_before_the_start(guard):
     x, y = np.zeros(7, np.float32), np.zeros(1, np.float32)
     with pytest.raises(CpuFaultError, match=r"read x \(argument 0\) at element 7, past its end"):
         guard.get_function("read_past")((1,), (1,), (x, y, np.int32(7)))
+    # far past (the issue's `+ 1000000`): still inside the array's reserved guard, still named
+    with pytest.raises(CpuFaultError, match=r"read x \(argument 0\) at element 1000007, past its end"):
+        guard.get_function("read_past")((1,), (1,), (x, y, np.int32(1_000_007)))
     with pytest.raises(CpuFaultError, match=r"wrote 4 bytes before the start of y \(argument 0\)"):
         guard.get_function("write_before")((1,), (1,), (np.zeros(5, np.float32),))
 

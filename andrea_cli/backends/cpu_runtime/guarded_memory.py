@@ -1,8 +1,10 @@
 """Device arrays of the CPU build: each in its own shared mapping, its last byte against a guard
 page, so one element past the end faults at that access (read or write), like the GPU's
-"illegal address" only sooner. The mapping is MAP_SHARED: a launch that runs in a forked child
-writes straight into the caller's array. The bytes between the leading guard page and the
-array's first byte are a canary (0xff, a NaN to any float read) checked after each launch."""
+"illegal address" only sooner. The guard is 1 GiB of reserved address space on either side, so
+an index that is far off (a million elements) faults too, and is still named after its array.
+The mapping is MAP_SHARED: a launch that runs in a forked child writes straight into the
+caller's array. The bytes between the leading guard and the array's first byte are a canary
+(0xff, a NaN to any float read) checked after each launch."""
 
 from __future__ import annotations
 
@@ -21,30 +23,34 @@ _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _MAP_FAILED = ctypes.c_void_p(-1).value
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
+_MAP_FIXED = 0x10  # Linux
 _PROT_NONE = 0
+GUARD_BYTES = 1 << 30  # reserved, never backed: address space costs nothing until it is mapped
 
 
 class GuardedRegion:
-    """One mapping: [guard page][canary bytes | the array's bytes][guard page]."""
+    """One reservation: [guard][canary bytes | the array's bytes][guard], the middle shared."""
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
         self.shape, self.dtype = tuple(int(n) for n in shape), np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
         data = -(-self.nbytes // PAGE) * PAGE
-        self.size = data + 2 * PAGE
+        self.size = data + 2 * GUARD_BYTES
         self.base = None
-        base = _libc.mmap(None, self.size, _PROT_NONE, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | _MAP_NORESERVE,
+        base = _libc.mmap(None, self.size, _PROT_NONE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE,
                           -1, 0)
         if base in (None, _MAP_FAILED):
-            raise MemoryError(f"cannot map {self.size} bytes for a device array")
+            raise MemoryError(f"cannot reserve {self.size} bytes of address space for a device array")
         self.base = base
-        if data and _libc.mprotect(base + PAGE, data, mmap.PROT_READ | mmap.PROT_WRITE) != 0:
+        first = base + GUARD_BYTES
+        if data and _libc.mmap(first, data, mmap.PROT_READ | mmap.PROT_WRITE,
+                               mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | _MAP_FIXED, -1, 0) != first:
             self._unmap()
-            raise MemoryError(f"cannot map {self.size} bytes for a device array")
-        self.start = base + PAGE + data - self.nbytes  # the last byte touches the trailing guard page
-        self.gap = self.start - (base + PAGE)
+            raise MemoryError(f"cannot map {data} bytes for a device array")
+        self.start = first + data - self.nbytes  # the last byte touches the trailing guard
+        self.gap = self.start - first
         if self.gap:
-            ctypes.memset(base + PAGE, _CANARY, self.gap)
+            ctypes.memset(first, _CANARY, self.gap)
         self.__array_interface__ = {"shape": self.shape, "typestr": self.dtype.str, "data": (self.start, False),
                                     "version": 3}
 
@@ -52,7 +58,7 @@ class GuardedRegion:
         """The first canary byte a kernel wrote (counted back from the array's start), or None."""
         if not self.gap:
             return None
-        gap = np.frombuffer((ctypes.c_ubyte * self.gap).from_address(self.base + PAGE), dtype=np.uint8)
+        gap = np.frombuffer((ctypes.c_ubyte * self.gap).from_address(self.start - self.gap), dtype=np.uint8)
         bad = np.flatnonzero(gap != _CANARY)
         return None if bad.size == 0 else int(self.gap - bad[0])
 
