@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, KernelError
 
 app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
@@ -49,9 +49,14 @@ def print_json(document: dict) -> None:
     typer.echo(json_text(document))
 
 
-def fail(message: str) -> typer.Exit:
+def fail(message: str, code: int = 2) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
+    return typer.Exit(code)
+
+
+def fail_on(exc: AndreaError) -> typer.Exit:
+    """Exit 1 when the kernel file did something wrong while it ran, 2 for bad usage."""
+    return fail(str(exc), 1 if isinstance(exc, KernelError) else 2)
 
 
 @app.command()
@@ -107,7 +112,7 @@ def attend(
 
             save_attend_report_plot(report, plot)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(report.to_json())
     else:
@@ -155,7 +160,7 @@ def grad(
     try:
         report = run_grad(options)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(report.to_json())
     else:
@@ -191,7 +196,7 @@ def verify(
                                     scaled=not no_scale, kernel=kernel, show_progress=not as_json,
                                     sanitize=sanitize, timeout=timeout)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(report.to_json())
     else:
@@ -234,7 +239,7 @@ def bench(
 
             save_bench_plot(result, plot)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(result.to_json())
     else:
@@ -253,7 +258,7 @@ def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON docu
     try:
         document = describe_environment()
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(document)
     else:
@@ -291,7 +296,7 @@ def compare_scaling(
 
             save_scaling_plot(report, plot)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
 
     if as_json:
         print_json(report.to_json())

@@ -99,3 +99,7 @@ def test_verify_reports_a_heap_smashing_case_and_passes_the_next(tmp_path, run_m
     assert failed and all("T=7 " in line for line in failed), failed
     assert len(passed) > 20 and any(line.startswith("ok   T=33") for line in passed)
     assert "died of SIGSEGV" in " ".join(out.split())  # Rich wraps the lines
+    # attend on the same copy: one line naming the kernel, exit 1 (the kernel is wrong, not the input)
+    code, out, err = run_main("attend", "--backend", "cpu", "-T", 7, "--d-k", 3, "--kernel", broken)
+    assert code == 1 and err.startswith("error: scores_kernel1: the launch's process died of SIGSEGV")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
