@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, KernelError
 
 app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
@@ -49,9 +49,14 @@ def print_json(document: dict) -> None:
     typer.echo(json_text(document))
 
 
-def fail(message: str) -> typer.Exit:
+def fail(message: str, code: int = 2) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
+    return typer.Exit(code)
+
+
+def fail_on(exc: AndreaError) -> typer.Exit:
+    """Exit 1 when the kernel file did something wrong while it ran, 2 for bad usage."""
+    return fail(str(exc), 1 if isinstance(exc, KernelError) else 2)
 
 
 @app.command()
@@ -82,6 +87,9 @@ def attend(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save the weights, row entropy and largest weight to FILE.png."),
     precision: str = typer.Option("fp32", "--precision",
                                   help="With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
+                                            help="CPU build: the most CPU seconds one block of a launch may run "
+                                                 "(default: 2 s, more for a larger launch)."),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
@@ -94,7 +102,8 @@ def attend(
         T=T, d_k=d_k, d_v=d_v, seed=seed, q=q, k=k, v=v, qkv=qkv, mask=mask, no_scale=no_scale,
         backend=backend, out=out, save_weights=save_weights, kernel=kernel, as_json=as_json,
         d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
-        show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot, precision=precision)
+        show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot, precision=precision,
+        timeout=timeout)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
@@ -106,7 +115,7 @@ def attend(
 
             save_attend_report_plot(report, plot)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(report.to_json())
     else:
@@ -154,7 +163,7 @@ def grad(
     try:
         report = run_grad(options)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(report.to_json())
     else:
@@ -173,6 +182,11 @@ def verify(
     mask: Optional[str] = typer.Option(None, help="Mask for the one case: causal, none or window:W [default: causal]."),
     no_scale: bool = typer.Option(False, "--no-scale", help="The one case without scaling."),
     kernel: Optional[Path] = typer.Option(None, help="Verify an edited copy of the kernel file."),
+    sanitize: bool = typer.Option(False, "--sanitize", help="The CPU build under AddressSanitizer and "
+                                  "UndefinedBehaviorSanitizer: out-of-bounds accesses with the kernel file's line."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
+                                            help="CPU build: the most CPU seconds one block of a launch may run "
+                                                 "(default: 2 s, more for a larger launch)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     """Check every stage of the kernel file against the float64 NumPy path over a sweep of shapes.
@@ -182,9 +196,10 @@ def verify(
 
     try:
         report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask,
-                                    scaled=not no_scale, kernel=kernel, show_progress=not as_json)
+                                    scaled=not no_scale, kernel=kernel, show_progress=not as_json,
+                                    sanitize=sanitize, timeout=timeout)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(report.to_json())
     else:
@@ -205,6 +220,9 @@ def bench(
     warmup: int = typer.Option(1, help="Untimed runs before the repeats."),
     no_cpu_build: bool = typer.Option(False, "--no-cpu-build", help="CPU side: skip the kernels' CPU build."),
     kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
+                                            help="CPU build: the most CPU seconds one block of a launch may run "
+                                                 "(default: 2 s, more for a larger launch)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of a table."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save time and TFLOP/s against T to FILE.png."),
 ) -> None:
@@ -212,7 +230,7 @@ def bench(
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
-                           no_cpu_build=no_cpu_build, kernel=kernel)
+                           no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
@@ -224,7 +242,7 @@ def bench(
 
             save_bench_plot(result, plot)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(result.to_json())
     else:
@@ -243,7 +261,7 @@ def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON docu
     try:
         document = describe_environment()
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
     if as_json:
         print_json(document)
     else:
@@ -281,7 +299,7 @@ def compare_scaling(
 
             save_scaling_plot(report, plot)
     except AndreaError as exc:
-        raise fail(str(exc)) from None
+        raise fail_on(exc) from None
 
     if as_json:
         print_json(report.to_json())

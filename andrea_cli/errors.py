@@ -8,6 +8,12 @@ class AndreaError(Exception):
     """
 
 
+class KernelError(AndreaError):
+    """A kernel did something wrong while it ran (a fault, an endless loop, a deadlock, a crash):
+    not the user's input but the kernel file, so the CLI exits with code 1, as verify does for a
+    failed case."""
+
+
 def first_line(exc: BaseException, limit: int = 120) -> str:
     """An exception as one short line: its message's first line, or its type when it has none.
     Driver and compiler messages run long; one line is what an error or a table cell can hold."""

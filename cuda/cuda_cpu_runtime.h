@@ -21,23 +21,30 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cerrno>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -61,7 +68,7 @@
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))
-#define __shared__ thread_local
+#define __shared__ thread_local  // (the AddressSanitizer build: `static`, see below)
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ANDREA_ASAN 1
@@ -72,6 +79,10 @@
 #endif
 #ifdef ANDREA_ASAN
 #include <sanitizer/common_interface_defs.h>
+// AddressSanitizer puts no redzones around thread_local variables; around statics it does. A
+// block-scope static is shared by every fiber just as thread_local is (one OS thread runs a launch).
+#undef __shared__
+#define __shared__ static
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -182,7 +193,8 @@ namespace andrea {
 namespace {
 
 enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE };
-enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4, WARP_MISUSE = 5, ASSERT = 6 };
+enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4, WARP_MISUSE = 5, ASSERT = 6,
+              TIMEOUT = 7, CRASHED = 8 };
 
 // --- context switching ---------------------------------------------------------------------------
 // x86-64: a hand-written switch of the callee-saved registers and the stack pointer (a few ns;
@@ -287,11 +299,6 @@ struct Warp {
     uint64_t result[32];
 };
 
-struct DynShared {
-    void* (*addr)();  // this OS thread's copy of an `extern __shared__` array
-    size_t capacity;
-};
-
 // All scheduler state lives here, on the heap: locals do not survive _longjmp reliably.
 struct Sched {
     std::vector<Fiber*> pool;
@@ -320,7 +327,6 @@ struct Sched {
     bool fault_in_guard = false;
     pthread_t owner;
     std::vector<char> alt_stack;
-    std::vector<DynShared> dyn;
     std::mutex mu;
 };
 
@@ -328,6 +334,39 @@ inline Sched& sched() {
     static Sched* s = new Sched();  // never destroyed: fibers may outlive static destructors
     return *s;
 }
+
+// --- guard state (faults, watchdog, isolation: see "Guard" below) ------------------------------
+
+struct LaunchOptions {  // from Python; andrea_options_size() checks the layout
+    double timeout_s;   // > 0: the most one block may run; 0: the adaptive default below
+    double base_s;      // the default: max(base_s, factor x the slowest block of the launch so far)
+    double factor;
+    int isolate;        // run the launch in a forked child process
+};
+
+struct Guard {
+    volatile sig_atomic_t in_fiber = 0;   // a fiber runs now (set and cleared on the fiber's side)
+    volatile sig_atomic_t timed_out = 0;  // the watchdog found the block past its budget
+    volatile sig_atomic_t fault_write = -1;  // the faulting access: 1 write, 0 read, -1 unknown
+    double block_start = 0, budget = 0, slowest = 0;
+    const LaunchOptions* opts = nullptr;
+    // dynamic shared memory of the current launch: dyn_bytes from dyn_base, then slack bytes
+    // up to the guard page (plain build), or an exact malloc (AddressSanitizer build)
+    char* dyn_map = nullptr;
+    size_t dyn_map_size = 0;
+    char* dyn_base = nullptr;
+    size_t dyn_bytes = 0, dyn_slack = 0;
+};
+
+inline Guard& guard() {
+    static Guard* g = new Guard();
+    return *g;
+}
+
+// Where every `extern __shared__` array of the kernel file starts during a launch: the CPU build
+// rewrites `extern __shared__ T name[];` into `T* const& name = ...(andrea::dyn_shared_base);`
+// on the same line (cpu_build.py), so the runtime can place the launch's bytes against a guard page.
+char* dyn_shared_base = nullptr;
 
 // --- stack switching, with the AddressSanitizer hooks when instrumented -----------------------
 
@@ -349,9 +388,11 @@ inline void asan_finish(void* fake, const void** bottom, size_t* size) {
 // From a fiber back to the scheduler; returns when the scheduler resumes this fiber.
 __attribute__((noinline)) inline void yield(Fiber* f) {
     Sched& s = sched();
+    guard().in_fiber = 0;
     asan_start(&f->fake_stack, s.main_bottom, s.main_size);
     ctx_switch(f->ctx, s.ctx);
     asan_finish(f->fake_stack, &s.main_bottom, &s.main_size);
+    guard().in_fiber = 1;
 }
 
 // From the scheduler into a fiber; returns when the fiber yields.
@@ -370,6 +411,7 @@ inline void warp_exit(Fiber* f);
 inline void fiber_main() {
     Sched& s = sched();
     asan_finish(nullptr, &s.main_bottom, &s.main_size);  // first entry, from resume()
+    guard().in_fiber = 1;
     for (;;) {
         Fiber* f = s.cur;
         f->parked = false;
@@ -712,25 +754,17 @@ inline int find_tls(struct dl_phdr_info* info, size_t, void* data) {
     return 1;
 }
 
-thread_local char tls_anchor;  // touched so this OS thread's TLS block exists before the query
+thread_local volatile char tls_anchor;  // touched (volatile: the store must happen) so this OS thread's TLS block exists before the query
 
 struct SharedLayout {  // this OS thread's shared memory, found once per launch
     struct Range { char* lo; char* hi; };
     std::vector<Range> fill;  // poisoned in full at each block start
-    std::vector<char*> dyn;   // `extern __shared__` arrays: only the launch's bytes
 };
 
-// Everything thread_local in this library is shared memory: the static __shared__ arrays and
-// the `extern __shared__` arrays (defined by the wrapper, each as large as allowed).
+// Everything thread_local in this library is shared memory: the static __shared__ arrays.
+// (`extern __shared__` arrays are not: see dyn_shared_base in "Guard".)
 inline void shared_layout(SharedLayout& out) {
-    Sched& s = sched();
     std::vector<SharedLayout::Range> skip;
-    for (const DynShared& d : s.dyn) {
-        char* p = static_cast<char*>(d.addr());
-        out.dyn.push_back(p);
-        skip.push_back({p, p + d.capacity});
-        std::memset(p, 0xff, d.capacity);  // beyond the launch's bytes too, once
-    }
     tls_anchor = 1;
     TlsQuery q{(const void*)&shared_layout, nullptr, 0};
     dl_iterate_phdr(find_tls, &q);
@@ -746,68 +780,29 @@ inline void shared_layout(SharedLayout& out) {
 }
 
 // NaN bytes (0xff: a NaN as float and double) so reads of unwritten shared memory show up.
-inline void poison_shared(const SharedLayout& layout, size_t dyn_bytes) {
+inline void poison_shared(const SharedLayout& layout) {
     for (const auto& r : layout.fill) std::memset(r.lo, 0xff, r.hi - r.lo);
-    for (char* p : layout.dyn) std::memset(p, 0xff, dyn_bytes);
+    const Guard& g = guard();
+    if (g.dyn_base) std::memset(g.dyn_base, 0xff, g.dyn_bytes + g.dyn_slack);
 }
 
-// --- memory faults in kernels ----------------------------------------------------------------
-
-struct SignalState { struct sigaction segv, bus; stack_t alt; };
-
-// Like CUDA's "illegal memory access": a fault while a fiber runs returns to the scheduler,
-// which reports it. Anything else falls through to the handler that was there before.
-inline void on_fault(int sig, siginfo_t* si, void*) {
-    Sched& s = sched();
-    Fiber* f = s.cur;
-    if (!f || f->state != READY || !pthread_equal(pthread_self(), s.owner)) {
-        signal(sig, SIG_DFL);  // re-raised on return; a second fault now ends the process
-        return;
-    }
-    s.faulted = 1;
-    s.fault_addr = si->si_addr;
-    s.fault_in_guard = (char*)si->si_addr >= f->stack && (char*)si->si_addr < f->stack + sysconf(_SC_PAGESIZE);
-    sigset_t unblock;
-    sigemptyset(&unblock);
-    sigaddset(&unblock, sig);
-    pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);  // the handler never returns to unblock it
-    asan_start(&f->fake_stack, s.main_bottom, s.main_size);
-    ctx_switch(f->ctx, s.ctx);  // back into resume(); this fiber is restarted before its next use
-}
-
-inline void catch_faults(SignalState& old) {
-    Sched& s = sched();
-    s.owner = pthread_self();
-    s.faulted = 0;
-    if (s.alt_stack.empty()) s.alt_stack.resize(64 << 10);
-    stack_t alt{};
-    alt.ss_sp = s.alt_stack.data();
-    alt.ss_size = s.alt_stack.size();
-    sigaltstack(&alt, &old.alt);  // the faulting fiber's stack may be the problem
-    struct sigaction sa {};
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &old.segv);
-    sigaction(SIGBUS, &sa, &old.bus);
-}
-
-inline void restore_faults(const SignalState& old) {
-    sigaction(SIGSEGV, &old.segv, nullptr);
-    sigaction(SIGBUS, &old.bus, nullptr);
-    sigaltstack(&old.alt, nullptr);
-}
-
-// --- the launch ----------------------------------------------------------------------------------
+// --- the launch's report -------------------------------------------------------------------------
 
 inline void tensor_core_block_start(int nthreads);  // the tensor-core section, at the end
 
-struct LaunchInfo {  // filled on failure, read by Python
-    int block[3];
+struct LaunchInfo {  // filled on failure, read by Python (andrea_info_size() checks the layout)
+    int block[3];            // the block that failed (isolated: also the block now running)
     int waiting_barrier, waiting_warp, returned, threads;
     int warp;                // WARP_MISUSE: the warp, its mask and the lanes at fault
     unsigned mask, lanes;
     char message[512];
+    int thread[3];           // FAULT: the thread at fault (-1: not known)
+    int signal;              // FAULT: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT (0: a canary); CRASHED: what ended the child
+    int access;              // FAULT: 1 write, 0 read, -1 not known
+    int running;             // TIMEOUT: threads of the block still running
+    unsigned long long address;  // FAULT: the address touched
+    double limit_s;          // the running block's time budget
+    volatile double block_start;  // the process's CPU seconds when the running block began: the parent watches it
 };
 
 inline void describe_deadlock(LaunchInfo* info) {
@@ -828,9 +823,227 @@ inline void describe_deadlock(LaunchInfo* info) {
                   info->waiting_warp, at_warp.empty() ? "-" : at_warp.c_str(), info->returned);
 }
 
+// =================================================================================================
+// Guard: a wrong kernel is reported and never takes the caller down (issue 9).
+//  - Signals in a fiber (a fault, an abort, a trap, an integer division by zero) end the launch
+//    with the thread, its block and the address, instead of ending the process.
+//  - Dynamic shared memory lives in its own mapping whose last byte ends at a guard page, so one
+//    element past the launch's bytes faults at that access; the few bytes that 16-byte alignment
+//    leaves between the end and the guard page are a canary checked at each block's end. In the
+//    AddressSanitizer build it is an exact malloc instead: ASan's redzone starts at the first
+//    byte past it. (Device arrays get the same guard pages from Python: cpu_runtime.)
+//  - A watchdog: a block that runs past its budget is stopped (an endless loop?). The budget is
+//    --timeout, or else max(base, factor x the slowest block of the launch so far), so it grows
+//    with honest work and still stops a loop that never ends.
+//  - Isolation: with opts->isolate the launch runs in a forked child; the device arrays are
+//    MAP_SHARED (Python allocates them so), the report comes back in a shared page, and a stray
+//    write into the heap, an abort or a crash ends only the child.
+
+// The watchdog counts CPU seconds, not wall-clock ones: a loaded machine slows honest work down
+// but does not make it look endless.
+inline double seconds(clockid_t clock) {
+    timespec t;
+    clock_gettime(clock, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+inline double cpu_now() { return seconds(CLOCK_THREAD_CPUTIME_ID); }
+
+struct SignalState { struct sigaction segv, bus, fpe, ill, abrt, alarm; stack_t alt; timer_t timer; bool timer_ok; };
+
+// From a signal handler in a fiber back to the scheduler, for good: the fiber is restarted
+// before its next use.
+inline void escape_fiber(int sig) {
+    Sched& s = sched();
+    Fiber* f = s.cur;
+    guard().in_fiber = 0;
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, sig);
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);  // the handler never returns to unblock it
+    asan_start(&f->fake_stack, s.main_bottom, s.main_size);
+    ctx_switch(f->ctx, s.ctx);  // back into resume()
+}
+
+// Like CUDA's "illegal memory access": a signal while a fiber runs returns to the scheduler,
+// which reports it. Anything else falls through to the handler that was there before.
+inline void on_fault(int sig, siginfo_t* si, void* uc) {
+    Sched& s = sched();
+    Fiber* f = s.cur;
+    if (!f || !guard().in_fiber || f->state != READY || !pthread_equal(pthread_self(), s.owner)) {
+        signal(sig, SIG_DFL);  // re-raised on return; a second fault now ends the process
+        return;
+    }
+    s.faulted = sig;
+    s.fault_addr = si->si_addr;
+    s.fault_in_guard = (char*)si->si_addr >= f->stack && (char*)si->si_addr < f->stack + sysconf(_SC_PAGESIZE);
+#if defined(__x86_64__)
+    // the page-fault error code: bit 1 is set for a write
+    guard().fault_write = sig == SIGSEGV ? (int)((static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_ERR] >> 1) & 1) : -1;
+#else
+    (void)uc;
+    guard().fault_write = -1;
+#endif
+    escape_fiber(sig);
+}
+
+// The watchdog's tick (every 25 ms of the launch's CPU time): past the budget, a fiber that never yields is
+// left at once; one that does yield is stopped by the scheduler, which sees the flag.
+inline void on_alarm(int, siginfo_t*, void*) {
+    Guard& g = guard();
+    if (g.timed_out || cpu_now() - g.block_start < g.budget) return;
+    g.timed_out = 1;
+    if (g.in_fiber) escape_fiber(SIGALRM);
+}
+
+inline void catch_faults(SignalState& old) {
+    Sched& s = sched();
+    s.owner = pthread_self();
+    s.faulted = 0;
+    if (s.alt_stack.empty()) s.alt_stack.resize(64 << 10);
+    stack_t alt{};
+    alt.ss_sp = s.alt_stack.data();
+    alt.ss_size = s.alt_stack.size();
+    sigaltstack(&alt, &old.alt);  // the faulting fiber's stack may be the problem
+    struct sigaction sa {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old.segv);
+    sigaction(SIGBUS, &sa, &old.bus);
+    sigaction(SIGFPE, &sa, &old.fpe);
+    sigaction(SIGILL, &sa, &old.ill);
+    sigaction(SIGABRT, &sa, &old.abrt);
+    sa.sa_sigaction = on_alarm;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigaction(SIGALRM, &sa, &old.alarm);
+    // The tick goes to this thread only (other threads of the caller must not take it).
+    sigevent ev{};
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGALRM;
+    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    old.timer_ok = timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &old.timer) == 0;
+    if (old.timer_ok) {
+        const itimerspec tick{{0, 25000000}, {0, 25000000}};
+        timer_settime(old.timer, 0, &tick, nullptr);
+    }
+}
+
+inline void restore_faults(const SignalState& old) {
+    if (old.timer_ok) timer_delete(old.timer);  // a tick already sent is delivered before this returns
+    sigaction(SIGALRM, &old.alarm, nullptr);
+    sigaction(SIGSEGV, &old.segv, nullptr);
+    sigaction(SIGBUS, &old.bus, nullptr);
+    sigaction(SIGFPE, &old.fpe, nullptr);
+    sigaction(SIGILL, &old.ill, nullptr);
+    sigaction(SIGABRT, &old.abrt, nullptr);
+    sigaltstack(&old.alt, nullptr);
+}
+
+// Dynamic shared memory for one launch; every `extern __shared__` name points at its start.
+inline bool dyn_map(size_t bytes) {
+    Guard& g = guard();
+    g.dyn_bytes = bytes;
+#ifdef ANDREA_ASAN
+    void* p = nullptr;
+    if (posix_memalign(&p, 16, bytes)) return false;
+    g.dyn_base = static_cast<char*>(p);
+    g.dyn_slack = 0;
+#else
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), rounded = (bytes + 15) & ~size_t(15);
+    const size_t data = (rounded + page - 1) / page * page;
+    g.dyn_map_size = data + 2 * page;  // a guard page on either side
+    void* m = mmap(nullptr, g.dyn_map_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return false;
+    g.dyn_map = static_cast<char*>(m);
+    if (data && mprotect(g.dyn_map + page, data, PROT_READ | PROT_WRITE)) return false;
+    g.dyn_base = g.dyn_map + page + data - rounded;
+    g.dyn_slack = rounded - bytes;
+#endif
+    dyn_shared_base = g.dyn_base;
+    return true;
+}
+
+inline void dyn_unmap() {
+    Guard& g = guard();
+    dyn_shared_base = nullptr;
+#ifdef ANDREA_ASAN
+    free(g.dyn_base);
+#else
+    if (g.dyn_map) munmap(g.dyn_map, g.dyn_map_size);
+#endif
+    g.dyn_map = nullptr;
+    g.dyn_base = nullptr;
+}
+
+// The guard page after the launch's dynamic shared memory, and the canary bytes before it.
+inline bool in_dyn_guard(const void* a) {
+    const Guard& g = guard();
+    const char* end = g.dyn_base + g.dyn_bytes;
+    return g.dyn_base && (const char*)a >= end && (const char*)a < end + g.dyn_slack + (size_t)sysconf(_SC_PAGESIZE);
+}
+
+inline long dyn_canary_hit() {  // the first slack byte a block wrote, or -1
+    const Guard& g = guard();
+    for (size_t i = 0; i < g.dyn_slack; i++)
+        if ((unsigned char)g.dyn_base[g.dyn_bytes + i] != 0xff) return (long)i;
+    return -1;
+}
+
+inline const char* signal_text(int sig) {
+    switch (sig) {
+        case SIGSEGV: return "SIGSEGV";
+        case SIGBUS: return "SIGBUS";
+        case SIGFPE: return "SIGFPE";
+        case SIGILL: return "SIGILL";
+        case SIGABRT: return "SIGABRT";
+        case SIGKILL: return "SIGKILL";
+        case SIGINT: return "SIGINT";
+        case SIGTERM: return "SIGTERM";
+        default: return "a signal";
+    }
+}
+
+// A fiber ended by a signal: what happened, in words (Python names the device array, if any).
+inline void describe_fault(const Fiber* f, LaunchInfo* info) {
+    Sched& s = sched();
+    const Guard& g = guard();
+    info->thread[0] = (int)f->tid.x; info->thread[1] = (int)f->tid.y; info->thread[2] = (int)f->tid.z;
+    info->signal = s.faulted;
+    info->access = g.fault_write;
+    info->address = (unsigned long long)(uintptr_t)s.fault_addr;
+    const char* rw = g.fault_write == 1 ? "wrote" : g.fault_write == 0 ? "read" : "touched";
+    char* m = info->message;
+    const size_t n = sizeof info->message;
+    if (s.faulted == SIGABRT)
+        std::snprintf(m, n, "thread (%u, %u, %u) aborted (an assert that failed?)", f->tid.x, f->tid.y, f->tid.z);
+    else if (s.faulted == SIGFPE)
+        std::snprintf(m, n, "thread (%u, %u, %u) raised an arithmetic trap (an integer division by zero?)",
+                      f->tid.x, f->tid.y, f->tid.z);
+    else if (s.faulted == SIGILL)
+        std::snprintf(m, n, "thread (%u, %u, %u) executed a trap (__trap or an illegal instruction)",
+                      f->tid.x, f->tid.y, f->tid.z);
+    else if (s.fault_in_guard)
+        std::snprintf(m, n, "stack overflow in thread (%u, %u, %u): its stack is %zu KiB",
+                      f->tid.x, f->tid.y, f->tid.z, f->stack_size >> 10);
+    else if (in_dyn_guard(s.fault_addr))
+        std::snprintf(m, n, "thread (%u, %u, %u) %s byte %td of dynamic shared memory, which has %zu bytes "
+                      "(the launch's shared_mem): an overrun", f->tid.x, f->tid.y, f->tid.z, rw,
+                      (const char*)s.fault_addr - g.dyn_base, g.dyn_bytes);
+    else if (g.dyn_base && (const char*)s.fault_addr < g.dyn_base &&
+             (const char*)s.fault_addr >= g.dyn_base - 2 * sysconf(_SC_PAGESIZE))
+        std::snprintf(m, n, "thread (%u, %u, %u) %s byte %td of dynamic shared memory, before its start: "
+                      "an underrun", f->tid.x, f->tid.y, f->tid.z, rw, (const char*)s.fault_addr - g.dyn_base);
+    else
+        std::snprintf(m, n, "illegal memory access in thread (%u, %u, %u): it %s address %p, outside every array",
+                      f->tid.x, f->tid.y, f->tid.z, rw, s.fault_addr);
+}
+
+// --- the launch ----------------------------------------------------------------------------------
+
 // Run one block to the end: every fiber until it blocks, then release barriers, until all return.
 inline int run_block(LaunchInfo* info) {
     Sched& s = sched();
+    Guard& g = guard();
     const int n = s.nthreads;
     s.barrier_gen++;
     for (;;) {
@@ -852,18 +1065,33 @@ inline int run_block(LaunchInfo* info) {
                 return ASSERT;
             }
             if (s.faulted) {
-                if (s.fault_in_guard)
-                    std::snprintf(info->message, sizeof info->message,
-                                  "stack overflow in thread (%u, %u, %u): its stack is %zu KiB",
-                                  f->tid.x, f->tid.y, f->tid.z, f->stack_size >> 10);
-                else
-                    std::snprintf(info->message, sizeof info->message,
-                                  "illegal memory access in thread (%u, %u, %u) at address %p",
-                                  f->tid.x, f->tid.y, f->tid.z, s.fault_addr);
+                describe_fault(f, info);
                 return FAULT;
             }
+            if (g.timed_out) {
+                info->running = s.live;
+                std::snprintf(info->message, sizeof info->message,
+                              "ran past its %.3g s limit with %d of %d threads still running "
+                              "(%d at __syncthreads, %d at a warp sync): an endless loop?",
+                              g.budget, s.live, n, s.at_barrier, [&] {
+                                  int w = 0;
+                                  for (int i = 0; i < n; i++) w += s.pool[i]->state == AT_WARP;
+                                  return w;
+                              }());
+                return TIMEOUT;
+            }
         }
-        if (s.live == 0) return OK;
+        if (s.live == 0) {
+            const long hit = dyn_canary_hit();
+            if (hit < 0) return OK;
+            info->thread[0] = info->thread[1] = info->thread[2] = -1;
+            info->signal = 0;
+            info->access = 1;
+            std::snprintf(info->message, sizeof info->message,
+                          "a thread wrote byte %zu of dynamic shared memory, which has %zu bytes (the launch's "
+                          "shared_mem): an overrun, found at the block's end", g.dyn_bytes + hit, g.dyn_bytes);
+            return FAULT;
+        }
         if (s.at_barrier == s.live) {
             for (int i = 0; i < n; i++)
                 if (s.pool[i]->state == AT_BARRIER) s.pool[i]->state = READY;
@@ -882,23 +1110,9 @@ inline int run_block(LaunchInfo* info) {
     }
 }
 
-inline int launch(void (*entry)(void**), void** args, const unsigned* grid, const unsigned* block,
-                  size_t shared_bytes, int reverse, LaunchInfo* info) {
+// Fibers for n threads: made before a fork, so every child starts with a warm pool.
+inline int prepare_pool(int n, LaunchInfo* info) {
     Sched& s = sched();
-    std::lock_guard<std::mutex> lock(s.mu);
-    const unsigned long long nthreads = (unsigned long long)block[0] * block[1] * block[2];
-    if (nthreads == 0 || nthreads > 1024 || grid[0] == 0 || grid[1] == 0 || grid[2] == 0) {
-        std::snprintf(info->message, sizeof info->message, "bad launch geometry");
-        return BAD_LAUNCH;
-    }
-    for (const DynShared& d : s.dyn)
-        if (shared_bytes > d.capacity) {
-            std::snprintf(info->message, sizeof info->message,
-                          "dynamic shared memory of %zu bytes exceeds the %zu available",
-                          shared_bytes, d.capacity);
-            return BAD_LAUNCH;
-        }
-    const int n = (int)nthreads;
     while ((int)s.pool.size() < n) {
         Fiber* f = new Fiber();
         if (!fiber_init(f)) {
@@ -910,6 +1124,15 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
     }
     for (int i = 0; i < n; i++)  // fibers left inside a kernel by a deadlock start over
         if (!s.pool[i]->parked && !fiber_init(s.pool[i])) return INTERNAL;
+    return OK;
+}
+
+inline int launch_locked(void (*entry)(void**), void** args, const unsigned* grid, const unsigned* block,
+                         size_t shared_bytes, int reverse, const LaunchOptions* opts, LaunchInfo* info) {
+    Sched& s = sched();
+    Guard& g = guard();
+    const int n = (int)(block[0] * block[1] * block[2]);
+    if (const int rc = prepare_pool(n, info)) return rc;
     s.warps.assign((n + 31) / 32, Warp{});
     for (int i = 0; i < n; i++) {
         Fiber* f = s.pool[i];
@@ -923,15 +1146,27 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
     s.reverse = reverse != 0;
     blockDim = dim3(block[0], block[1], block[2]);
     gridDim = dim3(grid[0], grid[1], grid[2]);
+    if (!dyn_map(shared_bytes)) {
+        dyn_unmap();
+        std::snprintf(info->message, sizeof info->message, "cannot map %zu bytes of dynamic shared memory", shared_bytes);
+        return INTERNAL;
+    }
     SharedLayout layout;
     shared_layout(layout);
+    g.opts = opts;
+    g.timed_out = 0;
+    g.slowest = 0;
+    g.block_start = cpu_now();
+    g.budget = 1e30;
     SignalState old;
     catch_faults(old);
-    for (unsigned bz = 0; bz < grid[2]; bz++)
-        for (unsigned by = 0; by < grid[1]; by++)
-            for (unsigned bx = 0; bx < grid[0]; bx++) {
+    int rc = OK;
+    for (unsigned bz = 0; bz < grid[2] && rc == OK; bz++)
+        for (unsigned by = 0; by < grid[1] && rc == OK; by++)
+            for (unsigned bx = 0; bx < grid[0] && rc == OK; bx++) {
                 blockIdx = uint3{bx, by, bz};
-                poison_shared(layout, shared_bytes);
+                info->block[0] = (int)bx; info->block[1] = (int)by; info->block[2] = (int)bz;
+                poison_shared(layout);
                 tensor_core_block_start(n);
                 for (int i = 0; i < n; i++) s.pool[i]->state = READY;
                 for (int w = 0; w < (int)s.warps.size(); w++) {
@@ -945,17 +1180,140 @@ inline int launch(void (*entry)(void**), void** args, const unsigned* grid, cons
                 s.at_activemask = 0;
                 s.misused = false;
                 s.aborted = false;
-                const int rc = run_block(info);
-                if (rc != OK) {
-                    restore_faults(old);
-                    info->block[0] = (int)bx; info->block[1] = (int)by; info->block[2] = (int)bz;
-                    info->threads = n;
-                    return rc;
-                }
+                g.budget = opts->timeout_s > 0 ? opts->timeout_s : std::max(opts->base_s, opts->factor * g.slowest);
+                info->limit_s = g.budget;
+                g.block_start = cpu_now();
+                info->block_start = seconds(CLOCK_PROCESS_CPUTIME_ID);  // the clock the parent can read
+                rc = run_block(info);
+                g.slowest = std::max(g.slowest, cpu_now() - g.block_start);
             }
     restore_faults(old);
-    return OK;
+    dyn_unmap();
+    if (rc != OK) info->threads = n;
+    return rc;
 }
+
+// The child's stderr (an assert's message, glibc's "corrupted" line): its last line, for the report.
+inline std::string last_line(int fd) {
+    std::string text;
+    char buf[4096];
+    lseek(fd, 0, SEEK_SET);
+    for (ssize_t k; (k = read(fd, buf, sizeof buf)) > 0;) text.append(buf, (size_t)k);
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    const size_t at = text.rfind('\n');
+    return at == std::string::npos ? text : text.substr(at + 1);
+}
+
+inline void copy_out(int fd) {  // what the kernels printed to stderr, passed on
+    char buf[4096];
+    lseek(fd, 0, SEEK_SET);
+    for (ssize_t k; (k = read(fd, buf, sizeof buf)) > 0;)
+        if (write(2, buf, (size_t)k) < 0) break;
+}
+
+// malloc checks the chunks it touches: a few sizes from the bins and the top of the heap.
+__attribute__((noinline)) inline void probe_heap() {
+    void* volatile blocks[4] = {malloc(24), malloc(1000), malloc(60000), malloc(120000)};
+    for (void* b : blocks) free(b);
+}
+
+// The launch in a forked child; this process only waits, and stops a child that outlives its
+// own watchdog by more than a grace period.
+inline int launch_isolated(void (*entry)(void**), void** args, const unsigned* grid, const unsigned* block,
+                           size_t shared_bytes, int reverse, const LaunchOptions* opts, LaunchInfo* info) {
+    const int n = (int)(block[0] * block[1] * block[2]);
+    if (const int rc = prepare_pool(n, info)) return rc;
+    void* page = mmap(nullptr, sizeof(LaunchInfo), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) {
+        std::snprintf(info->message, sizeof info->message, "cannot map the launch's report page");
+        return INTERNAL;
+    }
+    LaunchInfo* shared = new (page) LaunchInfo(*info);
+    const int err = (int)syscall(SYS_memfd_create, "andrea-kernel-stderr", 1u /* MFD_CLOEXEC */);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);  // Ctrl-C ends the child too (the caller's handler is Python's)
+        signal(SIGTERM, SIG_DFL);
+        if (err >= 0) dup2(err, 2);
+        const int rc = launch_locked(entry, args, grid, block, shared_bytes, reverse, opts, shared);
+        if (rc == OK) probe_heap();  // a stray write into the heap's bookkeeping shows up here, not later
+        std::fflush(nullptr);
+        _exit(rc);
+    }
+    int rc = INTERNAL, status = 0;
+    bool killed = false;
+    if (pid < 0) {
+        std::snprintf(shared->message, sizeof shared->message, "cannot fork the launch's process");
+    } else {
+        const int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        clockid_t child_cpu;
+        const bool watch = clock_getcpuclockid(pid, &child_cpu) == 0;
+        for (;;) {
+            const pid_t r = waitpid(pid, &status, WNOHANG);
+            if (r == pid) break;
+            if (r < 0 && errno != EINTR) { status = -1; break; }
+            if (pidfd >= 0) {
+                pollfd p{pidfd, POLLIN, 0};
+                poll(&p, 1, 100);
+            } else {
+                usleep(1000);
+            }
+            const double start = shared->block_start;
+            if (watch && !killed && start > 0 && seconds(child_cpu) - start > shared->limit_s + 5.0) {
+                kill(pid, SIGKILL);
+                killed = true;
+            }
+        }
+        if (pidfd >= 0) close(pidfd);
+        if (killed) {
+            rc = TIMEOUT;
+            shared->running = -1;
+            std::snprintf(shared->message, sizeof shared->message,
+                          "ran past its %.3g s limit and did not stop at the watchdog: its process was killed "
+                          "(an endless loop?)", shared->limit_s);
+        } else if (status != -1 && WIFEXITED(status)) {
+            rc = WEXITSTATUS(status);
+            if (rc == FAULT && shared->signal == SIGABRT && err >= 0) {  // glibc's or assert's own words
+                const std::string why = last_line(err);
+                const size_t used = std::strlen(shared->message);
+                if (!why.empty())
+                    std::snprintf(shared->message + used, sizeof shared->message - used, ": %s", why.c_str());
+            } else if (err >= 0) {
+                copy_out(err);
+            }
+        } else {
+            rc = CRASHED;
+            shared->signal = status == -1 ? 0 : WTERMSIG(status);
+            const std::string why = err >= 0 ? last_line(err) : "";
+            std::snprintf(shared->message, sizeof shared->message,
+                          "the launch's process died of %s%s%s (a stray write that corrupted memory outside the "
+                          "arrays?)", signal_text(shared->signal), why.empty() ? "" : ": ", why.c_str());
+        }
+    }
+    if (err >= 0) close(err);
+    std::memcpy((void*)info, (const void*)shared, sizeof(LaunchInfo));
+    munmap(page, sizeof(LaunchInfo));
+    return rc;
+}
+
+inline int launch(void (*entry)(void**), void** args, const unsigned* grid, const unsigned* block,
+                  size_t shared_bytes, int reverse, const LaunchOptions* opts, LaunchInfo* info) {
+    Sched& s = sched();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const unsigned long long nthreads = (unsigned long long)block[0] * block[1] * block[2];
+    if (nthreads == 0 || nthreads > 1024 || grid[0] == 0 || grid[1] == 0 || grid[2] == 0) {
+        std::snprintf(info->message, sizeof info->message, "bad launch geometry");
+        return BAD_LAUNCH;
+    }
+    if (shared_bytes > (size_t)1 << 30) {
+        std::snprintf(info->message, sizeof info->message, "dynamic shared memory of %zu bytes", shared_bytes);
+        return BAD_LAUNCH;
+    }
+    if (opts->isolate) return launch_isolated(entry, args, grid, block, shared_bytes, reverse, opts, info);
+    return launch_locked(entry, args, grid, block, shared_bytes, reverse, opts, info);
+}
+// ================================================================================= end of Guard
 
 // --- argument unpacking and signatures for the generated wrapper ---------------------------------
 
@@ -996,9 +1354,6 @@ template <class... P> inline void call(void (*k)(P...), void** a) {
     call_with(k, a, std::index_sequence_for<P...>{});
 }
 
-struct RegisterDyn {
-    RegisterDyn(void* (*addr)(), size_t capacity) { sched().dyn.push_back(DynShared{addr, capacity}); }
-};
 
 }  // namespace
 }  // namespace andrea
@@ -1062,19 +1417,10 @@ extern "C" void __assert_fail(const char* expr, const char* file, unsigned int l
 // The one C entry point Python calls (ctypes releases the GIL around it).
 ANDREA_EXPORT int andrea_launch(void (*entry)(void**), void** args, const unsigned* grid,
                              const unsigned* block, size_t shared_bytes, int reverse,
-                             andrea::LaunchInfo* info) {
-    return andrea::launch(entry, args, grid, block, shared_bytes, reverse, info);
+                             const andrea::LaunchOptions* opts, andrea::LaunchInfo* info) {
+    return andrea::launch(entry, args, grid, block, shared_bytes, reverse, opts, info);
 }
 ANDREA_EXPORT int andrea_info_size() { return (int)sizeof(andrea::LaunchInfo); }
-
-// ---------------------------------------------------------------------------------------------
-// The rest of CUDA's device surface (math, rounding variants, bit tricks, cache hints, atomics,
-// block votes, warp reduce/match, clocks): a section of its own. The half and bfloat16 types
-// and cooperative groups come with the headers a kernel file includes (cuda_fp16.h, ...), from
-// the include folder the build passes (cpu_include/).
-#include "cpu_runtime/intrinsics.h"
-
-// =============================================================================================
 // Tensor cores: the PTX instructions behind the kernel file's tensor-core wrappers, emulated.
 //
 // The kernel file wraps each instruction in a device function whose body is inline PTX under
@@ -1377,3 +1723,14 @@ inline unsigned cvt_rna_tf32_f32(float x) {
 }
 
 }  // namespace ptx_emulated
+=======
+ANDREA_EXPORT int andrea_options_size() { return (int)sizeof(andrea::LaunchOptions); }
+
+// ---------------------------------------------------------------------------------------------
+// The rest of CUDA's device surface (math, rounding variants, bit tricks, cache hints, atomics,
+// block votes, warp reduce/match, clocks): a section of its own. The half and bfloat16 types
+// and cooperative groups come with the headers a kernel file includes (cuda_fp16.h, ...), from
+// the include folder the build passes (cpu_include/).
+#include "cpu_runtime/intrinsics.h"
+
+// ======================================================================================

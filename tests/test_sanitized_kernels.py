@@ -47,14 +47,36 @@ def test_every_kernel_runs_clean_under_the_sanitizers():
                 np.testing.assert_allclose(getattr(got, name), getattr(exact, name), atol=1e-5, err_msg=name)
 
 
-def test_an_out_of_bounds_read_is_caught(tmp_path):
+def line_of(text: str, fragment: str, after: int = 0) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if n > after and fragment in line)
+
+
+def test_planted_overruns_are_caught_with_their_lines(tmp_path, run_main):
+    # One copy, one sanitized build, three one-element mistakes in three kernels: a read one row
+    # past Q, a float4 written one past the fused kernel's shared-memory tile, and acc[4] of a
+    # four-element local array.
     source = packaged_kernel_path().read_text()
-    # Q's tile load checks the row against T; one past it reads beyond the last head's rows.
-    good = "q_tile[ty][tx] = (qr < T && c < d_k)"
-    assert good in source
+    plants = [("q_tile[ty][tx] = (qr < T && c < d_k)", "q_tile[ty][tx] = (qr <= T && c < d_k)"),
+              ("idx < FUSED_KEYS * dv4; idx += n_threads", "idx <= FUSED_KEYS * dv4; idx += n_threads"),
+              ("for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] = 0.0f;",
+               "for (int t = 0; t <= FUSED_MAX_D / 32; ++t) acc[t] = 0.0f;")]
+    for good, bad in plants:
+        assert good in source, good
+        source = source.replace(good, bad, 1)  # the first: the forward kernels come first
     broken = tmp_path / "microgpt_cuda.cu"
-    broken.write_text(source.replace(good, "q_tile[ty][tx] = (qr <= T && c < d_k)"))
+    broken.write_text(source)
     backend = CpuBackend(broken, sanitize=True)
     q, k, v = inputs(33, 16, 16)
-    with pytest.raises(CpuSanitizerError, match="microgpt_cuda.cu:"):
-        backend.attention(q, k, v, mask=MaskSpec("causal"), scaled=True, plan=KERNEL1_PLAN)  # scores_kernel1
+    causal = MaskSpec("causal")
+    with pytest.raises(CpuSanitizerError, match=rf"READ .* in scores_kernel1 at .*microgpt_cuda.cu:{line_of(source, plants[0][1])}"):
+        backend.attention(q, k, v, mask=causal, scaled=True, plan=KERNEL1_PLAN)  # scores_kernel1
+    with pytest.raises(CpuSanitizerError, match=rf"microgpt_cuda.cu:{line_of(source, plants[2][1])}:.*index 4 out of bounds"):
+        backend.attention_fused(q, k, v, mask=causal, scaled=True, variant=1)
+    store = line_of(source, "((float4*)v_s)[idx] = ", after=line_of(source, plants[1][1]))  # in that loop
+    with pytest.raises(CpuSanitizerError, match=rf"heap-buffer-overflow, WRITE of size 16 in attention_fused\w* "
+                                                rf"at .*microgpt_cuda.cu:{store}"):
+        backend.attention_fused(q, k, v, mask=causal, scaled=True, variant=2)
+    # verify --sanitize reports it as the case's FAIL line, with the line, and exits 1
+    code, out, err = run_main("verify", "--sanitize", "--T", "33", "--d-k", "16", "--kernel", broken)
+    assert code == 1 and "FAIL" in err
+    assert f"microgpt_cuda.cu:{line_of(source, plants[0][1])}" in "".join(out.split())

@@ -11,8 +11,16 @@ from andrea_cli.errors import AndreaError
 BACKEND_NAMES = ("auto", "cuda", "cpu", "numpy")
 
 
-def make_backend(name: str, kernel_path: Path) -> Backend:
-    """Construct without checking availability (that may be slow: it asks the driver)."""
+def check_timeout(timeout: float | None) -> None:
+    """--timeout: the CPU build's watchdog limit, a positive number of seconds."""
+    if timeout is not None and not timeout > 0:
+        raise AndreaError(f"--timeout takes a positive number of seconds, got {timeout}: the longest one "
+                          "block of a kernel launch may run on the CPU build")
+
+
+def make_backend(name: str, kernel_path: Path, *, timeout: float | None = None) -> Backend:
+    """Construct without checking availability (that may be slow: it asks the driver). timeout:
+    the CPU build's watchdog limit per block (None: its default); a GPU kernel cannot be stopped."""
     if name == "numpy":
         from andrea_cli.backends.numpy_backend import NumpyBackend
 
@@ -24,7 +32,7 @@ def make_backend(name: str, kernel_path: Path) -> Backend:
     if name == "cpu":
         from andrea_cli.backends.cpu import CpuBackend
 
-        return CpuBackend(kernel_path)
+        return CpuBackend(kernel_path, timeout=timeout)
     raise AndreaError(f"--backend {name!r} is not a backend: use one of {', '.join(BACKEND_NAMES)}")
 
 
@@ -36,16 +44,16 @@ def require_available(backend: Backend, flag: str) -> Backend:
     return backend
 
 
-def select_backend(name: str, kernel_path: Path, *, auto_order: tuple[str, ...] = ("cuda", "numpy")
-                   ) -> tuple[Backend, str | None]:
+def select_backend(name: str, kernel_path: Path, *, auto_order: tuple[str, ...] = ("cuda", "numpy"),
+                   timeout: float | None = None) -> tuple[Backend, str | None]:
     """The backend to run on, and for `auto` a one-line notice saying which and why.
 
     An explicitly named backend that cannot run here is an error naming what to install."""
     if name != "auto":
-        return require_available(make_backend(name, kernel_path), f"--backend {name}"), None
+        return require_available(make_backend(name, kernel_path, timeout=timeout), f"--backend {name}"), None
     reasons = []
     for candidate in auto_order:
-        backend = make_backend(candidate, kernel_path)
+        backend = make_backend(candidate, kernel_path, timeout=timeout)
         status = backend.available()
         if status.ok:
             if not reasons:

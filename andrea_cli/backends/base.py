@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, KernelError
 from andrea_cli.masks import MaskSpec
 
 STAGES = ("scores", "scale", "mask", "softmax", "av")
@@ -18,7 +18,7 @@ class DeviceOutOfMemory(AndreaError, MemoryError):
     MemoryError, so a sweep can skip the size and carry on."""
 
 
-class DeviceFault(AndreaError):
+class DeviceFault(KernelError):
     """The device faulted (an illegal address in a kernel, say): on a GPU the context is then
     unusable, so nothing more can run in this process."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from andrea_cli.backends.base import Availability
+from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, guarded_empty
 from andrea_cli.backends.kernel_backend import KernelFileBackend
 from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan
 from andrea_cli.errors import AndreaError
@@ -43,10 +44,14 @@ class _HostDevice:
         return self._module.get_function(name)
 
     def to_device(self, a):
-        return np.array(a, dtype=np.float32, order="C")  # a copy: kernels never touch the caller's array
+        # a copy (kernels never touch the caller's array), in a guarded mapping where launches
+        # are isolated: one element past its end faults
+        if self._module.isolate:
+            return guarded_copy(np.asarray(a, dtype=np.float32))
+        return np.array(a, dtype=np.float32, order="C")
 
     def empty(self, shape, dtype=np.float32):
-        return np.empty(shape, dtype=dtype)
+        return guarded_empty(shape, dtype) if self._module.isolate else np.empty(shape, dtype=dtype)
 
     def to_host(self, a):
         return a
@@ -59,10 +64,12 @@ class CpuBackend(KernelFileBackend):
     name = "cpu"
 
     def __init__(self, kernel_path: Path, plan: LaunchPlan = DEFAULT_PLAN, *, schedule: str = "forward",
-                 sanitize: bool = False):
+                 sanitize: bool = False, timeout: float | None = None):
+        """timeout: the most CPU seconds one block of a launch may run (None: the watchdog's default)."""
         super().__init__(kernel_path, plan)
         self.schedule = schedule
         self.sanitize = sanitize
+        self.timeout = timeout
 
     def available(self) -> Availability:
         try:
@@ -85,4 +92,5 @@ class CpuBackend(KernelFileBackend):
     def _load(self) -> _HostDevice:
         from andrea_cli.backends.cpu_runtime.module import CpuModule
 
-        return _HostDevice(CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize))
+        return _HostDevice(CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize,
+                                     timeout=self.timeout))

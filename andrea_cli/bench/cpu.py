@@ -55,13 +55,13 @@ def numpy_impl() -> Impl:
     return Impl("numpy", prepare, peak_bytes=numpy_peak_bytes)
 
 
-def cpu_build_impl(kernel_path) -> Impl:
+def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
     """attention_fused_kernel1 through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
     from andrea_cli.masks import MaskSpec
 
-    device = CpuBackend(kernel_path).device()
+    device = CpuBackend(kernel_path, timeout=timeout).device()
 
     def prepare(q, k, v, causal):
         H, T, d_k = q.shape
@@ -79,13 +79,13 @@ def cpu_build_impl(kernel_path) -> Impl:
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
-def cpu_build_bf16_impl(kernel_path) -> Impl:
+def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
     """attention_fused_kernel4 (tensor cores, emulated) through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
     from andrea_cli.masks import MaskSpec
 
-    device = CpuBackend(kernel_path).device()
+    device = CpuBackend(kernel_path, timeout=timeout).device()
 
     def prepare(q, k, v, causal):
         H, T, d_k = q.shape
@@ -108,7 +108,8 @@ def cpu_device_name() -> str:
     return f"CPU {platform.machine()} ({os.cpu_count()} logical cores), NumPy {np.__version__}"
 
 
-def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, with_cpu_build=True):
+def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, with_cpu_build=True,
+              timeout: float | None = None):
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.inputs import available_memory_bytes
 
@@ -129,8 +130,8 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
 
         status = CpuBackend(kernel_path).available()
         if status.ok:
-            impls += [cpu_build_impl(kernel_path), cpu_build_bf16_impl(kernel_path)]
-            impls.append(fused_backward_impl(CpuBackend(kernel_path), name="cpu_build_fused_backward", speed_path=False,
+            impls += [cpu_build_impl(kernel_path, timeout), cpu_build_bf16_impl(kernel_path, timeout)]
+            impls.append(fused_backward_impl(CpuBackend(kernel_path, timeout=timeout), name="cpu_build_fused_backward", speed_path=False,
                                              max_T=CPU_BUILD_MAX_T, repeats=1,
                                              why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}"))
             notes.append(f"cpu_build_fused(_bf16, _backward) is the kernel file compiled for the CPU: a correctness tool, "

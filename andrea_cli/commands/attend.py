@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from andrea_cli.backends import select_backend
+from andrea_cli.backends import check_timeout, select_backend
 from andrea_cli.backends.fused import check_fused_shape
 from andrea_cli.backends.fused_bf16 import PRECISIONS, check_bf16_shape
 from andrea_cli.defaults import head_sizes
@@ -46,6 +46,7 @@ class AttendOptions:
     sample_rows: int = 0
     plot: Path | None = None  # drawn by the CLI from the report (render/attend_plot.py)
     precision: str = "fp32"
+    timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
 
     @property
     def wants_layer(self) -> bool:
@@ -100,7 +101,7 @@ def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
 
 
 def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, scaled: bool, fused: bool = False,
-             sample_rows: int = 0, precision: str = "fp32"):
+             sample_rows: int = 0, precision: str = "fp32", timeout: float | None = None):
     """One head (or, from the Python API, H heads at once), staged or fused, on the backend named."""
     if fused and backend == "numpy":
         raise AndreaError("--fused runs the fused kernel, on --backend cuda or cpu; the NumPy path has "
@@ -110,7 +111,7 @@ def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, sc
                           f"'cuda' (or 'auto'), or pass NumPy arrays to run them on {backend}")
     # without a GPU, auto runs the fused kernel on the CPU build: the NumPy path would build T×T
     order = ("cuda",) if data.on_device else ("cuda", "cpu") if fused else ("cuda", "numpy")
-    chosen, notice = select_backend(backend, resolve_kernel_path(kernel), auto_order=order)
+    chosen, notice = select_backend(backend, resolve_kernel_path(kernel), auto_order=order, timeout=timeout)
     notices = [notice] if notice else []
     if fused:
         from andrea_cli.fused_pipeline import run_fused_attention
@@ -124,6 +125,7 @@ def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, sc
 def run_attend(o: AttendOptions):
     """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags)."""
     check_combinations(o)
+    check_timeout(o.timeout)
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out")
     check_writable(o.save_weights, "--save-weights")
@@ -134,11 +136,11 @@ def run_attend(o: AttendOptions):
 
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed)
-        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel))
+        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel), timeout=o.timeout)
         report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=[notice] if notice else [])
     else:
         report = run_head(head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=not o.no_scale,
-                          fused=o.fused, sample_rows=o.sample_rows, precision=o.precision)
+                          fused=o.fused, sample_rows=o.sample_rows, precision=o.precision, timeout=o.timeout)
     if o.out is not None:
         save_npy_atomic(o.out, report.output)  # (T, d_v); the layer's (T, d_model)
     if o.save_weights is not None:

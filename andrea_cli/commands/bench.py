@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from andrea_cli.backends import make_backend, require_available
+from andrea_cli.backends import check_timeout, make_backend, require_available
 from andrea_cli.bench import cpu as bench_cpu
 from andrea_cli.bench import gpu as bench_gpu
 from andrea_cli.bench.sweep import CPU_T, D_KS, GPU_T, BenchResult, check_options
@@ -30,6 +30,7 @@ class BenchOptions:
     warmup: int = 1
     no_cpu_build: bool = False
     kernel: Path | None = None
+    timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
 
 
 def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
@@ -37,6 +38,7 @@ def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
     if o.side not in SIDES or o.mask not in MASKS:
         raise AndreaError("--side takes auto, gpu or cpu; --mask takes causal, none or both")
     check_options(o.T, o.d_k, o.heads, o.repeats, o.warmup)
+    check_timeout(o.timeout)
     path = resolve_kernel_path(o.kernel)
     cuda = make_backend("cuda", path)
     if o.side == "gpu":
@@ -47,7 +49,8 @@ def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
                   causals=MASKS[o.mask], warmup=o.warmup, repeats=o.repeats, progress=progress)
     if on_gpu:
         return bench_gpu.bench_gpu(path, H=o.heads or 12, **common)
-    result = bench_cpu.bench_cpu(path, H=o.heads or 1, with_cpu_build=not o.no_cpu_build, **common)
+    result = bench_cpu.bench_cpu(path, H=o.heads or 1, with_cpu_build=not o.no_cpu_build, timeout=o.timeout,
+                                 **common)
     if o.side == "auto":
         result.notes.insert(0, f"CPU side only: {gpu.reason}; the GPU figures need a GPU run")
     return result

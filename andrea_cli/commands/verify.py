@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from andrea_cli.backends import make_backend, require_available
+from andrea_cli.backends import check_timeout, make_backend, require_available
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import check_fits_in_memory, check_sizes
@@ -14,13 +14,18 @@ from andrea_cli.masks import parse_mask
 from andrea_cli.verify import H_VERIFY, Case, CaseResult, VerifyReport, run_verify, sweep
 
 
-def verify_backends(name: str, kernel_path: Path) -> list[tuple[str, object]]:
+def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False,
+                    timeout: float | None = None) -> list[tuple[str, object]]:
     """The kernels are what is verified, so the NumPy path is no backend here. On the CPU build,
-    every case runs twice: threads in order, and in reverse to expose a missing barrier."""
+    every case runs twice: threads in order, and in reverse to expose a missing barrier.
+    sanitize: the CPU build with AddressSanitizer and UndefinedBehaviorSanitizer."""
     if name == "numpy":
         raise AndreaError("--backend numpy is the reference itself: verify the kernels with --backend cpu or cuda")
+    if sanitize and name == "cuda":
+        raise AndreaError("--sanitize runs the CPU build under AddressSanitizer: pass --backend cpu (on a GPU, "
+                          "run compute-sanitizer on the process instead)")
     if name == "auto":
-        name = "cuda" if make_backend("cuda", kernel_path).available().ok else "cpu"
+        name = "cpu" if sanitize or not make_backend("cuda", kernel_path).available().ok else "cuda"
     if name == "cuda":
         backend = require_available(make_backend("cuda", kernel_path), "--backend cuda")
         backend.device()  # compile now: a compile error is the user's to fix (exit 2), not a failed case
@@ -28,7 +33,8 @@ def verify_backends(name: str, kernel_path: Path) -> list[tuple[str, object]]:
     if name == "cpu":
         from andrea_cli.backends.cpu import CpuBackend
 
-        pairs = [(schedule, CpuBackend(kernel_path, schedule=schedule)) for schedule in ("forward", "reverse")]
+        pairs = [(schedule, CpuBackend(kernel_path, schedule=schedule, sanitize=sanitize, timeout=timeout))
+                 for schedule in ("forward", "reverse")]
         require_available(pairs[0][1], "--backend cpu")
         for _, backend in pairs:
             backend.device()
@@ -47,7 +53,9 @@ VERIFY_BYTES_PER_SCORE = 256
 
 
 def run_verify_command(backend: str, *, quick: bool, T: int | None, d_k: int | None, d_v: int | None,
-                       mask: str | None, scaled: bool, kernel: Path | None, show_progress: bool) -> VerifyReport:
+                       mask: str | None, scaled: bool, kernel: Path | None, show_progress: bool,
+                       sanitize: bool = False, timeout: float | None = None) -> VerifyReport:
+    check_timeout(timeout)
     one_case = T is not None or d_k is not None or d_v is not None or mask is not None or not scaled
     if one_case and quick:
         raise AndreaError("--quick runs the sweep; --T/--d-k/--d-v/--mask/--no-scale pick one case: pass one or the other")
@@ -60,5 +68,5 @@ def run_verify_command(backend: str, *, quick: bool, T: int | None, d_k: int | N
     else:
         cases = sweep(quick)
     kernel_path = resolve_kernel_path(kernel)
-    backends = verify_backends(backend, kernel_path)
+    backends = verify_backends(backend, kernel_path, sanitize=sanitize, timeout=timeout)
     return run_verify(backends, cases, kernel_file=str(kernel_path), progress=_progress if show_progress else None)

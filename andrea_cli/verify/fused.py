@@ -33,7 +33,8 @@ def check_fused(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult
         except DeviceFault:
             raise
         except AndreaError as exc:
-            result.error = f"attention_fused_kernel{variant}: {str(exc).splitlines()[0]}"
+            kernel, message = f"attention_fused_kernel{variant}", str(exc).splitlines()[0]
+            result.error = message if message.startswith(kernel) else f"{kernel}: {message}"
             return
         result.stages[f"fused{variant}"] = compare(fused.output, exact.output, tol)
 

@@ -88,17 +88,24 @@ def scan(path: pathlib.Path, name_expressions: tuple[str, ...] = ()) -> KernelSo
 
 
 def wrapper_source(src: KernelSource) -> str:
-    """The generated C++ file: the kernel file, sized dynamic shared arrays, one export per kernel."""
-    lines = [f'#include "{src.path}"', ""]
-    for name, ctype in src.dynamic_shared.items():
-        # `extern __shared__ T x[];` is incomplete; this is its definition, as large as allowed.
-        lines += [f"alignas(16) thread_local {ctype} {name}[{MAX_DYNAMIC_SHARED} / sizeof({ctype})];",
-                  f"static andrea::RegisterDyn andrea_dyn_{name}(+[]() -> void* {{ return (void*){name}; }}, "
-                  f"sizeof({name}));"]
+    """The generated C++ file: the kernel file (its `extern __shared__` declarations pointed at the
+    runtime's guarded bytes, line for line), then one export per kernel."""
+    lines = [f'#line 1 "{src.path}"', rewrite_dynamic_shared(src.text), '#line 1 "andrea-wrapper"']
     for name, symbol in src.exports().items():
         lines += [f"ANDREA_EXPORT void {symbol}__launch(void** a) {{ andrea::call(&{name}, a); }}",
                   f"ANDREA_EXPORT const char* {symbol}__sig() {{ return andrea::signature(&{name}); }}"]
     return "\n".join(lines) + "\n"
+
+
+def rewrite_dynamic_shared(text: str) -> str:
+    """`extern __shared__ T x[];` -> `T* const& x = reinterpret_cast<T* const&>(andrea::dyn_shared_base);`,
+    keeping the line count, so every such array starts where the runtime puts the launch's bytes
+    (against a guard page) and compiler and sanitizer messages keep the kernel file's lines."""
+    def replace(m: re.Match) -> str:
+        ctype = " ".join(m.group(1).split())
+        return (f"{ctype}* const& {m.group(2)} = reinterpret_cast<{ctype}* const&>(andrea::dyn_shared_base);"
+                + "\n" * m.group(0).count("\n"))
+    return _DYN_SHARED.sub(replace, text)
 
 
 def compiler_candidates() -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, KernelError
 
 
 class CpuRuntimeError(AndreaError):
@@ -21,7 +21,7 @@ class CpuCompileError(CpuRuntimeError):
         self.log = log
 
 
-class CpuDeadlockError(CpuRuntimeError):
+class CpuDeadlockError(CpuRuntimeError, KernelError):
     """No thread of a block can go on: a barrier some threads never reach."""
 
     def __init__(self, message: str, kernel: str, block: tuple[int, int, int]):
@@ -29,7 +29,7 @@ class CpuDeadlockError(CpuRuntimeError):
         self.kernel, self.block = kernel, block
 
 
-class CpuWarpError(CpuRuntimeError):
+class CpuWarpError(CpuRuntimeError, KernelError):
     """A warp sync or shuffle a GPU leaves undefined: its mask names a lane that has returned or
     does not exist, or it reads such a lane. `lanes` is the bit mask of the lanes at fault."""
 
@@ -48,15 +48,24 @@ class CpuLaunchError(CpuRuntimeError):
     """Launch geometry or shared memory a GPU would refuse."""
 
 
-class CpuFaultError(CpuRuntimeError):
-    """A kernel thread touched unmapped memory or overflowed its stack (CUDA: illegal address)."""
+class CpuFaultError(CpuRuntimeError, KernelError):
+    """A kernel thread touched memory outside every array, overflowed its stack, aborted or
+    trapped (CUDA: an illegal address, a device-side assert)."""
+
+
+class CpuTimeoutError(CpuRuntimeError, KernelError):
+    """A block ran past the watchdog's limit: an endless loop, most likely."""
+
+
+class CpuCrashError(CpuRuntimeError, KernelError):
+    """The process that ran the launch died (the kernel corrupted memory outside its arrays)."""
 
 
 class CpuArgumentError(CpuRuntimeError):
     """A kernel argument whose type does not match the kernel's C++ parameter."""
 
 
-class CpuSanitizerError(CpuRuntimeError):
+class CpuSanitizerError(CpuRuntimeError, KernelError):
     """AddressSanitizer or UndefinedBehaviorSanitizer reported an error; `report` holds it all."""
 
     def __init__(self, message: str, report: str):

@@ -7,15 +7,24 @@
 from __future__ import annotations
 
 import pathlib
+import re
 
 import numpy as np
 
 from andrea_cli.backends.cpu_runtime.build import MAX_DYNAMIC_SHARED, build, normalize_expression, scan
-from andrea_cli.backends.cpu_runtime.errors import CpuArgumentError, CpuLaunchError, CpuRuntimeError
-from andrea_cli.backends.cpu_runtime.native import SCALARS, NativeLibrary, raise_for
+from andrea_cli.backends.cpu_runtime.errors import CpuArgumentError, CpuFaultError, CpuLaunchError, CpuRuntimeError
+from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, region_of
+from andrea_cli.backends.cpu_runtime.native import SCALARS, LaunchOptions, NativeLibrary, raise_for
 
 SCHEDULES = {"forward": 0, "reverse": 1}
 MAX_THREADS = 1024
+# The watchdog's default budget for one block, in CPU seconds: max(BASE + per MiB of the launch's
+# arrays, FACTOR x the slowest block of the launch so far). Measured: a block of the fused kernel
+# at d = 128 takes about 26 us x T (53 ms at T = 2048), and its arrays add 98 us x T to the
+# budget; staged blocks take milliseconds at any T. An endless loop never ends.
+WATCHDOG_BASE_S = 2.0
+WATCHDOG_S_PER_MIB = 0.05
+WATCHDOG_FACTOR = 20.0
 
 
 class CpuKernel:
@@ -100,10 +109,16 @@ class CpuModule:
     """A kernel file compiled for the CPU (cached); `get_function` like cupy.RawModule."""
 
     def __init__(self, source_path: pathlib.Path, *, schedule: str = "forward", sanitize: bool = False,
-                 name_expressions: tuple[str, ...] = (), extra_flags: tuple[str, ...] = ()):
+                 name_expressions: tuple[str, ...] = (), extra_flags: tuple[str, ...] = (),
+                 timeout: float | None = None):
+        """timeout: the most CPU seconds one block of a launch may run (None: the default budget)."""
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, got {schedule!r}")
         self.source_path, self.schedule, self.sanitize = pathlib.Path(source_path).resolve(), schedule, sanitize
+        self.timeout = timeout
+        # The plain build runs each launch in a forked child, on guarded shared arrays; the sanitized
+        # build runs in a worker process already, on AddressSanitizer's own allocations.
+        self.isolate = not sanitize
         self._src = scan(self.source_path, tuple(name_expressions))
         self._exports = self._src.exports()  # kernel name or name expression -> library symbol
         self.kernel_names: list[str] = list(self._exports)
@@ -130,7 +145,37 @@ class CpuModule:
                                            self._src.parameters(key))
         return self._kernels[key]
 
+    def _options(self, args: tuple) -> LaunchOptions:
+        mib = sum(a.nbytes for a in args if isinstance(a, np.ndarray)) / 2**20
+        return LaunchOptions(float(self.timeout or 0.0), WATCHDOG_BASE_S + WATCHDOG_S_PER_MIB * mib,
+                             WATCHDOG_FACTOR, int(self.isolate))
+
     def _launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int) -> None:
-        rc, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem,
-                                       self.schedule == "reverse")
-        raise_for(kernel.name, rc, info)
+        reverse = self.schedule == "reverse"
+        if not self.isolate:
+            rc, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem, reverse,
+                                           self._options(args))
+            raise_for(kernel.name, rc, info)
+            return
+        # Every array in its own guarded shared mapping: the caller's own when it is one already
+        # (the backends allocate them so), else a copy, copied back if the kernel may write it.
+        staged = tuple(a if not isinstance(a, np.ndarray) or region_of(a) else guarded_copy(a) for a in args)
+        rc, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, staged, shared_mem, reverse,
+                                       self._options(args))
+        arrays = {_param_name(kernel.params[i], i): region_of(a) for i, a in enumerate(staged)
+                  if isinstance(a, np.ndarray)}
+        raise_for(kernel.name, rc, info, arrays)
+        for param, region in arrays.items():
+            hit = region.canary_hit()
+            if hit is not None:
+                raise CpuFaultError(f"{kernel.name}: a thread wrote {hit} bytes before the start of {param} "
+                                    "(found after the launch): an out-of-bounds write")
+        for original, copy, writes in zip(args, staged, kernel.writes):
+            if copy is not original and writes:
+                np.copyto(original, copy)
+
+
+def _param_name(declaration: str, index: int) -> str:
+    """`const float* __restrict__ q` -> "q (argument 0)"."""
+    names = re.findall(r"[A-Za-z_]\w*", declaration)
+    return f"{names[-1]} (argument {index})" if names else f"argument {index}"

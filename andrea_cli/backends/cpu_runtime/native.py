@@ -5,20 +5,33 @@ from __future__ import annotations
 
 import ctypes
 import pathlib
+import signal
 
 import numpy as np
 
-from andrea_cli.backends.cpu_runtime.errors import (CpuAssertError, CpuCompileError, CpuDeadlockError,
-                                                    CpuFaultError, CpuLaunchError, CpuRuntimeError, CpuWarpError)
+from andrea_cli.backends.cpu_runtime.errors import (CpuAssertError, CpuCompileError, CpuCrashError,
+                                                    CpuDeadlockError, CpuFaultError, CpuLaunchError,
+                                                    CpuRuntimeError, CpuTimeoutError, CpuWarpError)
+from andrea_cli.backends.cpu_runtime.guarded_memory import GuardedRegion
 
-_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT, _WARP_MISUSE, _ASSERT = 0, 1, 2, 4, 5, 6
+_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT, _WARP_MISUSE, _ASSERT, _TIMEOUT, _CRASHED = 0, 1, 2, 4, 5, 6, 7, 8
 
 
 class LaunchInfo(ctypes.Structure):
     _fields_ = [("block", ctypes.c_int * 3), ("waiting_barrier", ctypes.c_int),
                 ("waiting_warp", ctypes.c_int), ("returned", ctypes.c_int),
                 ("threads", ctypes.c_int), ("warp", ctypes.c_int), ("mask", ctypes.c_uint),
-                ("lanes", ctypes.c_uint), ("message", ctypes.c_char * 512)]
+                ("lanes", ctypes.c_uint), ("message", ctypes.c_char * 512), ("thread", ctypes.c_int * 3),
+                ("signal", ctypes.c_int), ("access", ctypes.c_int), ("running", ctypes.c_int),
+                ("address", ctypes.c_ulonglong), ("limit_s", ctypes.c_double), ("block_start", ctypes.c_double)]
+
+
+class LaunchOptions(ctypes.Structure):
+    """The watchdog's budget for one block (CPU seconds): timeout_s if > 0, else
+    max(base_s, factor x the slowest block of the launch so far); isolate: run in a forked child."""
+
+    _fields_ = [("timeout_s", ctypes.c_double), ("base_s", ctypes.c_double), ("factor", ctypes.c_double),
+                ("isolate", ctypes.c_int)]
 
 
 # Parameter kind (from the C++ signature) -> the numpy type a kernel argument must have.
@@ -54,10 +67,12 @@ class NativeLibrary:
             raise CpuCompileError(f"loading the CPU build of {path.name} failed: {what}", str(exc)) from None
         if self.lib.andrea_info_size() != ctypes.sizeof(LaunchInfo):
             raise CpuRuntimeError(f"{path.name}: the runtime header and cpu_runtime/native.py disagree")
+        if self.lib.andrea_options_size() != ctypes.sizeof(LaunchOptions):
+            raise CpuRuntimeError(f"{path.name}: the runtime header and cpu_runtime/native.py disagree")
         self.lib.andrea_launch.restype = ctypes.c_int
         self.lib.andrea_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                           ctypes.POINTER(LaunchInfo)]
+                                           ctypes.POINTER(LaunchOptions), ctypes.POINTER(LaunchInfo)]
 
     def signature(self, name: str) -> str:
         fn = self.lib[f"{name}__sig"]
@@ -65,19 +80,34 @@ class NativeLibrary:
         return fn().decode()
 
     def launch(self, name: str, signature: list[str], grid, block, args, shared_mem: int,
-               reverse: bool) -> tuple[int, LaunchInfo]:
+               reverse: bool, options: LaunchOptions) -> tuple[int, LaunchInfo]:
         entry = ctypes.cast(self.lib[f"{name}__launch"], ctypes.c_void_p)
         argv, _keep = _pack(args, signature)
         info = LaunchInfo()
         rc = self.lib.andrea_launch(entry, argv, (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
-                                    shared_mem, int(reverse), ctypes.byref(info))
+                                    shared_mem, int(reverse), ctypes.byref(options), ctypes.byref(info))
         return rc, info
 
 
-def raise_for(kernel: str, rc: int, info: LaunchInfo) -> None:
+def raise_for(kernel: str, rc: int, info: LaunchInfo, arrays: dict[str, GuardedRegion] | None = None) -> None:
+    """arrays: the guarded mapping of each pointer argument, by parameter, to say which array a
+    fault ran past."""
     if rc == _OK:
         return
     message = info.message.decode(errors="replace")
+    if rc == _FAULT and info.signal in (signal.SIGSEGV, signal.SIGBUS):
+        for param, region in (arrays or {}).items():
+            where = region.where(info.address)
+            if where:
+                verb = {1: "wrote", 0: "read"}.get(info.access, "touched")
+                raise CpuFaultError(f"{kernel}: thread {tuple(info.thread)} of block {tuple(info.block)} {verb} "
+                                    f"{param} at {where}: an out-of-bounds access")
+    if rc == _TIMEOUT:
+        raise CpuTimeoutError(f"{kernel}: block {tuple(info.block)} {message} (--timeout SECONDS sets the limit)")
+    if rc == _CRASHED:
+        if info.signal == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise CpuCrashError(f"{kernel}: {message}; it was running block {tuple(info.block)}")
     if rc == _DEADLOCK:
         block = tuple(info.block)
         raise CpuDeadlockError(f"{kernel} deadlocked in block {block}: {message}", kernel, block)

@@ -20,7 +20,7 @@ import numpy as np
 
 from andrea_cli.backends.cpu_runtime.build import find_compiler
 from andrea_cli.backends.cpu_runtime.errors import CpuRuntimeError, CpuSanitizerError
-from andrea_cli.backends.cpu_runtime.native import LaunchInfo, NativeLibrary
+from andrea_cli.backends.cpu_runtime.native import LaunchInfo, LaunchOptions, NativeLibrary
 
 _ENV = {
     # Python itself leaks by design; a report must end the worker so it cannot be missed.
@@ -66,11 +66,11 @@ class SanitizedLibrary:
     def signature(self, name: str) -> str:
         return self._signatures[name]
 
-    def launch(self, name, signature, grid, block, args, shared_mem, reverse):
+    def launch(self, name, signature, grid, block, args, shared_mem, reverse, options):
         if self._proc is None:
             self._start()
         try:
-            pickle.dump((name, signature, grid, block, args, shared_mem, reverse), self._proc.stdin)
+            pickle.dump((name, signature, grid, block, args, shared_mem, reverse, bytes(options)), self._proc.stdin)
             self._proc.stdin.flush()
         except BrokenPipeError:
             pass  # the worker is gone: _receive raises with what it left on stderr
@@ -106,7 +106,10 @@ def _report_error(report: str, fallback: str) -> CpuRuntimeError:
         return CpuRuntimeError(f"{fallback}: {' | '.join(lines[-5:]) or 'no output'}")
     what = re.search(r"AddressSanitizer: ([\w-]+)", head).group(1)
     access = next((m.group(0) for line in lines if (m := re.match(r"(READ|WRITE) of size \d+", line))), "")
-    frame = next((m for line in lines if (m := re.match(r"#\d+ 0x[0-9a-f]+ in (\S+) (\S+\.cuh?:\d+)", line))), None)
+    # the innermost frame in a .cu file: a __device__ function inlined into its kernel has its own
+    # frame, and a C++ name carries its parameter list ("attention_fused2(float const*, ...)")
+    frame = next((m for line in lines
+                  if (m := re.match(r"#\d+ 0x[0-9a-f]+ in ([\w:~]+).*? (\S+\.cuh?:\d+)(?::\d+)?$", line))), None)
     where = f" in {frame.group(1)} at {frame.group(2)}" if frame else ""
     return CpuSanitizerError(f"AddressSanitizer: {what}{', ' + access if access else ''}{where}", report)
 
@@ -119,12 +122,13 @@ def _worker(path: str, names: list[str]) -> None:
     out.flush()
     while True:
         try:
-            name, signature, grid, block, args, shared_mem, reverse = pickle.load(sys.stdin.buffer)
+            name, signature, grid, block, args, shared_mem, reverse, options = pickle.load(sys.stdin.buffer)
         except EOFError:
             return
         # A fresh copy: its buffer comes from ASan's malloc, exactly as large as the array.
         args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
-        rc, info = lib.launch(name, signature, grid, block, args, shared_mem, reverse)
+        rc, info = lib.launch(name, signature, grid, block, args, shared_mem, reverse,
+                              LaunchOptions.from_buffer_copy(options))
         results = [a if isinstance(a, np.ndarray) else None for a in args]
         pickle.dump((rc, bytes(info), results), out)
         out.flush()
