@@ -9,8 +9,9 @@ from andrea_cli.errors import AndreaError
 
 KERNEL_FILE_NAME = "microgpt_cuda.cu"
 # What the launchers call: an edited copy must keep every one of them (its bodies are the user's).
-REQUIRED_KERNELS = ("scores_kernel1", "scale_kernel1", "mask_kernel1", "softmax_kernel1", "softmax_kernel2",
-                    "av_kernel1", "attention_fused_kernel1", "attention_fused_kernel2")
+REQUIRED_KERNELS = ("scores_kernel1", "scores_kernel2", "scale_kernel1", "mask_kernel1", "softmax_kernel1",
+                    "softmax_kernel2", "softmax_kernel3", "av_kernel1", "av_kernel2", "attention_fused_kernel1",
+                    "attention_fused_kernel2", "attention_fused_kernel3_d64", "attention_fused_kernel3_d128")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # extern "C" (optional here, so a kernel without it can be named in an error), __global__, an
 # optional __launch_bounds__ on either side of void, the name, the parameter list

@@ -1421,6 +1421,16 @@ ANDREA_EXPORT int andrea_launch(void (*entry)(void**), void** args, const unsign
     return andrea::launch(entry, args, grid, block, shared_bytes, reverse, opts, info);
 }
 ANDREA_EXPORT int andrea_info_size() { return (int)sizeof(andrea::LaunchInfo); }
+ANDREA_EXPORT int andrea_options_size() { return (int)sizeof(andrea::LaunchOptions); }
+
+// ---------------------------------------------------------------------------------------------
+// The rest of CUDA's device surface (math, rounding variants, bit tricks, cache hints, atomics,
+// block votes, warp reduce/match, clocks): a section of its own. The half and bfloat16 types
+// and cooperative groups come with the headers a kernel file includes (cuda_fp16.h, ...), from
+// the include folder the build passes (cpu_include/).
+#include "cpu_runtime/intrinsics.h"
+
+// =============================================================================================
 // Tensor cores: the PTX instructions behind the kernel file's tensor-core wrappers, emulated.
 //
 // The kernel file wraps each instruction in a device function whose body is inline PTX under
@@ -1495,11 +1505,8 @@ inline bool is_shared(const void* p, size_t bytes) {
     const char* c = static_cast<const char*>(p);
     const TensorCoreState& tc = tensor_cores();
     if (tc.tls_lo && c >= tc.tls_lo && c + bytes <= tc.tls_hi) return true;
-    for (const DynShared& d : sched().dyn) {
-        const char* lo = static_cast<const char*>(d.addr());
-        if (c >= lo && c + bytes <= lo + d.capacity) return true;
-    }
-    return false;
+    const Guard& g = guard();  // the launch's dynamic shared bytes (see "Guard")
+    return g.dyn_base && c >= g.dyn_base && c + bytes <= g.dyn_base + g.dyn_bytes;
 }
 
 // One lane reaches a .aligned instruction. Returns after the warp's round has run `body`, which
@@ -1723,14 +1730,3 @@ inline unsigned cvt_rna_tf32_f32(float x) {
 }
 
 }  // namespace ptx_emulated
-=======
-ANDREA_EXPORT int andrea_options_size() { return (int)sizeof(andrea::LaunchOptions); }
-
-// ---------------------------------------------------------------------------------------------
-// The rest of CUDA's device surface (math, rounding variants, bit tricks, cache hints, atomics,
-// block votes, warp reduce/match, clocks): a section of its own. The half and bfloat16 types
-// and cooperative groups come with the headers a kernel file includes (cuda_fp16.h, ...), from
-// the include folder the build passes (cpu_include/).
-#include "cpu_runtime/intrinsics.h"
-
-// ======================================================================================

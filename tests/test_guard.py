@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from andrea_cli.backends.cpu_runtime.errors import (CpuCrashError, CpuFaultError, CpuTimeoutError)
+from andrea_cli.backends.cpu_runtime.errors import CpuAssertError, CpuCrashError, CpuFaultError, CpuTimeoutError
 from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_empty, region_of
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.kernel_file import packaged_kernel_path
@@ -75,7 +75,7 @@ def test_the_watchdog_stops_an_endless_loop(guard, kernel):
 
 def test_an_abort_or_a_write_over_the_heap_ends_only_the_launch(guard):
     y = np.ones(32, np.float32)
-    with pytest.raises(CpuFaultError, match=r"fails_assert: thread \(0, 0, 0\) aborted .*Assertion"):
+    with pytest.raises(CpuAssertError, match=r"fails_assert: device assert failed at guard.cu:\d+ .*thread \(0, 0, 0\)"):
         guard.get_function("fails_assert")((1,), (32,), (y,))
     with pytest.raises(CpuCrashError, match=r"smash_heap: the launch's process died of SIGSEGV"):
         guard.get_function("smash_heap")((1,), (32,), (y,))
@@ -88,10 +88,11 @@ def test_verify_reports_a_heap_smashing_case_and_passes_the_next(tmp_path, run_m
     # The case: a stray write corrupts the process and a later case crashes it. Here the
     # broken case fails on its own line and every case after it still runs and passes.
     source = packaged_kernel_path().read_text()
-    store = "if (i < T && j < T) scores[(long)i * T + j] = acc;"
+    store = "out[idx] = in[idx] * scale;"  # scale_kernel1: every staged plan runs it
     assert store in source
     broken = tmp_path / "microgpt_cuda.cu"
-    broken.write_text(source.replace(store, store + "\n    if (T == 7) memset((void*)&andrea::sched(), 0x41, 256);"))
+    broken.write_text(source.replace(store, store + " if (n % 49 == 0 && n <= 4 * 49)"  # T = 7: n = 49 x heads
+                                         " memset((void*)&andrea::sched(), 0x41, sizeof(andrea::sched()));", 1))
     code, out, err = run_main("verify", "--backend", "cpu", "--quick", "--kernel", broken)
     assert code == 1
     failed = [line for line in err.splitlines() if line.startswith("FAIL")]
@@ -101,5 +102,5 @@ def test_verify_reports_a_heap_smashing_case_and_passes_the_next(tmp_path, run_m
     assert "died of SIGSEGV" in " ".join(out.split())  # Rich wraps the lines
     # attend on the same copy: one line naming the kernel, exit 1 (the kernel is wrong, not the input)
     code, out, err = run_main("attend", "--backend", "cpu", "-T", 7, "--d-k", 3, "--kernel", broken)
-    assert code == 1 and err.startswith("error: scores_kernel1: the launch's process died of SIGSEGV")
+    assert code == 1 and err.startswith("error: scale_kernel1: the launch's process died of SIGSEGV")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

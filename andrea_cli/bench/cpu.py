@@ -56,7 +56,7 @@ def numpy_impl() -> Impl:
 
 
 def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
-    """attention_fused_kernel1 through the CPU build: reported, never a speed figure."""
+    """The default fused kernel through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
     from andrea_cli.masks import MaskSpec

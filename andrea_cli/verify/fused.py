@@ -1,18 +1,14 @@
-"""The fused family: every fused kernel that takes the case's widths (on the CPU build's largest
-shape, the default one), end to end on the same inputs against the float64 equation (it has no
-intermediate stages to compare)."""
+"""The fused family: every fused kernel that takes the case's widths, end to end on the same
+inputs against the float64 equation (it has no intermediate stages to compare)."""
 
 from __future__ import annotations
 
 from andrea_cli import tolerances
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.fused import FUSED_MAX_D, FUSED_VARIANTS, default_variant, fused_variants
+from andrea_cli.backends.fused import FUSED_MAX_D, FUSED_VARIANTS, fused_variants
 from andrea_cli.backends.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
 from andrea_cli.verify.case import Case, CaseResult, Exact, Family, Inputs, compare
-
-CPU_ALL_VARIANTS_UP_TO_T = 257  # past it, the CPU build checks the default fused kernel only
-
 
 def applies(backend, case: Case) -> bool:
     """Once per shape (the default geometry only), on a backend with the fused kernels."""
@@ -22,12 +18,7 @@ def applies(backend, case: Case) -> bool:
 
 def check_fused(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
     tol = tolerances.fused_tol(x.q, x.k, x.v, exact.weights, exact.visible, case.d_k, case.scaled)
-    variants = fused_variants(case.d_k, case.d_v)
-    if case.T > CPU_ALL_VARIANTS_UP_TO_T and backend.name == "cpu":
-        # on the CPU build the older kernels cost seconds at the large shape (the default, kernel3,
-        # a tenth of a second); they are checked on every other shape
-        variants = [default_variant(case.d_k, case.d_v)]
-    for variant in variants:
+    for variant in fused_variants(case.d_k, case.d_v):
         try:
             fused = backend.attention_fused(x.q, x.k, x.v, mask=case.mask, scaled=case.scaled, variant=variant)
         except DeviceFault:

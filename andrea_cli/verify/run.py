@@ -43,6 +43,9 @@ def edge_cases(quick: bool) -> list[Case]:
     # d = 64 and T past one 64-row block: the register-tiled fused kernel in the quick sweep too,
     # with a window wider than a 32-key tile
     cases.append(Case(70, 64, 64, MaskSpec("window", 33), True))
+    if not quick:  # kernel3 over three 64-row blocks and 64-key tiles: causal skips and the diagonal
+        cases += [Case(130, 64, 64, MaskSpec("causal"), True, families=("fused",)),
+                  Case(150, 128, 128, MaskSpec("none"), False, families=("fused",))]
     # unscaled dot products of width 256 with entries of std 4: scores in the hundreds, where a
     # softmax without the max subtraction overflows to inf
     cases.append(Case(33, 256, 16, MaskSpec("none"), False, input_std=4.0))

@@ -39,7 +39,7 @@ class CpuWarpError(CpuRuntimeError, KernelError):
         self.kernel, self.block, self.warp, self.mask, self.lanes = kernel, block, warp, mask, lanes
 
 
-class CpuAssertError(CpuRuntimeError):
+class CpuAssertError(CpuRuntimeError, KernelError):
     """A device-side assert failed or a thread called __trap() (CUDA: cudaErrorAssert, or an
     illegal instruction): the message names the file, line and thread."""
 
