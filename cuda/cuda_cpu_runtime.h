@@ -1,6 +1,7 @@
 // cuda_cpu_runtime.h — the CUDA execution model on the CPU, so the unmodified kernel file runs
-// without a GPU. Force-included (g++ -include) into a generated C++ file that #includes the
-// kernel file; andrea_cli/backends/cpu_build.py writes that file and cpu_runtime.py launches.
+// without a GPU. Force-included (g++ -include) into a generated C++ file that holds the kernel
+// file's text (its `extern __shared__` lines pointed at the guarded dynamic shared bytes);
+// andrea_cli/backends/cpu_runtime/build.py writes that file, module.py and native.py launch it.
 //
 // Model: every CUDA thread of a block is a fiber (own mmap'd stack with a guard page) on one OS
 // thread; blocks run one after another. Fibers are created once and switched by a few lines of
