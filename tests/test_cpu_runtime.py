@@ -20,16 +20,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
-def cache_dir(tmp_path_factory):
-    # A fresh cache per session: tests see real compiles and never litter ~/.cache.
-    path = tmp_path_factory.mktemp("andrea-cache")
-    old = os.environ.get("ANDREA_CACHE_DIR")
-    os.environ["ANDREA_CACHE_DIR"] = str(path)
-    yield path
-    if old is None:
-        del os.environ["ANDREA_CACHE_DIR"]
-    else:
-        os.environ["ANDREA_CACHE_DIR"] = old
+def cache_dir(isolated_cache):
+    return isolated_cache  # conftest's fresh CPU-build cache: real compiles, nothing left in ~/.cache
 
 
 @pytest.fixture(scope="session")
