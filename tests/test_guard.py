@@ -84,6 +84,7 @@ def test_an_abort_or_a_write_over_the_heap_ends_only_the_launch(guard):
     np.testing.assert_array_equal(out, x + 1)
 
 
+@pytest.mark.slow  # the whole quick sweep on a broken copy (its own CPU build): ~25 s of CPU
 def test_verify_reports_a_heap_smashing_case_and_passes_the_next(tmp_path, run_main):
     # The case: a stray write corrupts the process and a later case crashes it. Here the
     # broken case fails on its own line and every case after it still runs and passes.

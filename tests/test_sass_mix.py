@@ -54,6 +54,7 @@ def _hot(loops):
     return max(sass_mix.innermost(loops), key=lambda lp: lp.counts.get("FFMA", 0))
 
 
+@pytest.mark.slow  # NVRTC compiles the whole kernel file, cuobjdump disassembles it
 def test_register_tiling_shows_in_the_instruction_mix():
     loops = _real_loops()
     # one output per thread: two scalar shared loads per FMA

@@ -67,6 +67,7 @@ def sass_by_kernel(tool: str, binary: bytes, tmp_path: pathlib.Path) -> dict[str
     return dict(zip(parts[1::2], parts[2::2]))
 
 
+@pytest.mark.slow  # NVRTC compiles the whole kernel file per architecture, cuobjdump disassembles it
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_kernel4_is_tensor_core_code(arch, tmp_path):
     tool = find_cuobjdump()

@@ -32,11 +32,6 @@ def checks(tmp_path_factory):
     return CpuModule(path)
 
 
-@pytest.fixture(scope="module", params=["forward", "reverse"])
-def kernels(request):
-    return CpuModule(packaged_kernel_path(), schedule=request.param)
-
-
 # --- independent roundings: np.frexp and np.rint, not the bit tricks of the emulation -------------
 
 def round_to_bits(x: np.ndarray, bits: int, ties_even: bool) -> np.ndarray:
@@ -95,10 +90,10 @@ def test_conversions_of_non_finite(checks):
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 1000])
-def test_to_bf16_kernel(kernels, n):
+def test_to_bf16_kernel(cpu_each_schedule, n):
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32) * 3
     out = np.zeros(n, np.uint16)
-    kernels.get_function("to_bf16_kernel1")((2,), (64,), (x, out, np.int64(n), np.float32(0.18)))
+    cpu_each_schedule.device().get_function("to_bf16_kernel1")((2,), (64,), (x, out, np.int64(n), np.float32(0.18)))
     np.testing.assert_array_equal(out, bits(round_to_bits(x * np.float32(0.18), 8, True)) >> 16)
 
 
@@ -203,10 +198,10 @@ def run_kernel4(module, q, k, v, mask: MaskSpec, scaled: bool) -> np.ndarray:
 
 
 @pytest.mark.parametrize("T, d, mask, scaled", CASES, ids=CASE_IDS)
-def test_kernel4_against_bf16_reference(kernels, T, d, mask, scaled):
+def test_kernel4_against_bf16_reference(cpu_each_schedule, T, d, mask, scaled):
     rng = np.random.default_rng(T + d)
     q, k, v = (rng.standard_normal((2, T, d), dtype=np.float32) for _ in range(3))
-    out = run_kernel4(kernels, q, k, v, mask, scaled)
+    out = run_kernel4(cpu_each_schedule.device(), q, k, v, mask, scaled)
     want, tol = bf16_attention.reference_and_tol(q, k, v, mask, scaled)
     err = np.abs(out - want)
     assert (err <= tol).all(), f"worst error {err.max():.3g}, {(err / tol).max():.3g} of its bound"

@@ -48,6 +48,7 @@ def no_scale(scaled: bool) -> tuple[str, ...]:
     return () if scaled else ("--no-scale",)
 
 
+@pytest.mark.slow  # a CPU build per broken copy, and every family on a case of up to T = 200: ~10 s each
 @pytest.mark.parametrize("bug", BROKEN)
 def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug):
     old, new, (T, d, mask, scaled) = BROKEN[bug]
