@@ -92,6 +92,13 @@ def test_the_quick_sweep_holds_every_exposing_case():
         assert case in quick, f"'{bug}': verify --quick no longer runs {case.label()} [{case.plan.describe()}]"
 
 
+def test_the_exposing_cases_pass_on_the_real_kernels():
+    # so a broken copy fails its case for its bug, not because the case fails anyway
+    cases = list(dict.fromkeys(case for _, _, case, _ in BROKEN.values()))
+    report = run_verify(verify_backends("cpu", packaged_kernel_path()), cases, kernel_file="microgpt_cuda.cu")
+    assert report.passed and len(report.results) == 2 * len(cases), [r.to_json() for r in report.results if not r.passed]
+
+
 @pytest.mark.parametrize("bug", BROKEN)
 def test_verify_catches_a_broken_kernel(tmp_path, bug):
     old, new, case, culprit = BROKEN[bug]
