@@ -88,11 +88,11 @@ class BoundReport:
                  "what": NOT_MEASURED} for k in self.kernels]
 
 
-def _resources(path: Path, arch: str) -> dict[str, KernelResources]:
+def kernel_resources(path: Path, arch: str) -> dict[str, KernelResources]:
     return {r.kernel: r for r in compile_kernel_file(path, arch)}
 
 
-def _sass(path: Path, arch: str) -> dict[str, list[Instruction]]:
+def kernel_sass(path: Path, arch: str) -> dict[str, list[Instruction]]:
     cubin = compiled_kernel_file(path, CompileTarget(arch, "cubin")).read_bytes()
     return parse_kernels(disassemble(cubin))
 
@@ -142,8 +142,8 @@ def kernel_bound(name: str, code: list[Instruction], res: KernelResources | None
 
 def compute_bounds(path: Path, gpu: str = "h200", only: list[str] | None = None) -> BoundReport:
     spec = gpu_spec(gpu)
-    resources = _resources(path, spec.arch)
-    code = _sass(path, spec.arch)
+    resources = kernel_resources(path, spec.arch)
+    code = kernel_sass(path, spec.arch)
     launches = reference_launches()
     # the kernel file's own order (its catalogue's); names the source does not spell last
     source_order = list(kernel_parameters(Path(path).read_text()))
