@@ -155,7 +155,9 @@ def test_sass_classes_and_steady_state():
 
 
 def test_geometry_comes_from_the_launchers():
-    launches = reference_launches()
+    references = reference_launches()
+    assert references.failures == []
+    launches = references.launches
     k4 = launches["attention_fused_kernel4_d64"]
     assert k4.full.grid == (64, 1, 12) and k4.full.block == (128, 1, 1) and k4.full.dynamic_shared == 46080
     assert k4.sees_mask and not launches["scores_kernel1"].sees_mask

@@ -57,6 +57,8 @@ def render_bound(console: Console, r: BoundReport) -> None:
     console.print("binds: the pipe the hot loop saturates first (a/b: within 5%); next: the runner-up's "
                   "load then. TFLOP/s: FlashAttention's count; KB: shared memory per block; w/SM: "
                   f"resident warps; kernel names less '{SHORT_PREFIX}'")
+    for note in r.notes:
+        console.print(f"[yellow]no geometry from {escape(note)}[/yellow]")
     for k in r.kernels:
         for note in k.notes:
             console.print(f"[dim]{escape(k.kernel)}: {escape(note)}[/dim]")

@@ -14,6 +14,7 @@ from andrea_cli.backends.backward import LSE_VARIANTS, launch_fused_backward, la
 from andrea_cli.backends.fused import fused_variants, launch_fused
 from andrea_cli.backends.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
 from andrea_cli.backends.staged import ALL_PLANS, allocate_stages, launch_stages
+from andrea_cli.errors import first_line
 from andrea_cli.masks import MaskSpec
 
 REFERENCE_T = 4096
@@ -95,29 +96,41 @@ class RecordingDevice:
         raise NotImplementedError("a recording device times nothing")
 
 
-def _record_all(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec) -> None:
-    """Every path the launchers offer at one shape: the staged plans, the fused variants, the
-    tensor-core kernel with its conversions, the staged and fused backward."""
-    q, k, v, d_out = (dev.empty((H, T, d)) for _ in range(4))
-    for plan in ALL_PLANS:
-        buf = allocate_stages(dev, H, T, d, mask=mask, scaled=True)
-        launch_stages(dev, q, k, v, buf, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True, plan=plan)
-    out = dev.empty((H, T, d))
-    for variant in fused_variants(d, d):
-        launch_fused(dev, q, k, v, out, H, T, d, d, mask=mask, scaled=True, variant=variant)
-    if d in BF16_DIMS:
-        qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), True)
-        launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask)
-    weights = dev.empty((H, T, T))
-    launch_staged_backward(dev, weights, q, k, v, d_out, dev.empty((H, T, T)), dev.empty((H, T, T)),
-                           dev.empty((H, T, d)), dev.empty((H, T, d)), dev.empty((H, T, d)),
-                           T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
-    lse, delta = dev.empty((H, T)), dev.empty((H, T))
-    for variant in LSE_VARIANTS:
-        if variant in fused_variants(d, d):
-            launch_fused_lse(dev, q, k, v, out, lse, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True, variant=variant)
-    launch_fused_backward(dev, q, k, v, out, d_out, lse, delta, dev.empty((H, T, d)), dev.empty((H, T, d)),
-                          dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
+def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
+    """Every path the launchers offer at one shape, by name: the staged plans, the fused
+    variants, the tensor-core kernel with its conversions, the staged and fused backward."""
+    q, k, v, d_out, out = (dev.empty((H, T, d)) for _ in range(5))
+
+    def staged():
+        for plan in ALL_PLANS:
+            buf = allocate_stages(dev, H, T, d, mask=mask, scaled=True)
+            launch_stages(dev, q, k, v, buf, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True, plan=plan)
+
+    def fused():
+        for variant in fused_variants(d, d):
+            launch_fused(dev, q, k, v, out, H, T, d, d, mask=mask, scaled=True, variant=variant)
+
+    def tensor_cores():
+        if d in BF16_DIMS:
+            qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), True)
+            launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask)
+
+    def staged_backward():
+        launch_staged_backward(dev, dev.empty((H, T, T)), q, k, v, d_out, dev.empty((H, T, T)),
+                               dev.empty((H, T, T)), dev.empty((H, T, d)), dev.empty((H, T, d)),
+                               dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
+
+    def fused_backward():
+        lse, delta = dev.empty((H, T)), dev.empty((H, T))
+        for variant in LSE_VARIANTS:
+            if variant in fused_variants(d, d):
+                launch_fused_lse(dev, q, k, v, out, lse, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True,
+                                 variant=variant)
+        launch_fused_backward(dev, q, k, v, out, d_out, lse, delta, dev.empty((H, T, d)), dev.empty((H, T, d)),
+                              dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
+
+    return {"staged": staged, "fused": fused, "tensor-core": tensor_cores, "staged backward": staged_backward,
+            "fused backward": fused_backward}
 
 
 @dataclass(frozen=True)
@@ -134,14 +147,28 @@ class ReferenceLaunch:
         return self.full.scalars() != self.causal.scalars()
 
 
-def reference_launches(T: int = REFERENCE_T, H: int = REFERENCE_HEADS) -> dict[str, ReferenceLaunch]:
-    """{kernel: its first launch at head size 64 (128 for a kernel only that size runs)}."""
+@dataclass
+class References:
+    launches: dict[str, ReferenceLaunch]
+    failures: list[str]  # launcher paths that would not run at the reference shape, and why
+
+
+def reference_launches(T: int = REFERENCE_T, H: int = REFERENCE_HEADS) -> References:
+    """{kernel: its first launch at head size 64 (128 for a kernel only that size runs)}. A path
+    whose launcher refuses the reference shape is named in `failures`; the others still count."""
     found: dict[str, ReferenceLaunch] = {}
+    failures: list[str] = []
     for d in HEAD_SIZES:
         by_mask = []
         for mask in (MaskSpec("none"), MaskSpec("causal")):
             dev = RecordingDevice()
-            _record_all(dev, T, H, d, mask)
+            for label, run in _paths(dev, T, H, d, mask).items():
+                try:
+                    run()
+                except Exception as exc:  # a launcher changed under us: its kernels get no geometry, said so
+                    why = f"the {label} launcher at d {d}, mask {mask}: {first_line(exc)}"
+                    if why not in failures:
+                        failures.append(why)
             first: dict[str, Launch] = {}
             for launch in dev.launches:
                 first.setdefault(launch.kernel, launch)
@@ -150,4 +177,4 @@ def reference_launches(T: int = REFERENCE_T, H: int = REFERENCE_HEADS) -> dict[s
         for name in causal:  # mask_kernel1 runs only under a mask: its "no mask" launch is the causal one
             if name not in found:
                 found[name] = ReferenceLaunch(d, full.get(name, causal[name]), causal[name])
-    return found
+    return References(found, failures)

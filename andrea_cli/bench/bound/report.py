@@ -80,12 +80,17 @@ class BoundReport:
     T: int
     heads: int
     kernels: list[KernelBound]
+    notes: list[str] = field(default_factory=list)  # launchers that would not run at the reference shape
 
     def to_json(self) -> list[dict]:
         """A list, one object per kernel; each says what it is (a static bound) and for which GPU."""
-        shape = {"T": self.T, "heads": self.heads}
-        return [{**k.to_json(), "gpu": self.gpu.name, "reference": {**shape, "d_k": k.to_json()["head_size"]},
-                 "what": NOT_MEASURED} for k in self.kernels]
+        rows = []
+        for k in self.kernels:
+            row = k.to_json()
+            row.update(gpu=self.gpu.name, reference={"T": self.T, "heads": self.heads, "d_k": row["head_size"]},
+                       what=NOT_MEASURED)
+            rows.append(row)
+        return rows
 
 
 def kernel_resources(path: Path, arch: str) -> dict[str, KernelResources]:
@@ -144,9 +149,10 @@ def compute_bounds(path: Path, gpu: str = "h200", only: list[str] | None = None)
     spec = gpu_spec(gpu)
     resources = kernel_resources(path, spec.arch)
     code = kernel_sass(path, spec.arch)
-    launches = reference_launches()
+    references = reference_launches()
+    launches = references.launches
     # the kernel file's own order (its catalogue's); names the source does not spell last
     source_order = list(kernel_parameters(Path(path).read_text()))
     names = sorted(code, key=lambda n: (source_order.index(n) if n in source_order else len(source_order), n))
     kernels = [kernel_bound(name, code[name], resources.get(name), launches.get(name), spec) for name in names]
-    return BoundReport(spec, Path(path), REFERENCE_T, REFERENCE_HEADS, kernels)
+    return BoundReport(spec, Path(path), REFERENCE_T, REFERENCE_HEADS, kernels, references.failures)
