@@ -258,3 +258,16 @@ def test_cli_json(cli, isolated_cache, with_extra):
 def test_cli_refuses_in_one_line(run_main, args, says):
     code, out, err = run_main("bench", *args)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_python_api(isolated_cache):
+    _need_tools()
+    import andrea_cli
+
+    result = andrea_cli.bench_bound(gpu="a100")
+    assert isinstance(result.report, list) and result.raw.gpu.key == "a100"
+    row = next(r for r in result.report if r["kernel"] == "attention_fused_kernel4_d128")
+    assert row["bottleneck"] and 0 < row["peak_fraction"] <= 1 and row["gpu"] == "NVIDIA A100 SXM4 80GB"
+    with pytest.raises(andrea_cli.AndreaError, match="not a GPU the bound knows"):
+        andrea_cli.bench_bound(gpu="v100")
