@@ -18,6 +18,9 @@ Sources
             clock per SM): 32-bit float add/multiply/FMA 64 on cc 8.0, 128 on 9.0; 32-bit
             integer add/compare/logic/shift and multiply-add 64; special functions (exp2, rcp,
             rsqrt: MUFU) 16; type conversions 16; warp shuffle 32.
+  [NCU-PIPE] Nsight Compute Kernel Profiling Guide, "Pipelines": the FMA pipe also runs integer
+            multiplies (IMAD, IMUL); the ALU the other integer, logic and compare work; the XU
+            special functions and conversions; HMMA the tensor pipe.
   [PG-SMEM] CUDA C++ Programming Guide, "Shared Memory" (compute capability 5.x and later):
             32 banks, each 32 bits wide per clock, i.e. 128 bytes per clock per SM; and
             "Features and Technical Specifications": 64K 32-bit registers, 64 resident warps and

@@ -82,7 +82,8 @@ def pipe_cycles(mix: Mix, gpu: GpuSpec, warps_per_sm: int) -> dict[str, float]:
     return {
         # a scheduler with no warp issues nothing: fewer than 4 resident warps leave slots idle
         "issue": mix.instructions / max(1, min(gpu.issue_per_clock, warps_per_sm)),
-        "fp32": mix.fp32 / (gpu.fp32_lanes / 32),
+        # integer multiply-adds share the FMA pipe at the integer rate [PG-TPUT: 64 per clock]
+        "fp32": (mix.fp32 - mix.imad) / (gpu.fp32_lanes / 32) + mix.imad / (gpu.alu_lanes / 32),
         "alu": mix.alu / (gpu.alu_lanes / 32),
         "mufu": mix.mufu / (gpu.mufu_lanes / 32),
         "tensor": mix.tensor_flops / gpu.tensor_flops_per_clock,

@@ -147,7 +147,8 @@ class Mix:
     hmma: int = 0
     tensor_flops: int = 0
     ffma: int = 0  # FFMA alone: 2 flops per lane, the FP32 kernels' useful arithmetic
-    fp32: int = 0  # everything on the FP32 pipe (FFMA, FMUL, FADD, HFMA2...)
+    fp32: int = 0  # everything on the FMA pipe (FFMA, FMUL, FADD, HFMA2..., and IMAD)
+    imad: int = 0  # the integer multiply-adds among them: half the FP32 rate on Hopper
     alu: int = 0
     mufu: int = 0  # special functions and conversions: one unit does both
     shfl: int = 0
@@ -171,6 +172,7 @@ class Mix:
         elif base in FP32_OPS:
             self.fp32 += 1
             self.ffma += base == "FFMA"
+            self.imad += base.startswith(("IMAD", "IMUL"))
         elif base in ALU_OPS:
             self.alu += 1
         elif base == "MUFU" or base in CONVERT_OPS:
