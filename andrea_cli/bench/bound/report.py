@@ -62,7 +62,7 @@ class KernelBound:
             "grid": list(self.launch.full.grid) if self.launch else None,
             "block": list(self.launch.full.block) if self.launch else None,
             "hot_loop": None if self.loop is None else {"start": f"0x{self.loop[0]:04x}", "end": f"0x{self.loop[1]:04x}"},
-            "per_trip": {"instructions": m.instructions, "hmma": m.hmma, "ffma": m.ffma, "fp32_pipe": m.fp32,
+            "per_trip": {"instructions": m.instructions, "hmma": m.hmma, "ffma": m.ffma, "fp32_pipe": m.fp32, "imad": m.imad,
                          "alu": m.alu, "mufu": m.mufu, "shfl": m.shfl, "bar": m.bar,
                          "shared_load_bytes": m.shared_load_bytes, "shared_store_bytes": m.shared_store_bytes,
                          "global_load_bytes": m.global_load_bytes, "global_store_bytes": m.global_store_bytes,
