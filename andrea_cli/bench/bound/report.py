@@ -97,9 +97,13 @@ def kernel_resources(path: Path, arch: str) -> dict[str, KernelResources]:
     return {r.kernel: r for r in compile_kernel_file(path, arch)}
 
 
+def disassembled(path: Path, arch: str) -> str:
+    """`cuobjdump -sass` of the kernel file compiled for one architecture (the cubin cached)."""
+    return disassemble(compiled_kernel_file(path, CompileTarget(arch, "cubin")).read_bytes())
+
+
 def kernel_sass(path: Path, arch: str) -> dict[str, list[Instruction]]:
-    cubin = compiled_kernel_file(path, CompileTarget(arch, "cubin")).read_bytes()
-    return parse_kernels(disassemble(cubin))
+    return parse_kernels(disassembled(path, arch))
 
 
 def _work(name: str, launch: ReferenceLaunch, causal: bool, T: int, H: int) -> Work:
