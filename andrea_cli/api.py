@@ -154,7 +154,7 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = "causal", scale: boo
     options as in attend()."""
     from andrea_cli.commands.grad import (BACKWARD_BYTES_PER_SCORE, GradOptions, check_combinations, run_grad,
                                           run_grad_head)
-    from andrea_cli.gradient_flow import d_out_for
+    from andrea_cli.runs.gradient_flow import d_out_for
     from andrea_cli.inputs import as_matrix, check_fits_in_memory, qkv_from_arrays
     from andrea_cli.masks import parse_mask
 

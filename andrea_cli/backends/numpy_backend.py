@@ -8,8 +8,8 @@ import time
 import numpy as np
 
 from andrea_cli import reference, reference_backward as rb
-from andrea_cli.backends.backward import BackwardOutputs
 from andrea_cli.backends.base import Availability, StageOutputs
+from andrea_cli.backends.launch.backward import BackwardOutputs
 from andrea_cli.masks import MaskSpec
 
 

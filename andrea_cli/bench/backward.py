@@ -51,8 +51,8 @@ def numpy_backward_impl() -> Impl:
 
 def staged_backward_impl(backend) -> Impl:
     """The staged backward kernels (dv, dp, ds, dq, dk), P from the staged forward in prepare."""
-    from andrea_cli.backends.backward import launch_staged_backward
-    from andrea_cli.backends.staged import allocate_stages, launch_stages
+    from andrea_cli.backends.launch.backward import launch_staged_backward
+    from andrea_cli.backends.launch.staged import allocate_stages, launch_stages
 
     dev = backend.device()
 
@@ -79,8 +79,8 @@ def staged_backward_impl(backend) -> Impl:
 
 def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bool = True, **limits) -> Impl:
     """The fused backward (delta, dkdv, dq), O and the logsumexp from the fused forward in prepare."""
-    from andrea_cli.backends.backward import launch_fused_backward, launch_fused_lse
-    from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, default_variant
+    from andrea_cli.backends.launch.backward import launch_fused_backward, launch_fused_lse
+    from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, default_variant
 
     dev = backend.device()
 

@@ -58,7 +58,7 @@ def numpy_impl() -> Impl:
 def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
     """The default fused kernel through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
-    from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
+    from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
     from andrea_cli.masks import MaskSpec
 
     device = CpuBackend(kernel_path, timeout=timeout).device()
@@ -82,7 +82,7 @@ def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
 def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
     """attention_fused_kernel4 (tensor cores, emulated) through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
-    from andrea_cli.backends.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
+    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
     from andrea_cli.masks import MaskSpec
 
     device = CpuBackend(kernel_path, timeout=timeout).device()

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from andrea_cli.backends import check_timeout, select_backend
-from andrea_cli.backends.fused import check_fused_shape
-from andrea_cli.backends.fused_bf16 import PRECISIONS, check_bf16_shape
+from andrea_cli.backends.launch.fused import check_fused_shape
+from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
@@ -114,10 +114,10 @@ def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, sc
     chosen, notice = select_backend(backend, resolve_kernel_path(kernel), auto_order=order, timeout=timeout)
     notices = [notice] if notice else []
     if fused:
-        from andrea_cli.fused_pipeline import run_fused_attention
+        from andrea_cli.runs.fused import run_fused_attention
 
         return run_fused_attention(data, chosen, mask, scaled, sample_rows, notices=notices, precision=precision)
-    from andrea_cli.pipeline import run_attention
+    from andrea_cli.runs.head import run_attention
 
     return run_attention(data, chosen, mask, scaled=scaled, notices=notices)
 
@@ -131,7 +131,7 @@ def run_attend(o: AttendOptions):
     check_writable(o.save_weights, "--save-weights")
     check_distinct(("--out", o.out), ("--save-weights", o.save_weights), ("--plot", o.plot))
     if o.wants_layer:
-        from andrea_cli.layer import run_layer
+        from andrea_cli.runs.layer import run_layer
         from andrea_cli.layer_inputs import LayerFlags, layer_inputs
 
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),

@@ -13,7 +13,7 @@ from andrea_cli.defaults import DEFAULT_T
 from andrea_cli.inputs import check_sizes
 from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import MaskSpec, parse_mask
-from andrea_cli.scaling import ScalingReport, check_distribution, compare_scaling, parse_d_k_list
+from andrea_cli.runs.scaling import ScalingReport, check_distribution, compare_scaling, parse_d_k_list
 
 
 @dataclass

@@ -12,11 +12,11 @@ import numpy as np
 from andrea_cli.backends import select_backend
 from andrea_cli.commands.attend import head_inputs
 from andrea_cli.errors import AndreaError
-from andrea_cli.gradient_flow import d_out_for
 from andrea_cli.inputs import load_npy_matrix
 from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_writable, save_npz_atomic
+from andrea_cli.runs.gradient_flow import d_out_for
 
 # The staged backward holds the forward's four T×T arrays and dP, dS, on the device and the host,
 # and the float64 check its own: about twice what a forward run needs per score.
@@ -83,7 +83,7 @@ def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarr
 def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | None, mask: MaskSpec,
                   scaled: bool, fused: bool = False):
     """One head's backward (also the Python API's), staged or fused, on the backend named."""
-    from andrea_cli.backward_pipeline import run_backward
+    from andrea_cli.runs.head_backward import run_backward
 
     # without a GPU, auto runs the fused kernels on the CPU build: the NumPy path would build T×T
     chosen, notice = select_backend(backend, resolve_kernel_path(kernel),
@@ -97,7 +97,7 @@ def run_grad(o: GradOptions):
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out", suffix=".npz")
     if o.wants_layer:
-        from andrea_cli.layer_backward import run_layer_backward
+        from andrea_cli.runs.layer_backward import run_layer_backward
         from andrea_cli.layer_inputs import LayerFlags, layer_inputs
 
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),

@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
-from andrea_cli.layer import LayerReport
 from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, timings_table
+from andrea_cli.runs.layer import LayerReport
 
 
 def render_layer(console: Console, report: LayerReport) -> None:

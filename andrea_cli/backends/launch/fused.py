@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from andrea_cli.backends.staged import KernelDevice, cdiv
+from andrea_cli.backends.launch.staged import KernelDevice, cdiv
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 

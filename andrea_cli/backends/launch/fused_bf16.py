@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from andrea_cli.backends.fused import FusedOutputs
-from andrea_cli.backends.staged import KernelDevice, cdiv
+from andrea_cli.backends.launch.fused import FusedOutputs
+from andrea_cli.backends.launch.staged import KernelDevice, cdiv
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 
 from andrea_cli import reference, stats
-from andrea_cli.backends.fused import default_variant
+from andrea_cli.backends.launch.fused import default_variant
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
-from andrea_cli.pipeline import heads, input_shapes
 from andrea_cli.overflow import overflow_notice
+from andrea_cli.runs.head import heads, input_shapes
 
 
 @dataclass

@@ -20,7 +20,7 @@ from andrea_cli import reference, stats
 from andrea_cli.backends.base import Backend
 from andrea_cli.layer_inputs import LayerInputs, check_layer
 from andrea_cli.masks import MaskSpec
-from andrea_cli.pipeline import AttentionReport, report_from_outputs, scaled_scores
+from andrea_cli.runs.head import AttentionReport, report_from_outputs, scaled_scores
 
 
 def split_heads(a: np.ndarray, n_head: int) -> np.ndarray:

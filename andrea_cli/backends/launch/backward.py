@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from andrea_cli.backends.fused import FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, fused_variants, shared_bytes
-from andrea_cli.backends.staged import TILE, KernelDevice, _NoClock, allocate_stages, cdiv, launch_stages
+from andrea_cli.backends.launch.fused import FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, fused_variants, shared_bytes
+from andrea_cli.backends.launch.staged import TILE, KernelDevice, _NoClock, allocate_stages, cdiv, launch_stages
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 

@@ -10,6 +10,6 @@ the course states checked exactly.
     run.py       the sweep and the run
 """
 
-from andrea_cli.verify.case import H_VERIFY, Case, CaseResult, StageCheck, VerifyReport, compare  # noqa: F401
-from andrea_cli.verify.families import COLUMN_STAGES, FAMILIES, STAGE_ORDER  # noqa: F401
-from andrea_cli.verify.run import check_case, run_verify, sweep  # noqa: F401
+from andrea_cli.verification.case import H_VERIFY, Case, CaseResult, StageCheck, VerifyReport, compare  # noqa: F401
+from andrea_cli.verification.families import COLUMN_STAGES, FAMILIES, STAGE_ORDER  # noqa: F401
+from andrea_cli.verification.run import check_case, run_verify, sweep  # noqa: F401

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from andrea_cli.backends.fused import FUSED_KEYS  # keys per tile of the fused kernel
+from andrea_cli.backends.launch.fused import FUSED_KEYS  # keys per tile of the fused kernel
 
 U = 2.0**-24
 TINY = 1e-30  # results this small may flush to zero or land in denormals on either side

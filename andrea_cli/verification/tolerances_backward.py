@@ -19,9 +19,9 @@ import math
 
 import numpy as np
 
+from andrea_cli.backends.launch.fused import FUSED_KEYS
 from andrea_cli.reference_backward import Gradients
-from andrea_cli.backends.fused import FUSED_KEYS
-from andrea_cli.tolerances import TINY, U, gamma, scale_tol, scores_tol, softmax_tol
+from andrea_cli.verification.tolerances import TINY, U, gamma, scale_tol, scores_tol, softmax_tol
 
 SAFETY = 1.01  # first-order bounds: room for the products of two small errors they leave out
 

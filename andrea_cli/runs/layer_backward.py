@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from andrea_cli import reference_backward, stats
-from andrea_cli.backward_pipeline import CHECK_MAX_T, relative_errors
-from andrea_cli.layer import concat_heads, split_heads
 from andrea_cli.layer_inputs import LayerInputs, check_layer
 from andrea_cli.masks import MaskSpec
+from andrea_cli.runs.head_backward import CHECK_MAX_T, relative_errors
+from andrea_cli.runs.layer import concat_heads, split_heads
 
 PARAMETERS = ("w_q", "w_k", "w_v")
 

@@ -9,18 +9,19 @@ import math
 
 import numpy as np
 
-from andrea_cli import reference, reference_backward, tolerances, tolerances_backward as tb
+from andrea_cli import reference, reference_backward
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.backward import LSE_VARIANTS, lse_variants
-from andrea_cli.backends.fused import FUSED_MAX_D
-from andrea_cli.backends.staged import DEFAULT_PLAN
+from andrea_cli.backends.launch.backward import LSE_VARIANTS, lse_variants
+from andrea_cli.backends.launch.fused import FUSED_MAX_D
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
-from andrea_cli.verify.case import Case, CaseResult, Exact, Family, Inputs, compare
+from andrea_cli.verification import tolerances, tolerances_backward as tb
+from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 
 
 # The sweep's T = 257 and T = 1024 are there for forward rules (softmax_kernel1's 256 threads,
 # scale_kernel1's grid stride); the backward's tiles (16, 32 keys, 8 and 4 rows) meet every edge
-# at the smaller T (verify/boundaries.py), and at T = 257 it would cost more than the rest.
+# at the smaller T (verification/boundaries.py), and at T = 257 it would cost more than the rest.
 MAX_T = 256
 
 
