@@ -5,12 +5,12 @@ Costs by FlashAttention's convention: 2.5 × the forward's FLOPs (roofline.backw
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes, upstream_gradient
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 IO_ARRAYS = 9  # Q, K, V, O, dO, dQ, dK, dV and the copy of dO: (H, T, d_k) each
 
@@ -24,7 +24,7 @@ def numpy_backward_impl() -> Impl:
 
     def prepare(q, k, v, causal):
         T, d_k = q.shape[1], q.shape[2]
-        scale = np.float32(1.0 / math.sqrt(d_k))
+        scale = np.float32(scale_for(d_k, True))
         s = np.matmul(q, k.transpose(0, 2, 1)) * scale  # (H, T, T)
         if causal:
             s[:, np.triu(np.ones((T, T), dtype=bool), 1)] = -np.inf

@@ -3,7 +3,6 @@ timed with CUDA events and an L2 flush between repeats. cupy is imported only in
 
 from __future__ import annotations
 
-import math
 import sys
 
 import numpy as np
@@ -11,6 +10,7 @@ import numpy as np
 from andrea_cli.backends.cuda import gpu_errors
 from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_impl, torch_reason
+from andrea_cli.reference import scale_for
 
 def gpu_properties() -> dict:
     """cudaDeviceProp, with the clocks read as attributes where the runtime's struct no longer
@@ -153,7 +153,7 @@ def cupy_impl() -> Impl:
 
         T, d_k = q.shape[1], q.shape[2]
         dq, dk, dv = (cupy.asarray(a) for a in (q, k, v))
-        scale = np.float32(1.0 / math.sqrt(d_k))
+        scale = np.float32(scale_for(d_k, True))
         hidden = cupy.triu(cupy.ones((T, T), dtype=bool), 1) if causal else None
 
         def run():

@@ -3,7 +3,6 @@ the statistics that need them are computed only on a sample of rows, recomputed 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +15,7 @@ from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
 from andrea_cli.overflow import overflow_notice
 from andrea_cli.runs.head import heads, input_shapes
+from andrea_cli.reference import scale_for
 
 
 @dataclass
@@ -81,7 +81,7 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
     raw, weights, want = reference.attention_rows(qkv.q, qkv.k, qkv.v, mask, scaled, rows)  # float64
     return RowSample(
         rows=rows.tolist(),
-        weight_stats=stats.weight_stats(raw, raw * (1.0 / math.sqrt(qkv.d_k)), weights, mask.visible(qkv.T, rows)),
+        weight_stats=stats.weight_stats(raw, raw * scale_for(qkv.d_k, True), weights, mask.visible(qkv.T, rows)),
         output_max_abs_err=float(np.abs(output[rows] - want).max()),
     )
 
@@ -122,7 +122,7 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
     return FusedReport(
         backend=backend.name, device=backend.device_name(), source=qkv.source,
         T=T, d_k=d_k, d_v=d_v, mask=str(mask), scaled=scaled,
-        scale=1.0 / math.sqrt(d_k) if scaled else 1.0,
+        scale=scale_for(d_k, scaled),
         shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]},
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
         notices=notes, output=output, device_output=device_output, precision=precision,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +12,7 @@ from andrea_cli.backends.base import Backend, StageOutputs
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
 from andrea_cli.overflow import overflow_notice
+from andrea_cli.reference import scale_for
 
 CORNER = 8  # rows and columns of the weight matrix shown, like the course's triangle picture
 
@@ -76,7 +76,7 @@ def input_shapes(qkv: QKV) -> dict[str, list[int]]:
 def scaled_scores(out: StageOutputs, d_k: int, scaled: bool) -> np.ndarray:
     """The scores divided by sqrt(d_k): the kernel's, or with --no-scale computed here, since the
     report shows the scaled magnitudes beside the raw ones either way.       (H, T, T)"""
-    return out.scaled if scaled else out.scores * np.float32(1.0 / math.sqrt(d_k))
+    return out.scaled if scaled else out.scores * np.float32(scale_for(d_k, True))
 
 
 def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k: int, mask: MaskSpec,
@@ -86,7 +86,6 @@ def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k
     and the weights kept are that head's (T, T)). `scaled_view`: scaled_scores(), if the caller
     has it already."""
     H, T, _ = out.weights.shape
-    factor = 1.0 / math.sqrt(d_k)
     scaled_view = scaled_scores(out, d_k, scaled) if scaled_view is None else scaled_view
     visible = mask.visible(T)
     return AttentionReport(
@@ -96,7 +95,7 @@ def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k
         T=T, d_k=d_k, d_v=out.output.shape[-1],
         mask=str(mask),
         scaled=scaled,
-        scale=factor if scaled else 1.0,
+        scale=scale_for(d_k, scaled),
         shapes=shapes,
         weight_stats=stats.weight_stats(out.scores, scaled_view, out.weights, visible),
         timings_ms=out.timings_ms,

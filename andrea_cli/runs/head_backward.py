@@ -11,6 +11,7 @@ import numpy as np
 from andrea_cli import reference_backward, stats
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 CHECK_MAX_T = 2048  # the float64 check builds (T, T) float64 matrices: beyond this, it is skipped
 
@@ -97,7 +98,7 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
     return GradReport(
         backend=backend.name, device=backend.device_name(), source=qkv.source,
         T=T, d_k=d_k, d_v=d_v, mask=str(mask), scaled=scaled,
-        scale=reference_backward.scale_factor(d_k, scaled), fused=fused,
+        scale=scale_for(d_k, scaled), fused=fused,
         shapes={"dq": [T, d_k], "dk": [T, d_k], "dv": [T, d_v], "d_scores": [T, T]},
         grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,
         timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms, notices=notices,

@@ -19,6 +19,7 @@ from andrea_cli.layer_inputs import LayerInputs, check_layer
 from andrea_cli.masks import MaskSpec
 from andrea_cli.runs.head_backward import CHECK_MAX_T, relative_errors
 from andrea_cli.runs.layer import concat_heads, split_heads
+from andrea_cli.reference import scale_for
 
 PARAMETERS = ("w_q", "w_k", "w_v")
 
@@ -115,7 +116,7 @@ def run_layer_backward(inputs: LayerInputs, n_head: int, d_out: np.ndarray, back
     square = [d_model, d_model]
     return LayerGradReport(
         backend=backend.name, device=backend.device_name(), source=inputs.source, T=T, d_model=d_model,
-        n_head=n_head, d_k=d_k, mask=str(mask), scaled=scaled, scale=reference_backward.scale_factor(d_k, scaled),
+        n_head=n_head, d_k=d_k, mask=str(mask), scaled=scaled, scale=scale_for(d_k, scaled),
         shapes={"d_out": [T, d_model], "dx": [T, d_model], "dw_q": square, "dw_k": square, "dw_v": square,
                 "dw_o": square, "dq": [n_head, T, d_k], "dk": [n_head, T, d_k], "dv": [n_head, T, d_k],
                 "d_scores": [n_head, T, T]},

@@ -4,7 +4,6 @@ cupy or the CPU build through the same `KernelDevice` as the forward launchers."
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,6 +12,7 @@ from andrea_cli.backends.launch.fused import FUSED_KEYS, ROWS_PER_BLOCK, check_f
 from andrea_cli.backends.launch.staged import TILE, KernelDevice, _NoClock, allocate_stages, cdiv, launch_stages
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 BACKWARD_STAGES = ("dv", "dp", "ds", "dq", "dk")
 FUSED_BACKWARD_STAGES = ("delta", "dkdv", "dq")
@@ -61,7 +61,7 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
     """One launch per backward stage on arrays already on the device (bench times exactly this)."""
     clock = clock or _NoClock()
     i32, f32 = np.int32, np.float32
-    scale = f32(1.0 / math.sqrt(d_k) if scaled else 1.0)
+    scale = f32(scale_for(d_k, scaled))
     causal = i32(mask.hides_future)
     block = (TILE, TILE, 1)
     rows = DS_ROWS_PER_BLOCK
@@ -117,7 +117,7 @@ def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq
     """delta, dkdv, dq on arrays already on the device; out and lse from attention_fused_lse_kernel*."""
     clock = clock or _NoClock()
     i32 = np.int32
-    scale = np.float32(1.0 / math.sqrt(d_k) if scaled else 1.0)
+    scale = np.float32(scale_for(d_k, scaled))
     mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
     clock.start("delta")
     dev.get_function("attention_backward_delta_kernel1")(
@@ -139,7 +139,7 @@ def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq
 
 def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, d_v: int, H: int, mask: MaskSpec,
                      scaled: bool, variant: int, rows: int = ROWS_PER_BLOCK) -> None:
-    scale = np.float32(1.0 / math.sqrt(d_k) if scaled else 1.0)
+    scale = np.float32(scale_for(d_k, scaled))
     dev.get_function(f"attention_fused_lse_kernel{variant}")(
         (cdiv(T, rows), 1, H), (32, rows, 1),
         (q, k, v, out, lse, np.int32(T), np.int32(d_k), np.int32(d_v), scale,

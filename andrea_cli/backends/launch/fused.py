@@ -3,7 +3,6 @@ the T×T matrices never built. Drives cupy or the CPU build through the same `Ke
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +11,7 @@ import numpy as np
 from andrea_cli.backends.launch.staged import KernelDevice, cdiv
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 FUSED_KEYS = 32  # must match FUSED_KEYS in cuda/microgpt_cuda.cu
 FUSED_MAX_D = 128  # must match FUSED_MAX_D: each lane keeps d_v / 32 output columns in registers
@@ -76,7 +76,7 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     variant = default_variant(d_k, d_v) if variant is None else variant
     if variant not in fused_variants(d_k, d_v):
         raise AndreaError(_why_not(variant, d_k, d_v))
-    scale = 1.0 / math.sqrt(d_k) if scaled else 1.0
+    scale = scale_for(d_k, scaled)
     if variant == 3:  # 64 query rows per block of 128 threads; the head size is in the name
         dev.get_function(f"attention_fused_kernel3_d{d_k}")(
             (cdiv(T, FUSED3_ROWS), 1, H), (FUSED3_THREADS, 1, 1),

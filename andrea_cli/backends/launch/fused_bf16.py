@@ -12,6 +12,7 @@ from andrea_cli.backends.launch.fused import FusedOutputs
 from andrea_cli.backends.launch.staged import KernelDevice, cdiv
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 PRECISIONS = ("fp32", "bf16")  # attend --precision; fp32 runs the FP32 fused kernels
 BF16_DIMS = (64, 128)  # head sizes with an entry point: attention_fused_kernel4_d64, _d128
@@ -36,7 +37,7 @@ def shared_bytes_bf16(d: int) -> int:
 
 def q_multiplier(d_k: int, scaled: bool) -> float:
     """Q's factor in its conversion: the softmax scale times log2(e), so the kernel uses exp2."""
-    return (1.0 / math.sqrt(d_k) if scaled else 1.0) * LOG2E
+    return scale_for(d_k, scaled) * LOG2E
 
 
 def launch_to_bf16(dev: KernelDevice, x, out, n: int, multiplier: float) -> None:
