@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from andrea_cli.backends.launch.staged import KernelDevice, cdiv
+from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
@@ -100,21 +100,17 @@ def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
     d_v = v.shape[-1]
     check_fused_shape(d_k, d_v)
 
-    transfer = dev.clock()
-    transfer.start("h2d")
-    dq, dk, dv = (dev.to_device(a) for a in (q, k, v))  # float32, contiguous, on the device
-    transfer.stop("h2d")
+    transfers = Transfers(dev)
+    dq, dk, dv = transfers.upload(q, k, v)
 
     out = dev.empty((H, T, d_v))
-    for _ in range(dev.warmup_runs + 1):
-        clock = dev.clock()
+
+    def launch(clock):
         clock.start("fused")
         launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scaled=scaled, rows=rows, variant=variant)
         clock.stop("fused")
-        timings = clock.elapsed_ms()
-    timings["total"] = timings["fused"]
 
-    transfer.start("d2h")
-    host = dev.to_host(out)
-    transfer.stop("d2h")
-    return FusedOutputs(host, timings, transfer.elapsed_ms(), device_output=out)
+    timings = timed_runs(dev, launch)
+    timings["total"] = timings["fused"]
+    (host,) = transfers.download(out)
+    return FusedOutputs(host, timings, transfers.elapsed_ms(), device_output=out)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from andrea_cli.backends.launch.fused import FusedOutputs
-from andrea_cli.backends.launch.staged import KernelDevice, cdiv
+from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
@@ -71,24 +71,20 @@ def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool) 
     H, T, d_k = q.shape
     check_bf16_shape(d_k, v.shape[-1])
 
-    transfer = dev.clock()
-    transfer.start("h2d")
-    dq, dk, dv = (dev.to_device(a) for a in (q, k, v))  # float32, contiguous, on the device
-    transfer.stop("h2d")
+    transfers = Transfers(dev)
+    dq, dk, dv = transfers.upload(q, k, v)
 
     out = dev.empty((H, T, d_k))
-    for _ in range(dev.warmup_runs + 1):
-        clock = dev.clock()
+
+    def launch(clock):
         clock.start("to_bf16")
         qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scaled)
         clock.stop("to_bf16")
         clock.start("fused")
         launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask)
         clock.stop("fused")
-        timings = clock.elapsed_ms()
-    timings["total"] = timings["to_bf16"] + timings["fused"]
 
-    transfer.start("d2h")
-    host = dev.to_host(out)
-    transfer.stop("d2h")
-    return FusedOutputs(host, timings, transfer.elapsed_ms(), device_output=out)
+    timings = timed_runs(dev, launch)
+    timings["total"] = timings["to_bf16"] + timings["fused"]
+    (host,) = transfers.download(out)
+    return FusedOutputs(host, timings, transfers.elapsed_ms(), device_output=out)
