@@ -9,6 +9,7 @@ from pathlib import Path
 from andrea_cli.backends import check_timeout, select_backend
 from andrea_cli.backends.launch.fused import check_fused_shape
 from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
+from andrea_cli.commands.options import RunOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
@@ -18,43 +19,15 @@ from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
 
 @dataclass
-class AttendOptions:
-    """The command line's options, as parsed; None where the user gave nothing."""
+class AttendOptions(RunOptions):
+    """attend's options: the shared ones (commands/options.py) and its own."""
 
-    T: int | None = None
-    d_k: int | None = None
-    d_v: int | None = None
-    seed: int = 0
-    q: Path | None = None
-    k: Path | None = None
-    v: Path | None = None
-    qkv: Path | None = None
-    mask: str = "causal"
-    no_scale: bool = False
-    backend: str = "auto"
-    out: Path | None = None
     save_weights: Path | None = None
-    kernel: Path | None = None
-    as_json: bool = False
-    d_model: int | None = None
-    n_head: int | None = None
-    preset: str | None = None
-    x: Path | None = None
-    layer_weights: Path | None = None
     show_weights: bool = False
-    fused: bool = False
     sample_rows: int = 0
     plot: Path | None = None  # drawn by the CLI from the report (render/attend_plot.py)
     precision: str = "fp32"
     timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
-
-    @property
-    def wants_layer(self) -> bool:
-        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights))
-
-    @property
-    def has_qkv_files(self) -> bool:
-        return any(p is not None for p in (self.q, self.k, self.v, self.qkv))
 
 
 def check_combinations(o: AttendOptions) -> None:
@@ -80,7 +53,7 @@ def check_combinations(o: AttendOptions) -> None:
 
 def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
     """Q, K, V from files, or random at the requested sizes. The run's one memory check: before
-    drawing, or once the files are read. `o`: AttendOptions or GradOptions (the same input flags)."""
+    drawing, or once the files are read. `o`: RunOptions (attend's or grad's)."""
     data = None
     if o.has_qkv_files:
         data = load_qkv(o.q, o.k, o.v, o.qkv)

@@ -11,6 +11,7 @@ import numpy as np
 
 from andrea_cli.backends import select_backend
 from andrea_cli.commands.attend import head_inputs
+from andrea_cli.commands.options import RunOptions
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import load_npy_matrix
 from andrea_cli.kernel_file import resolve_kernel_path
@@ -24,38 +25,10 @@ BACKWARD_BYTES_PER_SCORE = 128
 
 
 @dataclass
-class GradOptions:
-    """The command line's options, as parsed; None where the user gave nothing."""
+class GradOptions(RunOptions):
+    """grad's options: the shared ones (commands/options.py) and its own."""
 
-    T: int | None = None
-    d_k: int | None = None
-    d_v: int | None = None
-    seed: int = 0
-    q: Path | None = None
-    k: Path | None = None
-    v: Path | None = None
-    qkv: Path | None = None
-    mask: str = "causal"
-    no_scale: bool = False
-    backend: str = "auto"
-    kernel: Path | None = None
-    as_json: bool = False
-    fused: bool = False
     d_out: Path | None = None
-    out: Path | None = None
-    d_model: int | None = None
-    n_head: int | None = None
-    preset: str | None = None
-    x: Path | None = None
-    layer_weights: Path | None = None
-
-    @property
-    def wants_layer(self) -> bool:
-        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights))
-
-    @property
-    def has_qkv_files(self) -> bool:
-        return any(p is not None for p in (self.q, self.k, self.v, self.qkv))
 
 
 def check_combinations(o: GradOptions) -> None:
