@@ -37,7 +37,7 @@ def render_layer(console: Console, report: LayerReport) -> None:
     row("all", f"0:{report.d_model}", r.weight_stats, style="bold")
     console.print(per_head)
 
-    t = report.layer_timings_ms
+    t = report.host_timings_ms
     rows = [("projections x·W_Q, x·W_K, x·W_V (host NumPy)", t["projections"]), ("split into heads (host)", t["split"]),
             *((f"  {stage} (all heads at once)", r.timings_ms[stage]) for stage in STAGES if stage in r.timings_ms),
             ("attention total", r.timings_ms["total"]), ("concat heads (host)", t["concat"]),
