@@ -10,6 +10,7 @@ the terminal's tables. Nothing heavy (cupy, matplotlib) is imported until a func
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -197,10 +198,12 @@ def verify(*, backend: str = "auto", quick: bool = False, T: int | None = None, 
     the sweep (quick=True: a smaller one), or the one case T/d_k/d_v/mask/scale name. backend:
     "auto", "cuda" or "cpu". `.passed` is the command's exit status 0; progress=True prints a
     line per case to stderr as the command does."""
-    from andrea_cli.commands.verify import run_verify_command
+    from andrea_cli.commands.verify import VerifyOptions, run_verify_command
 
-    report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scale,
-                                kernel=_path(kernel), show_progress=progress)
+    options = VerifyOptions(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, no_scale=not scale,
+                            kernel=_path(kernel))
+    report = run_verify_command(options, progress=(lambda line: print(line, file=sys.stderr, flush=True))
+                                if progress else None)
     return VerifyResult(_document(report), report, passed=report.passed)
 
 
@@ -210,12 +213,11 @@ def compare_scaling(*, d_k: Sequence[int] | str = (64, 256, 4096), T: int = 1024
     """Why divide by sqrt(d_k), as `andrea compare-scaling` measures it: each d_k run unscaled and
     scaled. dist: "normal" (unit-variance entries) or "unit" (unit-norm rows). `.plot(FILE.png)`
     draws what `--plot` does."""
-    from andrea_cli.commands.compare_scaling import ScalingOptions, check_scaling_options, run_compare_scaling
+    from andrea_cli.commands.compare_scaling import ScalingOptions, run_compare_scaling
 
     widths = d_k if isinstance(d_k, str) else ",".join(str(int(w)) for w in d_k)
-    request = check_scaling_options(ScalingOptions(d_k=widths, T=T, seed=seed, backend=backend, mask=mask,
-                                                   dist=dist, kernel=_path(kernel)))
-    report = run_compare_scaling(request)
+    report = run_compare_scaling(ScalingOptions(d_k=widths, T=T, seed=seed, backend=backend, mask=mask,
+                                                dist=dist, kernel=_path(kernel)))
     return ScalingResult(_document(report), report)
 
 

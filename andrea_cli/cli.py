@@ -196,12 +196,12 @@ def verify(
     """Check every stage of the kernel file against the float64 NumPy path over a sweep of shapes.
 
     Exit 0 when every case passes, 1 when any fails, 2 for bad usage."""
-    from andrea_cli.commands.verify import run_verify_command
+    from andrea_cli.commands.verify import VerifyOptions, run_verify_command
 
+    options = VerifyOptions(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, no_scale=no_scale,
+                            kernel=kernel, sanitize=sanitize, timeout=timeout)
     try:
-        report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask,
-                                    scaled=not no_scale, kernel=kernel, show_progress=not as_json,
-                                    sanitize=sanitize, timeout=timeout)
+        report = run_verify_command(options, progress=None if as_json else lambda line: typer.echo(line, err=True))
     except AndreaError as exc:
         raise fail_on(exc) from None
     if as_json:
@@ -290,12 +290,12 @@ def compare_scaling(
 
     options = ScalingOptions(d_k=d_k, T=T, seed=seed, backend=backend, mask=mask, dist=dist, kernel=kernel)
     try:
-        request = check_scaling_options(options)
+        check_scaling_options(options)  # a bad option is named before a bad --plot file
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
 
             check_plot_path(plot)
-        report = run_compare_scaling(request)
+        report = run_compare_scaling(options)
         if plot is not None:
             from andrea_cli.render.scaling_plot import save_scaling_plot
 

@@ -1,7 +1,8 @@
-"""`andrea compare-scaling`: options checked -> the backend chosen -> the ScalingReport.
+"""`andrea compare-scaling`: options checked -> the backend chosen -> the ScalingReport. Like
+every command: run_compare_scaling(options) -> the report.
 
-Checking and running are two calls so the CLI can check the --plot file (a render concern) in
-between: every bad option is refused before any work."""
+check_scaling_options is public so the CLI can refuse a bad option before it checks the --plot
+file (a render concern): every bad option is refused before any work, in the same order."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ def check_scaling_options(o: ScalingOptions) -> ScalingRequest:
     return ScalingRequest(widths, o.T, mask, o.dist, o.seed, o.backend, o.kernel)
 
 
-def run_compare_scaling(r: ScalingRequest) -> ScalingReport:
+def run_compare_scaling(o: ScalingOptions) -> ScalingReport:
+    r = check_scaling_options(o)
     backend, notice = select_backend(r.backend, resolve_kernel_path(r.kernel))
     return compare_scaling(backend, r.widths, r.T, r.mask, r.dist, r.seed, notices=[notice] if notice else [])
