@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from andrea_cli.backends import check_timeout, select_backend
+from andrea_cli.backends import check_timeout
 from andrea_cli.backends.launch.fused import check_fused_shape
 from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
+from andrea_cli.commands.backend import choose_backend
 from andrea_cli.commands.options import RunOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
-from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
@@ -82,10 +82,7 @@ def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, sc
     if data.on_device and backend not in ("auto", "cuda"):
         raise AndreaError(f"Q, K, V are GPU arrays, which the cuda backend runs where they are: use backend "
                           f"'cuda' (or 'auto'), or pass NumPy arrays to run them on {backend}")
-    # without a GPU, auto runs the fused kernel on the CPU build: the NumPy path would build T×T
-    order = ("cuda",) if data.on_device else ("cuda", "cpu") if fused else ("cuda", "numpy")
-    chosen, notice = select_backend(backend, resolve_kernel_path(kernel), auto_order=order, timeout=timeout)
-    notices = [notice] if notice else []
+    chosen, notices = choose_backend(backend, kernel, fused=fused, on_device=data.on_device, timeout=timeout)
     if fused:
         from andrea_cli.runs.fused import run_fused_attention
 
@@ -109,8 +106,8 @@ def run_attend(o: AttendOptions):
 
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed)
-        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel), timeout=o.timeout)
-        report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=[notice] if notice else [])
+        backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout)
+        report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=notices)
     else:
         report = run_head(head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=not o.no_scale,
                           fused=o.fused, sample_rows=o.sample_rows, precision=o.precision, timeout=o.timeout)

@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from andrea_cli.backends import select_backend
+from andrea_cli.commands.backend import choose_backend
 from andrea_cli.defaults import DEFAULT_T
 from andrea_cli.inputs import check_sizes
-from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.runs.scaling import ScalingReport, check_distribution, compare_scaling, parse_d_k_list
 
@@ -53,5 +52,5 @@ def check_scaling_options(o: ScalingOptions) -> ScalingRequest:
 
 def run_compare_scaling(o: ScalingOptions) -> ScalingReport:
     r = check_scaling_options(o)
-    backend, notice = select_backend(r.backend, resolve_kernel_path(r.kernel))
-    return compare_scaling(backend, r.widths, r.T, r.mask, r.dist, r.seed, notices=[notice] if notice else [])
+    backend, notices = choose_backend(r.backend, r.kernel)
+    return compare_scaling(backend, r.widths, r.T, r.mask, r.dist, r.seed, notices=notices)

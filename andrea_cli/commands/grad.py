@@ -9,12 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from andrea_cli.backends import select_backend
 from andrea_cli.commands.attend import head_inputs
+from andrea_cli.commands.backend import choose_backend
 from andrea_cli.commands.options import RunOptions
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import load_npy_matrix
-from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_writable, save_npz_atomic
 from andrea_cli.runs.gradient_flow import d_out_for
@@ -58,10 +57,8 @@ def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | 
     """One head's backward (also the Python API's), staged or fused, on the backend named."""
     from andrea_cli.runs.head_backward import run_backward
 
-    # without a GPU, auto runs the fused kernels on the CPU build: the NumPy path would build T×T
-    chosen, notice = select_backend(backend, resolve_kernel_path(kernel),
-                                    auto_order=("cuda", "cpu") if fused else ("cuda", "numpy"))
-    return run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=[notice] if notice else [])
+    chosen, notices = choose_backend(backend, kernel, fused=fused)
+    return run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=notices)
 
 
 def run_grad(o: GradOptions):
@@ -76,9 +73,8 @@ def run_grad(o: GradOptions):
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
         d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
-        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel))
-        report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=not o.no_scale,
-                                    notices=[notice] if notice else [])
+        backend, notices = choose_backend(o.backend, o.kernel)
+        report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=not o.no_scale, notices=notices)
     else:
         data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
         report = run_grad_head(data, upstream_gradient(o, data.T, data.d_v, "output"), backend=o.backend,
