@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from andrea_cli.backends.backward import LSE_VARIANTS, launch_fused_backward, launch_fused_lse, \
+from andrea_cli.backends.launch.backward import LSE_VARIANTS, launch_fused_backward, launch_fused_lse, \
     launch_staged_backward
-from andrea_cli.backends.fused import fused_variants, launch_fused
-from andrea_cli.backends.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
-from andrea_cli.backends.staged import ALL_PLANS, allocate_stages, launch_stages
+from andrea_cli.backends.launch.fused import fused_variants, launch_fused
+from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
+from andrea_cli.backends.launch.staged import ALL_PLANS, allocate_stages, launch_stages
 from andrea_cli.errors import first_line
 from andrea_cli.masks import MaskSpec
 

@@ -12,9 +12,9 @@ import numpy as np
 from andrea_cli import stats
 from andrea_cli.backends.base import Backend
 from andrea_cli.errors import AndreaError
-from andrea_cli.gradient_flow import GradientFlow, d_out_for, gradient_flow
 from andrea_cli.inputs import check_fits_in_memory, check_sizes, random_qkv
 from andrea_cli.masks import MaskSpec
+from andrea_cli.runs.gradient_flow import GradientFlow, d_out_for, gradient_flow
 
 DISTRIBUTIONS = ("normal", "unit")
 D_V = 64  # V does not change a score or a weight: a narrow one keeps the av stage cheap

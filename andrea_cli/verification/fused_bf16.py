@@ -4,13 +4,13 @@ sizes apply, against the float64 equation with the kernel's own bf16 roundings o
 
 from __future__ import annotations
 
-from andrea_cli import bf16_attention
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.fused_bf16 import BF16_DIMS
-from andrea_cli.backends.staged import DEFAULT_PLAN
+from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
-from andrea_cli.verify.case import Case, CaseResult, Exact, Family, Inputs, compare
+from andrea_cli.verification import bf16_attention
+from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 
 STAGE = "fused4_bf16"
 

@@ -7,9 +7,9 @@ import time
 
 from andrea_cli.backends.base import DeviceFault
 from andrea_cli.masks import MaskSpec
-from andrea_cli.verify.boundaries import window_cases
-from andrea_cli.verify.case import Case, CaseResult, Family, VerifyReport, draw_inputs, exact_answer
-from andrea_cli.verify.families import FAMILIES
+from andrea_cli.verification.boundaries import window_cases
+from andrea_cli.verification.case import Case, CaseResult, Family, VerifyReport, draw_inputs, exact_answer
+from andrea_cli.verification.families import FAMILIES
 
 # (T, d_k, d_v): every T and d_k of the sweep appears; d_v differs from d_k in half of them.
 SHAPES = [(1, 1, 1), (2, 3, 5), (7, 16, 16), (31, 64, 3), (32, 80, 80), (33, 128, 64), (64, 128, 128),

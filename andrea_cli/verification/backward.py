@@ -5,22 +5,23 @@ tolerances_backward.py. Masked positions of dS must be exactly 0."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from andrea_cli import reference, reference_backward, tolerances, tolerances_backward as tb
+from andrea_cli import reference, reference_backward
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.backward import LSE_VARIANTS, lse_variants
-from andrea_cli.backends.fused import FUSED_MAX_D
-from andrea_cli.backends.staged import DEFAULT_PLAN
+from andrea_cli.backends.launch.backward import LSE_VARIANTS, lse_variants
+from andrea_cli.backends.launch.fused import FUSED_MAX_D
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
-from andrea_cli.verify.case import Case, CaseResult, Exact, Family, Inputs, compare
+from andrea_cli.verification import tolerances, tolerances_backward as tb
+from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
+from andrea_cli.reference import scale_for
 
 
 # The sweep's T = 257 and T = 1024 are there for forward rules (softmax_kernel1's 256 threads,
 # scale_kernel1's grid stride); the backward's tiles (16, 32 keys, 8 and 4 rows) meet every edge
-# at the smaller T (verify/boundaries.py), and at T = 257 it would cost more than the rest.
+# at the smaller T (verification/boundaries.py), and at T = 257 it would cost more than the rest.
 MAX_T = 256
 
 
@@ -41,7 +42,7 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
     stages, invariants = {}, {}
     visible = case.mask.visible(case.T)
     exact = reference_backward.backward(q, k, v, d_out, case.mask, case.scaled)
-    factor = 1 / math.sqrt(case.d_k) if case.scaled else 1.0
+    factor = scale_for(case.d_k, case.scaled)
     try:
         got = backend.attention_backward(q, k, v, d_out, mask=case.mask, scaled=case.scaled)
     except DeviceFault:

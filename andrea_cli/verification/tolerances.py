@@ -9,11 +9,11 @@ usually far smaller, and a bug (a missing barrier, an off-by-one) is larger by o
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from andrea_cli.backends.fused import FUSED_KEYS  # keys per tile of the fused kernel
+from andrea_cli.backends.launch.fused import FUSED_KEYS  # keys per tile of the fused kernel
+from andrea_cli.reference import scale_for
 
 U = 2.0**-24
 TINY = 1e-30  # results this small may flush to zero or land in denormals on either side
@@ -63,7 +63,7 @@ def output_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scal
     A perturbation delta of a row's scores moves each weight by at most p·2·max|delta| (the
     softmax Jacobian diag(p) - p·p^T), so the weights carry the scores' error propagated plus
     the softmax's own, and the output adds av's rounding on top."""
-    factor = 1 / math.sqrt(d_k) if scaled else 1.0
+    factor = scale_for(d_k, scaled)
     s_exact = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
     delta = scores_tol(q, k, extra_roundings) * factor + (scale_tol(s_exact) if scaled else 0.0)
     worst_delta = np.where(visible, delta, 0).max(axis=-1, keepdims=True)
@@ -81,7 +81,7 @@ def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scale
     The jumps of a row's max add up to at most 2·max|s|, so over its tiles acc and l each pick up
     at most (5·tiles + 4.64·max|s|)·u relative error, and their quotient twice that."""
     base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4)
-    factor = 1 / math.sqrt(d_k) if scaled else 1.0
+    factor = scale_for(d_k, scaled)
     s = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
     max_s = np.where(visible, np.abs(s), 0).max(axis=-1, keepdims=True)  # (H, T, 1)
     tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / FUSED_KEYS) + 1  # (T, 1)

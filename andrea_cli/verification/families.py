@@ -3,10 +3,10 @@ A new family is its own module with a FAMILY (see case.Family) and one line in e
 
 from __future__ import annotations
 
-from andrea_cli.verify.backward import FAMILY as BACKWARD
-from andrea_cli.verify.fused import FAMILY as FUSED
-from andrea_cli.verify.fused_bf16 import FAMILY as FUSED_BF16
-from andrea_cli.verify.staged import FAMILY as STAGED
+from andrea_cli.verification.backward import FAMILY as BACKWARD
+from andrea_cli.verification.fused import FAMILY as FUSED
+from andrea_cli.verification.fused_bf16 import FAMILY as FUSED_BF16
+from andrea_cli.verification.staged import FAMILY as STAGED
 
 FAMILIES = (
     STAGED,

@@ -8,11 +8,12 @@ how to move arrays and time stages on that side.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any
 
 import numpy as np
 
 from andrea_cli.backends.base import StageOutputs
+from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
 from andrea_cli.masks import MaskSpec
 
 TILE = 16  # must match TILE in cuda/microgpt_cuda.cu: scores_kernel1, mask_kernel1, av_kernel1
@@ -61,35 +62,6 @@ ALL_PLANS = (
 )
 
 
-class KernelDevice(Protocol):
-    name: str
-    warmup_runs: int  # untimed runs before the timed one (GPU clocks and caches settle)
-
-    def get_function(self, name: str) -> Callable[..., None]: ...
-
-    def to_device(self, a: np.ndarray) -> Any: ...
-
-    def empty(self, shape: tuple[int, ...], dtype=np.float32) -> Any: ...
-
-    def to_host(self, a: Any) -> np.ndarray: ...
-
-    def clock(self) -> "StageClock": ...
-
-
-class StageClock(Protocol):
-    def start(self, stage: str) -> None: ...
-
-    def stop(self, stage: str) -> None: ...
-
-    def elapsed_ms(self) -> dict[str, float]:
-        """Waits for the device, then returns the time of each stage started and stopped."""
-        ...
-
-
-def cdiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
-
-
 @dataclass
 class StageBuffers:
     """The device arrays of one staged run. A stage that does not run (--no-scale, --mask none)
@@ -109,18 +81,10 @@ def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSp
     return StageBuffers(scores, scaled_scores, masked, dev.empty((H, T, T)), dev.empty((H, T, d_v)))
 
 
-class _NoClock:
-    def start(self, stage: str) -> None:
-        pass
-
-    def stop(self, stage: str) -> None:
-        pass
-
-
 def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d_k: int, d_v: int, H: int,
                   mask: MaskSpec, scaled: bool, plan: LaunchPlan = DEFAULT_PLAN, clock=None) -> None:
     """One launch per stage on arrays already on the device (bench times exactly this)."""
-    clock = clock or _NoClock()
+    clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
     tile_grid = (cdiv(T, TILE), cdiv(T, TILE), H)
     tile_block = (TILE, TILE, 1)
@@ -176,19 +140,13 @@ def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
     H, T, d_k = q.shape
     d_v = v.shape[-1]
 
-    transfer = dev.clock()
-    transfer.start("h2d")
-    dq, dk, dv = (dev.to_device(a) for a in (q, k, v))  # float32, contiguous, on the device
-    transfer.stop("h2d")
+    transfers = Transfers(dev)
+    dq, dk, dv = transfers.upload(q, k, v)
 
     buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scaled)
-    for _ in range(dev.warmup_runs + 1):
-        clock = dev.clock()
-        launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scaled=scaled, plan=plan, clock=clock)
-        timings = clock.elapsed_ms()
-
+    timings = timed_runs(dev, lambda clock: launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask,
+                                                          scaled=scaled, plan=plan, clock=clock))
     timings["total"] = sum(timings.values())
-    transfer.start("d2h")
-    host = {name: dev.to_host(getattr(buf, name)) for name in ("scores", "scaled", "masked", "weights", "output")}
-    transfer.stop("d2h")
-    return StageOutputs(**host, timings_ms=timings, transfer_ms=transfer.elapsed_ms(), device_output=buf.output)
+    names = ("scores", "scaled", "masked", "weights", "output")
+    host = dict(zip(names, transfers.download(*(getattr(buf, name) for name in names))))
+    return StageOutputs(**host, timings_ms=timings, transfer_ms=transfers.elapsed_ms(), device_output=buf.output)

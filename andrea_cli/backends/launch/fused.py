@@ -3,15 +3,15 @@ the T×T matrices never built. Drives cupy or the CPU build through the same `Ke
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from andrea_cli.backends.staged import KernelDevice, cdiv
+from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 FUSED_KEYS = 32  # must match FUSED_KEYS in cuda/microgpt_cuda.cu
 FUSED_MAX_D = 128  # must match FUSED_MAX_D: each lane keeps d_v / 32 output columns in registers
@@ -76,7 +76,7 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     variant = default_variant(d_k, d_v) if variant is None else variant
     if variant not in fused_variants(d_k, d_v):
         raise AndreaError(_why_not(variant, d_k, d_v))
-    scale = 1.0 / math.sqrt(d_k) if scaled else 1.0
+    scale = scale_for(d_k, scaled)
     if variant == 3:  # 64 query rows per block of 128 threads; the head size is in the name
         dev.get_function(f"attention_fused_kernel3_d{d_k}")(
             (cdiv(T, FUSED3_ROWS), 1, H), (FUSED3_THREADS, 1, 1),
@@ -100,21 +100,17 @@ def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
     d_v = v.shape[-1]
     check_fused_shape(d_k, d_v)
 
-    transfer = dev.clock()
-    transfer.start("h2d")
-    dq, dk, dv = (dev.to_device(a) for a in (q, k, v))  # float32, contiguous, on the device
-    transfer.stop("h2d")
+    transfers = Transfers(dev)
+    dq, dk, dv = transfers.upload(q, k, v)
 
     out = dev.empty((H, T, d_v))
-    for _ in range(dev.warmup_runs + 1):
-        clock = dev.clock()
+
+    def launch(clock):
         clock.start("fused")
         launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scaled=scaled, rows=rows, variant=variant)
         clock.stop("fused")
-        timings = clock.elapsed_ms()
-    timings["total"] = timings["fused"]
 
-    transfer.start("d2h")
-    host = dev.to_host(out)
-    transfer.stop("d2h")
-    return FusedOutputs(host, timings, transfer.elapsed_ms(), device_output=out)
+    timings = timed_runs(dev, launch)
+    timings["total"] = timings["fused"]
+    (host,) = transfers.download(out)
+    return FusedOutputs(host, timings, transfers.elapsed_ms(), device_output=out)

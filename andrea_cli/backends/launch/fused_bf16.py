@@ -8,10 +8,11 @@ import math
 
 import numpy as np
 
-from andrea_cli.backends.fused import FusedOutputs
-from andrea_cli.backends.staged import KernelDevice, cdiv
+from andrea_cli.backends.launch.fused import FusedOutputs
+from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 PRECISIONS = ("fp32", "bf16")  # attend --precision; fp32 runs the FP32 fused kernels
 BF16_DIMS = (64, 128)  # head sizes with an entry point: attention_fused_kernel4_d64, _d128
@@ -36,7 +37,7 @@ def shared_bytes_bf16(d: int) -> int:
 
 def q_multiplier(d_k: int, scaled: bool) -> float:
     """Q's factor in its conversion: the softmax scale times log2(e), so the kernel uses exp2."""
-    return (1.0 / math.sqrt(d_k) if scaled else 1.0) * LOG2E
+    return scale_for(d_k, scaled) * LOG2E
 
 
 def launch_to_bf16(dev: KernelDevice, x, out, n: int, multiplier: float) -> None:
@@ -70,24 +71,20 @@ def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool) 
     H, T, d_k = q.shape
     check_bf16_shape(d_k, v.shape[-1])
 
-    transfer = dev.clock()
-    transfer.start("h2d")
-    dq, dk, dv = (dev.to_device(a) for a in (q, k, v))  # float32, contiguous, on the device
-    transfer.stop("h2d")
+    transfers = Transfers(dev)
+    dq, dk, dv = transfers.upload(q, k, v)
 
     out = dev.empty((H, T, d_k))
-    for _ in range(dev.warmup_runs + 1):
-        clock = dev.clock()
+
+    def launch(clock):
         clock.start("to_bf16")
         qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scaled)
         clock.stop("to_bf16")
         clock.start("fused")
         launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask)
         clock.stop("fused")
-        timings = clock.elapsed_ms()
-    timings["total"] = timings["to_bf16"] + timings["fused"]
 
-    transfer.start("d2h")
-    host = dev.to_host(out)
-    transfer.stop("d2h")
-    return FusedOutputs(host, timings, transfer.elapsed_ms(), device_output=out)
+    timings = timed_runs(dev, launch)
+    timings["total"] = timings["to_bf16"] + timings["fused"]
+    (host,) = transfers.download(out)
+    return FusedOutputs(host, timings, transfers.elapsed_ms(), device_output=out)

@@ -20,7 +20,7 @@ from andrea_cli import reference, stats
 from andrea_cli.backends.base import Backend
 from andrea_cli.layer_inputs import LayerInputs, check_layer
 from andrea_cli.masks import MaskSpec
-from andrea_cli.pipeline import AttentionReport, report_from_outputs, scaled_scores
+from andrea_cli.runs.head import AttentionReport, report_from_outputs, scaled_scores
 
 
 def split_heads(a: np.ndarray, n_head: int) -> np.ndarray:
@@ -63,7 +63,7 @@ class LayerReport:
     n_head: int
     d_model: int
     heads: list[HeadStats]
-    layer_timings_ms: dict[str, float]  # host work (projections, split, concat, w_o) and the total
+    host_timings_ms: dict[str, float]  # host work (projections, split, concat, w_o), the attention, the total
     output: np.ndarray = field(repr=False)  # (T, d_model)
     weights: np.ndarray = field(repr=False)  # (H, T, T)
 
@@ -73,7 +73,7 @@ class LayerReport:
             "n_head": self.n_head,
             "d_model": self.d_model,
             "heads": [h.to_json() for h in self.heads],
-            "layer_timings_ms": self.layer_timings_ms,
+            "layer_timings_ms": self.host_timings_ms,  # the key the JSON has always had
         }
 
 

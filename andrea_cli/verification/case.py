@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 
 from andrea_cli import reference
-from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan
 from andrea_cli.masks import MaskSpec
 
 H_VERIFY = 2  # every case runs two heads, so the head offset on gridDim.z is exercised everywhere

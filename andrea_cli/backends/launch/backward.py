@@ -4,15 +4,16 @@ cupy or the CPU build through the same `KernelDevice` as the forward launchers."
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from andrea_cli.backends.fused import FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, fused_variants, shared_bytes
-from andrea_cli.backends.staged import TILE, KernelDevice, _NoClock, allocate_stages, cdiv, launch_stages
+from andrea_cli.backends.launch.fused import FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, fused_variants, shared_bytes
+from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
+from andrea_cli.backends.launch.staged import TILE, allocate_stages, launch_stages
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 BACKWARD_STAGES = ("dv", "dp", "ds", "dq", "dk")
 FUSED_BACKWARD_STAGES = ("delta", "dkdv", "dq")
@@ -52,16 +53,16 @@ def dq_shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK) -> int:
     return 4 * (rows * (d_k + d_v) + FUSED_KEYS * ((d_k | 1) + (d_v | 1)))
 
 
-def _upload(dev: KernelDevice, *arrays):
-    return [dev.to_device(np.ascontiguousarray(a, dtype=np.float32)) for a in arrays]
+def _float32(*arrays) -> list[np.ndarray]:
+    return [np.ascontiguousarray(a, dtype=np.float32) for a in arrays]
 
 
 def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, dq, dk, dv, *, T: int,
                            d_k: int, d_v: int, H: int, mask: MaskSpec, scaled: bool, clock=None) -> None:
     """One launch per backward stage on arrays already on the device (bench times exactly this)."""
-    clock = clock or _NoClock()
+    clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
-    scale = f32(1.0 / math.sqrt(d_k) if scaled else 1.0)
+    scale = f32(scale_for(d_k, scaled))
     causal = i32(mask.hides_future)
     block = (TILE, TILE, 1)
     rows = DS_ROWS_PER_BLOCK
@@ -87,37 +88,34 @@ def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sc
     """q, k: (H, T, d_k); v, d_out: (H, T, d_v). The staged forward runs first for P."""
     H, T, d_k = q.shape
     d_v = v.shape[-1]
-    transfer = dev.clock()
-    transfer.start("h2d")
-    gq, gk, gv, gdo = _upload(dev, q, k, v, d_out)
-    transfer.stop("h2d")
+    transfers = Transfers(dev)
+    gq, gk, gv, gdo = transfers.upload(*_float32(q, k, v, d_out))
 
     buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scaled)
     dp, ds = dev.empty((H, T, T)), dev.empty((H, T, T))
     dq, dk, dv = dev.empty((H, T, d_k)), dev.empty((H, T, d_k)), dev.empty((H, T, d_v))
-    for _ in range(dev.warmup_runs + 1):
-        clock = dev.clock()
+
+    def launch(clock):
         launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scaled=scaled, clock=clock)
         launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k, d_v=d_v, H=H,
                                mask=mask, scaled=scaled, clock=clock)
-        stage_ms = clock.elapsed_ms()
+
+    stage_ms = timed_runs(dev, launch)
     timings = {"forward": sum(ms for name, ms in stage_ms.items() if name not in BACKWARD_STAGES)}
     timings.update({name: stage_ms[name] for name in BACKWARD_STAGES})
     timings["total"] = sum(timings.values())
 
-    transfer.start("d2h")
-    host = [dev.to_host(a) for a in (dq, dk, dv, dp, ds, buf.weights, buf.output)]
-    transfer.stop("d2h")
+    host = transfers.download(dq, dk, dv, dp, ds, buf.weights, buf.output)
     return BackwardOutputs(*host[:3], timings, d_weights=host[3], d_scores=host[4], weights=host[5],
-                           output=host[6], transfer_ms=transfer.elapsed_ms())
+                           output=host[6], transfer_ms=transfers.elapsed_ms())
 
 
 def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq, dk, dv, *, T: int, d_k: int,
                           d_v: int, H: int, mask: MaskSpec, scaled: bool, clock=None, rows: int = ROWS_PER_BLOCK) -> None:
     """delta, dkdv, dq on arrays already on the device; out and lse from attention_fused_lse_kernel*."""
-    clock = clock or _NoClock()
+    clock = clock or NoClock()
     i32 = np.int32
-    scale = np.float32(1.0 / math.sqrt(d_k) if scaled else 1.0)
+    scale = np.float32(scale_for(d_k, scaled))
     mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
     clock.start("delta")
     dev.get_function("attention_backward_delta_kernel1")(
@@ -139,7 +137,7 @@ def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq
 
 def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, d_v: int, H: int, mask: MaskSpec,
                      scaled: bool, variant: int, rows: int = ROWS_PER_BLOCK) -> None:
-    scale = np.float32(1.0 / math.sqrt(d_k) if scaled else 1.0)
+    scale = np.float32(scale_for(d_k, scaled))
     dev.get_function(f"attention_fused_lse_kernel{variant}")(
         (cdiv(T, rows), 1, H), (32, rows, 1),
         (q, k, v, out, lse, np.int32(T), np.int32(d_k), np.int32(d_v), scale,
@@ -156,26 +154,22 @@ def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sca
     variant = max(lse_variants(d_k, d_v)) if variant is None else variant
     if variant not in lse_variants(d_k, d_v):
         raise AndreaError(f"attention_fused_lse_kernel{variant} needs d_k and d_v divisible by 4 (got {d_k}, {d_v})")
-    transfer = dev.clock()
-    transfer.start("h2d")
-    gq, gk, gv, gdo = _upload(dev, q, k, v, d_out)
-    transfer.stop("h2d")
+    transfers = Transfers(dev)
+    gq, gk, gv, gdo = transfers.upload(*_float32(q, k, v, d_out))
 
     out, lse, delta = dev.empty((H, T, d_v)), dev.empty((H, T)), dev.empty((H, T))
     dq, dk, dv = dev.empty((H, T, d_k)), dev.empty((H, T, d_k)), dev.empty((H, T, d_v))
-    for _ in range(dev.warmup_runs + 1):
-        clock = dev.clock()
+
+    def launch(clock):
         clock.start("forward")
         launch_fused_lse(dev, gq, gk, gv, out, lse, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scaled=scaled,
                          variant=variant)
         clock.stop("forward")
         launch_fused_backward(dev, gq, gk, gv, out, gdo, lse, delta, dq, dk, dv, T=T, d_k=d_k, d_v=d_v, H=H,
                               mask=mask, scaled=scaled, clock=clock)
-        timings = clock.elapsed_ms()
-    timings = {name: timings[name] for name in ("forward", *FUSED_BACKWARD_STAGES)}
-    timings["total"] = sum(timings.values())
 
-    transfer.start("d2h")
-    host = [dev.to_host(a) for a in (dq, dk, dv, lse, out)]
-    transfer.stop("d2h")
-    return BackwardOutputs(*host[:3], timings, lse=host[3], output=host[4], transfer_ms=transfer.elapsed_ms())
+    stage_ms = timed_runs(dev, launch)
+    timings = {name: stage_ms[name] for name in ("forward", *FUSED_BACKWARD_STAGES)}
+    timings["total"] = sum(timings.values())
+    host = transfers.download(dq, dk, dv, lse, out)
+    return BackwardOutputs(*host[:3], timings, lse=host[3], output=host[4], transfer_ms=transfers.elapsed_ms())

@@ -3,12 +3,12 @@ inputs against the float64 equation (it has no intermediate stages to compare)."
 
 from __future__ import annotations
 
-from andrea_cli import tolerances
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.fused import FUSED_MAX_D, FUSED_VARIANTS, fused_variants
-from andrea_cli.backends.staged import DEFAULT_PLAN
+from andrea_cli.backends.launch.fused import FUSED_MAX_D, FUSED_VARIANTS, fused_variants
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
-from andrea_cli.verify.case import Case, CaseResult, Exact, Family, Inputs, compare
+from andrea_cli.verification import tolerances
+from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 
 def applies(backend, case: Case) -> bool:
     """Once per shape (the default geometry only), on a backend with the fused kernels."""

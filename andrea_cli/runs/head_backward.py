@@ -11,23 +11,14 @@ import numpy as np
 from andrea_cli import reference_backward, stats
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
+from andrea_cli.runs.header import RunHeader, header_fields
 
 CHECK_MAX_T = 2048  # the float64 check builds (T, T) float64 matrices: beyond this, it is skipped
 
 
 @dataclass
-class GradReport:
-    backend: str
-    device: str
-    source: str
-    T: int
-    d_k: int
-    d_v: int
-    mask: str
-    scaled: bool
-    scale: float  # the factor applied to the scores, applied once more to dQ and dK
+class GradReport(RunHeader):  # its scale is applied once more to dQ and dK
     fused: bool
-    shapes: dict[str, list[int]]
     grad_norms: dict[str, float | None]  # d_weights and d_scores are None on the fused path
     score_share: float | None  # ||dS|| / ||dP||
     quiet_rows: float | None  # share of rows whose softmax passes back almost nothing
@@ -46,10 +37,8 @@ class GradReport:
 
     def to_json(self) -> dict:
         return {
-            "backend": self.backend, "device": self.device, "source": self.source,
-            "T": self.T, "d_k": self.d_k, "d_v": self.d_v, "mask": self.mask,
-            "scaled": self.scaled, "scale": self.scale, "fused": self.fused,
-            "shapes": self.shapes, "grad_norms": self.grad_norms,
+            **self.header_json(after_scale={"fused": self.fused}),
+            "grad_norms": self.grad_norms,
             "score_share": self.score_share, "quiet_rows": self.quiet_rows,
             "max_rel_error": self.max_rel_error,
             "timings_ms": self.timings_ms, "transfer_ms": self.transfer_ms, "load_ms": self.load_ms,
@@ -95,10 +84,9 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
     else:
         notices.append(f"T > {CHECK_MAX_T}: the float64 check (T×T matrices in float64) was skipped")
     return GradReport(
-        backend=backend.name, device=backend.device_name(), source=qkv.source,
-        T=T, d_k=d_k, d_v=d_v, mask=str(mask), scaled=scaled,
-        scale=reference_backward.scale_factor(d_k, scaled), fused=fused,
-        shapes={"dq": [T, d_k], "dk": [T, d_k], "dv": [T, d_v], "d_scores": [T, T]},
+        **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
+                        shapes={"dq": [T, d_k], "dk": [T, d_k], "dv": [T, d_v], "d_scores": [T, T]}),
+        fused=fused,
         grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,
         timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms, notices=notices,
         dq=out.dq[0], dk=out.dk[0], dv=out.dv[0],

@@ -15,13 +15,13 @@ e_P^T·|dO|, dS by e_P·|dP − r| plus P times the error of r, and dQ, dK by sc
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
+from andrea_cli.backends.launch.fused import FUSED_KEYS
 from andrea_cli.reference_backward import Gradients
-from andrea_cli.backends.fused import FUSED_KEYS
-from andrea_cli.tolerances import TINY, U, gamma, scale_tol, scores_tol, softmax_tol
+from andrea_cli.verification.tolerances import TINY, U, gamma, scale_tol, scores_tol, softmax_tol
+from andrea_cli.reference import scale_for
 
 SAFETY = 1.01  # first-order bounds: room for the products of two small errors they leave out
 
@@ -76,7 +76,7 @@ def _propagate(g: Gradients, q, k, v, d_out, p_err: np.ndarray, r_err: np.ndarra
 def staged_end_to_end_tol(g: Gradients, q, k, v, d_out, visible, d_k: int, scaled: bool) -> dict[str, np.ndarray]:
     """The staged backward from Q, K, V, dO: P carries the forward's error (output_tol's weight
     bound), r = sum_j P·dP carries P's and dP's errors and its own T roundings."""
-    factor = 1 / math.sqrt(d_k) if scaled else 1.0
+    factor = scale_for(d_k, scaled)
     p_err = _weight_err(g.weights, q, k, visible, d_k, scaled, extra_roundings=0)
     dp_err = gamma(v.shape[-1]) * np.matmul(np.abs(d_out.astype(np.float64)), _t(np.abs(v.astype(np.float64))))
     abs_dp = np.abs(g.d_weights)
@@ -87,7 +87,7 @@ def staged_end_to_end_tol(g: Gradients, q, k, v, d_out, visible, d_k: int, scale
 def _weight_err(p, q, k, visible, d_k, scaled, extra_roundings):
     """The bound on a float32 softmax weight computed from Q and K: the scores' error through the
     softmax (at most p·2·max|delta|) plus the softmax's own roundings (tolerances.output_tol's)."""
-    factor = 1 / math.sqrt(d_k) if scaled else 1.0
+    factor = scale_for(d_k, scaled)
     s_exact = np.matmul(q.astype(np.float64), _t(k.astype(np.float64))) * factor
     delta = scores_tol(q, k, extra_roundings) * factor + (scale_tol(s_exact) if scaled else 0.0)
     worst = np.where(visible, delta, 0).max(axis=-1, keepdims=True)
@@ -102,7 +102,7 @@ def fused_end_to_end_tol(g: Gradients, q, k, v, d_out, visible, d_k: int, scaled
     s − lse (u·(|lse| + |s − lse|) each, absolute in the exponent); the rowsum term is
     delta = dO·O with O within `out_tol` (tolerances.fused_tol): sum|dO|·out_tol + gamma(d_v)·|dO|·|O|.
     dK and dV sum in groups of 8 rows before adding in: 8 more roundings."""
-    factor = 1 / math.sqrt(d_k) if scaled else 1.0
+    factor = scale_for(d_k, scaled)
     p = g.weights
     s = np.matmul(q.astype(np.float64), _t(k.astype(np.float64))) * factor
     s_vis = np.where(visible, s, -np.inf)
@@ -123,7 +123,7 @@ def lse_tol(q, k, visible, d_k: int, scaled: bool) -> np.ndarray:
     """The fused forward's row logsumexp m + log(l): the scores' worst error (lse moves by at most
     the largest change of a score in its row), l's relative error (the forward's online rescaling, its n additions and expf's
     (4 + 2.32·|s − m|) ulp per term), and the rounding of the sum: u·|lse|.       (H, T)"""
-    factor = 1 / math.sqrt(d_k) if scaled else 1.0
+    factor = scale_for(d_k, scaled)
     s = np.matmul(q.astype(np.float64), _t(k.astype(np.float64))) * factor
     delta = scores_tol(q, k, 4) * factor + (scale_tol(s) if scaled else 0.0)
     worst = np.where(visible, delta, 0).max(axis=-1)

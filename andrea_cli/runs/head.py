@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,22 +12,14 @@ from andrea_cli.backends.base import Backend, StageOutputs
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
 from andrea_cli.overflow import overflow_notice
+from andrea_cli.reference import scale_for
+from andrea_cli.runs.header import RunHeader, header_fields
 
 CORNER = 8  # rows and columns of the weight matrix shown, like the course's triangle picture
 
 
 @dataclass
-class AttentionReport:
-    backend: str
-    device: str
-    source: str
-    T: int
-    d_k: int
-    d_v: int
-    mask: str
-    scaled: bool
-    scale: float  # the factor applied to the scores: 1/sqrt(d_k), or 1.0 with --no-scale
-    shapes: dict[str, list[int]]
+class AttentionReport(RunHeader):
     weight_stats: stats.WeightStats  # over every head together
     timings_ms: dict[str, float]
     transfer_ms: dict[str, float]
@@ -42,16 +33,7 @@ class AttentionReport:
 
     def to_json(self) -> dict:
         return {
-            "backend": self.backend,
-            "device": self.device,
-            "source": self.source,
-            "T": self.T,
-            "d_k": self.d_k,
-            "d_v": self.d_v,
-            "mask": self.mask,
-            "scaled": self.scaled,
-            "scale": self.scale,
-            "shapes": self.shapes,
+            **self.header_json(),
             **self.weight_stats.to_json(),
             "timings_ms": self.timings_ms,
             "transfer_ms": self.transfer_ms,
@@ -76,7 +58,7 @@ def input_shapes(qkv: QKV) -> dict[str, list[int]]:
 def scaled_scores(out: StageOutputs, d_k: int, scaled: bool) -> np.ndarray:
     """The scores divided by sqrt(d_k): the kernel's, or with --no-scale computed here, since the
     report shows the scaled magnitudes beside the raw ones either way.       (H, T, T)"""
-    return out.scaled if scaled else out.scores * np.float32(1.0 / math.sqrt(d_k))
+    return out.scaled if scaled else out.scores * np.float32(scale_for(d_k, True))
 
 
 def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k: int, mask: MaskSpec,
@@ -86,18 +68,11 @@ def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k
     and the weights kept are that head's (T, T)). `scaled_view`: scaled_scores(), if the caller
     has it already."""
     H, T, _ = out.weights.shape
-    factor = 1.0 / math.sqrt(d_k)
     scaled_view = scaled_scores(out, d_k, scaled) if scaled_view is None else scaled_view
     visible = mask.visible(T)
     return AttentionReport(
-        backend=backend.name,
-        device=backend.device_name(),
-        source=source,
-        T=T, d_k=d_k, d_v=out.output.shape[-1],
-        mask=str(mask),
-        scaled=scaled,
-        scale=factor if scaled else 1.0,
-        shapes=shapes,
+        **header_fields(backend, source=source, T=T, d_k=d_k, d_v=out.output.shape[-1], mask=mask, scaled=scaled,
+                        shapes=shapes),
         weight_stats=stats.weight_stats(out.scores, scaled_view, out.weights, visible),
         timings_ms=out.timings_ms,
         transfer_ms=out.transfer_ms,

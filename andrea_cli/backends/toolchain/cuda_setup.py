@@ -3,7 +3,7 @@ without importing cupy, so `info` and the auto fallback can name the extra that 
 
 A cupy wheel is built for one CUDA major (cupy-cuda12x, cupy-cuda13x) and needs a driver of that
 major or newer; within a major, CUDA's minor-version compatibility covers the rest (for cubins:
-see backends/cuda_arch.py)."""
+see toolchain/cuda_arch.py)."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from andrea_cli.backends.cache import cache_root
-from andrea_cli.backends.cuda_arch import CompileTarget
-from andrea_cli.backends.cuda_setup import read_cuda_setup
+from andrea_cli.backends.toolchain.cache import cache_root
+from andrea_cli.backends.toolchain.cuda_arch import CompileTarget
+from andrea_cli.backends.toolchain.cuda_setup import read_cuda_setup
 from andrea_cli.errors import AndreaError, first_line
 
 TARGET_ARCHS = ("sm_80", "sm_90")  # A100 and H100/H200

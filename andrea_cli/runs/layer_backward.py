@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from andrea_cli import reference_backward, stats
-from andrea_cli.backward_pipeline import CHECK_MAX_T, relative_errors
-from andrea_cli.layer import concat_heads, split_heads
 from andrea_cli.layer_inputs import LayerInputs, check_layer
 from andrea_cli.masks import MaskSpec
+from andrea_cli.runs.head_backward import CHECK_MAX_T, relative_errors
+from andrea_cli.runs.header import RunHeader, header_fields
+from andrea_cli.runs.layer import concat_heads, split_heads
 
 PARAMETERS = ("w_q", "w_k", "w_v")
 
@@ -45,23 +46,14 @@ def layer_backward_reference(x, weights, n_head: int, d_out, mask: MaskSpec, sca
 
 
 @dataclass
-class LayerGradReport:
-    backend: str
-    device: str
-    source: str
-    T: int
+class LayerGradReport(RunHeader):  # d_v = d_k: the layer's heads are square
     d_model: int
     n_head: int
-    d_k: int
-    mask: str
-    scaled: bool
-    scale: float
-    shapes: dict[str, list[int]]
     grad_norms: dict[str, float]
     score_share: float
     quiet_rows: float
     max_rel_error: dict[str, float] | None
-    timings_ms: dict[str, float]  # host work and the attention's backward ("attention"), "total"
+    host_timings_ms: dict[str, float]  # host work and the attention's backward ("attention"), "total"
     attention_timings_ms: dict[str, float]  # the backend's stages
     notices: list[str] = field(default_factory=list)
     grads: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # dx, dw_q, dw_k, dw_v, dw_o
@@ -71,11 +63,10 @@ class LayerGradReport:
 
     def to_json(self) -> dict:
         return {
-            "backend": self.backend, "device": self.device, "source": self.source, "T": self.T,
-            "d_model": self.d_model, "n_head": self.n_head, "d_k": self.d_k, "d_v": self.d_k,
-            "mask": self.mask, "scaled": self.scaled, "scale": self.scale, "shapes": self.shapes,
+            **self.header_json(after_T={"d_model": self.d_model, "n_head": self.n_head}),
             "grad_norms": self.grad_norms, "score_share": self.score_share, "quiet_rows": self.quiet_rows,
-            "max_rel_error": self.max_rel_error, "timings_ms": self.timings_ms,
+            "max_rel_error": self.max_rel_error,
+            "timings_ms": self.host_timings_ms,  # the key the JSON has always had for the host work
             "attention_timings_ms": self.attention_timings_ms, "notices": self.notices,
         }
 
@@ -114,13 +105,13 @@ def run_layer_backward(inputs: LayerInputs, n_head: int, d_out: np.ndarray, back
         notices.append(f"T > {CHECK_MAX_T}: the float64 check (T×T matrices in float64) was skipped")
     square = [d_model, d_model]
     return LayerGradReport(
-        backend=backend.name, device=backend.device_name(), source=inputs.source, T=T, d_model=d_model,
-        n_head=n_head, d_k=d_k, mask=str(mask), scaled=scaled, scale=reference_backward.scale_factor(d_k, scaled),
-        shapes={"d_out": [T, d_model], "dx": [T, d_model], "dw_q": square, "dw_k": square, "dw_v": square,
-                "dw_o": square, "dq": [n_head, T, d_k], "dk": [n_head, T, d_k], "dv": [n_head, T, d_k],
-                "d_scores": [n_head, T, T]},
+        **header_fields(backend, source=inputs.source, T=T, d_k=d_k, d_v=d_k, mask=mask, scaled=scaled,
+                        shapes={"d_out": [T, d_model], "dx": [T, d_model], "dw_q": square, "dw_k": square,
+                                "dw_v": square, "dw_o": square, "dq": [n_head, T, d_k], "dk": [n_head, T, d_k],
+                                "dv": [n_head, T, d_k], "d_scores": [n_head, T, T]}),
+        d_model=d_model, n_head=n_head,
         grad_norms=norms, score_share=stats.score_share(out.d_weights, out.d_scores),
         quiet_rows=stats.quiet_row_share(out.weights, out.d_weights, out.d_scores), max_rel_error=errors,
-        timings_ms=host, attention_timings_ms=out.timings_ms, notices=notices,
+        host_timings_ms=host, attention_timings_ms=out.timings_ms, notices=notices,
         grads={name: grads[name] for name in ("dx", "dw_q", "dw_k", "dw_v", "dw_o")},
     )

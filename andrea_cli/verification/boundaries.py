@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 
-from andrea_cli.backends.backward import FUSED_BWD_ROWS
-from andrea_cli.backends.fused import FUSED_KEYS, FUSED_MAX_D, ROWS_PER_BLOCK
-from andrea_cli.backends.staged import TILE
+from andrea_cli.backends.launch.backward import FUSED_BWD_ROWS
+from andrea_cli.backends.launch.fused import FUSED_KEYS, FUSED_MAX_D, ROWS_PER_BLOCK
+from andrea_cli.backends.launch.staged import TILE
 from andrea_cli.masks import MaskSpec
-from andrea_cli.verify.case import H_VERIFY, Case
+from andrea_cli.verification.case import H_VERIFY, Case
 
 BLOCK_ROWS = math.lcm(ROWS_PER_BLOCK, FUSED_BWD_ROWS)  # query blocks start at multiples of this
 SCALE_GRID_STRIDE = 4096 * 256  # scale_kernel1's most threads: more scores take a second trip

@@ -3,19 +3,20 @@ the statistics that need them are computed only on a sample of rows, recomputed 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from andrea_cli import reference, stats
-from andrea_cli.backends.fused import default_variant
+from andrea_cli.backends.launch.fused import default_variant
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
-from andrea_cli.pipeline import heads, input_shapes
 from andrea_cli.overflow import overflow_notice
+from andrea_cli.reference import scale_for
+from andrea_cli.runs.head import heads, input_shapes
+from andrea_cli.runs.header import RunHeader, header_fields
 
 
 @dataclass
@@ -31,17 +32,7 @@ class RowSample:
 
 
 @dataclass
-class FusedReport:
-    backend: str
-    device: str
-    source: str
-    T: int
-    d_k: int
-    d_v: int
-    mask: str
-    scaled: bool
-    scale: float
-    shapes: dict[str, list[int]]
+class FusedReport(RunHeader):
     sample: RowSample | None  # None unless --sample-rows asked for one
     timings_ms: dict[str, float]
     transfer_ms: dict[str, float]
@@ -58,10 +49,7 @@ class FusedReport:
         stages that the fused kernel does not have are null in `timings_ms`."""
         sample = self.sample.to_json() if self.sample else None
         return {
-            "backend": self.backend, "device": self.device, "source": self.source, "fused": True,
-            "precision": self.precision, "kernel": self.kernel,
-            "T": self.T, "d_k": self.d_k, "d_v": self.d_v, "mask": self.mask,
-            "scaled": self.scaled, "scale": self.scale, "shapes": self.shapes,
+            **self.header_json(after_source={"fused": True, "precision": self.precision, "kernel": self.kernel}),
             "statistics_from": f"a sample of {len(self.sample.rows)} rows" if self.sample else None,
             "row_sums": sample["row_sums"] if sample else None,
             "magnitude": sample["magnitude"] if sample else None,
@@ -81,7 +69,7 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
     raw, weights, want = reference.attention_rows(qkv.q, qkv.k, qkv.v, mask, scaled, rows)  # float64
     return RowSample(
         rows=rows.tolist(),
-        weight_stats=stats.weight_stats(raw, raw * (1.0 / math.sqrt(qkv.d_k)), weights, mask.visible(qkv.T, rows)),
+        weight_stats=stats.weight_stats(raw, raw * scale_for(qkv.d_k, True), weights, mask.visible(qkv.T, rows)),
         output_max_abs_err=float(np.abs(output[rows] - want).max()),
     )
 
@@ -120,10 +108,8 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
     if out.device_output is not None and qkv.on_device:
         device_output = out.device_output[0] if one else out.device_output
     return FusedReport(
-        backend=backend.name, device=backend.device_name(), source=qkv.source,
-        T=T, d_k=d_k, d_v=d_v, mask=str(mask), scaled=scaled,
-        scale=1.0 / math.sqrt(d_k) if scaled else 1.0,
-        shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]},
+        **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
+                        shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]}),
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
         notices=notes, output=output, device_output=device_output, precision=precision,
         kernel=fused_kernel_name(qkv.d_k, qkv.d_v, precision),

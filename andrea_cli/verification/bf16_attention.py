@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from andrea_cli.backends.fused_bf16 import TC_KEYS, q_multiplier
+from andrea_cli.backends.launch.fused_bf16 import TC_KEYS, q_multiplier
 from andrea_cli.masks import MaskSpec
-from andrea_cli.tolerances import TINY, U, gamma
+from andrea_cli.verification.tolerances import TINY, U, gamma
 
 
 def bf16_bits(x: np.ndarray) -> np.ndarray:

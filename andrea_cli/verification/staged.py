@@ -8,12 +8,13 @@ import math
 
 import numpy as np
 
-from andrea_cli import reference, tolerances
+from andrea_cli import reference
 from andrea_cli.backends.base import STAGES, DeviceFault
-from andrea_cli.backends.staged import ALL_PLANS, DEFAULT_PLAN
+from andrea_cli.backends.launch.staged import ALL_PLANS, DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
-from andrea_cli.verify.case import Case, CaseResult, Exact, Family, Inputs, compare
+from andrea_cli.verification import tolerances
+from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 
 # (T, d_k, d_v): one warp's worth of rows and one past it (the 32-thread and 8-rows geometries'
 # edges), and two warps past (a second partial trip of every loop over T); d_k = 40 takes
