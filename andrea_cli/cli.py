@@ -231,8 +231,7 @@ def bench(
                                                       "from its SASS (no GPU needed; not a measurement)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="With --bound: h200 (default), h100 or a100."),
 ) -> None:
-    """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline (--bound: each
-    kernel's static bound on a GPU, read from its machine code, no GPU needed)."""
+    """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline; --bound: static bounds."""
     if bound or gpu is not None:
         _bench_bound(bound, gpu, kernel, as_json, {"--side": side != "auto", "--T": bool(T), "--d-k": bool(d_k),
                      "--mask": mask != "both", "--heads": heads is not None, "--repeats": repeats != 5,
