@@ -204,6 +204,12 @@ def test_the_kernel_files_bounds_on_an_h200(h200_report):
         assert 250 <= k4.tflops <= 700, (d, k4.tflops)
         k3 = by_name[f"attention_fused_kernel3_d{d}"].full
         assert k3.tflops <= H200.fp32_peak_tflops
+    # one 64-key tile of kernel4_d64, per warp, by hand: Q·K^T and P·V are 2 x (16 x 64 x 64) MACs =
+    # 64 m16n8k16; its K and V fragments 2 x 64 x 64 bf16 = 16 KB by ldmatrix; its share of the
+    # block's copy of the next K and V tiles 16 KB / 4 warps = 4 KB by cp.async (the copy loop's
+    # peeled remainder and the first tile's Q fragments left out)
+    mix = by_name["attention_fused_kernel4_d64"].mix
+    assert (mix.hmma, mix.shared_load_bytes, mix.global_load_bytes) == (64, 16384, 4096)
     assert by_name["scores_kernel1"].full.bottleneck == "shared"
     assert by_name["softmax_kernel3"].full.bottleneck == "hbm"
     assert any("no reference geometry" in n for n in by_name["extra_kernel"].notes)
