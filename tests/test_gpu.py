@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from andrea_cli import reference, reference_backward
-from andrea_cli.backends.backward import lse_variants
-from andrea_cli.backends.fused import fused_variants
-from andrea_cli.backends.staged import ALL_PLANS
+from andrea_cli.backends.launch.backward import lse_variants
+from andrea_cli.backends.launch.fused import fused_variants
+from andrea_cli.backends.launch.staged import ALL_PLANS
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 
