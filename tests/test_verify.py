@@ -155,6 +155,7 @@ def broken_backward(tmp_path_factory):
     return paths
 
 
+@pytest.mark.slow  # four broken copies built before the first test: ~20 s of CPU
 @pytest.mark.parametrize("bug", BROKEN_BACKWARD)
 def test_verify_catches_a_broken_backward_kernel(cli, broken_backward, bug):
     result = cli("verify", "--backend", "cpu", "--kernel", broken_backward[bug], "--T", 33, "--d-k", 16, "--d-v", 16,
