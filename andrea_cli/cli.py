@@ -49,6 +49,14 @@ def console() -> Console:
     return Console(highlight=False)
 
 
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def echo_err(line: str) -> None:
+    typer.echo(line, err=True)
+
+
 def print_json(document: dict) -> None:
     """JSON for scripts: plain stdout, never through Rich (which would wrap and colour it)."""
     from andrea_cli.render.json_document import json_text
@@ -201,7 +209,13 @@ def verify(
     options = VerifyOptions(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, no_scale=no_scale,
                             kernel=kernel, sanitize=sanitize, timeout=timeout)
     try:
-        report = run_verify_command(options, progress=None if as_json else lambda line: typer.echo(line, err=True))
+        if as_json:
+            report = run_verify_command(options)
+        else:
+            from andrea_cli.render.progress import progress_lines
+
+            with progress_lines(err_console(), echo_err) as progress:
+                report = run_verify_command(options, progress=progress)
     except AndreaError as exc:
         raise fail_on(exc) from None
     if as_json:
@@ -238,7 +252,10 @@ def bench(
             from andrea_cli.render.plot_common import check_plot_path
 
             check_plot_path(plot)
-        result = run_bench(options, progress=lambda line: typer.echo(line, err=True))
+        from andrea_cli.render.progress import progress_lines
+
+        with progress_lines(err_console(), echo_err) as progress:
+            result = run_bench(options, progress=progress)
         if plot is not None:
             from andrea_cli.render.bench_plot import save_bench_plot
 

@@ -1,0 +1,121 @@
+"""Every table fits the screen without losing a verdict: drawn on consoles of a fixed width (80,
+the terminal a learner opens, and 120), no line is wider than the console, no cell is cut to
+"…", and a failing case still reads FAIL."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN, KERNEL1_PLAN
+from andrea_cli.masks import MaskSpec
+from andrea_cli.verification import FAMILIES, Case, CaseResult, StageCheck, VerifyReport
+
+WIDTHS = (80, 120)
+
+
+def draw(render, *args, width: int, **kwargs) -> str:
+    console = Console(width=width, record=True, file=io.StringIO(), highlight=False, color_system=None)
+    render(console, *args, **kwargs)
+    return console.export_text()
+
+
+def assert_fits(text: str, width: int) -> None:
+    for line in text.splitlines():
+        assert cell_len(line) <= width, f"wider than {width}: {line!r}"
+    assert "…" not in text, f"a cell was cut at {width} columns:\n{text}"
+
+
+def verify_report(failing_stage: str = "softmax") -> VerifyReport:
+    """Every stage of every family checked, one case failing at failing_stage, one that did not finish."""
+    stages = [name for family in FAMILIES for name in family.stages]
+    results = []
+    for n, (case, schedule) in enumerate([(Case(33, 256, 16, MaskSpec("window", 33), False, KERNEL1_PLAN), "forward"),
+                                          (Case(1024, 128, 128, MaskSpec("causal"), True), "reverse"),
+                                          (Case(7, 3, 5, MaskSpec("none"), True, DEFAULT_PLAN), "gpu")]):
+        r = CaseResult(case, schedule)
+        for i, name in enumerate(stages):
+            bad = n == 0 and name == failing_stage
+            r.stages[name] = StageCheck(max_abs_err=(3e-3 if bad else 1e-7 * (i + 1)), max_rel_err=0.0, tol=1e-3,
+                                        passed=not bad,
+                                        first_bad={"index": [0, 1, 2], "got": 1.0, "expected": 0.5, "tol": 1e-3}
+                                        if bad else None)
+        r.invariants = {"rows sum to 1": n != 0, "masked weights are 0": True}
+        results.append(r)
+    results.append(CaseResult(Case(64, 80, 64, MaskSpec("causal"), True), "forward", error="deadlock in softmax_kernel2"))
+    results.sort(key=lambda r: r.passed)
+    return VerifyReport("cpu", "CPU (x86_64), kernel file compiled with the CUDA-on-CPU runtime", "/k/microgpt_cuda.cu",
+                        results, 1.0)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_verify_table_fits_and_keeps_every_verdict(width):
+    from andrea_cli.render.verify import render_verify
+
+    text = draw(render_verify, verify_report(), width=width)
+    assert_fits(text, width)
+    verdicts = [(line.strip("│ ").split() or [""])[0] for line in text.splitlines()]
+    verdicts = [word for word in verdicts if word in ("ok", "FAIL")]
+    assert verdicts == ["FAIL", "FAIL", "ok", "ok"], text
+    assert "softmax" in text and "3.00" in text  # the failing stage's share of its tolerance, named
+    assert "FAILED (2 failing)" in text
+
+
+def test_verify_wide_console_shows_every_stage():
+    from andrea_cli.render.verify import render_verify
+    from andrea_cli.verification import STAGE_ORDER
+
+    text = draw(render_verify, verify_report(), width=220)
+    assert_fits(text, 220)
+    header = next(line for line in text.splitlines() if "invariants" in line)
+    assert all(name.split()[0] in header for name in STAGE_ORDER)
+
+
+def test_verify_layouts_narrow_with_the_console():
+    from andrea_cli.render.verify import compact_table, family_table, full_table, verify_table
+
+    report = verify_report()
+    chosen = {width: verify_table(Console(width=width, file=io.StringIO()), report).title
+              for width in (80, 120, 220)}
+    assert chosen == {80: compact_table(report).title, 120: family_table(report).title,
+                      220: full_table(report).title}
+
+
+@pytest.fixture(scope="module")
+def scaling_report():
+    from andrea_cli.commands.compare_scaling import ScalingOptions, run_compare_scaling
+
+    return run_compare_scaling(ScalingOptions(d_k="64,256,4096", T=48, backend="numpy"))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_compare_scaling_tables_fit(scaling_report, width):
+    from andrea_cli.render.scaling import render_scaling
+
+    text = draw(render_scaling, scaling_report, width=width)
+    assert_fits(text, width)
+    assert "The backward pass" in text and "quiet" in text
+    # every figure of the backward table is printed whole: the unscaled ‖dQ‖ at d_k 4096
+    from andrea_cli.render.common import fmt
+
+    assert fmt(scaling_report.rows[-1].gradients["unscaled"].dq_norm) in text
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_info_prints_the_kernel_path_whole(width):
+    from andrea_cli.commands.info import describe_environment
+    from andrea_cli.render.info import render_info
+
+    doc = describe_environment()
+    long_path = "/home/a-learner/.local/share/virtualenvs/andrea-course/lib/python3.11/site-packages/" \
+                "andrea_cli/cuda/microgpt_cuda.cu"
+    doc["kernel_file"] = long_path
+    console = Console(width=width, record=True, file=io.StringIO(), highlight=False, color_system=None)
+    render_info(console, doc)
+    text = console.export_text(styles=False)
+    assert long_path in text.replace("\n", "") and f"kernel file: {long_path}" in text.replace("\n", "")
+    table_part = text.split("kernel file:")[0]
+    assert_fits(table_part, width)
