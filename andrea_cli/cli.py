@@ -234,9 +234,11 @@ def bench(
     d_k: Optional[list[int]] = option(flags.D_K, help="Head widths [default: 64 and 128]."),
     mask: str = option(flags.MASK, default="both", help="causal, none, or both."),
     heads: Optional[int] = typer.Option(None, help="Heads per launch [default: 12 on GPU, 1 on CPU]."),
-    repeats: int = typer.Option(5, help="Timed repeats per size (the median is reported)."),
+    repeats: int = typer.Option(5, help="Timed repeats per size (the median, min and max are reported)."),
     warmup: int = typer.Option(1, help="Untimed runs before the repeats."),
     no_cpu_build: bool = typer.Option(False, "--no-cpu-build", help="CPU side: skip the kernels' CPU build."),
+    blas_threads: int = typer.Option(1, "--blas-threads", metavar="N",
+                                     help="CPU side: BLAS/OpenMP threads of NumPy and torch, pinned per measurement."),
     kernel: Optional[Path] = option(flags.KERNEL),
     timeout: Optional[float] = option(flags.TIMEOUT),
     as_json: bool = option(flags.JSON, help="Print one JSON document instead of a table."),
@@ -246,7 +248,7 @@ def bench(
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
-                           no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout)
+                           no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout, blas_threads=blas_threads)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path

@@ -119,3 +119,45 @@ def test_info_prints_the_kernel_path_whole(width):
     assert long_path in text.replace("\n", "") and f"kernel file: {long_path}" in text.replace("\n", "")
     table_part = text.split("kernel file:")[0]
     assert_fits(table_part, width)
+
+
+def bench_result(with_peer: bool = True):
+    from andrea_cli.bench.sweep import BenchResult, Measurement
+
+    result = BenchResult("cpu", "CPU x86_64 (2 logical cores), NumPy 2.4", None, "numpy", 1, 5,
+                         notes=["BLAS/OpenMP threads pinned to 1 per measurement"], threads={"limit": 1, "libraries": {}})
+    names = ["numpy", "numpy_backward", "torch_sdpa", "cpu_build_fused", "cpu_build_fused_bf16",
+             "cpu_build_fused_backward"]
+    for causal in (False, True):
+        for T in (128, 1024):
+            for n, name in enumerate(names):
+                build = name.startswith("cpu_build")
+                ms = 0.0853 * (n + 1) * T / 128 * (300 if build else 1)
+                result.measurements.append(Measurement(
+                    name, T, 64, 1, causal, ms, min_ms=ms * 0.9, max_ms=ms * 12.5, repeats=1 if build else 5,
+                    tflops=1e-3 * T, gbs=12.5, ratio=ms / 0.0853, max_abs_err=2.5e-7, speed_path=not build,
+                    vs_peer=1.25 if with_peer and name == "torch_sdpa" else None))
+    return result
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bench_table_fits_and_tells_the_implementations_apart(width):
+    from andrea_cli.render.bench import render_bench
+
+    result = bench_result()
+    text = draw(render_bench, result, width=width)
+    assert_fits(text, width)
+    for name in ("cpu_build_fused*", "cpu_build_fused_bf16*", "cpu_build_fused_backward*", "numpy_backward"):
+        assert f" {name} " in text
+    assert "1.23–17.1" in text  # numpy_backward at T = 1024: min–max of its repeats
+    if width == 80:
+        assert "TFLOP/s, GB/s, vs peer: in a wider terminal, or with --json" in text
+
+
+def test_bench_table_shows_every_column_when_wide():
+    from andrea_cli.render.bench import render_bench
+
+    text = draw(render_bench, bench_result(), width=200)
+    assert_fits(text, 200)
+    header = next(line for line in text.splitlines() if "impl" in line)
+    assert all(name in header for name in ("d_k", "mask", "min–max", "TFLOP/s", "GB/s", "× numpy", "max err", "vs peer"))
