@@ -15,7 +15,28 @@ from andrea_cli.commands import options as flags
 from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError, KernelError
 
+class _FlagsWithoutPlaceholders:
+    """Typer shows a type after every option, `<bool>` after a flag too, though a flag takes no
+    value: each flag (--help, --install-completion and the commands' own) gets an empty one."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and not param.metavar:
+                param.metavar = ""
+        return params
+
+
+class _Command(_FlagsWithoutPlaceholders, typer.core.TyperCommand):
+    pass
+
+
+class _Group(_FlagsWithoutPlaceholders, typer.core.TyperGroup):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -330,6 +351,32 @@ def compare_scaling(
         render_scaling(console(), report)
         if plot is not None:
             console().print(f"plot saved to {plot}")
+
+
+def _tidy_help(typer_app: typer.Typer) -> None:
+    """--help as a learner reads it: Typer reads each help text as Rich markup, where a
+    "[default: 1024]" is a tag and vanishes, so brackets are escaped; and a flag takes no value,
+    so it shows no `<bool>` placeholder (_Command). Done on every option of every command, those
+    added later too."""
+    import inspect
+
+    from rich.markup import escape
+
+    callbacks = [typer_app.registered_callback.callback] if typer_app.registered_callback else []
+    callbacks += [command.callback for command in typer_app.registered_commands]
+    for callback in callbacks:
+        for parameter in inspect.signature(callback).parameters.values():
+            info = parameter.default
+            if not isinstance(info, typer.models.OptionInfo):
+                continue
+            if info.help:
+                info.help = escape(info.help)
+    for command in typer_app.registered_commands:
+        if command.cls in (None, typer.core.TyperCommand):
+            command.cls = _Command
+
+
+_tidy_help(app)
 
 
 def _is_usage_error(exc: BaseException) -> bool:

@@ -13,7 +13,8 @@ from andrea_cli.commands.backend import choose_backend
 from andrea_cli.commands.options import RunOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
+from andrea_cli.inputs import (HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_seed, check_sizes, load_qkv,
+                               random_qkv)
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
@@ -32,12 +33,15 @@ class AttendOptions(RunOptions):
 
 def check_combinations(o: AttendOptions) -> None:
     """Options that cannot go together, refused before any work."""
+    check_seed(o.seed)
     if o.show_weights and o.as_json:
         raise AndreaError("--show-weights draws in the terminal: drop --json, or keep the weights with --save-weights")
     if o.sample_rows < 0 or (o.sample_rows and not o.fused):
         raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
     if o.fused and o.plot is not None:
         raise AndreaError("--plot draws the T×T weights, which --fused never builds: drop one of them")
+    if o.fused and o.show_weights:
+        raise AndreaError("--show-weights draws the T×T weights, which --fused never builds: drop one of them")
     if o.precision not in PRECISIONS:
         raise AndreaError(f"--precision {o.precision!r} is not one of {', '.join(PRECISIONS)}: e.g. --precision bf16")
     if o.precision != "fp32" and not o.fused:
@@ -47,8 +51,11 @@ def check_combinations(o: AttendOptions) -> None:
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
                           "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
-    if o.wants_layer and (o.fused or o.show_weights):
-        raise AndreaError("--fused and --show-weights work on one head: drop them, or drop the layer flags")
+    one_head = [flag for flag, given in (("--fused", o.fused), ("--show-weights", o.show_weights)) if given]
+    if o.wants_layer and one_head:
+        given = " and ".join(one_head)
+        raise AndreaError(f"{given} work{'s' if len(one_head) == 1 else ''} on one head: drop {given}, "
+                          "or drop the layer flags")
 
 
 def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:

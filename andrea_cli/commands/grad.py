@@ -13,7 +13,7 @@ from andrea_cli.commands.attend import head_inputs
 from andrea_cli.commands.backend import choose_backend
 from andrea_cli.commands.options import RunOptions
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import load_npy_matrix
+from andrea_cli.inputs import check_seed, load_npy_matrix
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_writable, save_npz_atomic
 from andrea_cli.runs.gradient_flow import d_out_for
@@ -31,6 +31,7 @@ class GradOptions(RunOptions):
 
 
 def check_combinations(o: GradOptions) -> None:
+    check_seed(o.seed)
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
                           "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
