@@ -273,6 +273,7 @@ def bench(
         _bench_bound(bound, gpu, kernel, as_json, {"--side": side != "auto", "--T": bool(T), "--d-k": bool(d_k),
                      "--mask": mask != "both", "--heads": heads is not None, "--repeats": repeats != 5,
                      "--warmup": warmup != 1, "--no-cpu-build": no_cpu_build, "--timeout": timeout is not None,
+                     "--blas-threads": blas_threads != 1,
                      "--plot": plot is not None})
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
