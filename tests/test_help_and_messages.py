@@ -37,11 +37,15 @@ def test_a_bad_seed_is_one_line_exit_2(run_main, command, seed):
     lambda: andrea_cli.attend(T=8, backend="numpy", seed=-1),
     lambda: andrea_cli.grad(T=8, backend="numpy", seed=-1),
     lambda: andrea_cli.compare_scaling(d_k=[4], T=8, backend="numpy", seed=-1),
-    lambda: andrea_cli.attend(T=8, backend="numpy", seed=1.5),
 ])
 def test_a_bad_seed_in_the_api_is_andrea_error(call):
     with pytest.raises(AndreaError, match=r"--seed .*: a seed is a whole number >= 0"):
         call()
+
+
+def test_a_seed_that_is_no_whole_number_is_named():
+    with pytest.raises(AndreaError, match=r"^seed=1\.5: --seed takes a whole number; e\.g\. seed=0$"):
+        andrea_cli.attend(T=8, backend="numpy", seed=1.5)
 
 
 def test_a_good_seed_still_draws_the_same_inputs(run_main):

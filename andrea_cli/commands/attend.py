@@ -80,6 +80,19 @@ def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
     return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
 
 
+def check_given_arrays(o: RunOptions, data: QKV, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> None:
+    """Arrays given to the Python API: no sizes or files besides, and the run's one memory check."""
+    if o.wants_layer or o.has_qkv_files:
+        raise AndreaError("q, k, v are given as arrays: drop the files and the layer options")
+    if o.T is not None or o.d_k is not None or o.d_v is not None:
+        raise AndreaError("T, d_k, d_v size the random inputs; with q, k, v the arrays give the sizes: drop them")
+    if o.fused:
+        check_fused_shape(data.d_k, data.d_v)
+    if getattr(o, "precision", "fp32") == "bf16":
+        check_bf16_shape(data.d_k, data.d_v)
+    check_fits_in_memory(data.H or 1, data.T, data.d_k, data.d_v, square=not o.fused, bytes_per_score=bytes_per_score)
+
+
 def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, scaled: bool, fused: bool = False,
              sample_rows: int = 0, precision: str = "fp32", timeout: float | None = None):
     """One head (or, from the Python API, H heads at once), staged or fused, on the backend named."""
@@ -99,8 +112,9 @@ def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, sc
     return run_attention(data, chosen, mask, scaled=scaled, notices=notices)
 
 
-def run_attend(o: AttendOptions):
-    """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags)."""
+def run_attend(o: AttendOptions, data: QKV | None = None):
+    """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags). data: Q, K, V
+    the Python API was given as arrays (instead of sizes or files)."""
     check_combinations(o)
     check_timeout(o.timeout)
     mask = parse_mask(o.mask)
@@ -114,9 +128,11 @@ def run_attend(o: AttendOptions):
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed)
         backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout)
-        report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=notices)
+        report = run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
     else:
-        report = run_head(head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=not o.no_scale,
+        if data is not None:
+            check_given_arrays(o, data)
+        report = run_head(data or head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=o.scaled,
                           fused=o.fused, sample_rows=o.sample_rows, precision=o.precision, timeout=o.timeout)
     if o.out is not None:
         save_npy_atomic(o.out, report.output)  # (T, d_v); the layer's (T, d_model)
