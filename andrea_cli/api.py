@@ -65,17 +65,24 @@ class AttendResult(Result):
     weights: Any = None  # (T, T) or (H, T, T) softmax weights; None from the fused kernel
     scores: Any = None  # (T, T) or (H, T, T) raw Q·K^T; None from the fused kernel
 
-    def plot(self, path) -> Path:
-        """The weights, row entropy and largest weight per row as a PNG (the `plot` extra)."""
+    def plot(self, path, head: int | None = None) -> Path:
+        """The weights, row entropy and largest weight per row as a PNG (the `plot` extra); the
+        layer's: every head in a grid, or head `head` alone."""
+        from andrea_cli.commands.attend import check_head
         from andrea_cli.render.attend_plot import save_attend_report_plot
         from andrea_cli.render.plot_common import check_plot_path
 
         if self.weights is None:
             raise AndreaError("--plot draws the T×T weights, which --fused never builds: drop one of them")
-        if self.raw.weights.ndim != 2 and getattr(self.raw, "n_head", None) is None:
+        n_head = getattr(self.raw, "n_head", None)
+        if self.raw.weights.ndim != 2 and n_head is None:
             raise AndreaError("plot() draws one head or the layer: run one head's (T, d) arrays")
+        if head is not None:
+            if n_head is None:
+                raise AndreaError(f"head={head} picks one of the layer's heads; this is one head's result")
+            check_head(_convert_or_fail(head, int, "head"), n_head)
         check_plot_path(Path(path))
-        save_attend_report_plot(self.raw, Path(path))
+        save_attend_report_plot(self.raw, Path(path), head=head)
         return Path(path)
 
 
@@ -210,6 +217,14 @@ def _options(cls, command: str, given: dict, more: dict):
     return cls(**checked)
 
 
+def _convert_or_fail(value, hint, name: str):
+    try:
+        return _convert(value, hint)
+    except ValueError:
+        what, example = _kind(hint)
+        raise AndreaError(f"{name}={value!r}: {flag_of(name)} takes {what}") from None
+
+
 def scale_option(scale) -> bool | float:
     """PyTorch's convention: None is 1/sqrt(d_k); a number is the factor itself, used as given and
     recorded. True and False keep their meaning (1/sqrt(d_k), no scaling)."""
@@ -313,7 +328,8 @@ def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: boo
            precision: str = "fp32", T: int | None = None, d_k: int | None = None, d_v: int | None = None,
            seed: int = flags.SEED.default, qkv=None, d_model: int | None = None, n_head: int | None = None,
            preset: str | None = None, x=None, layer_weights=None, out=None, save_weights=None, plot=None,
-           show_weights: bool = False, json: bool = False, timeout: float | None = None, **more) -> AttendResult:
+           show_weights: bool = False, json: bool = False, timeout: float | None = None, head: int | None = None,
+           **more) -> AttendResult:
     """softmax(mask(Q·K^T · scale))·V through the kernels, as `andrea attend` runs it.
 
     q, k: (..., T, d_k) and v: (..., T, d_v), any leading batch and head dims (run as heads of one
@@ -333,7 +349,7 @@ def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: boo
                  sample_rows=sample_rows, precision=precision, T=T, d_k=d_k, d_v=d_v, seed=seed, qkv=qkv,
                  d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights, out=out,
                  save_weights=save_weights, plot=plot, show_weights=show_weights, as_json=json, timeout=timeout,
-                 **files)
+                 head=head, **files)
     options = _options(AttendOptions, "attend", given, more)
     plot_path = _check_plot(options.plot)
     dims = ()
@@ -345,7 +361,7 @@ def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: boo
     if plot_path is not None:
         from andrea_cli.render.attend_plot import save_attend_report_plot
 
-        save_attend_report_plot(report, plot_path)
+        save_attend_report_plot(report, plot_path, head=options.head)
     if options.as_json:
         _print_json(report)
     elif options.show_weights:

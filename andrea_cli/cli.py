@@ -120,7 +120,10 @@ def attend(
     show_weights: bool = typer.Option(False, "--show-weights", help="Draw the (T, T) weights in the terminal."),
     fused: bool = typer.Option(False, "--fused", help="One fused kernel; no T×T matrix (cuda, cpu)."),
     sample_rows: int = typer.Option(0, "--sample-rows", help="With --fused: weight statistics on N rows."),
-    plot: Optional[Path] = option(flags.PLOT),
+    plot: Optional[Path] = option(flags.PLOT, help="Save the weights, row entropy and largest weight to "
+                                  "FILE.png; for the layer every head in a grid (--head N: head N alone)."),
+    head: Optional[int] = typer.Option(None, "--head", metavar="N",
+                                       help="With the layer's --plot: draw head N (from 0) alone."),
     precision: str = typer.Option("fp32", "--precision",
                                   help="With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128)."),
     timeout: Optional[float] = option(flags.TIMEOUT),
@@ -137,7 +140,7 @@ def attend(
         backend=backend, out=out, save_weights=save_weights, kernel=kernel, as_json=as_json,
         d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
         show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot, precision=precision,
-        timeout=timeout)
+        timeout=timeout, head=head)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
@@ -147,7 +150,7 @@ def attend(
         if plot is not None:
             from andrea_cli.render.attend_plot import save_attend_report_plot
 
-            save_attend_report_plot(report, plot)
+            save_attend_report_plot(report, plot, head=head)
     except AndreaError as exc:
         raise fail_on(exc) from None
     if as_json:

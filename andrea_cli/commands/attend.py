@@ -29,6 +29,7 @@ class AttendOptions(RunOptions):
     plot: Path | None = None  # drawn by the CLI from the report (render/attend_plot.py)
     precision: str = "fp32"
     timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
+    head: int | None = None  # the layer's --plot: this head alone (None: every head in a grid)
 
 
 def check_combinations(o: AttendOptions) -> None:
@@ -51,6 +52,11 @@ def check_combinations(o: AttendOptions) -> None:
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
                           "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
+    if o.head is not None and not o.wants_layer:
+        raise AndreaError(f"--head {o.head} picks one of the layer's heads: add the layer flags (--d-model, "
+                          "--n-head or --preset), or drop --head")
+    if o.head is not None and o.plot is None:
+        raise AndreaError(f"--head {o.head} picks the head --plot draws: add --plot FILE.png")
     one_head = [flag for flag, given in (("--fused", o.fused), ("--show-weights", o.show_weights)) if given]
     if o.wants_layer and one_head:
         given = " and ".join(one_head)
@@ -78,6 +84,11 @@ def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
     # the fused kernels never hold T×T
     check_fits_in_memory(1, T, d_k, d_v, square=not o.fused, bytes_per_score=bytes_per_score)
     return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
+
+
+def check_head(head: int | None, n_head: int) -> None:
+    if head is not None and not 0 <= head < n_head:
+        raise AndreaError(f"--head {head}: the layer has {n_head} heads, numbered 0 to {n_head - 1}")
 
 
 def check_given_arrays(o: RunOptions, data: QKV, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> None:
@@ -127,6 +138,7 @@ def run_attend(o: AttendOptions, data: QKV | None = None):
 
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed)
+        check_head(o.head, n_head)
         backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout)
         report = run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
     else:
