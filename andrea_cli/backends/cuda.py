@@ -60,8 +60,8 @@ def cupy_versions() -> dict:
     when it cannot be read (`andrea info`)."""
     try:
         import cupy
-    except Exception as exc:
-        return {"cupy": None, "cupy_error": first_line(exc)}
+    except Exception as exc:  # the same keys either way: a script reads them without a KeyError
+        return {"cupy": None, "cupy_error": first_line(exc), "cuda_runtime": None, "cuda_driver": None, "nvrtc": None}
     found: dict = {"cupy": cupy.__version__}
     probes = {
         "cuda_runtime": lambda: _cuda_version(cupy.cuda.runtime.runtimeGetVersion()),
