@@ -7,7 +7,7 @@ GPU architecture (no GPU needed), disassembled with `cuobjdump -sass` (pip insta
 
 A loop is a backward branch (BRA to an earlier label); the counts are per trip of its body,
 nested loops' instructions included once. Shared loads per FFMA is the static figure the
-README's kernel catalogue quotes: an instruction count, not a measured speed."""
+kernel catalogue in docs/reference.md quotes: an instruction count, not a measured speed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """scripts/mutate.py, the mutation score's harness, on four chosen mutants of the kernel file (the
-whole campaign takes most of an hour: README, "Mutation score"): three it must tell apart without
+whole campaign takes most of an hour: docs/reference.md, "Mutation score"): three it must tell apart without
 running verify (same PTX, no compile, listed as equivalent), and one verify must kill."""
 
 import json

@@ -1,5 +1,5 @@
 """scripts/sass_mix.py: its SASS reader on a fixed listing, and (where NVRTC and cuobjdump are
-installed) the instruction mix the README's kernel catalogue quotes, read from the real kernels."""
+installed) the instruction mix the kernel catalogue in docs/reference.md quotes, read from the real kernels."""
 
 from __future__ import annotations
 

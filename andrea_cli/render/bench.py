@@ -20,7 +20,7 @@ def _num(x: float | None, fmt: str) -> str:
 
 
 def _ms(x: float) -> str:
-    """Milliseconds to 3 significant figures (whole ones from 100 on, never an exponent)."""
+    """Milliseconds (or a ratio) to 3 significant figures (whole ones from 100 on, never an exponent)."""
     return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
 
 
@@ -50,7 +50,7 @@ def _cells(r: BenchResult, m, columns: list[str]) -> list[str]:
         "mask": "causal" if m.causal else "none", "ms": _ms(m.median_ms), "min–max": _spread(m),
         "TFLOP/s": _num(m.tflops, ".3f"), "GB/s": _num(m.gbs, ".1f"), "% peak": _num(m.pct_peak, ".1f"),
         "roofline ms": "-" if m.roofline_ms is None else f"{m.roofline_ms:.3f} {m.bound[:3]}",
-        f"× {r.baseline}": _num(m.ratio, ".2f"), "max err": _num(m.max_abs_err, ".1e"), "vs peer": _num(m.vs_peer, ".2f"),
+        f"× {r.baseline}": "-" if m.ratio is None else _ms(m.ratio), "max err": _num(m.max_abs_err, ".1e"), "vs peer": _num(m.vs_peer, ".2f"),
     }
     return [values[name] for name in columns]
 
@@ -59,7 +59,7 @@ def _table(r: BenchResult, measurements, columns: list[str], title: str | None =
     table = Table(title=title, title_justify="left", **options)
     for name in columns:
         table.add_column(name, justify="left" if name in ("impl", "mask") else "right",
-                         no_wrap=name in ("impl", "min–max"))
+                         no_wrap=name in ("impl", "min–max", "max err"))
     for m in measurements:
         table.add_row(*_cells(r, m, columns))
     return table
