@@ -162,3 +162,28 @@ def test_bench_table_shows_every_column_when_wide():
     assert_fits(text, 200)
     header = next(line for line in text.splitlines() if "impl" in line)
     assert all(name in header for name in ("d_k", "mask", "min–max", "TFLOP/s", "GB/s", "× numpy", "max err", "vs peer"))
+
+
+def test_progress_is_one_transient_line_on_a_terminal_and_plain_lines_elsewhere():
+    from andrea_cli.render.progress import progress_lines
+
+    echoed = []
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=80)
+    with progress_lines(terminal, echoed.append) as progress:
+        for n in range(1, 4):
+            progress(f"[{n}/3] ok   T=7 d_k=3 d_v=5 causal scaled")
+    assert echoed == []  # nothing left on screen line by line: Rich redraws one line
+    drawn = terminal.file.getvalue()
+    assert "\x1b[2K" in drawn  # and erases it at the end (transient), leaving only what follows
+    piped = Console(file=io.StringIO(), force_terminal=False, width=80)
+    with progress_lines(piped, echoed.append) as progress:
+        progress("[1/1] ok   T=7")
+    assert echoed == ["[1/1] ok   T=7"] and piped.file.getvalue() == ""
+
+
+def test_verify_progress_lines_count_the_cases(run_main):
+    code, out, err = run_main("verify", "--backend", "cpu", "--T", "5", "--d-k", "3")
+    assert code == 0
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("[1/2] ok ") and lines[1].startswith("[2/2] ok ")  # forward and reverse schedules
+    assert "PASSED: 2 cases" in out
