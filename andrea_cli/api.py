@@ -357,6 +357,9 @@ def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: boo
     if arrays is not None:
         folded, dims = _fold_heads(dict(zip("qkv", arrays)))
         data = qkv_from_arrays(folded["q"], folded["k"], folded["v"])
+        if plot_path is not None and data.H is not None:
+            raise AndreaError("plot draws one head's (T, T) weights (or the layer's heads): pass one head's "
+                              "(T, d) arrays")
     report = run_attend(options, data)
     if plot_path is not None:
         from andrea_cli.render.attend_plot import save_attend_report_plot
