@@ -129,7 +129,7 @@
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every
 // __syncthreads().
-// No host code lives here: the Python launchers (andrea_cli/backends/staged.py) load this file
+// No host code lives here: the Python launchers (andrea_cli/backends/launch/) load this file
 // with cupy.RawModule on a GPU, or compile it for the CPU with cuda/cuda_cpu_runtime.h.
 
 #define TILE 16
@@ -207,7 +207,7 @@ __device__ __forceinline__ BlockWork causal_block_order(int causal, bool longest
 // rounded result over the whole range; subnormal inputs and results are flushed to zero. exp2f
 // adds an IEEE denormal guard around the same MUFU (a compare and two predicated multiplies per
 // call); a softmax weight below 2^-126 changes no output, so the tensor-core kernel5 drops it.
-// Needs no particular GPU generation; the CPU build emulates it (cuda/cuda_cpu_runtime.h).
+// Needs no particular GPU generation; the CPU build emulates it (cuda/cpu_runtime/tensor_cores.h).
 __device__ __forceinline__ float exp2_approx_ftz(float x) {
 #if defined(__CUDA_ARCH__)
     float y;
@@ -334,9 +334,9 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 // spread over the 32 lanes' registers in the "fragment" layouts the PTX ISA documents. The
 // wrappers below are the only places that know those layouts' instructions; each is one PTX
 // instruction on a GPU (__CUDA_ARCH__) and, in the CPU build, an emulation in
-// cuda/cuda_cpu_runtime.h (namespace ptx_emulated) that checks what a GPU would not (the whole
-// warp at an .aligned instruction, shared and aligned ldmatrix rows, cp.async data unreadable
-// before its wait, tf32 operands that skipped their conversion).
+// cuda/cpu_runtime/tensor_cores.h (namespace ptx_emulated) that checks what a GPU would not
+// (the whole warp at an .aligned instruction, shared and aligned ldmatrix rows, cp.async data
+// unreadable before its wait, tf32 operands that skipped their conversion).
 //
 // Fragments (g = lane / 4, t = lane % 4; "lo" = bits 15:0 of a .b32 holding two bf16):
 //   A (16x16, row-major)  a0 = A[g][2t, 2t+1]  a1 = A[g+8][2t, 2t+1]  a2 = A[g][2t+8, +9]  a3 = A[g+8][2t+8, +9]
@@ -348,7 +348,7 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 
 // The PTX bodies need Ampere or newer (bf16 mma.sync, cvt.rn.bf16x2, cp.async: sm_80). The
 // file still compiles for older GPUs, where these bodies trap: andrea refuses the tensor-core
-// kernels on such a GPU before any launch (andrea_cli/backends/cuda_arch.py).
+// kernels on such a GPU before any launch (andrea_cli/backends/toolchain/cuda_arch.py).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define TC_PTX 1
 #else
