@@ -1457,10 +1457,15 @@ attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigne
 // What makes it faster than kernel4:
 //   - 32 query rows per warp (two m16 tiles), 128 per block: each K or V fragment ldmatrix reads
 //     feeds two mma instead of one, 4 HMMA per LDSM.x4 where kernel4 has 1.78, so the tile's
-//     bound moves from shared-memory bandwidth towards the tensor pipe
-//   - Q's fragments are read once and stay in registers. At d = 128 that leaves room for the
-//     scores of 32 keys (Q 64 + O 128 + S 32 registers), so the online softmax steps through
-//     each 64-key tile in two halves of 32; at d = 64 one step covers the tile (Q 32 + O 64 + S 64)
+//     bound moves from shared-memory bandwidth towards the tensor pipe (bench --bound: still
+//     shared memory at 4 HMMA per LDSM, every warp reading all of K and V)
+//   - Q's fragments are read once and stay in registers. At d = 128 (Q 64 + O 128 registers)
+//     that leaves room for the scores of 16 keys: the online softmax steps through each 64-key
+//     tile 16 keys at a time (32 at a time spills on sm_80 and sm_90; re-reading Q from shared
+//     memory, FlashAttention-2's way, gives 3.2 HMMA per LDSM); at d = 64 one step covers the
+//     tile (Q 32 + O 64 + S 64). The price at d = 128: O is rescaled 4 times per tile, not once
+//   - no warp skips a masked step whose keys its rows cannot see (its weights come out 0): the
+//     test cost the registers d = 128 does not have
 //   - each thread's cp.async pieces are the same (row, column) of every tile: their addresses
 //     are computed once, the source advances by 64 rows per tile and the rest are immediates;
 //     only a tile that crosses T tests its rows
