@@ -1,5 +1,6 @@
 // cpu_runtime/cooperative_groups.h — cooperative groups on the CPU build: this_thread_block,
-// tiled_partition<N> (N a power of two up to 32), thread_block_tile shuffles and votes,
+// tiled_partition<N> (N a power of two up to 32: a warp's lanes; 64 to 1024: whole warps, with
+// block_tile_memory or without), thread_block_tile shuffles and votes,
 // coalesced_threads, cg::reduce / inclusive_scan / exclusive_scan, cg::sync. A tile's sync and
 // collectives are warp collectives over the tile's lanes, as strict as __syncwarp: every lane of
 // the tile must reach them (a lane that returned early is reported). grid_group::sync needs all
@@ -27,6 +28,54 @@ public:
     static bool is_valid() { return true; }
 };
 inline thread_block this_thread_block() { return thread_block(); }
+// The scratch CUDA wants for tiles of more than 32 threads (CUDA 12: <MaxBlockSize>; CUDA 11:
+// <TileCommunicationSize, MaxBlockSize>). Here the tiles keep their state in the runtime, so it
+// holds nothing; trivial, as a __shared__ object must be.
+template <unsigned A = 1024, unsigned B = 0> struct block_tile_memory { unsigned char unused; };
+template <unsigned A, unsigned B> inline thread_block this_thread_block(block_tile_memory<A, B>&) {
+    return thread_block();
+}
+
+namespace details {
+// Tiles of more than 32 threads span whole warps, so their sync and exchanges go through memory:
+// a barrier per tile (counted arrivals, the waiting threads giving the others a turn, tagged
+// with the block barrier's generation so a new block or phase starts clean) and a slot per thread.
+struct TileBarrier { unsigned long long tag = ~0ull; unsigned arrived = 0, round = 0; };
+inline TileBarrier& tile_barrier(unsigned tile) {
+    static TileBarrier barriers[32];  // 1024 threads / 64 at most
+    return barriers[tile];
+}
+inline unsigned char (&tile_slots())[1024][32] {
+    static unsigned char slots[1024][32];
+    return slots;
+}
+template <unsigned N> inline void multi_warp_sync() {
+    const unsigned tile = linear_rank() / N;
+    const unsigned long long block = (unsigned long long)blockDim.x * blockDim.y * blockDim.z;
+    const unsigned members = (unsigned)std::min<unsigned long long>(N, block - (unsigned long long)tile * N);
+    andrea::Sched& s = andrea::sched();
+    TileBarrier& b = tile_barrier(tile);
+    if (b.tag != s.barrier_gen) b = TileBarrier{s.barrier_gen, 0, 0};
+    const unsigned round = b.round;
+    if (++b.arrived == members) {
+        b.arrived = 0;
+        b.round++;
+        return;
+    }
+    while (b.round == round) andrea::yield(s.cur);  // an endless wait (a member returned) trips the watchdog
+}
+// Every member writes v; each reads the value of tile rank `src` (its own if src < 0).
+template <unsigned N, class T> inline T multi_warp_exchange(T v, int src) {
+    static_assert(sizeof(T) <= 32, "tiles of more than 32 threads exchange values of up to 32 bytes");
+    const unsigned me = linear_rank(), first = me / N * N;
+    std::memcpy(tile_slots()[me], &v, sizeof(T));
+    multi_warp_sync<N>();
+    T out = v;
+    if (src >= 0) std::memcpy(&out, tile_slots()[first + (unsigned)src], sizeof(T));
+    multi_warp_sync<N>();
+    return out;
+}
+}  // namespace details
 
 class grid_group {
 public:
@@ -52,27 +101,61 @@ public:
 };
 inline grid_group this_grid() { return grid_group(); }
 
-// A power-of-two group of consecutive lanes of one warp: the tile's lanes are its mask.
+// A power-of-two group of consecutive threads: up to 32, lanes of one warp (the tile's lanes are
+// its mask); above, whole warps, synchronized and exchanging through memory.
 template <unsigned N, class Parent = void> class thread_block_tile {
-    static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0,
-                  "the CPU build supports tiles of 1, 2, 4, 8, 16 or 32 threads");
+    static_assert(N >= 1 && N <= 1024 && (N & (N - 1)) == 0,
+                  "the CPU build supports tiles of a power of two threads, 1 to 1024");
+    static constexpr bool multi_warp = N > 32;
+    template <class T> static T exchange(T v, int src) {  // multi-warp tiles: src < 0 keeps v
+        return details::multi_warp_exchange<N>(v, src >= 0 && src < (int)N ? src : -1);
+    }
 
 public:
     static constexpr unsigned num_threads() { return N; }
     static constexpr unsigned size() { return N; }
-    static unsigned thread_rank() { return details::lane() & (N - 1); }
+    static unsigned thread_rank() { return details::linear_rank() & (N - 1); }
     static unsigned meta_group_rank() { return details::linear_rank() / N; }
     static unsigned meta_group_size() { return (unsigned)((thread_block::size() + N - 1) / N); }
     static unsigned base() { return details::lane() & ~(N - 1); }
-    static unsigned mask() { return N == 32 ? 0xffffffffu : ((1u << N) - 1) << base(); }
-    static void sync() { __syncwarp(mask()); }
+    static unsigned mask() {
+        static_assert(!multi_warp, "a tile of more than 32 threads has no lane mask");
+        return N == 32 ? 0xffffffffu : ((1u << N) - 1) << base();
+    }
+    static void sync() {
+        if constexpr (multi_warp) details::multi_warp_sync<N>();
+        else __syncwarp(mask());
+    }
     static bool is_valid() { return true; }
-    template <class T> static T shfl(T v, int src) { return __shfl_sync(mask(), v, src, N); }
-    template <class T> static T shfl_down(T v, unsigned d) { return __shfl_down_sync(mask(), v, d, N); }
-    template <class T> static T shfl_up(T v, unsigned d) { return __shfl_up_sync(mask(), v, d, N); }
-    template <class T> static T shfl_xor(T v, int m) { return __shfl_xor_sync(mask(), v, m, N); }
-    static int any(int p) { return __any_sync(mask(), p); }
-    static int all(int p) { return __all_sync(mask(), p); }
+    template <class T> static T shfl(T v, int src) {
+        if constexpr (multi_warp) return exchange(v, src & (int)(N - 1));
+        else return __shfl_sync(mask(), v, src, N);
+    }
+    template <class T> static T shfl_down(T v, unsigned d) {
+        if constexpr (multi_warp) return exchange(v, (int)(thread_rank() + d));
+        else return __shfl_down_sync(mask(), v, d, N);
+    }
+    template <class T> static T shfl_up(T v, unsigned d) {
+        if constexpr (multi_warp) return exchange(v, thread_rank() >= d ? (int)(thread_rank() - d) : -1);
+        else return __shfl_up_sync(mask(), v, d, N);
+    }
+    template <class T> static T shfl_xor(T v, int m) {
+        if constexpr (multi_warp) return exchange(v, (int)(thread_rank() ^ (unsigned)m));
+        else return __shfl_xor_sync(mask(), v, m, N);
+    }
+    static int any(int p) {
+        if constexpr (multi_warp) {
+            int r = p != 0;
+            for (unsigned o = N / 2; o > 0; o >>= 1) r |= shfl_xor(r, (int)o);
+            return r;
+        } else {
+            return __any_sync(mask(), p);
+        }
+    }
+    static int all(int p) {
+        if constexpr (multi_warp) return !any(!p);
+        else return __all_sync(mask(), p);
+    }
     static unsigned ballot(int p) { return __ballot_sync(mask(), p) >> base(); }  // bit i: tile rank i
     template <class T> static unsigned match_any(T v) { return __match_any_sync(mask(), v) >> base(); }
     template <class T> static unsigned match_all(T v, int& pred) { return __match_all_sync(mask(), v, &pred) >> base(); }
