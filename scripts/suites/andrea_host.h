@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>  // older libstdc++ brought it with <string>; the suites' host code relies on it
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -33,6 +35,20 @@ struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 struct int2 { int x, y; };
 struct int4 { int x, y, z, w; };
+
+// Device functions that headers shared with host code mention in inline __device__ functions:
+// declared so those headers parse in the host compile; never called there (no definitions).
+template <class T, class U> T atomicAdd(T*, U);
+template <class T, class U> T atomicAdd_system(T*, U);
+template <class T, class U> T atomicAdd_block(T*, U);
+template <class T, class U> T atomicSub(T*, U);
+template <class T, class U> T atomicExch(T*, U);
+template <class T, class U> T atomicMax(T*, U);
+template <class T, class U> T atomicMin(T*, U);
+template <class T, class U, class V> T atomicCAS(T*, U, V);
+void __syncthreads();
+void __threadfence();
+void __threadfence_system();
 
 typedef enum cudaError { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorLaunchFailure = 719 } cudaError_t;
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice,

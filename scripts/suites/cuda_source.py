@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_HOST_API = re.compile(r"\bcuda[A-Z]\w*\s*\(")
 _DEVICE_ONLY = re.compile(r"\b__global__\b|\b__device__\b")
 _HOST_QUALIFIER = re.compile(r"\b__host__\b")
 
@@ -136,18 +135,18 @@ def _blank(text: str, start: int, end: int) -> str:
     return text[:start] + "".join("\n" if ch == "\n" else " " for ch in text[start:end]) + text[end:]
 
 
-def is_host_side(d: Definition) -> bool:
-    """A host function the device half cannot hold: main, a <<<...>>> launch, a CUDA API call."""
-    if _DEVICE_ONLY.search(d.head) and not _HOST_QUALIFIER.search(d.head):
-        return False
-    return d.name.split("::")[-1] == "main" or "<<<" in d.body or bool(_HOST_API.search(d.body))
+def is_host_only(d: Definition) -> bool:
+    """A function without __device__ or __global__: host code (main, launches, API calls, CPU
+    references, member functions whose class lives in other files)."""
+    return not _DEVICE_ONLY.search(d.head)
 
 
 def device_half(text: str) -> str:
-    """The file as written, less its host functions that launch or call the runtime API (blanked,
-    so the lines stay where they were)."""
+    """The file as written, less its host-only function definitions (blanked, so the lines stay
+    where they were): the kernels, device functions, types and macros a kernel needs, and the
+    includes, as the suite has them."""
     for d in sorted(definitions(text), key=lambda d: -d.start):
-        if is_host_side(d):
+        if is_host_only(d):
             text = _blank(text, d.start, d.end)
     return text
 

@@ -16,7 +16,6 @@ import ctypes
 import hashlib
 import os
 import pathlib
-import re
 import select
 import signal
 import subprocess
@@ -38,17 +37,17 @@ _ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)
 _FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _GLUE = r"""
 #include "andrea_host.h"
-extern "C" int andrea_host_main(int, char**);
+// The program's own main, kept under its name: only main returns 0 when it falls off its end.
+int main(int, char**);
 extern "C" __attribute__((visibility("default"))) int andrea_host_run(void* launch, void* alloc, void* release,
                                                                       int argc, char** argv) {
     setvbuf(stdout, nullptr, _IONBF, 0);
     andrea_host::launch_callback = reinterpret_cast<andrea_host::launch_fn>(launch);
     andrea_host::alloc_callback = reinterpret_cast<void* (*)(size_t)>(alloc);
     andrea_host::free_callback = reinterpret_cast<void (*)(void*)>(release);
-    return andrea_host_main(argc, argv);
+    return main(argc, argv);
 }
 """
-_MAIN = re.compile(r"^(\s*)int\s+main\s*\(", re.M)
 
 
 @dataclass(frozen=True)
@@ -57,6 +56,7 @@ class HostSource:
 
     path: pathlib.Path
     cuda: bool = False
+    fixes: tuple[tuple[str, str], ...] = ()  # (text, replacement): host code nvcc rejects too, made C++
 
 
 @dataclass
@@ -81,10 +81,13 @@ def build_host(sources: list[HostSource], include_dirs: list[pathlib.Path], defi
         text = s.path.read_text(errors="replace")
         if s.cuda:
             text = host_half(text)
-        text = _MAIN.sub(r'\1extern "C" int andrea_host_main(', text)
+        for old, new in s.fixes:
+            if old not in text:
+                raise HostBuildError(f"{s.path.name}: the host fix for {old!r} no longer applies")
+            text = text.replace(old, new)
         texts.append(text)
         key.update(text.encode())
-    key.update(" ".join(defines + [str(d) for d in include_dirs]).encode())
+    key.update(" ".join(defines + [str(d) for d in include_dirs] + ["-O1 -g", os.environ.get("ANDREA_HOST_CXXFLAGS", "")]).encode())
     lib = work / f"host-{key.hexdigest()[:16]}.so"
     if lib.exists():
         return lib
@@ -99,14 +102,14 @@ def build_host(sources: list[HostSource], include_dirs: list[pathlib.Path], defi
         glue = pathlib.Path(tmp) / "glue.cpp"
         glue.write_text(_GLUE)
         files.append(glue)
-        flags = ["-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-fpermissive", "-include", str(HERE / "andrea_host.h"), "-I", str(HERE),
+        flags = ["-std=c++17", "-O1", "-g", "-fPIC", "-shared", "-w", "-fpermissive", "-include", str(HERE / "andrea_host.h"), "-I", str(HERE),
                  "-I", str(HERE / "host_include"),
                  "-include", str(pathlib.Path(tmp) / "prelude.h")]
         for s in sources:
             flags += ["-I", str(s.path.parent)]
         for d in include_dirs:
             flags += ["-I", str(d)]
-        flags += [f"-D{d}" for d in defines]
+        flags += [f"-D{d}" for d in defines] + os.environ.get("ANDREA_HOST_CXXFLAGS", "").split()
         proc = subprocess.run(["g++", *flags, "-o", str(lib) + ".tmp", *map(str, files), "-lm", "-lpthread"],
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:

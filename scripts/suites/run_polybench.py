@@ -1,5 +1,5 @@
 """PolyBench/GPU's CUDA benchmarks on the CPU build, unchanged: each benchmark's kernels go to
-andrea_cli.RawModule as written (its .cu, host launchers blanked), and its own main runs them
+andrea_cli.RawModule as written (its .cu, host functions blanked), and its own main runs them
 (host.py), then its own CPU reference and its own compareResults.
 
     PYTHONPATH=$PWD python scripts/suites/run_polybench.py --root ~/src/polybenchGpu [--only GEMM,LU]
