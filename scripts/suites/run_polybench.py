@@ -28,8 +28,17 @@ from andrea_cli.backends.cpu_runtime.errors import CpuRuntimeError  # noqa: E402
 
 _STANDARD = re.compile(r"ifdef\s+STANDARD_DATASET(.*?)#\s*endif", re.S)
 _DEFINE = re.compile(r"#\s*define\s+(\w+)\s+(\d+)")
-_MISMATCH = re.compile(r"Non-Matching CPU-GPU Outputs Beyond Error Threshold of\s*([\d.]+) Percent:\s*(\d+)")
+# compareResults' line (DOITGEN and GEMVER print the count alone)
+_MISMATCH = re.compile(r"(?:Non-Matching CPU-GPU Outputs Beyond Error Threshold of\s*([\d.]+) Percent|"
+                       r"Number of misses):\s*(\d+)")
 _STEPS = ("TSTEPS", "TMAX")
+# Benchmarks wrong as written, found by reading them: the cause a failure of theirs has.
+KNOWN_BUGS = {
+    "GESUMMV": "its own bug: the kernel adds into tmp and y (+=), which its host code copies to the device "
+               "uninitialized (posix_memalign): right only where malloc happens to hand back zeroed memory",
+    "MVT": "its own bug: blocks of 32 x 8 threads for a kernel indexed by x alone, so 8 threads add "
+           "into each x1[i] and x2[i] (a data race on a GPU; 8 times the sum here)",
+}
 # Host code that nvcc rejects too, and the least that makes it build (the kernels are untouched):
 # DOITGEN calls rtclock() without including polybench.h, where it is declared.
 HOST_FIXES = {"DOITGEN": ("double rtclock();\n", ("common/polybench.c",))}
@@ -65,15 +74,18 @@ def run_one(cu: pathlib.Path, root: pathlib.Path, size: int, steps: int, work: p
         return "yes", "not run", str(exc)
     result = run_program(kernels, lib, [], cwd=work, limit_s=300)
     counts = _MISMATCH.findall(result.output)
-    if result.launch_error:
-        return "yes", "FAIL", f"andrea: {result.launch_error}"
     if result.rc is None:
         return "yes", "FAIL", f"ran past 300 s ({result.seconds:.0f} s)"
     if result.rc != 0 or not counts:
         return "yes", "FAIL", f"exit {result.rc}: {result.output.strip().splitlines()[-1:] or 'no output'}"
     bad = sum(int(n) for _, n in counts)
-    verdict = "PASS" if bad == 0 else "FAIL"
-    return "yes", verdict, f"{bad} outputs beyond {counts[0][0]}% ({result.seconds:.1f} s)"
+    threshold = f"beyond {counts[0][0]}%" if counts[0][0] else "missed"
+    detail = f"{bad} outputs {threshold} ({result.seconds:.1f} s)"
+    if result.launch_error:
+        return "yes", "FAIL", f"andrea: {result.launch_error}; its check: {detail}"
+    if bad:
+        return "yes", "FAIL", f"{detail}; {KNOWN_BUGS.get(cu.parent.name, 'no known cause')}"
+    return "yes", "PASS", detail
 
 
 def main(argv: list[str] | None = None) -> int:
