@@ -40,9 +40,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-// libstdc++'s <math.h>: std::exp(float) and the other float overloads in the global namespace, as
-// CUDA has them (cpu_runtime/math_functions.h adds the functions only CUDA has).
-#include <math.h>
 // The standard headers that spell GCC's attribute `__noinline__`, included before qualifiers.h
 // makes that word CUDA's macro: a kernel file's own `#include <memory>` then finds them done.
 // tests/test_cuda_as_written.py includes every standard header g++ ships in front of a kernel.

@@ -213,3 +213,73 @@ def test_other_plain_dtypes_pass_as_their_bytes():
     out = np.zeros(4, np.float32)
     RawModule(code=code).get_function("k")((1,), (4,), (z, h, out))
     np.testing.assert_array_equal(out, z.real * z.imag + h.astype(np.float32))
+
+
+def test_every_vector_type_and_its_alignment():
+    # cuda-samples' scan and histogram use uint4, shfl_scan uchar4: the whole of vector_types.h.
+    code = ("#include <vector_types.h>\n"
+            "__global__ void k(int* out) {\n"
+            "    uint4 u = make_uint4(1, 2, 3, 4); uchar4 c = make_uchar4(5, 6, 7, 8); short2 s = make_short2(9, 10);\n"
+            "    longlong2 l = make_longlong2(11, 12); double4 d = make_double4(13, 14, 15, 16); char1 c1 = make_char1(17);\n"
+            "    out[0] = u.w + c.x + s.y + (int)l.x + (int)d.w + c1.x;\n"
+            "    out[1] = alignof(uint4); out[2] = alignof(uchar4); out[3] = alignof(short2); out[4] = alignof(longlong2);\n"
+            "    out[5] = alignof(double4); out[6] = sizeof(ushort3); out[7] = alignof(ulong2); out[8] = umin(3u, 7u) + umax(3u, 7u);\n"
+            "}\n")
+    out = np.zeros(9, np.int32)
+    RawModule(code=code).get_function("k")((1,), (1,), (out,))
+    assert list(out) == [4 + 5 + 10 + 11 + 16 + 17, 16, 4, 4, 16, 16, 6, 16, 10]
+
+
+def test_a_kernel_file_may_define_its_own_lerp():
+    # llm.c's adamw defines lerp; C++20's std::lerp must not be pulled into the global namespace.
+    code = ("__device__ inline float lerp(float a, float b, float w) { return fma(w, b, fma(-w, a, a)); }\n"
+            "#include <cuda_profiler_api.h>\n"
+            "__global__ void k(float* a) { a[0] = lerp(a[0], a[1], 0.25f); }\n")
+    a = np.array([2.0, 6.0], np.float32)
+    RawModule(code=code).get_function("k")((1,), (1,), (a,))
+    assert a[0] == 3.0
+
+
+_GROUPS = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__device__ int group_sum(cg::thread_group g, int* x, int v) {
+    for (int i = g.size() / 2; i > 0; i /= 2) {
+        x[g.thread_rank()] = v;
+        g.sync();
+        if (g.thread_rank() < i) v += x[g.thread_rank() + i];
+        g.sync();
+    }
+    return v;
+}
+struct Wide { unsigned a, b, c, d; };
+__global__ void groups(int* sums, unsigned* wide) {
+    __shared__ int x[64];
+    cg::thread_block block = cg::this_thread_block();
+    const int whole = group_sum(block, x, threadIdx.x);
+    if (threadIdx.x == 0) sums[0] = whole;
+    cg::thread_block_tile<16> tile = cg::tiled_partition<16>(block);
+    const int part = group_sum(tile, x + 16 * tile.meta_group_rank(), threadIdx.x);
+    if (tile.thread_rank() == 0) sums[1 + tile.meta_group_rank()] = part;
+    cg::thread_group dynamic = cg::tiled_partition(block, 8);
+    const int eighth = group_sum(dynamic, x + 8 * (threadIdx.x / 8), 1);
+    if (dynamic.thread_rank() == 0) sums[5 + threadIdx.x / 8] = eighth;
+    block.sync();
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+    Wide w{threadIdx.x, threadIdx.x * 2, threadIdx.x * 3, threadIdx.x * 4};
+    w = warp.shfl_xor(w, 1);
+    wide[4 * threadIdx.x] = w.a; wide[4 * threadIdx.x + 3] = w.d;
+}
+"""
+
+
+def test_thread_group_and_wide_tile_shuffles():
+    # simpleCooperativeGroups' thread_group parameter; shfl_scan's tile.shfl_xor of a uint4.
+    sums, wide = np.zeros(13, np.int32), np.zeros(4 * 64, np.uint32)
+    RawModule(code=_GROUPS).get_function("groups")((1,), (64,), (sums, wide))
+    ranks = np.arange(64)
+    assert sums[0] == ranks.sum()
+    assert list(sums[1:5]) == list(ranks.reshape(4, 16).sum(axis=1))
+    assert list(sums[5:13]) == [8] * 8
+    partner = ranks ^ 1
+    assert list(wide[0::4]) == list(partner) and list(wide[3::4]) == list(4 * partner)

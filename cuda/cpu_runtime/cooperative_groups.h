@@ -110,6 +110,21 @@ template <unsigned N, class Parent = void> class thread_block_tile {
     template <class T> static T exchange(T v, int src) {  // multi-warp tiles: src < 0 keeps v
         return details::multi_warp_exchange<N>(v, src >= 0 && src < (int)N ? src : -1);
     }
+    // A tile shuffles any type of up to 32 bytes (a uint4, a struct): word by word, each word one
+    // warp shuffle from the same source lane.
+    template <class T, class One> static T by_words(T v, One one) {
+        static_assert(sizeof(T) <= 32, "a tile shuffles values of up to 32 bytes");
+        if constexpr (sizeof(T) <= 8) {
+            return one(v);
+        } else {
+            unsigned words[(sizeof(T) + 3) / 4] = {};
+            std::memcpy(words, &v, sizeof(T));
+            for (unsigned& w : words) w = one(w);
+            T out;
+            std::memcpy(&out, words, sizeof(T));
+            return out;
+        }
+    }
 
 public:
     static constexpr unsigned num_threads() { return N; }
@@ -129,19 +144,19 @@ public:
     static bool is_valid() { return true; }
     template <class T> static T shfl(T v, int src) {
         if constexpr (multi_warp) return exchange(v, src & (int)(N - 1));
-        else return __shfl_sync(mask(), v, src, N);
+        else return by_words(v, [&](auto x) { return __shfl_sync(mask(), x, src, N); });
     }
     template <class T> static T shfl_down(T v, unsigned d) {
         if constexpr (multi_warp) return exchange(v, (int)(thread_rank() + d));
-        else return __shfl_down_sync(mask(), v, d, N);
+        else return by_words(v, [&](auto x) { return __shfl_down_sync(mask(), x, d, N); });
     }
     template <class T> static T shfl_up(T v, unsigned d) {
         if constexpr (multi_warp) return exchange(v, thread_rank() >= d ? (int)(thread_rank() - d) : -1);
-        else return __shfl_up_sync(mask(), v, d, N);
+        else return by_words(v, [&](auto x) { return __shfl_up_sync(mask(), x, d, N); });
     }
     template <class T> static T shfl_xor(T v, int m) {
         if constexpr (multi_warp) return exchange(v, (int)(thread_rank() ^ (unsigned)m));
-        else return __shfl_xor_sync(mask(), v, m, N);
+        else return by_words(v, [&](auto x) { return __shfl_xor_sync(mask(), x, m, N); });
     }
     static int any(int p) {
         if constexpr (multi_warp) {
@@ -163,6 +178,43 @@ public:
 };
 
 template <unsigned N, class Parent> inline thread_block_tile<N, Parent> tiled_partition(const Parent&) { return {}; }
+
+// Any group, held by value (a function taking `thread_group g` gets a block or a tile): its size,
+// the calling thread's rank, and its sync, fixed when the group is made.
+class thread_group {
+    unsigned long long size_, rank_;
+    unsigned mask_;  // a tile of a warp's lanes; 0: the whole block
+    void (*multi_warp_sync_)();
+
+public:
+    thread_group(const thread_block&)
+        : size_(thread_block::size()), rank_(thread_block::thread_rank()), mask_(0), multi_warp_sync_(nullptr) {}
+    template <unsigned N, class P>
+    thread_group(const thread_block_tile<N, P>&)
+        : size_(N), rank_(details::linear_rank() & (N - 1)), mask_(0), multi_warp_sync_(nullptr) {
+        if constexpr (N > 32) multi_warp_sync_ = &details::multi_warp_sync<N>;
+        else mask_ = thread_block_tile<N, P>::mask();
+    }
+    // tiled_partition(parent, n): tiles of n consecutive threads of a block, n a power of two up to 32.
+    thread_group(unsigned n, const char* what) : size_(n), rank_(details::linear_rank() & (n - 1)), mask_(0),
+                                                 multi_warp_sync_(nullptr) {
+        if (n == 0 || n > 32 || (n & (n - 1)))
+            andrea::device_abort("%s: the CPU build partitions a block into tiles of 1 to 32 threads (a power of "
+                                 "two) at run time, got %u (a tile of more: tiled_partition<N>)", what, n);
+        mask_ = n == 32 ? 0xffffffffu : ((1u << n) - 1) << (details::lane() & ~(n - 1));
+    }
+    void sync() const {
+        if (multi_warp_sync_) multi_warp_sync_();
+        else if (mask_) __syncwarp(mask_);
+        else __syncthreads();
+    }
+    unsigned long long size() const { return size_; }
+    unsigned long long num_threads() const { return size_; }
+    unsigned long long thread_rank() const { return rank_; }
+    bool is_valid() const { return true; }
+};
+inline thread_group tiled_partition(const thread_group&, unsigned n) { return thread_group(n, "tiled_partition"); }
+inline thread_group tiled_partition(const thread_block&, unsigned n) { return thread_group(n, "tiled_partition"); }
 
 // The lanes of the warp that reach this call together (__activemask), ranked in lane order.
 class coalesced_group {
