@@ -47,6 +47,9 @@ def masked(text: str) -> str:
         elif text.startswith("/*", i):
             j = text.find("*/", i + 2)
             j = n if j < 0 else j + 2
+        elif c == "'" and _in_number(text, i):  # a digit separator (1'000), no character literal
+            i += 1
+            continue
         elif c in "\"'":
             j = i + 1
             while j < n and text[j] != c:
@@ -60,6 +63,14 @@ def masked(text: str) -> str:
                 out[k] = " "
         i = j
     return "".join(out)
+
+
+def _in_number(text: str, i: int) -> bool:
+    """Whether text[i] sits inside a numeric literal: its token, read back, starts with a digit."""
+    j = i
+    while j > 0 and (text[j - 1].isalnum() or text[j - 1] in "_.'"):
+        j -= 1
+    return j < i and text[j].isdigit()
 
 
 @dataclass(frozen=True)
@@ -145,9 +156,16 @@ def device_half(text: str) -> str:
     """The file as written, less its host-only function definitions (blanked, so the lines stay
     where they were): the kernels, device functions, types and macros a kernel needs, and the
     includes, as the suite has them."""
+    blanked = set()
     for d in sorted(definitions(text), key=lambda d: -d.start):
         if is_host_only(d):
             text = _blank(text, d.start, d.end)
+            blanked.add(d.name.split("::")[-1])
+    # an explicit instantiation (`template void reduce<int>(...);`) of a blanked host template
+    for name in blanked:
+        pattern = re.compile(r"(?:\bextern\s+)?\btemplate\s+[^;{}<]*\b" + re.escape(name) + r"\s*<[^;{}]*;")
+        for m in reversed(list(pattern.finditer(masked(text)))):
+            text = _blank(text, m.start(), m.end())
     return text
 
 
