@@ -120,7 +120,8 @@ def build_host(sources: list[HostSource], include_dirs: list[pathlib.Path], defi
 
 
 class DeviceMemory:
-    """cudaMalloc's arrays (andrea's guarded arrays, bytes) and the view a kernel parameter needs."""
+    """cudaMalloc's arrays (andrea's guarded arrays, bytes) and the view a kernel parameter needs.
+    cudaMalloc knows no type, so an out-of-bounds access is named by its byte offset."""
 
     def __init__(self):
         self.arrays: dict[int, np.ndarray] = {}
