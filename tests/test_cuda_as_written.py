@@ -175,6 +175,17 @@ def test_a_pointer_stored_in_device_memory_reaches_the_same_array():
     assert nodes.get()["value"].tolist() == [0, 42] and type(nodes.get()) is np.ndarray
 
 
+@pytest.mark.slow
+def test_a_stored_pointer_in_the_sanitized_build_is_refused():
+    # Its worker process runs the kernel on copies, device arrays included.
+    from andrea_cli import device
+    nodes = device.zeros(2, _NODES)
+    nodes["next"][0] = nodes.ptr + _NODES.itemsize
+    with pytest.raises(CpuArgumentError, match=r"follow: argument 0 \(n\) holds a pointer into argument 0 \(n\), "
+                                               r"and the sanitized build"):
+        RawModule(code=_LINKED, sanitize=True).get_function("follow")((1,), (1,), (nodes,))
+
+
 def test_a_pointer_into_a_copied_array_is_refused():
     nodes = np.zeros(2, _NODES)
     nodes["next"][0] = nodes.ctypes.data + _NODES.itemsize  # into the caller's NumPy memory

@@ -87,7 +87,8 @@ def build_host(sources: list[HostSource], include_dirs: list[pathlib.Path], defi
             text = text.replace(old, new)
         texts.append(text)
         key.update(text.encode())
-    key.update(" ".join(defines + [str(d) for d in include_dirs] + ["-O1 -g", os.environ.get("ANDREA_HOST_CXXFLAGS", "")]).encode())
+    extra = os.environ.get("ANDREA_HOST_CXXFLAGS", "")  # e.g. -fsanitize=address, to debug a suite's host code
+    key.update(" ".join(defines + [str(d) for d in include_dirs] + ["-O1 -g", extra]).encode())
     lib = work / f"host-{key.hexdigest()[:16]}.so"
     if lib.exists():
         return lib
@@ -102,14 +103,15 @@ def build_host(sources: list[HostSource], include_dirs: list[pathlib.Path], defi
         glue = pathlib.Path(tmp) / "glue.cpp"
         glue.write_text(_GLUE)
         files.append(glue)
-        flags = ["-std=c++17", "-O1", "-g", "-fPIC", "-shared", "-w", "-fpermissive", "-include", str(HERE / "andrea_host.h"), "-I", str(HERE),
+        flags = ["-std=c++17", "-O1", "-g", "-fPIC", "-shared", "-w", "-fpermissive",
+                 "-include", str(HERE / "andrea_host.h"), "-I", str(HERE),
                  "-I", str(HERE / "host_include"),
                  "-include", str(pathlib.Path(tmp) / "prelude.h")]
         for s in sources:
             flags += ["-I", str(s.path.parent)]
         for d in include_dirs:
             flags += ["-I", str(d)]
-        flags += [f"-D{d}" for d in defines] + os.environ.get("ANDREA_HOST_CXXFLAGS", "").split()
+        flags += [f"-D{d}" for d in defines] + extra.split()
         proc = subprocess.run(["g++", *flags, "-o", str(lib) + ".tmp", *map(str, files), "-lm", "-lpthread"],
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:

@@ -16,10 +16,12 @@ SUPPORTED = {
              "(rounding bit-exact: nearest even, and the _rz/_rd/_ru conversions)",
     "atomics": "Add Sub Exch CAS Min Max And Or Xor Inc Dec on every type CUDA has them for, "
                "half/bf16 Add Min Max, the _block and _system variants",
-    "math": "CUDA's float overloads (exp(float) is expf), libm and the fast intrinsics (__expf, __exp10f, ...), _rn/_rz/_rd/_ru arithmetic and "
+    "math": "CUDA's float overloads (exp(float) is expf), libm and the fast intrinsics (__expf, __exp10f, "
+            "...), _rn/_rz/_rd/_ru arithmetic and "
             "conversions, __brev __byte_perm __umulhi __mulhi __funnelshift __popc __clz __ffs __sad, "
             "clock64, __nanosleep",
-    "headers": "cuda.h, cuda_runtime.h (the host API's types), cuda_profiler_api.h, cuda_fp16.h, cuda_bf16.h, cooperative_groups.h (+ /reduce.h, /scan.h), "
+    "headers": "cuda.h, cuda_runtime.h (the host API's types), cuda_profiler_api.h, cuda_fp16.h, cuda_bf16.h, "
+               "cooperative_groups.h (+ /reduce.h, /scan.h), "
                "math_constants.h, cuda/std/* (the host's std)",
     "macros": "__CUDACC__ and ANDREA_CPU_BUILD defined, __CUDA_ARCH__ not (the portable branch runs)",
     "errors": "device assert and __trap, deadlocks, warp-sync misuse, illegal addresses, stack "

@@ -70,7 +70,7 @@ class CpuKernel:
                 nbytes = int(kind[1:])  # "s16": a struct such as float4 passed by value
                 if not (isinstance(arg, np.generic) and arg.nbytes == nbytes):
                     raise CpuArgumentError(f"{where} is a {nbytes}-byte struct, got {_describe(arg)}")
-        lost = lost_pointer(self.name, tuple(args), self.pointee, self.params)
+        lost = lost_pointer(self.name, tuple(args), self.pointee, self.params, copies_every_array=self.module.sanitize)
         if lost:
             raise CpuArgumentError(lost)
 

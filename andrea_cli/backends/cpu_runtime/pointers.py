@@ -28,10 +28,12 @@ def may_hold_pointers(arg: np.ndarray, pointee: str | None) -> bool:
         pointee is None or pointee[0] in "spv"
 
 
-def lost_pointer(kernel: str, args: tuple, pointees: list[str | None], params: list[str]) -> str | None:
-    """The one-line error for the first argument that holds a pointer into a copied argument."""
+def lost_pointer(kernel: str, args: tuple, pointees: list[str | None], params: list[str],
+                 copies_every_array: bool = False) -> str | None:
+    """The one-line error for the first argument that holds a pointer into a copied argument.
+    copies_every_array: the sanitized build, whose worker process gets a copy of device arrays too."""
     copied = [(i, a.ctypes.data, a.ctypes.data + a.nbytes) for i, a in enumerate(args)
-              if isinstance(a, np.ndarray) and a.nbytes and region_of(a) is None]
+              if isinstance(a, np.ndarray) and a.nbytes and (copies_every_array or region_of(a) is None)]
     if not copied:
         return None
     for j, arg in enumerate(args):
@@ -44,6 +46,10 @@ def lost_pointer(kernel: str, args: tuple, pointees: list[str | None], params: l
         for i, lo, hi in copied:
             if np.any((raw >= lo) & (raw < hi)):
                 holder, target = parameter_name(params[j], j), parameter_name(params[i], i)
+                if copies_every_array:
+                    return (f"{kernel}: {holder} holds a pointer into {target}, and the sanitized build runs "
+                            "the kernel on copies of every array in its worker process, where that address "
+                            "is not the array: run this launch without sanitize=True")
                 return (f"{kernel}: {holder} holds a pointer into {target}, a NumPy array the launch copies "
                         f"into device memory, so the kernel would follow it to the caller's copy: allocate "
                         f"{target.split('(')[-1].rstrip(')')} with andrea_cli.device.asarray(...) (one address "
