@@ -294,3 +294,18 @@ def test_thread_group_and_wide_tile_shuffles():
     assert list(sums[5:13]) == [8] * 8
     partner = ranks ^ 1
     assert list(wide[0::4]) == list(partner) and list(wide[3::4]) == list(4 * partner)
+
+
+def test_kernels_defined_in_an_included_header_are_launchable(tmp_path):
+    # cuda-samples keep kernels in *_kernel.cuh files the .cu includes; a prototype is no kernel.
+    (tmp_path / "scale_kernel.cuh").write_text(
+        '#include "decl.cuh"\n__global__ void scale(float* a, float s) { a[threadIdx.x] *= s; }\n')
+    (tmp_path / "decl.cuh").write_text("__global__ void defined_elsewhere(float* a);\n")
+    (tmp_path / "main.cu").write_text('#include "scale_kernel.cuh"\n__global__ void add(float* a) { a[threadIdx.x] += 1; }\n')
+    a = np.arange(4, dtype=np.float32)
+    mod = RawModule(path=tmp_path / "main.cu")
+    assert sorted(mod.kernel_names) == ["add", "scale"]
+    mod.get_function("scale")((1,), (4,), (a, np.float32(3)))
+    code = RawModule(code='#include "scale_kernel.cuh"\n', options=("-I", str(tmp_path)))
+    code.get_function("scale")((1,), (4,), (a, np.float32(0.5)))
+    np.testing.assert_array_equal(a, np.arange(4) * 1.5)

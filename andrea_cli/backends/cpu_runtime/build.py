@@ -70,14 +70,45 @@ def normalize_expression(expression: str) -> str:
     return re.sub(r"\s*([<>,()*&:])\s*", r"\1", " ".join(expression.split()))
 
 
-def scan(path: pathlib.Path, name_expressions: tuple[str, ...] = ()) -> KernelSource:
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def local_headers(path: pathlib.Path, text: str, include_dirs: tuple[pathlib.Path, ...] = ()) -> list[str]:
+    """The text of every header the file includes with quotes, found beside the including file or
+    on the -I path, and of the headers those include (each once): kernels may live there, as
+    cuda-samples keeps them in *_kernel.cuh files."""
+    out, seen, todo = [], {path.resolve()}, [(path, text)]
+    while todo:
+        where, body = todo.pop()
+        for name in _LOCAL_INCLUDE.findall(strip_comments(body)):
+            found = next((d / name for d in (where.parent, *include_dirs) if (d / name).is_file()), None)
+            if found is None or found.resolve() in seen:
+                continue
+            seen.add(found.resolve())
+            header = found.read_text(errors="replace")
+            out.append(header)
+            todo.append((found, header))
+    return out
+
+
+def scan(path: pathlib.Path, name_expressions: tuple[str, ...] = (),
+         include_dirs: tuple[pathlib.Path, ...] = ()) -> KernelSource:
     """Find every `__global__` kernel, the templates apart (they are launched through name
-    expressions, as with cupy), and every `extern __shared__` array."""
+    expressions, as with cupy), and every `extern __shared__` array. Kernels defined in a header
+    the file includes with quotes are kernels of the module too (as with cupy); the file's own
+    definitions win a name both have."""
     text = path.read_text()
     code = strip_comments(text)
     dynamic = {m.group(2): " ".join(m.group(1).split()) for m in _DYN_SHARED.finditer(code)}
-    found = kernel_parameters(text)
-    templates = template_kernels(text)
+    found, templates = {}, set()
+    for header in local_headers(path, text, include_dirs):
+        body = strip_comments(header)
+        defined = {name: params for name, params in kernel_parameters(header).items()  # not a prototype
+                   if re.search(r"__global__[^;{}]*\b" + re.escape(name) + r"\s*\([^)]*\)\s*\{", body)}
+        found.update(defined)
+        templates |= template_kernels(header) & set(defined)
+    found.update(kernel_parameters(text))
+    templates |= template_kernels(text)
     kernels = {name: params for name, params in found.items() if name not in templates}
     expressions = tuple(normalize_expression(e) for e in name_expressions)
     for expr in expressions:

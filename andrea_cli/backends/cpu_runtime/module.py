@@ -132,7 +132,8 @@ class CpuModule:
         # The plain build runs each launch in a forked child, on guarded shared arrays; the sanitized
         # build runs in a worker process already, on AddressSanitizer's own allocations.
         self.isolate = not sanitize
-        self._src = scan(self.source_path, tuple(name_expressions))
+        include_dirs = tuple(pathlib.Path(f[2:]) for f in extra_flags if f.startswith("-I"))  # headers' kernels
+        self._src = scan(self.source_path, tuple(name_expressions), include_dirs)
         self._exports = self._src.exports()  # kernel name or name expression -> library symbol
         self.kernel_names: list[str] = list(self._exports)
         self.library_path = build(self._src, sanitize=sanitize, extra_flags=tuple(extra_flags))
