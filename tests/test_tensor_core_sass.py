@@ -1,5 +1,5 @@
-"""Proof without a GPU that attention_fused_kernel4 is tensor-core code: compiled by NVRTC for
-sm_80 and sm_90, its SASS (read by cuobjdump, which runs nvdisasm: pip `nvidia-cuda-cuobjdump`
+"""Proof without a GPU that attention_fused_kernel4 and kernel5 are tensor-core code: compiled by
+NVRTC for sm_80 and sm_90, their SASS (read by cuobjdump, which runs nvdisasm: pip `nvidia-cuda-cuobjdump`
 and `nvidia-cuda-nvdisasm`, both in the bound extra) holds HMMA (mma.sync)
 and LDSM (ldmatrix) instructions and LDGSTS (cp.async); the FP32 kernels hold none of them.
 (Registers and spills of every kernel: test_kernel_compile.py.)"""
@@ -15,7 +15,8 @@ from andrea_cli.kernel_file import packaged_kernel_path
 
 pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test,bound]'")
 
-TENSOR_CORE_KERNELS = ("attention_fused_kernel4_d64", "attention_fused_kernel4_d128")
+TENSOR_CORE_KERNELS = ("attention_fused_kernel4_d64", "attention_fused_kernel4_d128",
+                       "attention_fused_kernel5_d64", "attention_fused_kernel5_d128")
 
 
 def sass_by_kernel(arch: str) -> dict[str, str]:
