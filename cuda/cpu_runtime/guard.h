@@ -21,9 +21,10 @@ namespace {
 //  - A watchdog: a block that runs past its budget is stopped (an endless loop?). The budget is
 //    --timeout, or else max(base, factor x the slowest block of the launch so far), so it grows
 //    with honest work and still stops a loop that never ends.
-//  - Isolation: with opts->isolate the launch runs in a forked child; the device arrays are
-//    MAP_SHARED (Python allocates them so), the report comes back in a shared page, and a stray
-//    write into the heap, an abort or a crash ends only the child.
+//  - Isolation: the launch runs in a launch worker (worker.cpp), or with opts->isolate in a
+//    forked child (isolation.h); the device arrays are MAP_SHARED (Python allocates them so), the
+//    report comes back in a shared page, and a stray write into the heap, an abort or a crash
+//    ends only that process.
 
 // The watchdog counts CPU seconds, not wall-clock ones: a loaded machine slows honest work down
 // but does not make it look endless.

@@ -1,0 +1,172 @@
+"""Benchmark of the CPU build's runtime: where a launch runs, the emulator's stages, its threads.
+
+    python scripts/bench_cpu_runtime.py                       # every part, this tree only
+    python scripts/bench_cpu_runtime.py --baseline 81aac72    # and the same commands on that commit
+    python scripts/bench_cpu_runtime.py --part isolation --repeat 5
+
+Parts (each runs the `andrea` CLI in a child process, as a user would):
+  isolation  `verify --backend cpu --quick` with each ANDREA_CPU_ISOLATION mode: none (in-process,
+             the floor), fork (a forked child per launch, the former way), worker (a long-lived
+             launch worker); issue 19's target is worker at most 1.3x none.
+  stages     `attend --backend cpu -T 1024`: the kernels' stage times (attend --json).
+  threads    `attend --backend cpu --fused -T 4096` with --threads 1 and 2 (when the tree has it).
+
+Each figure is the median of --repeat runs, interleaved so that a busy moment of a shared
+machine falls on every variant alike; CPU time (user + sys of the child and everything it
+waited for, worker processes included) is the figure that load disturbs least. The first run
+of each tree and command is a warm-up (it may compile) and is not counted. Figures are
+measurements of this machine at this moment, not constants: no test asserts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Run:
+    wall: float
+    user: float
+    sys: float
+    stdout: str
+
+    @property
+    def cpu(self) -> float:
+        return self.user + self.sys
+
+
+def run_cli(tree: pathlib.Path, args: list[str], env: dict[str, str]) -> Run:
+    """One `python -m andrea_cli ...` from `tree`, timed (wall, and CPU of it and its children)."""
+    full_env = {**os.environ, "PYTHONPATH": str(tree), **env}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "andrea_cli", *args], cwd=tree, env=full_env,
+                          capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"`andrea {' '.join(args)}` failed in {tree} (exit {proc.returncode}): "
+                         f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return Run(wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, proc.stdout)
+
+
+def export_tree(rev: str, into: pathlib.Path) -> pathlib.Path:
+    """The files of commit `rev` (git archive), to run the same commands on."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True,
+                             check=True).stdout
+    target = into / rev
+    target.mkdir()
+    with tempfile.TemporaryFile() as f:
+        f.write(archive)
+        f.seek(0)
+        with tarfile.open(fileobj=f) as tar:
+            tar.extractall(target)
+    return target
+
+
+def measure(variants: dict[str, tuple[pathlib.Path, list[str], dict[str, str]]], repeat: int) -> dict[str, list[Run]]:
+    """Every variant `repeat` times, interleaved, after one warm-up run each."""
+    runs: dict[str, list[Run]] = {name: [] for name in variants}
+    for name, (tree, args, env) in variants.items():
+        run_cli(tree, args, env)
+    for _ in range(repeat):
+        for name, (tree, args, env) in variants.items():
+            runs[name].append(run_cli(tree, args, env))
+    return runs
+
+
+def median(values) -> float:
+    return statistics.median(list(values))
+
+
+def print_runs(title: str, runs: dict[str, list[Run]], floor: str | None) -> None:
+    print(f"\n{title}")
+    print(f"  {'variant':<26}{'wall s':>9}{'user s':>9}{'sys s':>8}{'cpu s':>8}"
+          + (f"{'cpu/' + floor:>13}{'wall/' + floor:>14}" if floor else ""))
+    base = runs.get(floor) if floor else None
+    for name, rs in runs.items():
+        wall, user, sys_, cpu = (median(getattr(r, k) for r in rs) for k in ("wall", "user", "sys", "cpu"))
+        line = f"  {name:<26}{wall:9.2f}{user:9.2f}{sys_:8.2f}{cpu:8.2f}"
+        if base:
+            line += f"{cpu / median(r.cpu for r in base):12.2f}x{wall / median(r.wall for r in base):13.2f}x"
+        print(line)
+
+
+def isolation(trees: dict[str, pathlib.Path], repeat: int) -> None:
+    args = ["verify", "--backend", "cpu", "--quick"]
+    variants = {f"{mode}": (trees["this tree"], args, {"ANDREA_CPU_ISOLATION": mode})
+                for mode in ("none", "fork", "worker")}
+    for label, tree in trees.items():  # the baseline as it is: its default isolation
+        if label != "this tree":
+            variants[f"{label} (default)"] = (tree, args, {})
+    runs = measure(variants, repeat)
+    print_runs(f"`andrea {' '.join(args)}` by ANDREA_CPU_ISOLATION, median of {repeat}", runs, "none")
+
+
+def stages(trees: dict[str, pathlib.Path], repeat: int) -> None:
+    args = ["attend", "--backend", "cpu", "-T", "1024", "--json"]
+    runs = measure({label: (tree, args, {}) for label, tree in trees.items()}, repeat)
+    print(f"\n`andrea {' '.join(args)}`: stage times in ms, median of {repeat}")
+    per_tree = {label: [json.loads(r.stdout)["timings_ms"] for r in rs] for label, rs in runs.items()}
+    labels = list(per_tree)
+    print(f"  {'stage':<10}" + "".join(f"{label:>14}" for label in labels)
+          + (f"{'ratio':>10}" if len(labels) == 2 else ""))
+    for stage in per_tree[labels[0]][0]:
+        values = [median(t[stage] for t in per_tree[label]) for label in labels]
+        ratio = f"{values[0] / values[1]:9.2f}x" if len(values) == 2 and values[1] else ""
+        print(f"  {stage:<10}" + "".join(f"{v:14.1f}" for v in values) + ratio)
+    print_runs("  the whole command", runs, labels[0] if len(labels) == 2 else None)
+
+
+def threads(trees: dict[str, pathlib.Path], repeat: int) -> None:
+    tree = trees["this tree"]
+    args = ["attend", "--backend", "cpu", "--fused", "-T", "4096", "--json"]
+    usage = subprocess.run([sys.executable, "-m", "andrea_cli", "attend", "--help"], cwd=tree, capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "200"}).stdout
+    if "--threads" not in usage:
+        print("\nthreads: this tree's attend has no --threads option (skipped)")
+        return
+    runs = measure({f"--threads {n}": (tree, args + ["--threads", str(n)], {}) for n in (1, 2)}, repeat)
+    print(f"\n`andrea {' '.join(args)} --threads N`, median of {repeat}")
+    for name, rs in runs.items():
+        print(f"  {name:<12} fused stage {median(json.loads(r.stdout)['timings_ms']['total'] for r in rs):10.1f} ms")
+    one, two = (median(json.loads(r.stdout)["timings_ms"]["total"] for r in rs) for rs in runs.values())
+    print(f"  speed-up on 2 threads: {one / two:.2f}x (issue 19's target: at least 1.7x)")
+    print_runs("  the whole command", runs, "--threads 1")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=("isolation", "stages", "threads", "all"), default="all")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline", metavar="REV", help="also run the same commands on this commit")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="andrea-bench-") as tmp:
+        trees = {"this tree": ROOT}
+        if options.baseline:
+            trees = {f"baseline {options.baseline}": export_tree(options.baseline, pathlib.Path(tmp)), **trees}
+        print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
+        if options.part in ("isolation", "all"):
+            isolation(trees, options.repeat)
+        if options.part in ("stages", "all"):
+            stages(trees, options.repeat)
+        if options.part in ("threads", "all"):
+            threads(trees, options.repeat)
+        print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
