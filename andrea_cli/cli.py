@@ -54,6 +54,14 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def use_cpu_threads(threads: int | None) -> None:
+    """--threads: how many OS threads the CPU build spreads a launch's blocks over (None: every
+    core; set for each command, so one run's choice never carries over to the next in-process)."""
+    from andrea_cli.backends.cpu_runtime.module import use_threads
+
+    use_threads(threads)
+
+
 def fail_on(exc: AndreaError) -> typer.Exit:
     """Exit 1 when the kernel file did something wrong while it ran, 2 for bad usage."""
     return fail(str(exc), 1 if isinstance(exc, KernelError) else 2)
@@ -90,6 +98,9 @@ def attend(
     timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
                                             help="CPU build: the most CPU seconds one block of a launch may run "
                                                  "(default: 2 s, more for a larger launch)."),
+    threads: Optional[int] = typer.Option(None, "--threads", metavar="N",
+                                          help="CPU build: OS threads a launch's blocks are spread over "
+                                               "(default: every core)."),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
@@ -105,6 +116,7 @@ def attend(
         show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot, precision=precision,
         timeout=timeout)
     try:
+        use_cpu_threads(threads)
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
 
@@ -187,6 +199,9 @@ def verify(
     timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
                                             help="CPU build: the most CPU seconds one block of a launch may run "
                                                  "(default: 2 s, more for a larger launch)."),
+    threads: Optional[int] = typer.Option(None, "--threads", metavar="N",
+                                          help="CPU build: OS threads a launch's blocks are spread over "
+                                               "(default: every core)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     """Check every stage of the kernel file against the float64 NumPy path over a sweep of shapes.
@@ -195,6 +210,7 @@ def verify(
     from andrea_cli.commands.verify import run_verify_command
 
     try:
+        use_cpu_threads(threads)
         report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask,
                                     scaled=not no_scale, kernel=kernel, show_progress=not as_json,
                                     sanitize=sanitize, timeout=timeout)
@@ -223,6 +239,9 @@ def bench(
     timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
                                             help="CPU build: the most CPU seconds one block of a launch may run "
                                                  "(default: 2 s, more for a larger launch)."),
+    threads: Optional[int] = typer.Option(None, "--threads", metavar="N",
+                                          help="CPU build: OS threads a launch's blocks are spread over "
+                                               "(default: every core)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of a table."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save time and TFLOP/s against T to FILE.png."),
 ) -> None:
@@ -232,6 +251,7 @@ def bench(
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
                            no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout)
     try:
+        use_cpu_threads(threads)
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
 

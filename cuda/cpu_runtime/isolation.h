@@ -54,7 +54,9 @@ inline int launch_isolated(void (*entry)(void**), void** args, const unsigned* g
         signal(SIGINT, SIG_DFL);  // Ctrl-C ends the child too (the caller's handler is Python's)
         signal(SIGTERM, SIG_DFL);
         if (err >= 0) dup2(err, 2);
-        const int rc = launch_locked(entry, args, grid, block, shared_bytes, reverse, opts, shared);
+        LaunchOptions one = *opts;  // the pool's threads do not exist in a forked child
+        one.threads = 1;
+        const int rc = launch_locked(entry, args, grid, block, shared_bytes, reverse, &one, shared);
         if (rc == OK) probe_heap();  // a stray write into the heap's bookkeeping shows up here, not later
         std::fflush(nullptr);
         _exit(rc);

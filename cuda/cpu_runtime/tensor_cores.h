@@ -57,9 +57,15 @@ struct TensorCoreState {
 };
 
 inline TensorCoreState& tensor_cores() {
-    static TensorCoreState* t = new TensorCoreState();
+    TensorCoreState*& t = per_thread.tensor_cores;
+    if (!t) {
+        static TensorCoreState* main_state = new TensorCoreState();
+        t = main_state;
+    }
     return *t;
 }
+
+inline TensorCoreState* new_tensor_core_state() { return new TensorCoreState(); }
 
 // Called by launch() at each block start: no copy or round of the previous block carries over.
 inline void tensor_core_block_start(int nthreads) {

@@ -117,12 +117,17 @@ class CpuModule:
 
     def __init__(self, source_path: pathlib.Path, *, schedule: str = "forward", sanitize: bool = False,
                  name_expressions: tuple[str, ...] = (), extra_flags: tuple[str, ...] = (),
-                 timeout: float | None = None):
-        """timeout: the most CPU seconds one block of a launch may run (None: the default budget)."""
+                 timeout: float | None = None, threads: int | None = None):
+        """timeout: the most CPU seconds one block of a launch may run (None: the default budget);
+        threads: the OS threads a launch's blocks are spread over (None: every core this process
+        may use; the sanitized build runs on one)."""
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, got {schedule!r}")
         self.source_path, self.schedule, self.sanitize = pathlib.Path(source_path).resolve(), schedule, sanitize
         self.timeout = timeout
+        if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+            raise CpuRuntimeError(f"threads={threads!r}: use a whole number of OS threads, at least 1")
+        self.threads = 1 if sanitize else threads or default_threads()
         # The plain build runs each launch in a launch worker (worker.py), on guarded shared arrays;
         # the sanitized build runs in a worker process already, on AddressSanitizer's own allocations.
         self.isolation = "none" if sanitize else isolation_mode()
@@ -157,7 +162,7 @@ class CpuModule:
     def _options(self, args: tuple, fork: bool) -> LaunchOptions:
         mib = sum(a.nbytes for a in args if isinstance(a, np.ndarray)) / 2**20
         return LaunchOptions(float(self.timeout or 0.0), WATCHDOG_BASE_S + WATCHDOG_S_PER_MIB * mib,
-                             WATCHDOG_FACTOR, int(fork))
+                             WATCHDOG_FACTOR, int(fork), self.threads)
 
     def _isolated_launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int, reverse: bool):
         """In the launch worker, or in a forked child where a worker cannot run."""
@@ -193,6 +198,26 @@ class CpuModule:
         for original, copy, writes in zip(args, staged, kernel.writes):
             if copy is not original and writes:
                 np.copyto(original, copy)
+
+
+_threads_chosen: int | None = None  # --threads, for every module made after it is set
+
+
+def use_threads(threads: int | None) -> None:
+    """--threads N: every CpuModule made from now on spreads a launch's blocks over N OS threads
+    (None: every core)."""
+    global _threads_chosen
+    if threads is not None and threads < 1:
+        raise CpuRuntimeError(f"--threads {threads}: give a whole number of OS threads, at least 1 "
+                              "(or leave it out for every core)")
+    _threads_chosen = threads
+
+
+def default_threads() -> int:
+    """--threads if given, else every core this process may run on."""
+    if _threads_chosen is not None:
+        return _threads_chosen
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def isolation_mode() -> str:

@@ -30,10 +30,11 @@ class LaunchInfo(ctypes.Structure):
 class LaunchOptions(ctypes.Structure):
     """The watchdog's budget for one block (CPU seconds): timeout_s if > 0, else
     max(base_s, factor x the slowest block of the launch so far); isolate: run in a forked child
-    (a launch worker runs its launches in its own process: isolate 0 there)."""
+    (a launch worker runs its launches in its own process: isolate 0 there); threads: the OS
+    threads a launch's blocks are spread over."""
 
     _fields_ = [("timeout_s", ctypes.c_double), ("base_s", ctypes.c_double), ("factor", ctypes.c_double),
-                ("isolate", ctypes.c_int)]
+                ("isolate", ctypes.c_int), ("threads", ctypes.c_int)]
 
 
 # Parameter kind (from the C++ signature) -> the numpy type a kernel argument must have.

@@ -110,7 +110,7 @@ class LaunchWorker:
                     run.proc.wait()
                     rc = None
                 else:
-                    rc = self._wait(run)
+                    rc = self._wait(run, max(1, options.threads))
             except BaseException:  # Ctrl-C while waiting: the worker went with it (or goes now)
                 self._end(kill=True)
                 raise
@@ -175,8 +175,9 @@ class LaunchWorker:
         return b"".join([head, opts, struct.pack("<H", len(name)), name, struct.pack("<I", len(arg_bytes)),
                          *(struct.pack("<I", len(b)) + b for b in arg_bytes)])
 
-    def _wait(self, run: _Running) -> int | None:
-        """The launch's return code, or None when the worker ended without one (then reaped)."""
+    def _wait(self, run: _Running, threads: int) -> int | None:
+        """The launch's return code, or None when the worker ended without one (then reaped).
+        threads: the launch's OS threads, whose CPU time all counts on the worker's clock."""
         info = self.info_type.from_address(self._info.start)
         poller = select.poll()
         poller.register(run.sock, select.POLLIN)
@@ -190,7 +191,7 @@ class LaunchWorker:
                 return -1 if killed else None
             start = info.block_start
             if (not killed and run.cpu_clock is not None and start > 0
-                    and time.clock_gettime(run.cpu_clock) - start > info.limit_s + GRACE_S):
+                    and time.clock_gettime(run.cpu_clock) - start > info.limit_s * threads + GRACE_S):
                 run.proc.kill()
                 killed = True
 
