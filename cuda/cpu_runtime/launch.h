@@ -22,8 +22,10 @@ inline int run_block(LaunchInfo* info) {
     s.barrier_gen++;
     for (;;) {
         bool ran = false;
-        for (int k = 0; k < n; k++) {
-            Fiber* f = s.pool[s.reverse ? n - 1 - k : k];
+        // One sweep over the threads in schedule order. A fiber that blocks may hand over to the
+        // next ready one itself (yield): the sweep goes on from wherever that chain stopped.
+        for (s.sweep_pos = 0; s.sweep_pos < n; s.sweep_pos++) {
+            Fiber* f = s.pool[s.reverse ? n - 1 - s.sweep_pos : s.sweep_pos];
             if (f->state != READY) continue;
             ran = true;
             resume(f);
@@ -39,7 +41,7 @@ inline int run_block(LaunchInfo* info) {
                 return ASSERT;
             }
             if (s.faulted) {
-                describe_fault(f, info);
+                describe_fault(s.cur, info);  // the fiber that ran last, which the signal left
                 return FAULT;
             }
             if (g.timed_out) {
