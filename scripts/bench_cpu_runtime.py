@@ -9,7 +9,9 @@ Parts (each runs the `andrea` CLI in a child process, as a user would):
              the floor), fork (a forked child per launch, the former way), worker (a long-lived
              launch worker); issue 19's target is worker at most 1.3x none.
   stages     `attend --backend cpu -T 1024`: the kernels' stage times (attend --json).
-  threads    `attend --backend cpu --fused -T 4096` with --threads 1 and 2 (when the tree has it).
+  threads    `attend --backend cpu --fused -T 4096` with --threads 1 and 2 (when the tree has it),
+             and the fused launch in-process with each OS thread's CPU time: how evenly the blocks
+             split, which a busy shared machine (no idle second core) does not show in wall time.
 
 Each figure is the median of --repeat runs, interleaved so that a busy moment of a shared
 machine falls on every variant alike; CPU time (user + sys of the child and everything it
@@ -148,6 +150,55 @@ def threads(trees: dict[str, pathlib.Path], repeat: int) -> None:
     print_runs("  the whole command", runs, "--threads 1")
 
 
+# In-process (ANDREA_CPU_ISOLATION=none), one fused launch at T 4096 on N threads: each OS
+# thread's CPU time (/proc/self/task/*/schedstat, ns), so the split of the work shows even when
+# a busy machine gives the process no second core.
+SPLIT_PROBE = r"""
+import os, sys, time, numpy as np
+from andrea_cli.backends.cpu_runtime.module import CpuModule
+from andrea_cli.kernel_file import packaged_kernel_path
+
+def cpu_by_task():
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            out[tid] = int(f.read().split()[0]) / 1e9
+    return out
+
+threads, T, d = int(sys.argv[1]), 4096, 64  # attend --fused's kernel at d 64: kernel3, 64 rows a block
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((T, d)).astype(np.float32) for _ in range(3))
+out = np.zeros((T, d), np.float32)
+kernel = CpuModule(packaged_kernel_path(), threads=threads).get_function("attention_fused_kernel3_d64")
+args = (q, k, v, out, np.int32(T), np.float32(0.125), np.int32(1), np.int32(0))
+launch = lambda: kernel((T // 64, 1, 1), (128, 1, 1), args, shared_mem=4 * (192 * d + 256))
+launch()  # the pool's threads start here
+before, wall = cpu_by_task(), time.perf_counter()
+launch()
+wall, after = time.perf_counter() - wall, cpu_by_task()
+busy = sorted((after[t] - before.get(t, 0.0) for t in after), reverse=True)[:threads]
+print(wall, *busy)
+"""
+
+
+def split(trees: dict[str, pathlib.Path], repeat: int) -> None:
+    tree = trees["this tree"]
+    env = {**os.environ, "PYTHONPATH": str(tree), "ANDREA_CPU_ISOLATION": "none"}
+    print("\nthe fused kernel at T 4096 in-process, each OS thread's CPU seconds (median of "
+          f"{repeat}); estimate for idle cores: total CPU / the busiest thread's")
+    for n in (1, 2):
+        rows = []
+        for _ in range(repeat):
+            done = subprocess.run([sys.executable, "-c", SPLIT_PROBE, str(n)], cwd=tree, env=env,
+                                  capture_output=True, text=True, check=True)
+            rows.append([float(x) for x in done.stdout.split()])
+        wall = median(r[0] for r in rows)
+        per_thread = [median(r[1 + i] for r in rows) for i in range(n)]
+        total = sum(per_thread)
+        print(f"  --threads {n}: wall {wall:6.2f} s, CPU by thread {' + '.join(f'{c:.2f}' for c in per_thread)}"
+              f" = {total:.2f} s; estimated speed-up on {n} idle cores {total / max(per_thread):.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("isolation", "stages", "threads", "all"), default="all")
@@ -165,6 +216,7 @@ def main() -> None:
             stages(trees, options.repeat)
         if options.part in ("threads", "all"):
             threads(trees, options.repeat)
+            split(trees, options.repeat)
         print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
