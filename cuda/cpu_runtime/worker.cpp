@@ -83,6 +83,8 @@ __attribute__((noinline)) void probe_heap() {
 int main(int argc, char** argv) {
     if (argc != 7) fail(2, "usage: andrea-worker LIBRARY SOCKET_FD ARENA_FD ARENA_BASE ARENA_SIZE PARENT_PID");
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the caller
+    signal(SIGINT, SIG_DFL);  // Ctrl-C ends the worker too, even where the caller's shell ignored it
+    signal(SIGTERM, SIG_DFL);
     if (getppid() != (pid_t)std::strtol(argv[6], nullptr, 10)) _exit(0);  // it is gone already
     const int sock = (int)std::strtol(argv[2], nullptr, 10), arena_fd = (int)std::strtol(argv[3], nullptr, 10);
     const uintptr_t base = (uintptr_t)std::strtoull(argv[4], nullptr, 0);
