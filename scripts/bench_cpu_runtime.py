@@ -147,6 +147,7 @@ def threads(trees: dict[str, pathlib.Path], repeat: int) -> None:
         print(f"  {name:<12} fused stage {median(json.loads(r.stdout)['timings_ms']['total'] for r in rs):10.1f} ms")
     one, two = (median(json.loads(r.stdout)["timings_ms"]["total"] for r in rs) for rs in runs.values())
     print(f"  speed-up on 2 threads: {one / two:.2f}x (issue 19's target: at least 1.7x)")
+    machine_parallelism(repeat)
     print_runs("  the whole command", runs, "--threads 1")
 
 
@@ -179,6 +180,24 @@ wall, after = time.perf_counter() - wall, cpu_by_task()
 busy = sorted((after[t] - before.get(t, 0.0) for t in after), reverse=True)[:threads]
 print(wall, *busy)
 """
+
+
+def machine_parallelism(repeat: int) -> None:
+    """What two OS threads can gain here at all now: one busy-loop process alone, then two at once
+    (the same work each). On a quiet 2-core machine: about 2x; a shared one gives less."""
+    spin = [sys.executable, "-c", "sum(range(30_000_000))"]
+    ratios = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(spin, check=True)
+        one = time.perf_counter() - start
+        start = time.perf_counter()
+        procs = [subprocess.Popen(spin) for _ in range(2)]
+        for p in procs:
+            p.wait()
+        ratios.append(2 * one / (time.perf_counter() - start))
+    print(f"  the machine itself: two busy processes at once run {median(ratios):.2f}x the work of one in the "
+          "same time (2.00x: two idle cores)")
 
 
 def split(trees: dict[str, pathlib.Path], repeat: int) -> None:
