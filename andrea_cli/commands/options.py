@@ -41,6 +41,8 @@ BACKEND = Flag("auto", ("--backend",), "auto, cuda, cpu or numpy.")
 KERNEL = Flag(None, ("--kernel",), "Run an edited copy of the kernel file.")
 TIMEOUT = Flag(None, ("--timeout",), "CPU build: the most CPU seconds one block of a launch may run "
                                      "(default: 2 s, more for a larger launch).", metavar="SECONDS")
+THREADS = Flag(None, ("--threads",), "CPU build: OS threads a launch's blocks are spread over "
+                                     "(default: every core).", metavar="N")
 
 # The multi-head layer, from x
 D_MODEL = Flag(None, ("--d-model",), "Run the whole multi-head layer from x (T, d_model).")
