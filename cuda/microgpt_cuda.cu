@@ -112,6 +112,28 @@
 //                    forward. -> (H,T,d_k); grid (ceil(T/rows), 1, H), block (32, rows),
 //                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1))); registers <= 56
 //
+// Backward on tensor cores, FlashAttention-2's on mma.sync (bf16 operands, fp32 sums; sm_80+),
+// after the rowsum term by attention_backward_delta_kernel1; d_k = d_v = d = 64 or 128:
+//
+//   attention_fused_lse_kernel4_d64, attention_fused_lse_kernel4_d128   kernel4, also writing
+//                    each row's logsumexp (H, T) for the backward; kernel4's geometry.
+//                    registers <= 144, <= 192
+//   attention_backward_dkdv_kernel2_d64, attention_backward_dkdv_kernel2_d128   dK, dV from the
+//                    forward's bf16 Q (pre-scaled), K, V, a bf16 dO, lse and delta. 4 warps x 16
+//                    keys per block, walking the query tiles that see them (QT = 64 queries at
+//                    d = 64, 32 at d = 128), double-buffered with cp.async. S^T = K·Q^T and
+//                    dP^T = V·dO^T by mma, so P^T and dS^T sit in the A-fragment layout of
+//                    dV += P^T·dO and dK += dS^T·Q (ldmatrix.trans for dO and Q): rounded to bf16,
+//                    never stored; dK, dV in fp32 registers. Against dkdv_kernel1: tensor cores,
+//                    and each Q/dO value read from shared memory feeds 16 keys (kernel1: 1).
+//                    grid (ceil(T/64), 1, H), block (128), shared_mem = 2 * (128 + 4 * QT) * (d + 8)
+//                    + 16 * QT bytes (56,320; 70,144: the launcher opts in); registers <= 200, <= 255
+//   attention_backward_dq_kernel2_d64, attention_backward_dq_kernel2_d128   dQ: 4 warps x 16
+//                    queries per block walking their key tiles as kernel4 does; S, dP by mma, dS
+//                    rounded to bf16 as dQ += dS·K's A operand. A pass of its own, not atomics: the
+//                    same bits on every run. grid (ceil(T/64), 1, H), block (128),
+//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 216
+//
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every
 // __syncthreads().
@@ -1205,6 +1227,8 @@ extern "C" __global__ void to_bf16_kernel1(const float* __restrict__ in,     // 
 // Shared memory (dynamic, bf16): q_s (64, d+8), k_s (2, 64, d+8), v_s (2, 64, d+8).
 
 #define TC_WARPS 4
+#define TC_LN2 0.6931471805599453f  // log2 units -> natural log (the lse kernels, dK)
+#define TC_LOG2E 1.4426950408889634f
 #define TC_ROWS (16 * TC_WARPS)  // query rows per block
 #define TC_KEYS 64               // keys per K/V tile
 #define TC_PAD 8                 // bf16 of padding per shared-memory row (16 bytes)
@@ -1227,7 +1251,8 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
                                                         const unsigned short* __restrict__ k,  // (H, T, D)
                                                         const unsigned short* __restrict__ v,  // (H, T, D)
                                                         float* __restrict__ out,               // (H, T, D)
-                                                        int T, int causal, int window, unsigned short* smem) {
+                                                        int T, int causal, int window, unsigned short* smem,
+                                                        float* __restrict__ lse = nullptr) {   // (H, T)
     constexpr int S = D + TC_PAD;  // row stride of every shared tile, in bf16
     unsigned short* q_s = smem;                   // (TC_ROWS, S)
     unsigned short* k_s = q_s + TC_ROWS * S;      // (2, TC_KEYS, S)
@@ -1366,6 +1391,8 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
         sum += __shfl_xor_sync(0xffffffff, sum, 1);
         sum += __shfl_xor_sync(0xffffffff, sum, 2);
         if (rows[r] >= T) continue;
+        // the lse kernels' logsumexp, natural log like row_logsumexp: m and the sum are in log2 units
+        if (lse != nullptr && t == 0) lse[head * T + rows[r]] = sum > 0.0f ? (m[r] + log2f(sum)) * TC_LN2 : INFINITY;
         // sum = 0 only for a row that saw no key: zeros, like the other kernels, not 0/0
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         float* o = out + (long)rows[r] * D + 2 * t;
@@ -1784,4 +1811,378 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         const int c = lane + 32 * t;
         if (c < d_k) dq[(long)i * d_k + c] = acc[t] * scale;
     }
+}
+
+// ================================================================================================
+// BACKWARD ON TENSOR CORES
+//
+// The fused backward on tensor cores: FlashAttention-2's backward with bf16 operands and fp32
+// accumulators (sm_80+), from the bf16 copies the forward read (Q pre-scaled by scale·log2 e, so
+// scores are in log2 units as in kernel4), bf16 dO, and kernel4's row logsumexp.
+//
+// Per tile the products are the fused FP32 backward's, each one mma chain:
+//     S  = Q·K^T (log2 units)      P  = exp2(S − lse·log2 e)     (exact softmax weights, no max)
+//     dP = dO·V^T                  dS = P ∘ (dP − delta)          (delta = rowsum(dO ∘ O))
+//     dV += P^T·dO                 dK += dS^T·Q                   dQ += dS·K
+// P and dS are rounded to bf16 as the A operands of the products after them; everything else
+// stays fp32. Two kernels, as in the FP32 fused backward: dkdv owns 64 keys and walks the query
+// tiles that see them; dq owns 64 queries and walks their key tiles. Splitting dQ off computes
+// S and dP a second time, 7 products per tile instead of FlashAttention-2's 5 (1.4x the mma
+// work), where FA2 adds each key block's share of dQ into global memory with fp32 atomicAdd:
+// atomics add in whatever order the blocks happen to finish, so dQ would differ from run to run
+// in its last bits. The split keeps the backward bit-reproducible, as the FP32 fused backward is,
+// which verify's comparisons and the finite-difference checks rely on.
+//
+// The trick that keeps P and dS in registers in the dK/dV kernel: it computes the transposes,
+// S^T = K·Q^T and dP^T = V·dO^T (keys as the m16 rows). Their accumulator tiles, two n8 tiles
+// at a time, are exactly the A fragments of P^T·dO and dS^T·Q, as S's are of P·V in kernel4.
+// Warp w owns keys 16w .. 16w+15 of the block, so dK and dV rows never cross warps: no shared
+// memory reduction, no atomics.
+
+// ------------------------------------------------------------------------------------------------
+// attention_fused_lse_kernel4_d64, _d128: kernel4 also writing each row's logsumexp (natural
+// log, as attention_fused_lse_kernel1 writes it), the forward this backward needs. kernel4's body
+// with lse not nullptr; grid, block and shared memory as kernel4's.
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                const unsigned short* __restrict__ v, float* __restrict__ out,
+                                float* __restrict__ lse, int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused_kernel4<64>(q, k, v, out, T, causal, window, tc_smem, lse);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                 const unsigned short* __restrict__ v, float* __restrict__ out,
+                                 float* __restrict__ lse, int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused_kernel4<128>(q, k, v, out, T, causal, window, tc_smem, lse);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The building blocks of both backward kernels: the two products a warp makes, on 16 rows.
+
+// acc (16 x N, fp32 n8 tiles) += A·B^T. A: 16 rows of a row-major bf16 tile (stride S) in shared
+// memory; B: N rows of one, both KD wide. Per k16 step one ldmatrix.x4 gives A's fragment and one
+// more gives two n8 tiles of B (kernel4's K loads): each A fragment feeds N/8 mma.
+template <int KD, int N, int S>
+__device__ __forceinline__ void tc_warp_abt(float acc[N / 8][4], const unsigned short* a, const unsigned short* b) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kk = 0; kk < KD / 16; ++kk) {
+        u32 af[4];
+        ldmatrix<4, false>(af, a + ((lane / 8 % 2) * 8 + lane % 8) * S + 16 * kk + (lane / 16) * 8);
+#pragma unroll
+        for (int nt = 0; nt < N / 8; nt += 2) {
+            u32 bf[4];
+            ldmatrix<4, false>(bf, b + (8 * nt + (lane / 16) * 8 + lane % 8) * S + 16 * kk + (lane / 8 % 2) * 8);
+            mma_bf16_m16n8k16(acc[nt], af, bf, acc[nt]);
+            mma_bf16_m16n8k16(acc[nt + 1], af, bf + 2, acc[nt + 1]);
+        }
+    }
+}
+
+// acc (16 x N) += bf16(X)·B. X: 16 x KK fp32 in accumulator layout (the registers of a product
+// just made), rounded to bf16 here as A fragments; B: KK rows of a row-major bf16 tile (stride S)
+// by ldmatrix.trans (kernel4's V loads).
+template <int KK, int N, int S>
+__device__ __forceinline__ void tc_warp_xb(float acc[N / 8][4], const float x[KK / 8][4], const unsigned short* b) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kk = 0; kk < KK / 16; ++kk) {
+        const u32 xf[4] = {pack_bf16x2(x[2 * kk][0], x[2 * kk][1]), pack_bf16x2(x[2 * kk][2], x[2 * kk][3]),
+                           pack_bf16x2(x[2 * kk + 1][0], x[2 * kk + 1][1]),
+                           pack_bf16x2(x[2 * kk + 1][2], x[2 * kk + 1][3])};
+#pragma unroll
+        for (int c = 0; c < N / 8; c += 2) {
+            u32 bf[4];
+            ldmatrix<4, true>(bf, b + (16 * kk + (lane / 8 % 2) * 8 + lane % 8) * S + 8 * c + (lane / 16) * 8);
+            mma_bf16_m16n8k16(acc[c], xf, bf, acc[c]);
+            mma_bf16_m16n8k16(acc[c + 1], xf, bf + 2, acc[c + 1]);
+        }
+    }
+}
+
+// Query rows [i0, i0 + QT) of Q and dO by cp.async (the caller commits), and their lse (in log2
+// units) and delta by plain loads; rows past T zero.
+template <int D, int QT>
+__device__ __forceinline__ void tc_bwd_load_queries(unsigned short* q_s, unsigned short* o_s, float* lse_s,
+                                                    float* delta_s, const unsigned short* q,
+                                                    const unsigned short* d_out, const float* lse,
+                                                    const float* delta, int i0, int T) {
+    tc_load_rows<D>(q_s, q, i0, QT, T);
+    tc_load_rows<D>(o_s, d_out, i0, QT, T);
+    for (int x = threadIdx.x; x < QT; x += 32 * TC_WARPS) {
+        const bool inside = i0 + x < T;
+        lse_s[x] = inside ? lse[i0 + x] * TC_LOG2E : 0.0f;
+        delta_s[x] = inside ? delta[i0 + x] : 0.0f;
+    }
+}
+
+// QT query rows per tile: 64 at D = 64; 32 at D = 128, where P^T and dS^T of 64 queries
+// (32 + 32 registers) beside dK and dV (64 + 64) would spill.
+// Shared memory (dynamic): k_s, v_s (64, D+8) bf16 for the block's keys; q_s, o_s (2, QT, D+8)
+// bf16, double-buffered query tiles of Q and dO; lse_s, delta_s (2, QT) float.
+template <int D, int QT>
+__device__ __forceinline__ void attention_backward_dkdv_kernel2(
+    const unsigned short* __restrict__ q,      // (H, T, D) bf16, Q·scale·log2 e
+    const unsigned short* __restrict__ k,      // (H, T, D) bf16
+    const unsigned short* __restrict__ v,      // (H, T, D) bf16
+    const unsigned short* __restrict__ d_out,  // (H, T, D) bf16
+    const float* __restrict__ lse,             // (H, T) natural log
+    const float* __restrict__ delta,           // (H, T)
+    float* __restrict__ dk, float* __restrict__ dv,  // (H, T, D)
+    int T, int causal, int window, unsigned short* smem) {
+    constexpr int S = D + TC_PAD;
+    unsigned short* k_s = smem;                // (TC_KEYS, S)
+    unsigned short* v_s = k_s + TC_KEYS * S;   // (TC_KEYS, S)
+    unsigned short* q_s = v_s + TC_KEYS * S;   // (2, QT, S)
+    unsigned short* o_s = q_s + 2 * QT * S;    // (2, QT, S)
+    float* lse_s = (float*)(o_s + 2 * QT * S);  // (2, QT)
+    float* delta_s = lse_s + 2 * QT;            // (2, QT)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    const int j0 = blockIdx.x * TC_KEYS;  // causal: the first key blocks have the most query tiles
+    const long head = blockIdx.z;
+    q += head * T * D;
+    k += head * T * D;
+    v += head * T * D;
+    d_out += head * T * D;
+    lse += head * T;
+    delta += head * T;
+    dk += head * T * D;
+    dv += head * T * D;
+
+    // Query rows that see any of the block's keys; the tiles outside are never loaded. (A window
+    // implies causal: query i sees i-window+1 .. i.)
+    const int i_begin = causal ? j0 : 0;
+    const int i_end = window > 0 ? min(T, j0 + TC_KEYS - 1 + window) : T;
+    const int n_tiles = (i_end - i_begin + QT - 1) / QT;
+
+    tc_load_rows<D>(k_s, k, j0, TC_KEYS, T);
+    tc_load_rows<D>(v_s, v, j0, TC_KEYS, T);
+    tc_bwd_load_queries<D, QT>(q_s, o_s, lse_s, delta_s, q, d_out, lse, delta, i_begin, T);
+    cp_async_commit();
+
+    const int w_key0 = j0 + 16 * warp;           // this warp's first key
+    const int w_last = min(w_key0 + 15, T - 1);  // and its last inside T (< w_key0: none)
+    const int keys[2] = {w_key0 + g, w_key0 + g + 8};  // the keys (rows) of this lane's accumulators
+
+    float dk_acc[D / 8][4], dv_acc[D / 8][4];  // n8 tile c: columns 8c .. 8c+7
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dk_acc[c][e] = dv_acc[c][e] = 0.0f;
+
+    for (int n = 0; n < n_tiles; ++n) {
+        const int i0 = i_begin + n * QT, stage = n & 1;
+        if (n + 1 < n_tiles) {  // start the next tile's copy, then wait for this one's
+            const int next = (stage ^ 1) * QT;
+            tc_bwd_load_queries<D, QT>(q_s + next * S, o_s + next * S, lse_s + next, delta_s + next, q, d_out, lse,
+                                   delta, i0 + QT, T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();  // every thread's copies of this tile (and, first, of K and V) are visible
+        const unsigned short* qs = q_s + stage * QT * S;
+        const unsigned short* os = o_s + stage * QT * S;
+        const float* ls = lse_s + stage * QT;
+        const float* dl = delta_s + stage * QT;
+
+        // Whole-warp decisions: does a query of the tile see a key of this warp, and does the
+        // mask (or T) cut through the tile, so that pairs must be tested one by one?
+        const int i_last = min(i0 + QT, T) - 1;
+        const bool any = w_key0 <= w_last && (!causal || i_last >= w_key0) && (window <= 0 || i0 - w_last < window);
+        const bool edge = i0 + QT > T || w_key0 + 16 > T || (causal && i0 < w_key0 + 15)
+                          || (window > 0 && i0 + QT - 1 - w_key0 >= window);
+        if (any) {
+            float p[QT / 8][4], ds[QT / 8][4];  // P^T, then dP^T -> dS^T: keys x queries
+#pragma unroll
+            for (int nt = 0; nt < QT / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) p[nt][e] = ds[nt][e] = 0.0f;
+            tc_warp_abt<D, QT, S>(p, k_s + 16 * warp * S, qs);   // S^T = K·Q^T, log2 units
+            tc_warp_abt<D, QT, S>(ds, v_s + 16 * warp * S, os);  // dP^T = V·dO^T
+#pragma unroll
+            for (int nt = 0; nt < QT / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int x = 8 * nt + 2 * t + e % 2;  // the query, within the tile
+                    float pe = exp2f(p[nt][e] - ls[x]);
+                    if (edge) {
+                        const int i = i0 + x, j = keys[e / 2];
+                        const bool visible = i < T && j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                        if (!visible) pe = 0.0f;  // no gradient through a hidden key
+                    }
+                    p[nt][e] = pe;
+                    ds[nt][e] = pe * (ds[nt][e] - dl[x]);
+                }
+            tc_warp_xb<QT, D, S>(dv_acc, p, os);   // dV += bf16(P^T)·dO
+            tc_warp_xb<QT, D, S>(dk_acc, ds, qs);  // dK += bf16(dS^T)·Q (Q scaled by scale·log2 e)
+        }
+        __syncthreads();  // every warp is done with this stage before it is refilled
+    }
+
+    // dK = scale · dS^T·Q, and the Q here carries scale·log2 e: one factor ln 2 takes log2 e off.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (keys[r] >= T) continue;
+        const long at = (long)keys[r] * D + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c) {
+            *(float2*)(dv + at + 8 * c) = make_float2(dv_acc[c][2 * r], dv_acc[c][2 * r + 1]);
+            *(float2*)(dk + at + 8 * c) = make_float2(dk_acc[c][2 * r] * TC_LN2, dk_acc[c][2 * r + 1] * TC_LN2);
+        }
+    }
+}
+
+// Shared memory (dynamic, bf16): q_s, o_s (64, D+8) for the block's queries and their dO;
+// k_s, v_s (2, 64, D+8), double-buffered key tiles.
+template <int D>
+__device__ __forceinline__ void attention_backward_dq_kernel2(
+    const unsigned short* __restrict__ q,      // (H, T, D) bf16, Q·scale·log2 e
+    const unsigned short* __restrict__ k,      // (H, T, D) bf16
+    const unsigned short* __restrict__ v,      // (H, T, D) bf16
+    const unsigned short* __restrict__ d_out,  // (H, T, D) bf16
+    const float* __restrict__ lse,             // (H, T) natural log
+    const float* __restrict__ delta,           // (H, T)
+    float* __restrict__ dq,                    // (H, T, D)
+    int T, float scale, int causal, int window, unsigned short* smem) {
+    constexpr int S = D + TC_PAD;
+    unsigned short* q_s = smem;                   // (TC_ROWS, S)
+    unsigned short* o_s = q_s + TC_ROWS * S;      // (TC_ROWS, S)
+    unsigned short* k_s = o_s + TC_ROWS * S;      // (2, TC_KEYS, S)
+    unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
+    const int row0 = tile * TC_ROWS;
+    const long head = blockIdx.z;
+    q += head * T * D;
+    k += head * T * D;
+    v += head * T * D;
+    d_out += head * T * D;
+    lse += head * T;
+    delta += head * T;
+    dq += head * T * D;
+
+    // Key tiles any row of the block can see (kernel4's rule); the others are never loaded.
+    const int j_end = causal ? min(row0 + TC_ROWS, T) : T;
+    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
+    const int n_tiles = (j_end - j_begin + TC_KEYS - 1) / TC_KEYS;
+
+    tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
+    tc_load_rows<D>(o_s, d_out, row0, TC_ROWS, T);
+    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, T);
+    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, T);
+    cp_async_commit();
+
+    const int w_row0 = row0 + 16 * warp;
+    const int w_last = min(w_row0 + 15, T - 1);
+    const int rows[2] = {w_row0 + g, w_row0 + g + 8};
+    float lse2[2], dl[2];  // the rows' lse in log2 units, and delta
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        lse2[r] = rows[r] < T ? lse[rows[r]] * TC_LOG2E : 0.0f;
+        dl[r] = rows[r] < T ? delta[rows[r]] : 0.0f;
+    }
+
+    float acc[D / 8][4];  // dQ / scale
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+
+    for (int n = 0; n < n_tiles; ++n) {
+        const int j0 = j_begin + n * TC_KEYS, stage = n & 1;
+        if (n + 1 < n_tiles) {
+            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, T);
+            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const unsigned short* ks = k_s + stage * TC_KEYS * S;
+        const unsigned short* vs = v_s + stage * TC_KEYS * S;
+
+        const int j_last = min(j0 + TC_KEYS, T) - 1;
+        const bool any = w_row0 <= w_last && (!causal || j0 <= w_last) && (window <= 0 || j_last > w_row0 - window);
+        const bool edge = j0 + TC_KEYS > T || w_row0 + 16 > T || (causal && j0 + TC_KEYS - 1 > w_row0)
+                          || (window > 0 && j0 <= w_last - window);
+        if (any) {
+            float s[TC_KEYS / 8][4], ds[TC_KEYS / 8][4];  // S, then dP -> dS: queries x keys
+#pragma unroll
+            for (int nt = 0; nt < TC_KEYS / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[nt][e] = ds[nt][e] = 0.0f;
+            tc_warp_abt<D, TC_KEYS, S>(s, q_s + 16 * warp * S, ks);   // S = Q·K^T, log2 units
+            tc_warp_abt<D, TC_KEYS, S>(ds, o_s + 16 * warp * S, vs);  // dP = dO·V^T
+#pragma unroll
+            for (int nt = 0; nt < TC_KEYS / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float pe = exp2f(s[nt][e] - lse2[e / 2]);
+                    if (edge) {
+                        const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
+                        const bool visible = i < T && j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                        if (!visible) pe = 0.0f;
+                    }
+                    ds[nt][e] = pe * (ds[nt][e] - dl[e / 2]);
+                }
+            tc_warp_xb<TC_KEYS, D, S>(acc, ds, ks);  // dQ += bf16(dS)·K
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (rows[r] >= T) continue;
+        float* o = dq + (long)rows[r] * D + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c)
+            *(float2*)(o + 8 * c) = make_float2(acc[c][2 * r] * scale, acc[c][2 * r + 1] * scale);
+    }
+}
+
+// Entry points, one per head size. grid (ceil(T / 64), 1, H), block (128) for both;
+// dkdv shared_mem = 2 * (128 + 4 * QT) * (d + 8) + 16 * QT bytes (56,320 at d = 64, QT = 64;
+// 70,144 at d = 128, QT = 32); dq shared_mem = 2 * 6 * 64 * (d + 8) bytes (55,296; 104,448).
+// All above the 48 KiB default: the launcher opts in.
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_backward_dkdv_kernel2_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                    const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
+                                    const float* __restrict__ lse, const float* __restrict__ delta,
+                                    float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_backward_dkdv_kernel2<64, 64>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_backward_dkdv_kernel2_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                     const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
+                                     const float* __restrict__ lse, const float* __restrict__ delta,
+                                     float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_backward_dkdv_kernel2<128, 32>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_backward_dq_kernel2_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                  const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
+                                  const float* __restrict__ lse, const float* __restrict__ delta,
+                                  float* __restrict__ dq, int T, float scale, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, T, scale, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_backward_dq_kernel2_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                   const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
+                                   const float* __restrict__ lse, const float* __restrict__ delta,
+                                   float* __restrict__ dq, int T, float scale, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, T, scale, causal, window, tc_smem);
 }

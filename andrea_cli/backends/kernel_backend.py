@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from andrea_cli.backends.backward import BackwardOutputs, run_fused_backward, run_staged_backward
+from andrea_cli.backends.backward_bf16 import run_backward_bf16
 from andrea_cli.backends.base import StageOutputs
 from andrea_cli.backends.fused import FusedOutputs, run_fused
 from andrea_cli.backends.fused_bf16 import run_fused_bf16
@@ -56,8 +57,12 @@ class KernelFileBackend:
         return result
 
     def attention_backward_fused(self, q, k, v, d_out, *, mask: MaskSpec, scaled: bool,
-                                 variant: int | None = None) -> BackwardOutputs:
-        """The fused forward with its logsumexp, then the fused backward (variant: the forward's)."""
-        result = run_fused_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, variant=variant)
+                                 variant: int | None = None, precision: str = "fp32") -> BackwardOutputs:
+        """The fused forward with its logsumexp, then the fused backward (variant: the forward's);
+        precision bf16: the tensor-core forward and backward instead."""
+        if precision == "bf16":
+            result = run_backward_bf16(self.device(), q, k, v, d_out, mask=mask, scaled=scaled)
+        else:
+            result = run_fused_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, variant=variant)
         result.load_ms = self._load_ms
         return result
