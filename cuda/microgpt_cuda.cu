@@ -1982,7 +1982,7 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
             tc_bwd_load_queries<D, QT>(q_s + next * S, o_s + next * S, lse_s + next, delta_s + next, q, d_out, lse,
                                    delta, i0 + QT, T);
             cp_async_commit();
-            cp_async_wait<1>();
+            cp_async_wait<1>();  // this tile has landed; the next one may still be in flight
         } else {
             cp_async_wait<0>();
         }
@@ -2100,7 +2100,7 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
             tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, T);
             tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, T);
             cp_async_commit();
-            cp_async_wait<1>();
+            cp_async_wait<1>();  // this tile has landed; the next one may still be in flight
         } else {
             cp_async_wait<0>();
         }
@@ -2110,7 +2110,7 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
 
         const int j_last = min(j0 + TC_KEYS, T) - 1;
         const bool any = w_row0 <= w_last && (!causal || j0 <= w_last) && (window <= 0 || j_last > w_row0 - window);
-        const bool edge = j0 + TC_KEYS > T || w_row0 + 16 > T || (causal && j0 + TC_KEYS - 1 > w_row0)
+        const bool edge = w_row0 + 16 > T || j0 + TC_KEYS > T || (causal && j0 + TC_KEYS - 1 > w_row0)
                           || (window > 0 && j0 <= w_last - window);
         if (any) {
             float s[TC_KEYS / 8][4], ds[TC_KEYS / 8][4];  // S, then dP -> dS: queries x keys

@@ -55,7 +55,7 @@ BROKEN = {
 def case_of(T, d, mask, scaled) -> Case:
     kind, _, w = mask.partition(":")
     spec = MaskSpec(kind, int(w)) if w else MaskSpec(kind)
-    return Case(T, d, d, spec, scaled, families=("backward_bf16",))
+    return Case(T, d, d, spec, scaled)
 
 
 def test_the_sweep_holds_every_exposing_case():
