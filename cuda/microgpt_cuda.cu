@@ -1922,6 +1922,8 @@ __device__ __forceinline__ void tc_bwd_load_queries(unsigned short* q_s, unsigne
 
 // QT query rows per tile: 64 at D = 64; 32 at D = 128, where P^T and dS^T of 64 queries
 // (32 + 32 registers) beside dK and dV (64 + 64) would spill.
+#define TC_BWD_QUERIES_D64 64
+#define TC_BWD_QUERIES_D128 32
 // Shared memory (dynamic): k_s, v_s (64, D+8) bf16 for the block's keys; q_s, o_s (2, QT, D+8)
 // bf16, double-buffered query tiles of Q and dO; lse_s, delta_s (2, QT) float.
 template <int D, int QT>
@@ -2157,7 +2159,7 @@ attention_backward_dkdv_kernel2_d64(const unsigned short* __restrict__ q, const 
                                     const float* __restrict__ lse, const float* __restrict__ delta,
                                     float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dkdv_kernel2<64, 64>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+    attention_backward_dkdv_kernel2<64, TC_BWD_QUERIES_D64>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -2166,7 +2168,7 @@ attention_backward_dkdv_kernel2_d128(const unsigned short* __restrict__ q, const
                                      const float* __restrict__ lse, const float* __restrict__ delta,
                                      float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dkdv_kernel2<128, 32>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+    attention_backward_dkdv_kernel2<128, TC_BWD_QUERIES_D128>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from andrea_cli import bf16_attention, bf16_backward
-from andrea_cli.backends.backward_bf16 import run_backward_bf16
 from andrea_cli.backends.cpu import CpuBackend
+from andrea_cli.backends.launch.backward_bf16 import run_backward_bf16
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
+from andrea_cli.verification import bf16_attention, bf16_backward
 
 GRADS = ("dq", "dk", "dv")
 
