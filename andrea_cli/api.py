@@ -156,11 +156,13 @@ def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: boo
 
 def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, scale: bool = True,
          backend: str = flags.BACKEND.default, kernel=None, fused: bool = False, T: int | None = None,
-         d_k: int | None = None, d_v: int | None = None, seed: int = flags.SEED.default) -> GradResult:
+         d_k: int | None = None, d_v: int | None = None, seed: int = flags.SEED.default,
+         precision: str = flags.PRECISION.default) -> GradResult:
     """The backward pass through the kernels, as `andrea grad` runs it: dQ, dK, dV from the upstream
     gradient d_out (T, d_v) (seeded N(0, 1) when not given). q, k, v: one head's (T, d) NumPy
     arrays, or none for the command's random inputs of size T, d_k, d_v from `seed`; the other
-    options as in attend()."""
+    options as in attend(); precision="bf16" with fused=True: the tensor-core forward and backward
+    (d_k = d_v = 64 or 128)."""
     from andrea_cli.commands.grad import (BACKWARD_BYTES_PER_SCORE, GradOptions, check_combinations, run_grad,
                                           run_grad_head)
     from andrea_cli.runs.gradient_flow import d_out_for
@@ -168,7 +170,7 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, 
     from andrea_cli.masks import parse_mask
 
     options = GradOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, mask=mask, no_scale=not scale, backend=backend,
-                          kernel=_path(kernel), fused=fused)
+                          kernel=_path(kernel), fused=fused, precision=precision)
     if not _arrays_given(q, k, v, T, d_k, d_v) and d_out is None:
         report = run_grad(options)
     else:
@@ -187,7 +189,7 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, 
                 raise AndreaError(f"d_out is {upstream.shape} but the output is ({data.T}, {data.d_v}): "
                                   "dO must have the output's shape")
         report = run_grad_head(data, upstream, backend=backend, kernel=_path(kernel), mask=parse_mask(mask),
-                               scaled=scale, fused=fused)
+                               scaled=scale, fused=fused, precision=precision)
     return GradResult(_document(report), report, dq=report.dq, dk=report.dk, dv=report.dv)
 
 
