@@ -100,6 +100,20 @@ class ScalingResult(Result):
         return Path(path)
 
 
+@dataclass(repr=False)
+class BoundResult(Result):
+    """`report` is the list `andrea bench --bound --json` prints, one dict per kernel; `raw` the
+    BoundReport. A static bound, not a measurement."""
+
+    def _draw(self, console) -> None:
+        from andrea_cli.render.bound import render_bound
+
+        render_bound(console, self.raw)
+
+    def __repr__(self) -> str:
+        return f"BoundResult(gpu={self.raw.gpu.key!r}, kernels={len(self.report)}, report=[...])"
+
+
 def _path(kernel) -> Path | None:
     return None if kernel is None else Path(kernel)
 
@@ -223,5 +237,16 @@ def compare_scaling(*, d_k: Sequence[int] | str = (64, 256, 4096), T: int = 1024
     return ScalingResult(_document(report), report)
 
 
-__all__ = ["attend", "grad", "verify", "compare_scaling", "AttendResult", "GradResult", "VerifyResult", "ScalingResult",
-           "AndreaError"]
+def bench_bound(*, gpu: str = "h200", kernel=None) -> BoundResult:
+    """Each kernel's static bound on an H200, H100 or A100 (gpu "h200", "h100", "a100"), read
+    from its machine code with no GPU, as `andrea bench --bound` prints it: registers, warps per
+    SM, the pipe that binds, the bound in TFLOP/s. kernel: an edited copy of the kernel file."""
+    from andrea_cli.commands.bound import check_bound_options, run_bound
+
+    check_bound_options(True, gpu, {})
+    report = run_bound(gpu, _path(kernel))
+    return BoundResult(_document(report), report)
+
+
+__all__ = ["attend", "grad", "verify", "compare_scaling", "bench_bound", "AttendResult", "GradResult", "VerifyResult",
+           "ScalingResult", "BoundResult", "AndreaError"]

@@ -229,8 +229,16 @@ def bench(
     timeout: Optional[float] = option(flags.TIMEOUT),
     as_json: bool = option(flags.JSON, help="Print one JSON document instead of a table."),
     plot: Optional[Path] = option(flags.PLOT, help="Save time and TFLOP/s against T to FILE.png."),
+    bound: bool = typer.Option(False, "--bound", help="No timing: each kernel's static bound on --gpu, read "
+                                                      "from its SASS (no GPU needed; not a measurement)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="With --bound: h200 (default), h100 or a100."),
 ) -> None:
-    """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline."""
+    """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline; --bound: static bounds."""
+    if bound or gpu is not None:
+        _bench_bound(bound, gpu, kernel, as_json, {"--side": side != "auto", "--T": bool(T), "--d-k": bool(d_k),
+                     "--mask": mask != "both", "--heads": heads is not None, "--repeats": repeats != 5,
+                     "--warmup": warmup != 1, "--no-cpu-build": no_cpu_build, "--timeout": timeout is not None,
+                     "--plot": plot is not None})
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
@@ -255,6 +263,24 @@ def bench(
         render_bench(console(), result)
         if plot is not None:
             console().print(f"plot saved to {plot}")
+
+
+def _bench_bound(bound: bool, gpu: Optional[str], kernel: Optional[Path], as_json: bool,
+                 others: dict[str, bool]) -> None:
+    from andrea_cli.commands.bound import check_bound_options, run_bound
+
+    try:
+        check_bound_options(bound, gpu, others)
+        report = run_bound(gpu, kernel)
+    except AndreaError as exc:
+        raise fail_on(exc) from None
+    if as_json:
+        print_json(report.to_json())
+    else:
+        from andrea_cli.render.bound import render_bound
+
+        render_bound(console(), report)
+    raise typer.Exit(0)
 
 
 @app.command()
