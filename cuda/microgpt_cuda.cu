@@ -96,6 +96,14 @@
 //                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   dk_kernel1       dK = scale · dS^T · Q (dv_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
 //                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
+//   dv_kernel2, dq_kernel2, dk_kernel2   the same dV, dQ, dK, 64x64 outputs per block, 8x8 per
+//                    thread (av_kernel2's tile; dV and dK read P and dS transposed): 4 float4
+//                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1. Causal: the
+//                    tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
+//                    (__launch_bounds__(64, 8)); registers <= 128, <= 128, <= 128
+//   dp_kernel2       the same dP, scores_kernel2's tile: 128x128 outputs per block.
+//                    grid (ceil(T/128), ceil(T/128), H), block (256) (__launch_bounds__(256, 2));
+//                    registers <= 128
 //
 // Fused backward, FlashAttention-2 style: P recomputed from Q, K and the saved lse, no T×T matrix
 // (so training memory grows with T, not T^2); d_k, d_v <= 128:
@@ -203,13 +211,17 @@ __device__ float block_reduce(float x, float* warp_results, bool is_max) {
 //   A: (M, k_end..) row-major with row stride lda
 //   B_NK:  B is given as (N, K) row-major (K^T in Q·K^T: both operands are read along k)
 //   !B_NK: B is given as (K, N) row-major (V in P·V)
+//   A_KM:  A is given as (K, M) row-major: C = A^T·B (P^T·dO and dS^T·Q in the backward)
+// k runs from k_begin (a causal backward skips the rows that see none of the tile) to k_end;
+// C = scale · (A·B) on the store.
 // Two shared-memory stages: the next k-slice is loaded into one while the FMAs read the other,
 // so one barrier per slice suffices.
-template <int BM, int BN, bool B_NK>
+template <int BM, int BN, bool B_NK, bool A_KM = false>
 __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int lda,
                                               const float* __restrict__ B, int ldb,
                                               float* __restrict__ C, int ldc,
-                                              int M, int N, int k_end, int row0, int col0) {
+                                              int M, int N, int k_end, int row0, int col0,
+                                              int k_begin = 0, float scale = 1.0f) {
     constexpr int THREADS = (BM / 8) * (BN / 8);
     // a_s[stage][k][i] = A[row0 + i][k0 + k] (transposed, so a thread's rows are one float4);
     // b_s[stage][k][j] = B(k0 + k, col0 + j). The +4 keeps the transposing stores off shared
@@ -221,19 +233,25 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 
     // Which elements this thread copies: the same k (or column) every time, rows `step` apart,
     // addressed from one pointer per operand (eight pointers would cost sixteen registers).
-    constexpr int A_STEP = THREADS / GEMM_BK;                   // rows between a thread's A elements
+    constexpr int A_STEP = A_KM ? THREADS / BM : THREADS / GEMM_BK;  // A rows (k if A_KM) between its elements
     constexpr int B_STEP = B_NK ? THREADS / GEMM_BK : THREADS / BN;
-    const int a_i = tid / GEMM_BK, a_k = tid % GEMM_BK;          // consecutive threads: consecutive k
+    // consecutive threads: consecutive k (A_KM: consecutive i, along A's rows)
+    const int a_i = A_KM ? tid % BM : tid / GEMM_BK, a_k = A_KM ? tid / BM : tid % GEMM_BK;
     const int b_r = B_NK ? tid / GEMM_BK : tid / BN;            // B row (N row if B_NK, else k)
     const int b_c = B_NK ? tid % GEMM_BK : tid % BN;            // B column (k if B_NK, else N)
-    const float* a_src = A + (long)(row0 + a_i) * lda + a_k;
+    const float* a_src = A_KM ? A + (long)a_k * lda + row0 + a_i : A + (long)(row0 + a_i) * lda + a_k;
     const float* b_src = B_NK ? B + (long)(col0 + b_r) * ldb + b_c : B + (long)b_r * ldb + col0 + b_c;
 
     auto load = [&](int stage, int k0) {
 #pragma unroll
         for (int n = 0; n < BM * GEMM_BK / THREADS; ++n) {
-            const int i = a_i + n * A_STEP;
-            a_s[stage][a_k][i] = (row0 + i < M && k0 + a_k < k_end) ? a_src[(long)n * A_STEP * lda + k0] : 0.0f;
+            if (A_KM) {  // row k of A is row k of the tile
+                const int k = a_k + n * A_STEP;
+                a_s[stage][k][a_i] = (k0 + k < k_end && row0 + a_i < M) ? a_src[(long)(k0 + n * A_STEP) * lda] : 0.0f;
+            } else {
+                const int i = a_i + n * A_STEP;
+                a_s[stage][a_k][i] = (row0 + i < M && k0 + a_k < k_end) ? a_src[(long)n * A_STEP * lda + k0] : 0.0f;
+            }
         }
 #pragma unroll
         for (int n = 0; n < BN * GEMM_BK / THREADS; ++n) {
@@ -251,9 +269,9 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 #pragma unroll
         for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
 
-    load(0, 0);
+    load(0, k_begin);
     int stage = 0;
-    for (int k0 = 0; k0 < k_end; k0 += GEMM_BK, stage ^= 1) {
+    for (int k0 = k_begin; k0 < k_end; k0 += GEMM_BK, stage ^= 1) {
         __syncthreads();  // slice `stage` is complete, and everyone is done reading the other one
         if (k0 + GEMM_BK < k_end) load(stage ^ 1, k0 + GEMM_BK);
 
@@ -280,7 +298,8 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int j = col0 + half * (BN / 2) + 4 * tx;
-            const float* v = &acc[r][4 * half];
+            const float v[4] = {acc[r][4 * half] * scale, acc[r][4 * half + 1] * scale, acc[r][4 * half + 2] * scale,
+                                acc[r][4 * half + 3] * scale};
             float* dst = C + (long)i * ldc + j;
             if (aligned && j + 3 < N) {
                 *(float4*)dst = make_float4(v[0], v[1], v[2], v[3]);
@@ -1559,6 +1578,53 @@ extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, T, T
                                       int T, int d_k, float scale, int causal) {
     const long head = blockIdx.z;
     transposed_product(ds + head * T * T, q + head * T * d_k, dk + head * T * d_k, T, d_k, scale, causal);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The same four products through the register-tiled GEMM tile (BUILDING BLOCKS), 8x8 outputs per
+// thread: dp_kernel2 is scores_kernel2's product, dq_kernel2 av_kernel2's, dv_kernel2 and
+// dk_kernel2 av_kernel2's with A read transposed (A_KM): a k-slice of P or dS is a row segment,
+// read coalesced along the key rows the block owns. Causal: dq stops at the diagonal as
+// av_kernel2 does; dv and dk start there (query rows before the block's first key see none of it).
+
+extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __restrict__ weights,  // (H, T, T)
+                                                               const float* __restrict__ d_out,    // (H, T, d_v)
+                                                               float* __restrict__ dv,             // (H, T, d_v)
+                                                               int T, int d_v, int causal) {
+    const long head = blockIdx.z;
+    const int row0 = blockIdx.y * 64;  // key rows row0 .. row0 + 63 of dV
+    gemm_tile_8x8<64, 64, false, true>(weights + head * T * T, T, d_out + head * T * d_v, d_v, dv + head * T * d_v,
+                                       d_v, T, d_v, T, row0, blockIdx.x * 64, causal ? row0 : 0);
+}
+
+extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __restrict__ ds,  // (H, T, T)
+                                                               const float* __restrict__ k,   // (H, T, d_k)
+                                                               float* __restrict__ dq,        // (H, T, d_k)
+                                                               int T, int d_k, float scale, int causal) {
+    const long head = blockIdx.z;
+    const int row0 = blockIdx.y * 64;
+    const int k_end = causal ? min(T, row0 + 64) : T;  // dS[i][j] = 0 for j > i
+    gemm_tile_8x8<64, 64, false>(ds + head * T * T, T, k + head * T * d_k, d_k, dq + head * T * d_k, d_k, T, d_k,
+                                 k_end, row0, blockIdx.x * 64, 0, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __restrict__ ds,  // (H, T, T)
+                                                               const float* __restrict__ q,   // (H, T, d_k)
+                                                               float* __restrict__ dk,        // (H, T, d_k)
+                                                               int T, int d_k, float scale, int causal) {
+    const long head = blockIdx.z;
+    const int row0 = blockIdx.y * 64;
+    gemm_tile_8x8<64, 64, false, true>(ds + head * T * T, T, q + head * T * d_k, d_k, dk + head * T * d_k, d_k, T,
+                                       d_k, T, row0, blockIdx.x * 64, causal ? row0 : 0, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __restrict__ d_out,  // (H, T, d_v)
+                                                                const float* __restrict__ v,      // (H, T, d_v)
+                                                                float* __restrict__ dp,           // (H, T, T)
+                                                                int T, int d_v) {
+    const long head = blockIdx.z;
+    gemm_tile_8x8<128, 128, true>(d_out + head * T * d_v, d_v, v + head * T * d_v, d_v, dp + head * T * T, T,
+                                  T, T, d_v, blockIdx.y * 128, blockIdx.x * 128);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -51,9 +51,11 @@ class KernelFileBackend:
         result.load_ms = self._load_ms
         return result
 
-    def attention_backward(self, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
-        """The staged forward, then dv, dp, ds, dq, dk: every intermediate comes back."""
-        result = run_staged_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled)
+    def attention_backward(self, q, k, v, d_out, *, mask: MaskSpec, scaled: bool,
+                           plan: LaunchPlan | None = None) -> BackwardOutputs:
+        """The staged forward, then dv, dp, ds, dq, dk (plan: the forward's kernels and geometry, and
+        the backward products' GEMM variant): every intermediate comes back."""
+        result = run_staged_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, plan=plan or self.plan)
         result.load_ms = self._load_ms
         return result
 

@@ -49,8 +49,9 @@ def numpy_backward_impl() -> Impl:
                 + io_bytes(H, T, d_k, IO_ARRAYS))
 
 
-def staged_backward_impl(backend) -> Impl:
-    """The staged backward kernels (dv, dp, ds, dq, dk), P from the staged forward in prepare."""
+def staged_backward_impl(backend, gemm_variant: int = 2) -> Impl:
+    """The staged backward kernels (dv, dp, ds, dq, dk), P from the staged forward in prepare;
+    gemm_variant 2: dv/dp/dq/dk_kernel2 (register-tiled), 1: their kernel1 (one output per thread)."""
     from andrea_cli.backends.launch.backward import launch_staged_backward
     from andrea_cli.backends.launch.staged import allocate_stages, launch_stages
 
@@ -67,13 +68,13 @@ def staged_backward_impl(backend) -> Impl:
 
         def run():
             launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k, d_v=d_k,
-                                   H=H, mask=mask, scaled=True)
+                                   H=H, mask=mask, scaled=True, gemm_variant=gemm_variant)
             return dq
 
         return run
 
     # the forward's scores, scaled, weights (and masked when causal), and dS: (H, T, T) each
-    return Impl("staged_backward", prepare, to_host=dev.to_host, direction="backward",
+    return Impl("staged_backward" if gemm_variant == 2 else f"staged_backward_kernel{gemm_variant}", prepare, to_host=dev.to_host, direction="backward",
                 peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 4 + causal) + io_bytes(H, T, d_k, IO_ARRAYS))
 
 

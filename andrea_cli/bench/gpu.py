@@ -191,6 +191,7 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1),
              fused_bf16_gpu_impl(backend), staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN),
              cupy_impl(), fused_backward_impl(backend), staged_backward_impl(backend),
+             staged_backward_impl(backend, gemm_variant=1),
              fused_bf16_backward_impl(backend)]
     notes = [f"GPU side: CUDA events, L2 ({props['l2CacheSize'] / 2**20:.0f} MiB) flushed before every repeat; "
              f"peak {peak.peak_tflops:.1f} FP32 TFLOP/s = {peak.sms} SMs × {peak.lanes_per_sm} lanes × 2 × "

@@ -118,9 +118,11 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
             launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask)
 
     def staged_backward():
-        launch_staged_backward(dev, dev.empty((H, T, T)), q, k, v, d_out, dev.empty((H, T, T)),
-                               dev.empty((H, T, T)), dev.empty((H, T, d)), dev.empty((H, T, d)),
-                               dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
+        for gemm_variant in sorted({plan.gemm_variant for plan in ALL_PLANS}):
+            launch_staged_backward(dev, dev.empty((H, T, T)), q, k, v, d_out, dev.empty((H, T, T)),
+                                   dev.empty((H, T, T)), dev.empty((H, T, d)), dev.empty((H, T, d)),
+                                   dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True,
+                                   gemm_variant=gemm_variant)
 
     def fused_backward():
         lse, delta = dev.empty((H, T)), dev.empty((H, T))
