@@ -49,6 +49,10 @@ def test_gradients_match_the_float64_backward(cli, head_files, args):
     assert max(doc["max_rel_error"].values()) < 1e-5
     if "--fused" in args:
         assert doc["grad_norms"]["d_scores"] is None and set(doc["timings_ms"]) == {"forward", "delta", "dkdv", "dq", "total"}
+    kernels = {"numpy": None, "cpu": "dv_kernel2, dp_kernel2, ds_kernel1, dq_kernel2, dk_kernel2"}[args[1]]
+    if "--fused" in args:
+        kernels = "attention_backward_dkdv_kernel1 + attention_backward_dq_kernel1"
+    assert (doc["precision"], doc["kernel"]) == ("fp32", kernels)
 
 
 @pytest.mark.parametrize("d, mask", [(64, "causal"), (128, "window:40")])

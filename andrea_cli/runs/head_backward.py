@@ -20,7 +20,7 @@ CHECK_MAX_T = 2048  # the float64 check builds (T, T) float64 matrices: beyond t
 class GradReport(RunHeader):  # its scale is applied once more to dQ and dK
     fused: bool
     precision: str  # fp32, or bf16: the tensor-core kernels' bf16 operands (fused only)
-    kernel: str  # the backward's kernels, by name
+    kernel: str | None  # the backward's kernels, by name (None: the NumPy path)
     grad_norms: dict[str, float | None]  # d_weights and d_scores are None on the fused path
     score_share: float | None  # ||dS|| / ||dP||
     quiet_rows: float | None  # share of rows whose softmax passes back almost nothing
@@ -61,13 +61,18 @@ def relative_errors(got: dict[str, np.ndarray], exact: dict[str, np.ndarray]) ->
     return errors
 
 
-def backward_kernel_name(fused: bool, precision: str, d_k: int) -> str:
-    """The kernels that compute dQ, dK, dV (the forward and delta that feed the fused ones aside)."""
+def backward_kernel_name(backend, fused: bool, precision: str, d_k: int) -> str | None:
+    """The kernels that compute dQ, dK, dV (the forward and delta that feed the fused ones aside);
+    None on the NumPy path, which runs none."""
     if precision == "bf16":
         return f"attention_backward_dkdv_kernel2_d{d_k} + attention_backward_dq_kernel2_d{d_k}"
     if fused:
         return "attention_backward_dkdv_kernel1 + attention_backward_dq_kernel1"
-    return "dv_kernel1, dp_kernel1, ds_kernel1, dq_kernel1, dk_kernel1"
+    plan = getattr(backend, "plan", None)  # the kernel-file backends' launch plan
+    if plan is None:
+        return None
+    n = plan.gemm_variant
+    return f"dv_kernel{n}, dp_kernel{n}, ds_kernel1, dq_kernel{n}, dk_kernel{n}"
 
 
 def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: bool, fused: bool,
@@ -105,7 +110,7 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
     return GradReport(
         **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
                         shapes={"dq": [T, d_k], "dk": [T, d_k], "dv": [T, d_v], "d_scores": [T, T]}),
-        fused=fused, precision=precision, kernel=backward_kernel_name(fused, precision, d_k),
+        fused=fused, precision=precision, kernel=backward_kernel_name(backend, fused, precision, d_k),
         grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,
         timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms, notices=notices,
         dq=out.dq[0], dk=out.dk[0], dv=out.dv[0],
