@@ -1603,9 +1603,9 @@ extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __re
                                                                int T, int d_k, float scale, int causal) {
     const long head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const int k_end = causal ? min(T, row0 + 64) : T;  // dS[i][j] = 0 for j > i
+    const int j_end = causal ? min(T, row0 + 64) : T;  // dS[i][j] = 0 for j > i: no key past the last row
     gemm_tile_8x8<64, 64, false>(ds + head * T * T, T, k + head * T * d_k, d_k, dq + head * T * d_k, d_k, T, d_k,
-                                 k_end, row0, blockIdx.x * 64, 0, scale);
+                                 j_end, row0, blockIdx.x * 64, 0, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __restrict__ ds,  // (H, T, T)
