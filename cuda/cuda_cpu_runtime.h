@@ -4,7 +4,8 @@
 // andrea_cli/backends/cpu_runtime/build.py writes that file, module.py and native.py launch it.
 //
 // Model: every CUDA thread of a block is a fiber (own mmap'd stack with a guard page) on one OS
-// thread; blocks run one after another. Fibers are created once and switched by a few lines of
+// thread; a launch's blocks are spread over LaunchOptions.threads OS threads, each block run
+// start to end by one of them. Fibers are created once and switched by a few lines of
 // assembly (x86-64; elsewhere makecontext + _setjmp/_longjmp), never swapcontext (a syscall per
 // switch). A scheduler runs each runnable fiber until it blocks; when nothing can run it
 // releases __syncthreads if every live thread waits there (returned threads count as arrived),
@@ -14,7 +15,7 @@
 // undefined on a GPU (a hang or garbage) and ends the launch with WARP_MISUSE here.
 // __shared__ is thread_local (a block-scope static per OS thread); the module's whole TLS block
 // is therefore shared memory and is poisoned with NaN bytes at each block start.
-// Launches of one library are serialized by a mutex, so the scheduler state is plain globals.
+// Launches of one library are serialized by a mutex; each OS thread has its own scheduler state.
 //
 // Where it lives: this file is the one force-included entry; the model is in cuda/cpu_runtime/,
 // one file per section, included below in order (each opens with what it emulates and what it
@@ -34,12 +35,24 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <climits>
+#include <condition_variable>
 #include <mutex>
 #include <new>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
+// The standard headers that spell GCC's attribute `__noinline__`, included before qualifiers.h
+// makes that word CUDA's macro: a kernel file's own `#include <memory>` then finds them done.
+// tests/test_cuda_as_written.py includes every standard header g++ ships in front of a kernel.
+#include <memory>  // bits/shared_ptr_base.h: __attribute__((__noinline__))
+#if __has_include(<stacktrace>)
+#include <stacktrace>  // [[__gnu__::__noinline__]] (C++23)
+#endif
+#if __has_include(<experimental/bits/simd_detail.h>)
+#include <experimental/bits/simd_detail.h>  // _GLIBCXX_SIMD_NEVER_INLINE, respelled in qualifiers.h
+#endif
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -59,6 +72,7 @@
 // anonymous namespace: two kernel libraries in one process must not share a scheduler (inline
 // functions' statics would otherwise become process-wide unique symbols).
 #include "cpu_runtime/qualifiers.h"
+#include "cpu_runtime/cuda_runtime_stub.h"
 #include "cpu_runtime/vectors.h"
 #include "cpu_runtime/math_atomics.h"
 #include "cpu_runtime/context_switch.h"
@@ -73,4 +87,5 @@
 #include "cpu_runtime/exports.h"
 #include "cpu_runtime/sync_intrinsics.h"
 #include "cpu_runtime/intrinsics.h"
+#include "cpu_runtime/math_functions.h"
 #include "cpu_runtime/tensor_cores.h"

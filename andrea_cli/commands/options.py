@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
+from andrea_cli.errors import AndreaError
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ BACKEND = Flag("auto", ("--backend",), "auto, cuda, cpu or numpy.")
 KERNEL = Flag(None, ("--kernel",), "Run an edited copy of the kernel file.")
 TIMEOUT = Flag(None, ("--timeout",), "CPU build: the most CPU seconds one block of a launch may run "
                                      "(default: 2 s, more for a larger launch).", metavar="SECONDS")
+THREADS = Flag(None, ("--threads",), "CPU build: OS threads a launch's blocks are spread over "
+                                     "(default: every core).", metavar="N")
 
 # The multi-head layer, from x
 D_MODEL = Flag(None, ("--d-model",), "Run the whole multi-head layer from x (T, d_model).")
@@ -70,6 +73,7 @@ class RunOptions:
     qkv: Path | None = None
     mask: str = MASK.default
     no_scale: bool = False
+    scale: float | None = None  # the Python API's factor, used as given (PyTorch's SDPA scale=); None: 1/sqrt(d_k)
     backend: str = BACKEND.default
     kernel: Path | None = None
     as_json: bool = False
@@ -81,6 +85,15 @@ class RunOptions:
     x: Path | None = None
     layer_weights: Path | None = None
     precision: str = PRECISION.default  # with fused: the FP32 kernels, or the tensor-core (bf16) ones
+
+    @property
+    def scaled(self) -> bool | float:
+        """What the runs take: True (1/sqrt(d_k)), False (--no-scale) or the factor given."""
+        if self.scale is not None:
+            if self.no_scale:
+                raise AndreaError("scale gives the factor and no_scale drops it: pass one of them")
+            return float(self.scale)
+        return not self.no_scale
 
     @property
     def wants_layer(self) -> bool:

@@ -77,10 +77,12 @@ def backward_kernel_name(backend, fused: bool, precision: str, d_k: int) -> str 
 
 def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: bool, fused: bool,
                  notices: list[str] | None = None, precision: str = "fp32") -> GradReport:
-    """qkv: (T, d_k), (T, d_k), (T, d_v); d_out: (T, d_v), dL/dO. precision bf16 (fused only):
-    the tensor-core forward and backward."""
+    """qkv: (T, d_k), (T, d_k), (T, d_v); d_out: (T, d_v), dL/dO. Or, from the Python API, H
+    heads' (H, T, d) each, run in one launch per stage. precision bf16 (fused only): the
+    tensor-core forward and backward."""
     notices = list(notices or [])
-    q, k, v, do = (a[None] for a in (qkv.q, qkv.k, qkv.v, d_out))  # one head: H = 1
+    one = qkv.H is None
+    q, k, v, do = (a[None] if one else a for a in (qkv.q, qkv.k, qkv.v, d_out))  # one head: H = 1
     if fused:
         out = backend.attention_backward_fused(q, k, v, do, mask=mask, scaled=scaled, precision=precision)
         if precision == "bf16":
@@ -109,9 +111,10 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
         notices.append(f"T > {CHECK_MAX_T}: the float64 check (T×T matrices in float64) was skipped")
     return GradReport(
         **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
-                        shapes={"dq": [T, d_k], "dk": [T, d_k], "dv": [T, d_v], "d_scores": [T, T]}),
+                        shapes={name: ([] if one else [qkv.H]) + shape for name, shape in
+                                (("dq", [T, d_k]), ("dk", [T, d_k]), ("dv", [T, d_v]), ("d_scores", [T, T]))}),
         fused=fused, precision=precision, kernel=backward_kernel_name(backend, fused, precision, d_k),
         grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,
         timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms, notices=notices,
-        dq=out.dq[0], dk=out.dk[0], dv=out.dv[0],
+        dq=out.dq[0] if one else out.dq, dk=out.dk[0] if one else out.dk, dv=out.dv[0] if one else out.dv,
     )

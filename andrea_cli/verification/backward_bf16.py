@@ -6,6 +6,7 @@ bf16 roundings of Q, K, V, dO, P and dS, on the kernels' own output and logsumex
 from __future__ import annotations
 
 from andrea_cli.backends.base import DeviceFault
+from andrea_cli.backends.launch.backward_bf16 import LSE_FORWARD_VARIANT
 from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
@@ -33,7 +34,8 @@ def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> N
     except AndreaError as exc:
         result.error = f"bf16 backward (d {case.d_k}): {str(exc).splitlines()[0]}"
         return
-    out, out_tol = bf16_attention.reference_and_tol(x.q, x.k, x.v, case.mask, case.scaled)
+    out, out_tol = bf16_attention.reference_and_tol(x.q, x.k, x.v, case.mask, case.scaled,
+                                                    variant=LSE_FORWARD_VARIANT)  # kernel4's body
     result.stages["bf16_fwd"] = compare(got.output, out, out_tol)
     lse, lse_tol = bf16_backward.lse_reference_and_tol(x.q, x.k, case.mask, case.scaled)
     result.stages["bf16_lse"] = compare(got.lse, lse, lse_tol)

@@ -24,6 +24,7 @@ import numpy as np
 
 from andrea_cli.backends.launch.fused_bf16 import TC_KEYS
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 from andrea_cli.verification.bf16_attention import bf16_inputs, round_bf16
 from andrea_cli.verification.tolerances import TINY, U, gamma
 
@@ -72,7 +73,7 @@ def reference_and_tol(q, k, v, d_out, out, lse, mask: MaskSpec, scaled: bool, un
     dob = round64(d_out)
     H, T, d = qs.shape
     visible = mask.visible(T)
-    scale = float(np.float32(1 / math.sqrt(d) if scaled else 1.0))
+    scale = float(np.float32(scale_for(d, scaled)))
     lse2 = (np.asarray(lse, np.float32) * np.float32(LOG2E)).astype(np.float64)[..., None]  # an fp32 product
     s = qs @ _t(kb)  # log2 units, exact
     p = np.where(visible, np.exp2(np.where(visible, s, 0.0) - lse2), 0.0)
@@ -139,7 +140,7 @@ def exact_gradients(q, k, v, d_out, mask: MaskSpec, scaled: bool) -> Bf16Gradien
     q, k, v, d_out = (np.asarray(a, np.float64) for a in (q, k, v, d_out))
     T, d = q.shape[1], q.shape[2]
     visible = mask.visible(T)
-    scale = 1 / math.sqrt(d) if scaled else 1.0
+    scale = scale_for(d, scaled)
     s = np.where(visible, (q @ _t(k)) * scale, -np.inf)
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
@@ -155,7 +156,7 @@ def autograd_bf16(q, k, v, d_out, mask: MaskSpec, scaled: bool) -> Bf16Gradients
     qb, kb, vb, dob = (round64(a) for a in (q, k, v, d_out))
     T, d = qb.shape[1], qb.shape[2]
     visible = mask.visible(T)
-    scale = float(round64(np.array([1 / math.sqrt(d) if scaled else 1.0]))[0])
+    scale = float(round64(np.array([scale_for(d, scaled)]))[0])
     s = round64(qb @ _t(kb))
     s_scaled = round64(s * scale)
     logits = np.where(visible, s_scaled, -np.inf)

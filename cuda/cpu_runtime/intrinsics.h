@@ -221,7 +221,7 @@ inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_
 
 // ---------------------------------------------------------------------------------------------
 // Atomics beyond add/sub/exch/cas/min/max (math_atomics.h): bitwise, wrapping inc/dec, and
-// the _block/_system scopes (one scope here: every block runs on the same OS thread).
+// the _block/_system scopes (one scope here: every atomic is a real atomic across OS threads).
 
 template <class T> inline T atomicAnd(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_and(v); }
 template <class T> inline T atomicOr(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_or(v); }
@@ -257,29 +257,19 @@ ANDREA_SCOPED(atomicDec)
 
 // ---------------------------------------------------------------------------------------------
 // Block votes: __syncthreads that also counts a predicate over the threads that reach it.
-// The count is tagged with the barrier generation (two buffers: a fast thread may arrive at the
-// next vote before a slow one has read this one).
 
 namespace andrea {
 namespace {
-struct BlockVote {
-    uint64_t tag[2] = {~0ull, ~0ull};
-    int count[2] = {0, 0}, arrived[2] = {0, 0};
-};
-inline BlockVote& block_vote_state() {
-    static BlockVote v;
-    return v;
-}
-// (threads whose predicate holds, threads that arrived)
+// (threads whose predicate holds, threads that arrived); the state is the scheduler's (Sched)
 inline std::pair<int, int> block_vote(int pred) {
-    BlockVote& v = block_vote_state();
-    const uint64_t g = sched().barrier_gen;
+    Sched& v = sched();
+    const uint64_t g = v.barrier_gen;
     const int b = (int)(g & 1);
-    if (v.tag[b] != g) { v.tag[b] = g; v.count[b] = 0; v.arrived[b] = 0; }
-    v.count[b] += pred != 0;
-    v.arrived[b]++;
+    if (v.vote_tag[b] != g) { v.vote_tag[b] = g; v.vote_count[b] = 0; v.vote_arrived[b] = 0; }
+    v.vote_count[b] += pred != 0;
+    v.vote_arrived[b]++;
     __syncthreads();
-    return {v.count[b], v.arrived[b]};
+    return {v.vote_count[b], v.vote_arrived[b]};
 }
 }  // namespace
 }  // namespace andrea

@@ -52,7 +52,7 @@ inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 // ---------------------------------------------------------------------------------------------
-// Atomics (one OS thread runs a launch, but std::atomic_ref keeps them honest for any caller)
+// Atomics: std::atomic_ref, real atomics across the OS threads a launch's blocks run on
 
 template <class T> inline T atomicAdd(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_add(v); }
 template <class T> inline T atomicSub(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_sub(v); }

@@ -6,8 +6,6 @@ build through the same `KernelDevice` as the other launchers."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from andrea_cli.backends.launch.backward import DS_ROWS_PER_BLOCK, BackwardOutputs
@@ -15,7 +13,11 @@ from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, 
 from andrea_cli.backends.launch.fused_bf16 import (TC_KEYS, TC_ROWS, TC_THREADS, check_bf16_shape, convert_inputs,
                                                    launch_to_bf16, shared_bytes_bf16)
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
+# The forward that saves the logsumexp: attention_fused_lse_kernel4, kernel4's body (kernel5 has no
+# lse twin yet)
+LSE_FORWARD_VARIANT = 4
 # What one run of it times, in launch order
 BF16_BACKWARD_STAGES = ("to_bf16", "forward", "delta", "dkdv", "dq")
 
@@ -58,7 +60,7 @@ def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, de
         shared_mem=dkdv_shared_bytes_bf16(d))
     clock.stop("dkdv")
     clock.start("dq")
-    scale = np.float32(1.0 / math.sqrt(d) if scaled else 1.0)
+    scale = np.float32(scale_for(d, scaled))
     dev.get_function(f"attention_backward_dq_kernel2_d{d}")(
         (cdiv(T, TC_ROWS), 1, H), (TC_THREADS, 1, 1), (qb, kb, vb, dob, lse, delta, dq, i32(T), scale, *mask_args),
         shared_mem=dq_shared_bytes_bf16(d))
@@ -69,7 +71,7 @@ def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T:
     dev.get_function(f"attention_fused_lse_kernel4_d{d}")(
         (cdiv(T, TC_ROWS), 1, H), (TC_THREADS, 1, 1),
         (qb, kb, vb, out, lse, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
-        shared_mem=shared_bytes_bf16(d))
+        shared_mem=shared_bytes_bf16(d, LSE_FORWARD_VARIANT))
 
 
 def run_backward_bf16(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
