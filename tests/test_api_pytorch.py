@@ -121,7 +121,7 @@ def test_every_command_option_is_a_keyword_of_its_function():
 def test_options_the_signature_does_not_list_still_reach_the_command_or_are_named():
     with pytest.raises(AndreaError, match=r"^frobnicate: not an option of andrea attend; the options are"):
         andrea_cli.attend(T=8, backend="numpy", frobnicate=1)
-    with pytest.raises(AndreaError, match=r"--precision bf16 runs the tensor-core fused kernel: add --fused"):
+    with pytest.raises(AndreaError, match=r"--precision bf16 runs the tensor-core fused kernels: add --fused"):
         andrea_cli.attend(T=8, backend="numpy", precision="bf16")
 
 

@@ -96,19 +96,19 @@ def test_backward_matches_numpy(backend, T, d_k, d_v, mask):
     assert (runs[0][1].d_scores[:, ~mask.visible(T)] == 0).all()
 
 
-@pytest.mark.parametrize("T,d", [(1, 64), (97, 128), (1024, 64), (2049, 128)])
+# on the CPU: one 64-key tile and a partial one, d 64 (the tile-edge cases live in verify's family)
+@pytest.mark.parametrize("device,T,d_k,d_v", on_devices([(97, 64, 64)],
+                                                        [(1, 64, 64), (97, 128, 128), (1024, 64, 64), (2049, 128, 128)]))
 @pytest.mark.parametrize("mask", [MaskSpec("causal"), MaskSpec("none"), MaskSpec("window", 100)], ids=str)
-def test_cuda_bf16_backward_matches_its_rounding_reference(T, d, mask):
-    """The tensor-core backward on the GPU: the logsumexp and dQ, dK, dV against the float64
-    reference with the kernels' bf16 roundings (the bound the CPU build's emulation is held to),
-    and within 3x of an emulated bf16 autograd's error against float64."""
-    from andrea_cli.backends.cuda import CudaBackend
+def test_bf16_backward_matches_its_rounding_reference(backend, T, d_k, d_v, mask):
+    """The tensor-core backward: the logsumexp and dQ, dK, dV against the float64 reference with
+    the kernels' bf16 roundings (the bound the CPU build's emulation is held to), and within 3x of
+    an emulated bf16 autograd's error against float64."""
     from andrea_cli.verification import bf16_backward
 
-    rng = np.random.default_rng(T + d)
-    q, k, v, d_out = (rng.standard_normal((2, T, d), dtype=np.float32) for _ in range(4))
-    got = CudaBackend(packaged_kernel_path()).attention_backward_fused(q, k, v, d_out, mask=mask, scaled=True,
-                                                                        precision="bf16")
+    rng = np.random.default_rng(T + d_k)
+    q, k, v, d_out = (rng.standard_normal((2, T, d_k), dtype=np.float32) for _ in range(4))
+    got = backend.attention_backward_fused(q, k, v, d_out, mask=mask, scaled=True, precision="bf16")
     lse, lse_tol = bf16_backward.lse_reference_and_tol(q, k, mask, True)
     assert (np.abs(got.lse - lse) <= lse_tol).all()
     want, tol = bf16_backward.reference_and_tol(q, k, v, d_out, got.output, got.lse, mask, True)

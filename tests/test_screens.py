@@ -68,8 +68,8 @@ def test_verify_wide_console_shows_every_stage():
     from andrea_cli.render.verify import render_verify
     from andrea_cli.verification import STAGE_ORDER
 
-    text = draw(render_verify, verify_report(), width=220)
-    assert_fits(text, 220)
+    text = draw(render_verify, verify_report(), width=240)
+    assert_fits(text, 240)
     header = next(line for line in text.splitlines() if "invariants" in line)
     assert all(name.split()[0] in header for name in STAGE_ORDER)
 
@@ -79,9 +79,9 @@ def test_verify_layouts_narrow_with_the_console():
 
     report = verify_report()
     chosen = {width: verify_table(Console(width=width, file=io.StringIO()), report).title
-              for width in (80, 120, 220)}
+              for width in (80, 120, 240)}
     assert chosen == {80: compact_table(report).title, 120: family_table(report).title,
-                      220: full_table(report).title}
+                      240: full_table(report).title}
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """`andrea verify`'s report as Rich tables: failures first, then a summary.
 
 The table has three layouts and the widest that fits the console without cutting a cell is
-drawn: every stage its own column (about 180 columns), a column per kernel family (about 110),
+drawn: every stage its own column (about 230 columns), a column per kernel family (about 110),
 and at 80 columns the case, its launch and its worst stage. Each keeps the ok/FAIL verdict."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ CAPTION_GEOMETRY = ("geom: scores/av kernel (1 one output per thread, 2 8x8 per 
                     "run in order (fwd) or reversed (rev)")
 CAPTION_STAGES = ("bwd stages: the backward's dv, dp, ds, dq, dk, each on its own inputs; bwd: its dQ, dK, dV end "
                   "to end; fused bwd: the logsumexp and the fused backward's dQ, dK, dV")
-FAMILY_HEADERS = {"staged": "staged", "fused": "fused", "fused_bf16": "bf16", "backward": "backward"}
+FAMILY_HEADERS = {"staged": "staged", "fused": "fused", "fused_bf16": "bf16", "backward": "bwd",
+                  "backward_bf16": "bf16\nbwd"}  # two lines: the table fits 120 columns
 
 
 def _share(check) -> float:
@@ -95,7 +96,7 @@ def full_table(report: VerifyReport) -> Table:
     for r in report.results:
         cells = [_verdict(r), *_case_cells(r)]
         if r.error:  # the message is printed in full under the table
-            cells += ["[red]error[/red]"] + [""] * (len(STAGE_ORDER) - 1) + ["[red]did not finish[/red]"]
+            cells += ["[red]error[/red]"] + [""] * (len(STAGE_ORDER) - 1) + ["[red]stopped early[/red]"]
         else:
             cells += [_cell(r.stages, COLUMN_STAGES[column]) for column in STAGE_ORDER] + [_invariants(r)]
         rows.append(cells)
@@ -111,7 +112,7 @@ def family_table(report: VerifyReport) -> Table:
     for r in report.results:
         cells = [_verdict(r), *_case_cells(r)]
         if r.error:
-            cells += ["[red]error[/red]"] + [""] * (len(FAMILIES) - 1) + ["[red]did not finish[/red]"]
+            cells += ["[red]error[/red]"] + [""] * (len(FAMILIES) - 1) + ["[red]stopped early[/red]"]
         else:
             cells += [_cell(r.stages, family_stages[f.name]) for f in FAMILIES] + [_invariants(r)]
         rows.append(cells)
@@ -128,7 +129,7 @@ def compact_table(report: VerifyReport) -> Table:
         case = f"{c.T}×{c.d_k}×{c.d_v} {c.mask}{'' if c.scaled else ' unscaled'}"
         run = f"{c.plan.short()} {_schedule(r)}"
         if r.error:
-            worst, invariants = "[red]error[/red]", "[red]did not finish[/red]"
+            worst, invariants = "[red]error[/red]", "[red]stopped early[/red]"
         else:
             name, check = _worst(r.stages, list(r.stages))
             worst, invariants = f"{escape(name)} {_share_text(check)}", _invariants(r)
