@@ -32,6 +32,9 @@ BASE_FLAGS = ["-x", "c++", "-std=c++20", "-O2", "-fPIC", "-shared", "-fno-strict
 LINK_FLAGS = ["-Wl,-z,defs"]
 SANITIZE_FLAGS = ["-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
                   "-fno-sanitize-recover=all"]
+# racecheck: ThreadSanitizer (cpu_runtime/racecheck.h tells it CUDA's ordering rules); -g for the
+# kernel file's lines in its reports
+RACECHECK_FLAGS = ["-g", "-fsanitize=thread"]
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,10 @@ def cache_dir() -> pathlib.Path:
     return cache_root() / "cpu"
 
 
-def flags_for(sanitize: bool) -> list[str]:
-    # -z defs would need ASan's runtime linked into the library, which the sanitized worker preloads.
+def flags_for(sanitize: bool, racecheck: bool = False) -> list[str]:
+    # -z defs would need the sanitizer's runtime linked into the library, which its worker preloads.
+    if racecheck:
+        return BASE_FLAGS + RACECHECK_FLAGS
     return BASE_FLAGS + (SANITIZE_FLAGS if sanitize else LINK_FLAGS)
 
 
@@ -146,18 +151,20 @@ def runtime_text() -> str:
     return "\0".join(f"{p.relative_to(HEADER.parent)}\0{p.read_text()}" for p in files)
 
 
-def build(src: KernelSource, *, sanitize: bool, extra_flags: tuple[str, ...] = ()) -> pathlib.Path:
+def build(src: KernelSource, *, sanitize: bool, racecheck: bool = False,
+          extra_flags: tuple[str, ...] = ()) -> pathlib.Path:
     """The compiled library for this kernel file, from the cache or compiled now. extra_flags:
-    -D/-U/-I options a RawModule passes on."""
+    -D/-U/-I options a RawModule passes on; sanitize (ASan) and racecheck (TSan) are flavours."""
     cxx = find_compiler()
     wrapper = wrapper_source(src)
-    flags = flags_for(sanitize) + list(extra_flags)
+    flags = flags_for(sanitize, racecheck) + list(extra_flags)
     key = hashlib.sha256()
     for part in (src.text, runtime_text(), wrapper, " ".join(flags), cxx, compiler_version(cxx)):
         key.update(part.encode())
         key.update(b"\0")
     out_dir = cache_dir()
-    lib = out_dir / f"{src.path.stem}-{key.hexdigest()[:24]}{'-asan' if sanitize else ''}.so"
+    flavour = "-tsan" if racecheck else "-asan" if sanitize else ""
+    lib = out_dir / f"{src.path.stem}-{key.hexdigest()[:24]}{flavour}.so"
     if lib.exists():
         return lib
     out_dir.mkdir(parents=True, exist_ok=True)

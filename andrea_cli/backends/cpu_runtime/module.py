@@ -110,20 +110,27 @@ class CpuModule:
 
     def __init__(self, source_path: pathlib.Path, *, schedule: str = "forward", sanitize: bool = False,
                  name_expressions: tuple[str, ...] = (), extra_flags: tuple[str, ...] = (),
-                 timeout: float | None = None):
-        """timeout: the most CPU seconds one block of a launch may run (None: the default budget)."""
+                 timeout: float | None = None, racecheck: bool = False):
+        """timeout: the most CPU seconds one block of a launch may run (None: the default budget).
+        racecheck: the ThreadSanitizer build, every data race a GPU could expose an error."""
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, got {schedule!r}")
+        if sanitize and racecheck:
+            raise CpuRuntimeError("sanitize and racecheck are two builds (AddressSanitizer and ThreadSanitizer "
+                                  "cannot share a process): pass one of them")
         self.source_path, self.schedule, self.sanitize = pathlib.Path(source_path).resolve(), schedule, sanitize
-        self.timeout = timeout
+        self.timeout, self.racecheck = timeout, racecheck
         # The plain build runs each launch in a forked child, on guarded shared arrays; the sanitized
-        # build runs in a worker process already, on AddressSanitizer's own allocations.
-        self.isolate = not sanitize
+        # and racecheck builds run in a worker process already, on their sanitizer's own allocations.
+        self.isolate = not sanitize and not racecheck
         self._src = scan(self.source_path, tuple(name_expressions))
         self._exports = self._src.exports()  # kernel name or name expression -> library symbol
         self.kernel_names: list[str] = list(self._exports)
-        self.library_path = build(self._src, sanitize=sanitize, extra_flags=tuple(extra_flags))
-        if sanitize:
+        self.library_path = build(self._src, sanitize=sanitize, racecheck=racecheck, extra_flags=tuple(extra_flags))
+        if racecheck:
+            from andrea_cli.backends.cpu_runtime.racecheck import RacecheckLibrary
+            self._native = RacecheckLibrary(self.library_path, list(self._exports.values()))
+        elif sanitize:
             from andrea_cli.backends.cpu_runtime.sanitize import SanitizedLibrary
             self._native = SanitizedLibrary(self.library_path, list(self._exports.values()))
         else:
@@ -156,6 +163,8 @@ class CpuModule:
             rc, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem, reverse,
                                            self._options(args))
             raise_for(kernel.name, rc, info)
+            if self.racecheck:
+                self._native.raise_races(kernel.name, kernel.params, block)
             return
         # Every array in its own guarded shared mapping: the caller's own when it is one already
         # (the backends allocate them so), else a copy, copied back if the kernel may write it.
