@@ -6,6 +6,9 @@
 // tensor starts at h * T * d); the head is blockIdx.z, so one launch covers every head and a
 // single head is just gridDim.z = 1. All data is float32, row-major, contiguous.
 //
+// The file: BUILDING BLOCKS first (warp reductions, the 8x8 GEMM tile of the register-tiled
+// kernels, the tensor-core instructions' wrappers), then the kernels in the order listed here.
+//
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
 // sm_90 (NVRTC): tests/test_kernel_compile.py holds every kernel to its budget and to no spills.
@@ -64,6 +67,21 @@
 //                    The same body (a __device__ function); the plain kernels pass nullptr.
 //                    registers <= 56, <= 80
 //
+// Tensor cores (bf16 in, fp32 accumulate; BUILDING BLOCKS explains mma.sync, ldmatrix, cp.async):
+//
+//   to_bf16_kernel1  out = bf16(in * multiplier), round to nearest even     (n) f32 -> (n) bf16
+//                    the copies of Q (pre-scaled by scale·log2 e), K and V the next kernel reads.
+//                    grid-stride over pairs; grid (min(ceil(n/512), 4096)), block (256);
+//                    registers <= 24
+//   attention_fused_kernel4_d64, attention_fused_kernel4_d128   the same output as the fused
+//                    kernels above, from bf16 Q, K, V: FlashAttention-2 on tensor cores (sm_80+).
+//                    (H,T,d) bf16 x3 -> (H,T,d) f32, d_k = d_v = d. 4 warps x 16 query rows;
+//                    64-key tiles, double-buffered with cp.async; S and O by mma.sync.m16n8k16
+//                    (K by ldmatrix, V by ldmatrix.trans), P reused from S's registers; online
+//                    softmax in exp2; masked tiles skipped whole. grid (ceil(T/64), 1, H),
+//                    block (128), shared_mem = 640 * (d + 8) bytes (46,080 at d = 64; 87,040 at
+//                    d = 128, an opt-in above 48 KiB); registers <= 144, <= 192
+//
 // Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
 //
 //   dv_kernel1       dV = P^T · dO                              (H,T,T),(H,T,d_v) -> (H,T,d_v)
@@ -94,21 +112,6 @@
 //                    forward. -> (H,T,d_k); grid (ceil(T/rows), 1, H), block (32, rows),
 //                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1))); registers <= 56
 //
-// Tensor cores (bf16 in, fp32 accumulate; the section TENSOR CORES explains the building blocks):
-//
-//   to_bf16_kernel1  out = bf16(in * multiplier), round to nearest even     (n) f32 -> (n) bf16
-//                    the copies of Q (pre-scaled by scale·log2 e), K and V the next kernel reads.
-//                    grid-stride over pairs; grid (min(ceil(n/512), 4096)), block (256);
-//                    registers <= 24
-//   attention_fused_kernel4_d64, attention_fused_kernel4_d128   the same output as the fused
-//                    kernels above, from bf16 Q, K, V: FlashAttention-2 on tensor cores (sm_80+).
-//                    (H,T,d) bf16 x3 -> (H,T,d) f32, d_k = d_v = d. 4 warps x 16 query rows;
-//                    64-key tiles, double-buffered with cp.async; S and O by mma.sync.m16n8k16
-//                    (K by ldmatrix, V by ldmatrix.trans), P reused from S's registers; online
-//                    softmax in exp2; masked tiles skipped whole. grid (ceil(T/64), 1, H),
-//                    block (128), shared_mem = 640 * (d + 8) bytes (46,080 at d = 64; 87,040 at
-//                    d = 128, an opt-in above 48 KiB); registers <= 144, <= 192
-//
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every
 // __syncthreads().
@@ -122,6 +125,315 @@
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif
+// ================================================================================================
+// BUILDING BLOCKS
+//
+// The device functions the kernels below are built from, each in one place: warp reductions,
+// the register-tiled 8x8 GEMM tile of the staged kernels, and the tensor-core instructions'
+// wrappers. No kernel here: the stages follow, in the order of the equation.
+// ------------------------------------------------------------------------------------------------
+
+// Warp reductions: every lane ends with the warp's max or sum, by xor-shuffles.
+
+__device__ __forceinline__ float warp_max(float x) {
+    for (int offset = 16; offset > 0; offset >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, offset));
+    return x;  // every lane holds the warp's max
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+    for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffff, x, offset);
+    return x;  // every lane holds the warp's sum
+}
+
+// Reduce one value per thread to one value for the block: shuffles within each warp, then warp 0
+// combines the per-warp results from shared memory. blockDim.x is a multiple of 32.
+__device__ float block_reduce(float x, float* warp_results, bool is_max) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+    x = is_max ? warp_max(x) : warp_sum(x);
+    if (lane == 0) warp_results[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        x = lane < n_warps ? warp_results[lane] : (is_max ? -INFINITY : 0.0f);
+        x = is_max ? warp_max(x) : warp_sum(x);
+        if (lane == 0) warp_results[0] = x;
+    }
+    __syncthreads();
+    const float result = warp_results[0];
+    __syncthreads();  // warp_results is reused by the next reduction
+    return result;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The 8x8 GEMM tile, for scores_kernel2 and av_kernel2.
+//
+// scores_kernel1 and av_kernel1 compute one output per thread, so every FMA needs two shared
+// loads (one of each operand) and shared memory, not arithmetic, bounds them. Here each thread
+// computes an 8x8 block of outputs: per step along k it loads 8 values of A and 8 of B (four
+// 16-byte loads) and does 64 FMAs with them, a 16x better ratio of shared loads to FMAs. The
+// stages stay separate launches: `attend` shows each one.
+
+#define GEMM_BK 8  // k-slice per shared-memory tile
+
+// One output tile C[row0 .. row0+BM) x [col0 .. col0+BN) of C = A · B, for a block of
+// (BM/8)·(BN/8) threads, each owning rows {4ty..4ty+3, BM/2+4ty..} x cols {4tx..4tx+3, BN/2+4tx..}:
+// two groups of four, so that a quarter warp's 16-byte loads fall on consecutive addresses
+// (no bank conflicts) where eight adjacent columns per thread would collide two by two.
+//   A: (M, k_end..) row-major with row stride lda
+//   B_NK:  B is given as (N, K) row-major (K^T in Q·K^T: both operands are read along k)
+//   !B_NK: B is given as (K, N) row-major (V in P·V)
+// Two shared-memory stages: the next k-slice is loaded into one while the FMAs read the other,
+// so one barrier per slice suffices.
+template <int BM, int BN, bool B_NK>
+__device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int lda,
+                                              const float* __restrict__ B, int ldb,
+                                              float* __restrict__ C, int ldc,
+                                              int M, int N, int k_end, int row0, int col0) {
+    constexpr int THREADS = (BM / 8) * (BN / 8);
+    // a_s[stage][k][i] = A[row0 + i][k0 + k] (transposed, so a thread's rows are one float4);
+    // b_s[stage][k][j] = B(k0 + k, col0 + j). The +4 keeps the transposing stores off shared
+    // bank conflicts while rows stay 16-byte aligned for the float4 reads.
+    __shared__ __align__(16) float a_s[2][GEMM_BK][BM + 4];
+    __shared__ __align__(16) float b_s[2][GEMM_BK][BN + 4];
+
+    const int tid = threadIdx.x, tx = tid % (BN / 8), ty = tid / (BN / 8);
+
+    // Which elements this thread copies: the same k (or column) every time, rows `step` apart,
+    // addressed from one pointer per operand (eight pointers would cost sixteen registers).
+    constexpr int A_STEP = THREADS / GEMM_BK;                   // rows between a thread's A elements
+    constexpr int B_STEP = B_NK ? THREADS / GEMM_BK : THREADS / BN;
+    const int a_i = tid / GEMM_BK, a_k = tid % GEMM_BK;          // consecutive threads: consecutive k
+    const int b_r = B_NK ? tid / GEMM_BK : tid / BN;            // B row (N row if B_NK, else k)
+    const int b_c = B_NK ? tid % GEMM_BK : tid % BN;            // B column (k if B_NK, else N)
+    const float* a_src = A + (long)(row0 + a_i) * lda + a_k;
+    const float* b_src = B_NK ? B + (long)(col0 + b_r) * ldb + b_c : B + (long)b_r * ldb + col0 + b_c;
+
+    auto load = [&](int stage, int k0) {
+#pragma unroll
+        for (int n = 0; n < BM * GEMM_BK / THREADS; ++n) {
+            const int i = a_i + n * A_STEP;
+            a_s[stage][a_k][i] = (row0 + i < M && k0 + a_k < k_end) ? a_src[(long)n * A_STEP * lda + k0] : 0.0f;
+        }
+#pragma unroll
+        for (int n = 0; n < BN * GEMM_BK / THREADS; ++n) {
+            const int r = b_r + n * B_STEP;
+            if (B_NK)  // like A: row j of B is column j of the tile
+                b_s[stage][b_c][r] = (col0 + r < N && k0 + b_c < k_end) ? b_src[(long)n * B_STEP * ldb + k0] : 0.0f;
+            else       // row k of B is row k of the tile
+                b_s[stage][r][b_c] = (k0 + r < k_end && col0 + b_c < N) ? b_src[(long)(k0 + n * B_STEP) * ldb] : 0.0f;
+        }
+    };
+
+    float acc[8][8];  // acc[r][c]: row (r < 4 ? 4ty + r : BM/2 + 4ty + r - 4), likewise columns
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
+
+    load(0, 0);
+    int stage = 0;
+    for (int k0 = 0; k0 < k_end; k0 += GEMM_BK, stage ^= 1) {
+        __syncthreads();  // slice `stage` is complete, and everyone is done reading the other one
+        if (k0 + GEMM_BK < k_end) load(stage ^ 1, k0 + GEMM_BK);
+
+#pragma unroll
+        for (int kk = 0; kk < GEMM_BK; ++kk) {
+            const float4 a_lo = *(const float4*)&a_s[stage][kk][4 * ty];
+            const float4 a_hi = *(const float4*)&a_s[stage][kk][BM / 2 + 4 * ty];
+            const float4 b_lo = *(const float4*)&b_s[stage][kk][4 * tx];
+            const float4 b_hi = *(const float4*)&b_s[stage][kk][BN / 2 + 4 * tx];
+            const float a[8] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
+            const float b[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+#pragma unroll
+            for (int r = 0; r < 8; ++r)
+#pragma unroll
+                for (int c = 0; c < 8; ++c) acc[r][c] += a[r] * b[c];
+        }
+    }
+
+    const bool aligned = ldc % 4 == 0;  // every row of C starts on 16 bytes: float4 stores
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        const int i = row0 + (r < 4 ? 4 * ty + r : BM / 2 + 4 * ty + r - 4);
+        if (i >= M) continue;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int j = col0 + half * (BN / 2) + 4 * tx;
+            const float* v = &acc[r][4 * half];
+            float* dst = C + (long)i * ldc + j;
+            if (aligned && j + 3 < N) {
+                *(float4*)dst = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+                for (int c = 0; c < 4; ++c)
+                    if (j + c < N) dst[c] = v[c];
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tensor cores: mma.sync, ldmatrix, cp.async and the bf16/tf32 conversions.
+//
+// Every kernel before the TENSOR-CORE ATTENTION section runs on the FP32 CUDA cores. A tensor
+// core multiplies small matrices in one warp-wide instruction: mma.sync.m16n8k16 with bf16
+// inputs and fp32 accumulation computes a 16x8 tile of D = A(16x16)·B(16x8) + C, 4096 flops,
+// spread over the 32 lanes' registers in the "fragment" layouts the PTX ISA documents. The
+// wrappers below are the only places that know those layouts' instructions; each is one PTX
+// instruction on a GPU (__CUDA_ARCH__) and, in the CPU build, an emulation in
+// cuda/cuda_cpu_runtime.h (namespace ptx_emulated) that checks what a GPU would not (the whole
+// warp at an .aligned instruction, shared and aligned ldmatrix rows, cp.async data unreadable
+// before its wait, tf32 operands that skipped their conversion).
+//
+// Fragments (g = lane / 4, t = lane % 4; "lo" = bits 15:0 of a .b32 holding two bf16):
+//   A (16x16, row-major)  a0 = A[g][2t, 2t+1]  a1 = A[g+8][2t, 2t+1]  a2 = A[g][2t+8, +9]  a3 = A[g+8][2t+8, +9]
+//   B (16x8, "col")       b0 = B[2t, 2t+1][g]  b1 = B[2t+8, 2t+9][g]
+//   C, D (16x8, fp32)     c0, c1 = C[g][2t, 2t+1]  c2, c3 = C[g+8][2t, 2t+1]
+// Two adjacent n8 accumulator tiles (keys 0-7 and 8-15) hold exactly the A fragment of one k16
+// step over those keys: that is why P never leaves the registers between S = Q·K^T and O = P·V.
+// ------------------------------------------------------------------------------------------------
+
+// The PTX bodies need Ampere or newer (bf16 mma.sync, cvt.rn.bf16x2, cp.async: sm_80). The
+// file still compiles for older GPUs, where these bodies trap: andrea refuses the tensor-core
+// kernels on such a GPU before any launch (andrea_cli/backends/cuda_arch.py).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TC_PTX 1
+#else
+#define TC_PTX 0  // the CPU build (emulated bodies) or a GPU older than Ampere
+#endif
+
+typedef unsigned int u32;
+
+// Two floats -> one .b32 of two bf16, rounded to nearest even; `lo` lands in bits 15:0 (the
+// lower-indexed element of a fragment pair). cvt.rn.bf16x2.f32 d, a, b puts a in the UPPER half.
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+#if TC_PTX
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+    return 0;
+#else
+    return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);
+#endif
+}
+
+// fp32 -> tf32 (round to nearest, ties away): the value in a .b32 with its low 13 bits zero.
+__device__ __forceinline__ u32 f32_to_tf32(float x) {
+#if TC_PTX
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+    return 0;
+#else
+    return ptx_emulated::cvt_rna_tf32_f32(x);
+#endif
+}
+
+// D = A·B + C: A 16x16 bf16 (a[4]), B 16x8 bf16 (b[2]), C and D 16x8 fp32 (4 per lane).
+__device__ __forceinline__ void mma_bf16_m16n8k16(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
+#if TC_PTX
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::mma_m16n8k16_bf16(d, a, b, c);
+#endif
+}
+
+// D = A·B + C with tf32: A 16x8 (a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]),
+// B 8x8 (b0 = B[t][g], b1 = B[t+4][g]); operands from f32_to_tf32 (raw fp32 gets truncated).
+__device__ __forceinline__ void mma_tf32_m16n8k8(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
+#if TC_PTX
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::mma_m16n8k8_tf32(d, a, b, c);
+#endif
+}
+
+// ldmatrix: N (1, 2, 4) 8x8 matrices of 16-bit values from shared memory, one register each.
+// Lanes 8i..8i+7 pass the addresses of matrix i's eight rows (16 bytes each, 16-byte aligned).
+// Lane L receives row L/4, elements 2(L%4), 2(L%4)+1 of each matrix: an A or B fragment piece.
+// TRANS: column L/4, rows 2(L%4) and 2(L%4)+1 instead, so a row-major V tile gives B fragments.
+template <int N, bool TRANS>
+__device__ __forceinline__ void ldmatrix(u32* r, const void* row) {
+#if TC_PTX
+    const u32 s = (u32)__cvta_generic_to_shared(row);
+    if (N == 4 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+    else if (N == 4 && TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+    else if (N == 2 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+    else if (N == 2 && TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+    else if (N == 1 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::ldmatrix<N, TRANS>(r, row);
+#endif
+}
+
+// cp.async: 16 bytes global -> shared without passing through registers, while the thread goes
+// on computing. `valid` false reads nothing and fills the 16 bytes with zeros (rows past T).
+// The data may be read only after cp_async_wait and a barrier (other threads' copies).
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {
+#if TC_PTX
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"((u32)__cvta_generic_to_shared(smem_dst)), "l"(gmem_src), "r"(valid ? 16 : 0));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::cp_async_cg_16(smem_dst, gmem_src, valid ? 16 : 0);
+#endif
+}
+
+// The copies issued since the last commit become one group.
+__device__ __forceinline__ void cp_async_commit() {
+#if TC_PTX
+    asm volatile("cp.async.commit_group;\n" ::);
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::cp_async_commit_group();
+#endif
+}
+
+// Wait until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if TC_PTX
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::cp_async_wait_group(N);
+#endif
+}
+
+// ================================================================================================
+// STAGED ATTENTION: one launch per stage of the equation, each writing its (H, T, T) or (H, T, d)
+// result to memory, every variant of a stage next to the others.
+// ------------------------------------------------------------------------------------------------
 
 // ------------------------------------------------------------------------------------------------
 // scores: S = Q · K^T
@@ -158,6 +470,16 @@ extern "C" __global__ void scores_kernel1(const float* __restrict__ q,  // (H, T
     if (i < T && j < T) scores[(long)i * T + j] = acc;
 }
 
+// scores_kernel2: S = Q · K^T, 128x128 outputs per block of 256 threads, 8x8 per thread.
+extern "C" __global__ void __launch_bounds__(256, 2) scores_kernel2(const float* __restrict__ q,  // (H, T, d_k)
+                                                                 const float* __restrict__ k,  // (H, T, d_k)
+                                                                 float* __restrict__ scores,   // (H, T, T)
+                                                                 int T, int d_k) {
+    const long head = blockIdx.z;
+    gemm_tile_8x8<128, 128, true>(q + head * T * d_k, d_k, k + head * T * d_k, d_k, scores + head * T * T, T,
+                                  T, T, d_k, blockIdx.y * 128, blockIdx.x * 128);
+}
+
 // ------------------------------------------------------------------------------------------------
 // scale: S' = S / sqrt(d_k), written as a multiply by the launcher's 1/sqrt(d_k): one float
 // multiply per score. Out of place, so the unscaled scores stay available for statistics.
@@ -191,34 +513,6 @@ extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, T,
 // softmax: P[i][j] = exp(S'[i][j] - m_i) / sum_j exp(S'[i][j] - m_i), m_i = max_j S'[i][j].
 // Subtracting the row max changes nothing mathematically and keeps exp() from overflowing:
 // unscaled scores at d_k = 4096 reach 200+, and expf(89) is already inf in float32.
-
-__device__ __forceinline__ float warp_max(float x) {
-    for (int offset = 16; offset > 0; offset >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, offset));
-    return x;  // every lane holds the warp's max
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffff, x, offset);
-    return x;  // every lane holds the warp's sum
-}
-
-// Reduce one value per thread to one value for the block: shuffles within each warp, then warp 0
-// combines the per-warp results from shared memory. blockDim.x is a multiple of 32.
-__device__ float block_reduce(float x, float* warp_results, bool is_max) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
-    x = is_max ? warp_max(x) : warp_sum(x);
-    if (lane == 0) warp_results[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-        x = lane < n_warps ? warp_results[lane] : (is_max ? -INFINITY : 0.0f);
-        x = is_max ? warp_max(x) : warp_sum(x);
-        if (lane == 0) warp_results[0] = x;
-    }
-    __syncthreads();
-    const float result = warp_results[0];
-    __syncthreads();  // warp_results is reused by the next reduction
-    return result;
-}
 
 extern "C" __global__ void softmax_kernel1(const float* __restrict__ in,  // (H, T, T)
                                            float* __restrict__ out,       // (H, T, T)
@@ -271,6 +565,64 @@ extern "C" __global__ void softmax_kernel2(const float* __restrict__ in,  // (H,
     for (int j = lane; j < T; j += 32) p[j] = expf(x[j] - m) * inv_sum;
 }
 
+#define LOG2E 1.4426950408889634f  // exp(x) = exp2(x · log2 e): exp2 is one MUFU.EX2 on a GPU
+#define SOFTMAX3_VEC 4             // float4s per thread: a block of n threads holds 16·n values
+
+// softmax_kernel3: one block per row with the whole row in registers, 16 values per thread:
+// one read and one write of the row (kernel1 reads it three times), 16-byte loads where T % 4
+// == 0, and exp2 of a pre-multiplied exponent. The launcher picks blockDim.x >= T / 16.
+extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H, T, T)
+                                           float* __restrict__ out,       // (H, T, T)
+                                           int T) {
+    __shared__ float warp_results[32];
+    const long row = ((long)blockIdx.z * T + blockIdx.x) * T;
+    const float* x = in + row;
+    float* p = out + row;
+    const bool vec = T % 4 == 0;  // the row starts on 16 bytes
+
+    float e[4 * SOFTMAX3_VEC];  // e[4n + c] = x[4 (threadIdx.x + n blockDim.x) + c]: coalesced
+    float m = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < SOFTMAX3_VEC; ++n) {
+        const int j = 4 * (threadIdx.x + n * blockDim.x);
+        if (vec && j < T) {
+            const float4 a = *(const float4*)(x + j);
+            e[4 * n] = a.x; e[4 * n + 1] = a.y; e[4 * n + 2] = a.z; e[4 * n + 3] = a.w;
+        } else {
+#pragma unroll
+            for (int c = 0; c < 4; ++c) e[4 * n + c] = j + c < T ? x[j + c] : -INFINITY;
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) m = fmaxf(m, e[4 * n + c]);
+    }
+    m = block_reduce(m, warp_results, true);
+
+    const bool empty = m == -INFINITY;  // a fully masked row gets zeros (see softmax_kernel1)
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 4 * SOFTMAX3_VEC; ++n) {
+        // (x - m) first, then the log2 e factor: the subtraction is exact near the max, and
+        // exp2's argument carries one more rounding than exp's, not an error of |m|
+        e[n] = empty ? 0.0f : exp2f((e[n] - m) * LOG2E);  // masked: exp2(-inf) = 0
+        sum += e[n];
+    }
+    sum = block_reduce(sum, warp_results, false);
+    const float inv_sum = empty ? 0.0f : 1.0f / sum;
+
+#pragma unroll
+    for (int n = 0; n < SOFTMAX3_VEC; ++n) {
+        const int j = 4 * (threadIdx.x + n * blockDim.x);
+        if (vec && j < T) {
+            *(float4*)(p + j) = make_float4(e[4 * n] * inv_sum, e[4 * n + 1] * inv_sum, e[4 * n + 2] * inv_sum,
+                                            e[4 * n + 3] * inv_sum);
+        } else {
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+                if (j + c < T) p[j + c] = e[4 * n + c] * inv_sum;
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // av: O = P · V, output[i] = sum_j P[i][j] · V[j].
 
@@ -304,6 +656,20 @@ extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H,
         __syncthreads();
     }
     if (i < T && c < d_v) out[(long)i * d_v + c] = acc;
+}
+
+// av_kernel2: O = P · V, 64x64 outputs per block of 64 threads, 8x8 per thread (d_v is 64 or
+// 128 in practice: a 128-wide tile would leave half of it idle). With causal != 0 the k loop
+// stops after the block's last row, as in av_kernel1: P is exactly 0 beyond the diagonal.
+extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __restrict__ weights,  // (H, T, T)
+                                                            const float* __restrict__ v,        // (H, T, d_v)
+                                                            float* __restrict__ out,            // (H, T, d_v)
+                                                            int T, int d_v, int causal) {
+    const long head = blockIdx.z;
+    const int row0 = blockIdx.y * 64;
+    const int k_end = causal ? min(T, row0 + 64) : T;
+    gemm_tile_8x8<64, 64, false>(weights + head * T * T, T, v + head * T * d_v, d_v, out + head * T * d_v, d_v,
+                                 T, d_v, k_end, row0, blockIdx.x * 64);
 }
 
 // ================================================================================================
@@ -447,16 +813,6 @@ extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q, 
     attention_fused1(q, k, v, out, nullptr, T, d_k, d_v, scale, causal, window);
 }
 
-extern "C" __global__ void attention_fused_lse_kernel1(const float* __restrict__ q,  // (H, T, d_k)
-                                                       const float* __restrict__ k,  // (H, T, d_k)
-                                                       const float* __restrict__ v,  // (H, T, d_v)
-                                                       float* __restrict__ out,      // (H, T, d_v)
-                                                       float* __restrict__ lse,      // (H, T)
-                                                       int T, int d_k, int d_v, float scale,
-                                                       int causal, int window) {
-    attention_fused1(q, k, v, out, lse, T, d_k, d_v, scale, causal, window);
-}
-
 // attention_fused_kernel2: kernel1 with 16-byte shared-memory accesses, for d_k and d_v that are
 // multiples of 4 (every real head size). Kernel1's inner loops issue one shared load per FMA in
 // Q·K^T (and one per FMA in P·V), so shared-memory bandwidth, not arithmetic, bounds it; float4
@@ -564,6 +920,236 @@ extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q, 
     attention_fused2(q, k, v, out, nullptr, T, d_k, d_v, scale, causal, window);
 }
 
+// ------------------------------------------------------------------------------------------------
+// FUSED ATTENTION, REGISTER-TILED (attention_fused_kernel3_d64, attention_fused_kernel3_d128)
+//
+// Kernels 1 and 2 give each query row a warp, so every K and V value read from shared memory
+// feeds one query: one shared load per FMA or so, and shared memory is the limit. Here 128
+// threads share a block of 64 query rows and tiles of 64 keys; thread (rg, cg) = (tid / 16,
+// tid % 16) holds an 8x4 block of the score tile S (rows 8rg .. 8rg+7, keys cg + 16n) and an
+// 8 x d/16 block of the output (the same rows, columns 4cg + 64t .. +3), so each value it loads
+// feeds 4 or 8 FMAs. Other changes from kernel2:
+//   the head size is a template parameter (the _d64 and _d128 entry points): loops unroll and
+//     no index is divided by a runtime d
+//   Q is multiplied by scale · log2(e) once, as it is loaded, so the softmax runs in base 2:
+//     p = exp2(s - m) is one MUFU.EX2, with no multiply per score
+//   a row's 64 scores live in the 16 lanes of one half warp: its max takes 4 xor-shuffles; its
+//     sum stays split across them (each lane rescales its own part) until the very end
+//   P goes through shared memory transposed (p_s[key][row]), so the P·V loop reads a thread's
+//     8 rows of P for one key as two float4s and the key's V columns as d/64 float4s
+//   key tiles the mask hides from the whole block are skipped; the mask is tested per element
+//     only in tiles that straddle its edge (the diagonal, the window's far end, T)
+// The K/V tiles are copied with plain loads, one tile at a time (no cp.async: it needs sm_80, and
+// kernel3 runs on any GPU; with it, the next K tile would load into a buffer of its own while P·V
+// runs, as in kernel4).
+// ------------------------------------------------------------------------------------------------
+
+#define FUSED3_ROWS 64    // query rows per block
+#define FUSED3_KEYS 64    // keys per tile
+#define FUSED3_THREADS 128
+#define FUSED3_P_STRIDE (FUSED3_ROWS + 4)  // p_s row stride: lane cg's stores land 4 banks apart
+
+template <int D>
+__device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  // (H, T, D)
+                                                 const float* __restrict__ k,  // (H, T, D)
+                                                 const float* __restrict__ v,  // (H, T, D)
+                                                 float* __restrict__ out,      // (H, T, D)
+                                                 int T, float scale, int causal, int window,
+                                                 float* smem) {
+    // Dynamic shared memory (the entry point's extern array), in floats; shared_mem =
+    // 4 · (192 D + 256) bytes: 50,176 at d = 64, 99,328 at d = 128, over the 48 KiB a block gets
+    // without opting in, so the launcher opts in:
+    //   q_s (64, D)       the block's query rows, times scale · log2 e
+    //   k_s (64, D + 4)   the key tile; the +4 puts lane cg's float4 of row cg on banks 4cg..4cg+3
+    //   v_s (64, D)       the value tile
+    //   p_s (64, 68)      P of the tile, transposed (p_s[key][row]), in k_s's place once S is
+    //                     done: at d = 128 two blocks then fit in an H100's shared memory
+    constexpr int KS = D + 4, D4 = D / 4, COLS = D / 16;
+    float* q_s = smem;
+    float* k_s = q_s + FUSED3_ROWS * D;
+    float* v_s = k_s + FUSED3_KEYS * KS;
+    float* p_s = k_s;
+
+    const int tid = threadIdx.x, rg = tid / 16, cg = tid % 16;
+    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest blocks first
+    const int row0 = tile * FUSED3_ROWS;
+    const long head = blockIdx.z;
+    const float4* q4 = (const float4*)(q + head * T * D);
+    const float4* k4 = (const float4*)(k + head * T * D);
+    const float4* v4 = (const float4*)(v + head * T * D);
+    out += head * T * D;
+
+    const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float q_factor = scale * LOG2E;  // scores come out in base 2: s·log2 e
+#pragma unroll 4
+    for (int n = 0; n < FUSED3_ROWS * D4 / FUSED3_THREADS; ++n) {
+        const int idx = tid + n * FUSED3_THREADS, r = idx / D4;
+        float4 a = row0 + r < T ? q4[(long)row0 * D4 + idx] : zero4;
+        a.x *= q_factor; a.y *= q_factor; a.z *= q_factor; a.w *= q_factor;
+        ((float4*)q_s)[idx] = a;
+    }
+
+    // The key range any row of this block sees (as in kernel1), in whole tiles.
+    const int last_row = min(row0 + FUSED3_ROWS, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;
+    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS * FUSED3_KEYS : 0;
+
+    float m[8], l[8], o[8][COLS];  // per row: running max (base 2), this lane's part of the sum
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) o[r][c] = 0.0f;
+    }
+
+    for (int j0 = j_begin; j0 < j_end; j0 += FUSED3_KEYS) {
+        __syncthreads();  // the previous tile (v_s, and P in k_s) is fully read; q_s is written
+#pragma unroll 4
+        for (int n = 0; n < FUSED3_KEYS * D4 / FUSED3_THREADS; ++n) {  // 4 loads in flight per thread
+            const int idx = tid + n * FUSED3_THREADS, jj = idx / D4, c4 = idx % D4;
+            const bool in = j0 + jj < T;
+            *(float4*)(k_s + jj * KS + 4 * c4) = in ? k4[(long)j0 * D4 + idx] : zero4;
+            ((float4*)v_s)[idx] = in ? v4[(long)j0 * D4 + idx] : zero4;
+        }
+        __syncthreads();
+
+        // S = Q · K^T for this thread's 8 rows x 4 keys, four steps of k per float4.
+        float s[8][4];
+#pragma unroll
+        for (int r = 0; r < 8; ++r)
+#pragma unroll
+            for (int n = 0; n < 4; ++n) s[r][n] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < D; c += 4) {
+            float4 kv[4];
+#pragma unroll
+            for (int n = 0; n < 4; ++n) kv[n] = *(const float4*)(k_s + (cg + 16 * n) * KS + c);
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                const float4 qv = *(const float4*)(q_s + (8 * rg + r) * D + c);  // a broadcast
+#pragma unroll
+                for (int n = 0; n < 4; ++n) {
+                    s[r][n] += qv.x * kv[n].x;
+                    s[r][n] += qv.y * kv[n].y;
+                    s[r][n] += qv.z * kv[n].z;
+                    s[r][n] += qv.w * kv[n].w;
+                }
+            }
+        }
+
+        // The mask, element by element, only where the tile crosses one of its edges.
+        const bool edge = j0 + FUSED3_KEYS > T || (causal && j0 + FUSED3_KEYS - 1 > row0) ||
+                          (window > 0 && row0 + FUSED3_ROWS - 1 - j0 >= window);
+        if (edge) {
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                const int i = row0 + 8 * rg + r;
+#pragma unroll
+                for (int n = 0; n < 4; ++n) {
+                    const int j = j0 + cg + 16 * n;
+                    const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                    if (!visible) s[r][n] = -INFINITY;
+                }
+            }
+        }
+
+        // Online softmax in base 2, row by row; the 16 lanes of a row agree on m after the shuffles.
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+            float mx = fmaxf(fmaxf(s[r][0], s[r][1]), fmaxf(s[r][2], s[r][3]));
+#pragma unroll
+            for (int offset = 8; offset > 0; offset >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, offset));
+            const float m_new = fmaxf(m[r], mx);
+            // A row that has seen no visible key yet (m_new = -inf: the window's far edge, or a
+            // row past T) subtracts 0 instead, so it gets exp2(-inf) = 0, not -inf - -inf = NaN.
+            const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+            const float alpha = exp2f(m[r] - m_use);  // first visible tile: exp2(-inf) = 0
+            m[r] = m_new;
+            float part = 0.0f;
+#pragma unroll
+            for (int n = 0; n < 4; ++n) {
+                s[r][n] = exp2f(s[r][n] - m_use);  // now P, unnormalised
+                part += s[r][n];
+            }
+            l[r] = l[r] * alpha + part;
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) o[r][c] *= alpha;
+        }
+        __syncthreads();  // every thread is done reading k_s: P may overwrite it
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+            float* dst = p_s + (cg + 16 * n) * FUSED3_P_STRIDE + 8 * rg;
+            *(float4*)dst = make_float4(s[0][n], s[1][n], s[2][n], s[3][n]);
+            *(float4*)(dst + 4) = make_float4(s[4][n], s[5][n], s[6][n], s[7][n]);
+        }
+        __syncthreads();  // all of P is in p_s
+
+        // O += P · V: per key, 8 values of P (two broadcast float4s) and COLS values of V.
+#pragma unroll 4
+        for (int jj = 0; jj < FUSED3_KEYS; ++jj) {
+            const float4 pa = *(const float4*)(p_s + jj * FUSED3_P_STRIDE + 8 * rg);
+            const float4 pb = *(const float4*)(p_s + jj * FUSED3_P_STRIDE + 8 * rg + 4);
+            const float p[8] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
+#pragma unroll
+            for (int t = 0; t < D / 64; ++t) {
+                const float4 vv = *(const float4*)(v_s + jj * D + 64 * t + 4 * cg);
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    o[r][4 * t] += p[r] * vv.x;
+                    o[r][4 * t + 1] += p[r] * vv.y;
+                    o[r][4 * t + 2] += p[r] * vv.z;
+                    o[r][4 * t + 3] += p[r] * vv.w;
+                }
+            }
+        }
+    }
+
+    // Each row's sum, whole at last: the 16 lanes' parts added by xor-shuffles.
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        float sum = l[r];
+#pragma unroll
+        for (int offset = 8; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, offset);
+        const int i = row0 + 8 * rg + r;
+        if (i >= T) continue;
+        const float inv_l = sum > 0.0f ? 1.0f / sum : 0.0f;  // a row that saw no key: zeros
+#pragma unroll
+        for (int t = 0; t < D / 64; ++t)
+            *(float4*)(out + (long)i * D + 64 * t + 4 * cg) =
+                make_float4(o[r][4 * t] * inv_l, o[r][4 * t + 1] * inv_l, o[r][4 * t + 2] * inv_l, o[r][4 * t + 3] * inv_l);
+    }
+}
+
+// grid (ceil(T / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes; d_k = d_v = d.
+extern "C" __global__ void __launch_bounds__(128, 3) attention_fused_kernel3_d64(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
+    int T, float scale, int causal, int window) {
+    extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
+    attention_fused3<64>(q, k, v, out, T, scale, causal, window, (float*)fused3_smem4);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 2) attention_fused_kernel3_d128(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
+    int T, float scale, int causal, int window) {
+    extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
+    attention_fused3<128>(q, k, v, out, T, scale, causal, window, (float*)fused3_smem4);
+}
+
+// ------------------------------------------------------------------------------------------------
+// attention_fused_lse_kernel1, attention_fused_lse_kernel2: kernels 1 and 2 that also write each
+// row's logsumexp for the fused backward (the bodies above, with lse not nullptr).
+
+extern "C" __global__ void attention_fused_lse_kernel1(const float* __restrict__ q,  // (H, T, d_k)
+                                                       const float* __restrict__ k,  // (H, T, d_k)
+                                                       const float* __restrict__ v,  // (H, T, d_v)
+                                                       float* __restrict__ out,      // (H, T, d_v)
+                                                       float* __restrict__ lse,      // (H, T)
+                                                       int T, int d_k, int d_v, float scale,
+                                                       int causal, int window) {
+    attention_fused1(q, k, v, out, lse, T, d_k, d_v, scale, causal, window);
+}
+
 extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__ q,  // (H, T, d_k)
                                                        const float* __restrict__ k,  // (H, T, d_k)
                                                        const float* __restrict__ v,  // (H, T, d_v)
@@ -572,6 +1158,241 @@ extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__
                                                        int T, int d_k, int d_v, float scale,
                                                        int causal, int window) {
     attention_fused2(q, k, v, out, lse, T, d_k, d_v, scale, causal, window);
+}
+
+// ================================================================================================
+// TENSOR-CORE ATTENTION
+//
+// Every kernel above runs on the FP32 CUDA cores; these two run the fused forward on tensor
+// cores (the BUILDING BLOCKS section explains mma.sync, its fragments, ldmatrix and cp.async).
+// ------------------------------------------------------------------------------------------------
+
+// ------------------------------------------------------------------------------------------------
+// to_bf16: the tensor-core kernels read bf16 copies of Q, K and V; the file stays float32 at its
+// edges. out = bf16(in * multiplier), rounded to nearest even; the multiplier lets Q arrive
+// pre-scaled by scale·log2(e) (see below). Two values per thread and step: one cvt.rn.bf16x2.
+
+extern "C" __global__ void to_bf16_kernel1(const float* __restrict__ in,     // (n)
+                                           unsigned short* __restrict__ out, // (n) bf16 bits
+                                           long n, float multiplier) {
+    const long pairs = (n + 1) / 2, stride = (long)gridDim.x * blockDim.x;
+    for (long p = (long)blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += stride) {
+        const long i = 2 * p;
+        const bool two = i + 1 < n;
+        const u32 packed = pack_bf16x2(in[i] * multiplier, two ? in[i + 1] * multiplier : 0.0f);
+        if (two) *(u32*)(out + i) = packed;  // i is even: 4-byte aligned
+        else out[i] = (unsigned short)(packed & 0xffffu);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// attention_fused_kernel4: FlashAttention-2 on tensor cores, bf16 inputs, fp32 accumulation.
+//
+// 4 warps per block, 16 query rows per warp (one m16 tile), 64 rows per block; K and V tiles of
+// 64 keys. Per key tile, each warp computes its 16x64 slice of S = Q·K^T with 8·(d/16) mma (Q
+// fragments loaded once into registers, K fragments by ldmatrix), masks it, updates the online
+// softmax and accumulates O += P·V with 4·(d/8) mma, P straight from S's registers (a bf16
+// pack), V fragments by ldmatrix.trans from the row-major tile. What makes it fast:
+//   - tensor cores: one mma does 16·8·16 multiply-adds; the FP32 kernels above need 4096 FMAs
+//   - every K/V value read from shared memory feeds 16 query rows (kernel2: one)
+//   - cp.async double buffering: tile n+1 streams into shared memory while tile n is computed
+//   - Q pre-scaled by scale·log2(e) when converted, so the softmax is exp2(s - m): one FMUL less
+//     per score and the hardware's native ex2
+//   - whole key tiles outside the mask are never loaded; warps with no visible key in a tile
+//     skip it; only tiles crossing a mask edge (or T) test keys one by one
+//   - shared-memory rows padded by 16 bytes: the 8 rows one ldmatrix phase reads start on 8
+//     different 4-bank groups, so no bank conflicts
+// Shared memory (dynamic, bf16): q_s (64, d+8), k_s (2, 64, d+8), v_s (2, 64, d+8).
+
+#define TC_WARPS 4
+#define TC_ROWS (16 * TC_WARPS)  // query rows per block
+#define TC_KEYS 64               // keys per K/V tile
+#define TC_PAD 8                 // bf16 of padding per shared-memory row (16 bytes)
+
+// rows [row0, row0 + n) of a (T, D) bf16 matrix -> a (n, D + TC_PAD) shared tile, rows past T
+// zero-filled; 16-byte cp.async by all 128 threads.
+template <int D>
+__device__ __forceinline__ void tc_load_rows(unsigned short* dst, const unsigned short* src, int row0, int n,
+                                             int T) {
+    constexpr int chunks = D / 8;  // 16-byte pieces per row
+    for (int idx = threadIdx.x; idx < n * chunks; idx += 32 * TC_WARPS) {
+        const int r = idx / chunks, c = idx % chunks;
+        const bool valid = row0 + r < T;
+        cp_async16(dst + r * (D + TC_PAD) + 8 * c, src + (long)(valid ? row0 + r : 0) * D + 8 * c, valid);
+    }
+}
+
+template <int D>
+__device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __restrict__ q,  // (H, T, D), scaled
+                                                        const unsigned short* __restrict__ k,  // (H, T, D)
+                                                        const unsigned short* __restrict__ v,  // (H, T, D)
+                                                        float* __restrict__ out,               // (H, T, D)
+                                                        int T, int causal, int window, unsigned short* smem) {
+    constexpr int S = D + TC_PAD;  // row stride of every shared tile, in bf16
+    unsigned short* q_s = smem;                   // (TC_ROWS, S)
+    unsigned short* k_s = q_s + TC_ROWS * S;      // (2, TC_KEYS, S)
+    unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    // Causal: the last query tiles have the most key tiles; hand them out first.
+    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int row0 = tile * TC_ROWS;
+    const long head = blockIdx.z;
+    q += head * T * D;
+    k += head * T * D;
+    v += head * T * D;
+    out += head * T * D;
+
+    // Key tiles any row of the block can see; the others are never loaded.
+    const int j_end = causal ? min(row0 + TC_ROWS, T) : T;
+    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
+    const int n_tiles = (j_end - j_begin + TC_KEYS - 1) / TC_KEYS;
+
+    tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
+    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, T);
+    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, T);
+    cp_async_commit();
+
+    const int w_row0 = row0 + 16 * warp;         // this warp's first query row
+    const int w_last = min(w_row0 + 15, T - 1);  // and its last inside T (< w_row0: none)
+    const int rows[2] = {w_row0 + g, w_row0 + g + 8};  // the rows of this lane's accumulators
+
+    u32 qf[D / 16][4];     // Q's A fragments, one per k16 step
+    float acc[D / 8][4];   // O, unnormalised: n8 tile c holds columns 8c .. 8c+7
+    float m[2] = {-INFINITY, -INFINITY};  // running max of rows[r], in log2 units
+    float l[2] = {0.0f, 0.0f};            // this lane's share of the running sum of exp2(s - m)
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+
+    for (int n = 0; n < n_tiles; ++n) {
+        const int j0 = j_begin + n * TC_KEYS, stage = n & 1;
+        if (n + 1 < n_tiles) {  // start the next tile's copy, then wait for this one's
+            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, T);
+            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();  // every thread's copies of this tile (and, first, of Q) are visible
+        if (n == 0) {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+                ldmatrix<4, false>(qf[kk], q_s + (16 * warp + (lane / 8 % 2) * 8 + lane % 8) * S
+                                               + 16 * kk + (lane / 16) * 8);
+        }
+        const unsigned short* ks = k_s + stage * TC_KEYS * S;
+        const unsigned short* vs = v_s + stage * TC_KEYS * S;
+
+        // Whole-warp decisions (so the warp stays converged at every .aligned instruction):
+        // does any of its rows see a key of this tile, and must keys be tested one by one?
+        const int j_last = min(j0 + TC_KEYS, T) - 1;
+        const bool any = w_row0 <= w_last && (!causal || j0 <= w_last) && (window <= 0 || j_last > w_row0 - window);
+        const bool edge = j0 + TC_KEYS > T || (causal && j0 + TC_KEYS - 1 > w_row0)
+                          || (window > 0 && j0 <= w_last - window);
+        if (any) {
+            float s[TC_KEYS / 8][4];  // S slice: n8 tile nt holds keys j0 + 8nt .. j0 + 8nt + 7
+#pragma unroll
+            for (int nt = 0; nt < TC_KEYS / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+                for (int nt = 0; nt < TC_KEYS / 8; nt += 2) {  // one ldmatrix.x4: two n8 tiles of K
+                    u32 kf[4];
+                    ldmatrix<4, false>(kf, ks + (8 * nt + (lane / 16) * 8 + lane % 8) * S
+                                               + 16 * kk + (lane / 8 % 2) * 8);
+                    mma_bf16_m16n8k16(s[nt], qf[kk], kf, s[nt]);
+                    mma_bf16_m16n8k16(s[nt + 1], qf[kk], kf + 2, s[nt + 1]);
+                }
+            if (edge) {  // -inf, not -1e9: exp2 gives exactly 0
+#pragma unroll
+                for (int nt = 0; nt < TC_KEYS / 8; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
+                        const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                        if (!visible) s[nt][e] = -INFINITY;
+                    }
+            }
+            // Online softmax, per row: the 4 lanes of a quad share a row (xor 1, 2).
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = m[r];
+#pragma unroll
+                for (int nt = 0; nt < TC_KEYS / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+                // A row that has seen no key yet keeps m = -inf; 0 stands in so that
+                // exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN.
+                const float m_use = mx == -INFINITY ? 0.0f : mx;
+                const float alpha = exp2f(m[r] - m_use);  // rescales what was summed so far
+                m[r] = mx;
+                float sum = 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < TC_KEYS / 8; ++nt) {
+                    s[nt][2 * r] = exp2f(s[nt][2 * r] - m_use);
+                    s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - m_use);
+                    sum += s[nt][2 * r] + s[nt][2 * r + 1];
+                }
+                l[r] = l[r] * alpha + sum;
+#pragma unroll
+                for (int c = 0; c < D / 8; ++c) {
+                    acc[c][2 * r] *= alpha;
+                    acc[c][2 * r + 1] *= alpha;
+                }
+            }
+            // O += P·V, 16 keys per step: S tiles 2kk and 2kk+1 are P's A fragment, as bf16.
+#pragma unroll
+            for (int kk = 0; kk < TC_KEYS / 16; ++kk) {
+                const u32 pf[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                                   pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                for (int c = 0; c < D / 8; c += 2) {  // one ldmatrix.x4.trans: two n8 column tiles of V
+                    u32 vf[4];
+                    ldmatrix<4, true>(vf, vs + (16 * kk + (lane / 8 % 2) * 8 + lane % 8) * S
+                                              + 8 * c + (lane / 16) * 8);
+                    mma_bf16_m16n8k16(acc[c], pf, vf, acc[c]);
+                    mma_bf16_m16n8k16(acc[c + 1], pf, vf + 2, acc[c + 1]);
+                }
+            }
+        }
+        __syncthreads();  // every warp is done with this stage before it is refilled
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float sum = l[r];
+        sum += __shfl_xor_sync(0xffffffff, sum, 1);
+        sum += __shfl_xor_sync(0xffffffff, sum, 2);
+        if (rows[r] >= T) continue;
+        // sum = 0 only for a row that saw no key: zeros, like the other kernels, not 0/0
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float* o = out + (long)rows[r] * D + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c)
+            *(float2*)(o + 8 * c) = make_float2(acc[c][2 * r] * inv, acc[c][2 * r + 1] * inv);
+    }
+}
+
+// The entry points: the head size is a compile-time constant, so every loop above unrolls and
+// every fragment array lives in registers. grid (ceil(T / 64), 1, H), block (128),
+// shared_mem = 2 * 5 * 64 * (d + 8) bytes (d = 64: 46,080; d = 128: 87,040, above the 48 KiB
+// default: the launcher opts in).
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                            const unsigned short* __restrict__ v, float* __restrict__ out,
+                            int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused_kernel4<64>(q, k, v, out, T, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                             const unsigned short* __restrict__ v, float* __restrict__ out,
+                             int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused_kernel4<128>(q, k, v, out, T, causal, window, tc_smem);
 }
 
 // ================================================================================================
@@ -963,796 +1784,4 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         const int c = lane + 32 * t;
         if (c < d_k) dq[(long)i * d_k + c] = acc[t] * scale;
     }
-}
-
-// ================================================================================================
-// TENSOR CORES
-//
-// Everything above runs on the FP32 CUDA cores. A tensor core multiplies small matrices in one
-// warp-wide instruction: mma.sync.m16n8k16 with bf16 inputs and fp32 accumulation computes a
-// 16x8 tile of D = A(16x16)·B(16x8) + C, 4096 flops, spread over the 32 lanes' registers in the
-// "fragment" layouts the PTX ISA documents. The wrappers below are the only places that know
-// those layouts' instructions; each is one PTX instruction on a GPU (__CUDA_ARCH__) and, in the
-// CPU build, an emulation in cuda/cuda_cpu_runtime.h (namespace ptx_emulated) that checks what a
-// GPU would not (the whole warp at an .aligned instruction, shared and aligned ldmatrix rows,
-// cp.async data unreadable before its wait, tf32 operands that skipped their conversion).
-//
-// Fragments (g = lane / 4, t = lane % 4; "lo" = bits 15:0 of a .b32 holding two bf16):
-//   A (16x16, row-major)  a0 = A[g][2t, 2t+1]  a1 = A[g+8][2t, 2t+1]  a2 = A[g][2t+8, +9]  a3 = A[g+8][2t+8, +9]
-//   B (16x8, "col")       b0 = B[2t, 2t+1][g]  b1 = B[2t+8, 2t+9][g]
-//   C, D (16x8, fp32)     c0, c1 = C[g][2t, 2t+1]  c2, c3 = C[g+8][2t, 2t+1]
-// Two adjacent n8 accumulator tiles (keys 0-7 and 8-15) hold exactly the A fragment of one k16
-// step over those keys: that is why P never leaves the registers between S = Q·K^T and O = P·V.
-// ------------------------------------------------------------------------------------------------
-
-// The PTX bodies need Ampere or newer (bf16 mma.sync, cvt.rn.bf16x2, cp.async: sm_80). The
-// file still compiles for older GPUs, where these bodies trap: andrea refuses the tensor-core
-// kernels on such a GPU before any launch (andrea_cli/backends/cuda_arch.py).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define TC_PTX 1
-#else
-#define TC_PTX 0  // the CPU build (emulated bodies) or a GPU older than Ampere
-#endif
-
-typedef unsigned int u32;
-
-// Two floats -> one .b32 of two bf16, rounded to nearest even; `lo` lands in bits 15:0 (the
-// lower-indexed element of a fragment pair). cvt.rn.bf16x2.f32 d, a, b puts a in the UPPER half.
-__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
-#if TC_PTX
-    u32 r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-    return 0;
-#else
-    return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);
-#endif
-}
-
-// fp32 -> tf32 (round to nearest, ties away): the value in a .b32 with its low 13 bits zero.
-__device__ __forceinline__ u32 f32_to_tf32(float x) {
-#if TC_PTX
-    u32 r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-    return 0;
-#else
-    return ptx_emulated::cvt_rna_tf32_f32(x);
-#endif
-}
-
-// D = A·B + C: A 16x16 bf16 (a[4]), B 16x8 bf16 (b[2]), C and D 16x8 fp32 (4 per lane).
-__device__ __forceinline__ void mma_bf16_m16n8k16(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
-#if TC_PTX
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::mma_m16n8k16_bf16(d, a, b, c);
-#endif
-}
-
-// D = A·B + C with tf32: A 16x8 (a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]),
-// B 8x8 (b0 = B[t][g], b1 = B[t+4][g]); operands from f32_to_tf32 (raw fp32 gets truncated).
-__device__ __forceinline__ void mma_tf32_m16n8k8(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
-#if TC_PTX
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::mma_m16n8k8_tf32(d, a, b, c);
-#endif
-}
-
-// ldmatrix: N (1, 2, 4) 8x8 matrices of 16-bit values from shared memory, one register each.
-// Lanes 8i..8i+7 pass the addresses of matrix i's eight rows (16 bytes each, 16-byte aligned).
-// Lane L receives row L/4, elements 2(L%4), 2(L%4)+1 of each matrix: an A or B fragment piece.
-// TRANS: column L/4, rows 2(L%4) and 2(L%4)+1 instead, so a row-major V tile gives B fragments.
-template <int N, bool TRANS>
-__device__ __forceinline__ void ldmatrix(u32* r, const void* row) {
-#if TC_PTX
-    const u32 s = (u32)__cvta_generic_to_shared(row);
-    if (N == 4 && !TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
-    else if (N == 4 && TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
-    else if (N == 2 && !TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
-    else if (N == 2 && TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
-    else if (N == 1 && !TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::ldmatrix<N, TRANS>(r, row);
-#endif
-}
-
-// cp.async: 16 bytes global -> shared without passing through registers, while the thread goes
-// on computing. `valid` false reads nothing and fills the 16 bytes with zeros (rows past T).
-// The data may be read only after cp_async_wait and a barrier (other threads' copies).
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {
-#if TC_PTX
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"((u32)__cvta_generic_to_shared(smem_dst)), "l"(gmem_src), "r"(valid ? 16 : 0));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::cp_async_cg_16(smem_dst, gmem_src, valid ? 16 : 0);
-#endif
-}
-
-// The copies issued since the last commit become one group.
-__device__ __forceinline__ void cp_async_commit() {
-#if TC_PTX
-    asm volatile("cp.async.commit_group;\n" ::);
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::cp_async_commit_group();
-#endif
-}
-
-// Wait until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if TC_PTX
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::cp_async_wait_group(N);
-#endif
-}
-
-// ------------------------------------------------------------------------------------------------
-// to_bf16: the tensor-core kernels read bf16 copies of Q, K and V; the file stays float32 at its
-// edges. out = bf16(in * multiplier), rounded to nearest even; the multiplier lets Q arrive
-// pre-scaled by scale·log2(e) (see below). Two values per thread and step: one cvt.rn.bf16x2.
-
-extern "C" __global__ void to_bf16_kernel1(const float* __restrict__ in,     // (n)
-                                           unsigned short* __restrict__ out, // (n) bf16 bits
-                                           long n, float multiplier) {
-    const long pairs = (n + 1) / 2, stride = (long)gridDim.x * blockDim.x;
-    for (long p = (long)blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += stride) {
-        const long i = 2 * p;
-        const bool two = i + 1 < n;
-        const u32 packed = pack_bf16x2(in[i] * multiplier, two ? in[i + 1] * multiplier : 0.0f);
-        if (two) *(u32*)(out + i) = packed;  // i is even: 4-byte aligned
-        else out[i] = (unsigned short)(packed & 0xffffu);
-    }
-}
-
-// ------------------------------------------------------------------------------------------------
-// attention_fused_kernel4: FlashAttention-2 on tensor cores, bf16 inputs, fp32 accumulation.
-//
-// 4 warps per block, 16 query rows per warp (one m16 tile), 64 rows per block; K and V tiles of
-// 64 keys. Per key tile, each warp computes its 16x64 slice of S = Q·K^T with 8·(d/16) mma (Q
-// fragments loaded once into registers, K fragments by ldmatrix), masks it, updates the online
-// softmax and accumulates O += P·V with 4·(d/8) mma, P straight from S's registers (a bf16
-// pack), V fragments by ldmatrix.trans from the row-major tile. What makes it fast:
-//   - tensor cores: one mma does 16·8·16 multiply-adds; the FP32 kernels above need 4096 FMAs
-//   - every K/V value read from shared memory feeds 16 query rows (kernel2: one)
-//   - cp.async double buffering: tile n+1 streams into shared memory while tile n is computed
-//   - Q pre-scaled by scale·log2(e) when converted, so the softmax is exp2(s - m): one FMUL less
-//     per score and the hardware's native ex2
-//   - whole key tiles outside the mask are never loaded; warps with no visible key in a tile
-//     skip it; only tiles crossing a mask edge (or T) test keys one by one
-//   - shared-memory rows padded by 16 bytes: the 8 rows one ldmatrix phase reads start on 8
-//     different 4-bank groups, so no bank conflicts
-// Shared memory (dynamic, bf16): q_s (64, d+8), k_s (2, 64, d+8), v_s (2, 64, d+8).
-
-#define TC_WARPS 4
-#define TC_ROWS (16 * TC_WARPS)  // query rows per block
-#define TC_KEYS 64               // keys per K/V tile
-#define TC_PAD 8                 // bf16 of padding per shared-memory row (16 bytes)
-
-// rows [row0, row0 + n) of a (T, D) bf16 matrix -> a (n, D + TC_PAD) shared tile, rows past T
-// zero-filled; 16-byte cp.async by all 128 threads.
-template <int D>
-__device__ __forceinline__ void tc_load_rows(unsigned short* dst, const unsigned short* src, int row0, int n,
-                                             int T) {
-    constexpr int chunks = D / 8;  // 16-byte pieces per row
-    for (int idx = threadIdx.x; idx < n * chunks; idx += 32 * TC_WARPS) {
-        const int r = idx / chunks, c = idx % chunks;
-        const bool valid = row0 + r < T;
-        cp_async16(dst + r * (D + TC_PAD) + 8 * c, src + (long)(valid ? row0 + r : 0) * D + 8 * c, valid);
-    }
-}
-
-template <int D>
-__device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __restrict__ q,  // (H, T, D), scaled
-                                                        const unsigned short* __restrict__ k,  // (H, T, D)
-                                                        const unsigned short* __restrict__ v,  // (H, T, D)
-                                                        float* __restrict__ out,               // (H, T, D)
-                                                        int T, int causal, int window, unsigned short* smem) {
-    constexpr int S = D + TC_PAD;  // row stride of every shared tile, in bf16
-    unsigned short* q_s = smem;                   // (TC_ROWS, S)
-    unsigned short* k_s = q_s + TC_ROWS * S;      // (2, TC_KEYS, S)
-    unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-
-    // Causal: the last query tiles have the most key tiles; hand them out first.
-    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int row0 = tile * TC_ROWS;
-    const long head = blockIdx.z;
-    q += head * T * D;
-    k += head * T * D;
-    v += head * T * D;
-    out += head * T * D;
-
-    // Key tiles any row of the block can see; the others are never loaded.
-    const int j_end = causal ? min(row0 + TC_ROWS, T) : T;
-    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
-    const int n_tiles = (j_end - j_begin + TC_KEYS - 1) / TC_KEYS;
-
-    tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
-    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, T);
-    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, T);
-    cp_async_commit();
-
-    const int w_row0 = row0 + 16 * warp;         // this warp's first query row
-    const int w_last = min(w_row0 + 15, T - 1);  // and its last inside T (< w_row0: none)
-    const int rows[2] = {w_row0 + g, w_row0 + g + 8};  // the rows of this lane's accumulators
-
-    u32 qf[D / 16][4];     // Q's A fragments, one per k16 step
-    float acc[D / 8][4];   // O, unnormalised: n8 tile c holds columns 8c .. 8c+7
-    float m[2] = {-INFINITY, -INFINITY};  // running max of rows[r], in log2 units
-    float l[2] = {0.0f, 0.0f};            // this lane's share of the running sum of exp2(s - m)
-#pragma unroll
-    for (int c = 0; c < D / 8; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
-
-    for (int n = 0; n < n_tiles; ++n) {
-        const int j0 = j_begin + n * TC_KEYS, stage = n & 1;
-        if (n + 1 < n_tiles) {  // start the next tile's copy, then wait for this one's
-            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, T);
-            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, T);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();  // every thread's copies of this tile (and, first, of Q) are visible
-        if (n == 0) {
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
-                ldmatrix<4, false>(qf[kk], q_s + (16 * warp + (lane / 8 % 2) * 8 + lane % 8) * S
-                                               + 16 * kk + (lane / 16) * 8);
-        }
-        const unsigned short* ks = k_s + stage * TC_KEYS * S;
-        const unsigned short* vs = v_s + stage * TC_KEYS * S;
-
-        // Whole-warp decisions (so the warp stays converged at every .aligned instruction):
-        // does any of its rows see a key of this tile, and must keys be tested one by one?
-        const int j_last = min(j0 + TC_KEYS, T) - 1;
-        const bool any = w_row0 <= w_last && (!causal || j0 <= w_last) && (window <= 0 || j_last > w_row0 - window);
-        const bool edge = j0 + TC_KEYS > T || (causal && j0 + TC_KEYS - 1 > w_row0)
-                          || (window > 0 && j0 <= w_last - window);
-        if (any) {
-            float s[TC_KEYS / 8][4];  // S slice: n8 tile nt holds keys j0 + 8nt .. j0 + 8nt + 7
-#pragma unroll
-            for (int nt = 0; nt < TC_KEYS / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-                for (int nt = 0; nt < TC_KEYS / 8; nt += 2) {  // one ldmatrix.x4: two n8 tiles of K
-                    u32 kf[4];
-                    ldmatrix<4, false>(kf, ks + (8 * nt + (lane / 16) * 8 + lane % 8) * S
-                                               + 16 * kk + (lane / 8 % 2) * 8);
-                    mma_bf16_m16n8k16(s[nt], qf[kk], kf, s[nt]);
-                    mma_bf16_m16n8k16(s[nt + 1], qf[kk], kf + 2, s[nt + 1]);
-                }
-            if (edge) {  // -inf, not -1e9: exp2 gives exactly 0
-#pragma unroll
-                for (int nt = 0; nt < TC_KEYS / 8; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
-                        const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
-                        if (!visible) s[nt][e] = -INFINITY;
-                    }
-            }
-            // Online softmax, per row: the 4 lanes of a quad share a row (xor 1, 2).
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                float mx = m[r];
-#pragma unroll
-                for (int nt = 0; nt < TC_KEYS / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-                // A row that has seen no key yet keeps m = -inf; 0 stands in so that
-                // exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN.
-                const float m_use = mx == -INFINITY ? 0.0f : mx;
-                const float alpha = exp2f(m[r] - m_use);  // rescales what was summed so far
-                m[r] = mx;
-                float sum = 0.0f;
-#pragma unroll
-                for (int nt = 0; nt < TC_KEYS / 8; ++nt) {
-                    s[nt][2 * r] = exp2f(s[nt][2 * r] - m_use);
-                    s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - m_use);
-                    sum += s[nt][2 * r] + s[nt][2 * r + 1];
-                }
-                l[r] = l[r] * alpha + sum;
-#pragma unroll
-                for (int c = 0; c < D / 8; ++c) {
-                    acc[c][2 * r] *= alpha;
-                    acc[c][2 * r + 1] *= alpha;
-                }
-            }
-            // O += P·V, 16 keys per step: S tiles 2kk and 2kk+1 are P's A fragment, as bf16.
-#pragma unroll
-            for (int kk = 0; kk < TC_KEYS / 16; ++kk) {
-                const u32 pf[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                                   pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-                for (int c = 0; c < D / 8; c += 2) {  // one ldmatrix.x4.trans: two n8 column tiles of V
-                    u32 vf[4];
-                    ldmatrix<4, true>(vf, vs + (16 * kk + (lane / 8 % 2) * 8 + lane % 8) * S
-                                              + 8 * c + (lane / 16) * 8);
-                    mma_bf16_m16n8k16(acc[c], pf, vf, acc[c]);
-                    mma_bf16_m16n8k16(acc[c + 1], pf, vf + 2, acc[c + 1]);
-                }
-            }
-        }
-        __syncthreads();  // every warp is done with this stage before it is refilled
-    }
-
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float sum = l[r];
-        sum += __shfl_xor_sync(0xffffffff, sum, 1);
-        sum += __shfl_xor_sync(0xffffffff, sum, 2);
-        if (rows[r] >= T) continue;
-        // sum = 0 only for a row that saw no key: zeros, like the other kernels, not 0/0
-        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        float* o = out + (long)rows[r] * D + 2 * t;
-#pragma unroll
-        for (int c = 0; c < D / 8; ++c)
-            *(float2*)(o + 8 * c) = make_float2(acc[c][2 * r] * inv, acc[c][2 * r + 1] * inv);
-    }
-}
-
-// The entry points: the head size is a compile-time constant, so every loop above unrolls and
-// every fragment array lives in registers. grid (ceil(T / 64), 1, H), block (128),
-// shared_mem = 2 * 5 * 64 * (d + 8) bytes (d = 64: 46,080; d = 128: 87,040, above the 48 KiB
-// default: the launcher opts in).
-extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
-attention_fused_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
-                            const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int T, int causal, int window) {
-    extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, T, causal, window, tc_smem);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
-attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
-                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int T, int causal, int window) {
-    extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, T, causal, window, tc_smem);
-}
-
-// ================================================================================================
-// REGISTER-TILED STAGED KERNELS (scores_kernel2, softmax_kernel3, av_kernel2)
-//
-// scores_kernel1 and av_kernel1 compute one output per thread, so every FMA needs two shared
-// loads (one of each operand) and shared memory, not arithmetic, bounds them. Here each thread
-// computes an 8x8 block of outputs: per step along k it loads 8 values of A and 8 of B (four
-// 16-byte loads) and does 64 FMAs with them, a 16x better ratio of shared loads to FMAs. The
-// stages stay separate launches: `attend` shows each one.
-// ------------------------------------------------------------------------------------------------
-
-#define GEMM_BK 8  // k-slice per shared-memory tile
-
-// One output tile C[row0 .. row0+BM) x [col0 .. col0+BN) of C = A · B, for a block of
-// (BM/8)·(BN/8) threads, each owning rows {4ty..4ty+3, BM/2+4ty..} x cols {4tx..4tx+3, BN/2+4tx..}:
-// two groups of four, so that a quarter warp's 16-byte loads fall on consecutive addresses
-// (no bank conflicts) where eight adjacent columns per thread would collide two by two.
-//   A: (M, k_end..) row-major with row stride lda
-//   B_NK:  B is given as (N, K) row-major (K^T in Q·K^T: both operands are read along k)
-//   !B_NK: B is given as (K, N) row-major (V in P·V)
-// Two shared-memory stages: the next k-slice is loaded into one while the FMAs read the other,
-// so one barrier per slice suffices.
-template <int BM, int BN, bool B_NK>
-__device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int lda,
-                                              const float* __restrict__ B, int ldb,
-                                              float* __restrict__ C, int ldc,
-                                              int M, int N, int k_end, int row0, int col0) {
-    constexpr int THREADS = (BM / 8) * (BN / 8);
-    // a_s[stage][k][i] = A[row0 + i][k0 + k] (transposed, so a thread's rows are one float4);
-    // b_s[stage][k][j] = B(k0 + k, col0 + j). The +4 keeps the transposing stores off shared
-    // bank conflicts while rows stay 16-byte aligned for the float4 reads.
-    __shared__ __align__(16) float a_s[2][GEMM_BK][BM + 4];
-    __shared__ __align__(16) float b_s[2][GEMM_BK][BN + 4];
-
-    const int tid = threadIdx.x, tx = tid % (BN / 8), ty = tid / (BN / 8);
-
-    // Which elements this thread copies: the same k (or column) every time, rows `step` apart,
-    // addressed from one pointer per operand (eight pointers would cost sixteen registers).
-    constexpr int A_STEP = THREADS / GEMM_BK;                   // rows between a thread's A elements
-    constexpr int B_STEP = B_NK ? THREADS / GEMM_BK : THREADS / BN;
-    const int a_i = tid / GEMM_BK, a_k = tid % GEMM_BK;          // consecutive threads: consecutive k
-    const int b_r = B_NK ? tid / GEMM_BK : tid / BN;            // B row (N row if B_NK, else k)
-    const int b_c = B_NK ? tid % GEMM_BK : tid % BN;            // B column (k if B_NK, else N)
-    const float* a_src = A + (long)(row0 + a_i) * lda + a_k;
-    const float* b_src = B_NK ? B + (long)(col0 + b_r) * ldb + b_c : B + (long)b_r * ldb + col0 + b_c;
-
-    auto load = [&](int stage, int k0) {
-#pragma unroll
-        for (int n = 0; n < BM * GEMM_BK / THREADS; ++n) {
-            const int i = a_i + n * A_STEP;
-            a_s[stage][a_k][i] = (row0 + i < M && k0 + a_k < k_end) ? a_src[(long)n * A_STEP * lda + k0] : 0.0f;
-        }
-#pragma unroll
-        for (int n = 0; n < BN * GEMM_BK / THREADS; ++n) {
-            const int r = b_r + n * B_STEP;
-            if (B_NK)  // like A: row j of B is column j of the tile
-                b_s[stage][b_c][r] = (col0 + r < N && k0 + b_c < k_end) ? b_src[(long)n * B_STEP * ldb + k0] : 0.0f;
-            else       // row k of B is row k of the tile
-                b_s[stage][r][b_c] = (k0 + r < k_end && col0 + b_c < N) ? b_src[(long)(k0 + n * B_STEP) * ldb] : 0.0f;
-        }
-    };
-
-    float acc[8][8];  // acc[r][c]: row (r < 4 ? 4ty + r : BM/2 + 4ty + r - 4), likewise columns
-#pragma unroll
-    for (int r = 0; r < 8; ++r)
-#pragma unroll
-        for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
-
-    load(0, 0);
-    int stage = 0;
-    for (int k0 = 0; k0 < k_end; k0 += GEMM_BK, stage ^= 1) {
-        __syncthreads();  // slice `stage` is complete, and everyone is done reading the other one
-        if (k0 + GEMM_BK < k_end) load(stage ^ 1, k0 + GEMM_BK);
-
-#pragma unroll
-        for (int kk = 0; kk < GEMM_BK; ++kk) {
-            const float4 a_lo = *(const float4*)&a_s[stage][kk][4 * ty];
-            const float4 a_hi = *(const float4*)&a_s[stage][kk][BM / 2 + 4 * ty];
-            const float4 b_lo = *(const float4*)&b_s[stage][kk][4 * tx];
-            const float4 b_hi = *(const float4*)&b_s[stage][kk][BN / 2 + 4 * tx];
-            const float a[8] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
-            const float b[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
-#pragma unroll
-            for (int r = 0; r < 8; ++r)
-#pragma unroll
-                for (int c = 0; c < 8; ++c) acc[r][c] += a[r] * b[c];
-        }
-    }
-
-    const bool aligned = ldc % 4 == 0;  // every row of C starts on 16 bytes: float4 stores
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        const int i = row0 + (r < 4 ? 4 * ty + r : BM / 2 + 4 * ty + r - 4);
-        if (i >= M) continue;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int j = col0 + half * (BN / 2) + 4 * tx;
-            const float* v = &acc[r][4 * half];
-            float* dst = C + (long)i * ldc + j;
-            if (aligned && j + 3 < N) {
-                *(float4*)dst = make_float4(v[0], v[1], v[2], v[3]);
-            } else {
-                for (int c = 0; c < 4; ++c)
-                    if (j + c < N) dst[c] = v[c];
-            }
-        }
-    }
-}
-
-// scores_kernel2: S = Q · K^T, 128x128 outputs per block of 256 threads, 8x8 per thread.
-extern "C" __global__ void __launch_bounds__(256, 2) scores_kernel2(const float* __restrict__ q,  // (H, T, d_k)
-                                                                 const float* __restrict__ k,  // (H, T, d_k)
-                                                                 float* __restrict__ scores,   // (H, T, T)
-                                                                 int T, int d_k) {
-    const long head = blockIdx.z;
-    gemm_tile_8x8<128, 128, true>(q + head * T * d_k, d_k, k + head * T * d_k, d_k, scores + head * T * T, T,
-                                  T, T, d_k, blockIdx.y * 128, blockIdx.x * 128);
-}
-
-// av_kernel2: O = P · V, 64x64 outputs per block of 64 threads, 8x8 per thread (d_v is 64 or
-// 128 in practice: a 128-wide tile would leave half of it idle). With causal != 0 the k loop
-// stops after the block's last row, as in av_kernel1: P is exactly 0 beyond the diagonal.
-extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __restrict__ weights,  // (H, T, T)
-                                                            const float* __restrict__ v,        // (H, T, d_v)
-                                                            float* __restrict__ out,            // (H, T, d_v)
-                                                            int T, int d_v, int causal) {
-    const long head = blockIdx.z;
-    const int row0 = blockIdx.y * 64;
-    const int k_end = causal ? min(T, row0 + 64) : T;
-    gemm_tile_8x8<64, 64, false>(weights + head * T * T, T, v + head * T * d_v, d_v, out + head * T * d_v, d_v,
-                                 T, d_v, k_end, row0, blockIdx.x * 64);
-}
-
-#define LOG2E 1.4426950408889634f  // exp(x) = exp2(x · log2 e): exp2 is one MUFU.EX2 on a GPU
-#define SOFTMAX3_VEC 4             // float4s per thread: a block of n threads holds 16·n values
-
-// softmax_kernel3: one block per row with the whole row in registers, 16 values per thread:
-// one read and one write of the row (kernel1 reads it three times), 16-byte loads where T % 4
-// == 0, and exp2 of a pre-multiplied exponent. The launcher picks blockDim.x >= T / 16.
-extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H, T, T)
-                                           float* __restrict__ out,       // (H, T, T)
-                                           int T) {
-    __shared__ float warp_results[32];
-    const long row = ((long)blockIdx.z * T + blockIdx.x) * T;
-    const float* x = in + row;
-    float* p = out + row;
-    const bool vec = T % 4 == 0;  // the row starts on 16 bytes
-
-    float e[4 * SOFTMAX3_VEC];  // e[4n + c] = x[4 (threadIdx.x + n blockDim.x) + c]: coalesced
-    float m = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < SOFTMAX3_VEC; ++n) {
-        const int j = 4 * (threadIdx.x + n * blockDim.x);
-        if (vec && j < T) {
-            const float4 a = *(const float4*)(x + j);
-            e[4 * n] = a.x; e[4 * n + 1] = a.y; e[4 * n + 2] = a.z; e[4 * n + 3] = a.w;
-        } else {
-#pragma unroll
-            for (int c = 0; c < 4; ++c) e[4 * n + c] = j + c < T ? x[j + c] : -INFINITY;
-        }
-#pragma unroll
-        for (int c = 0; c < 4; ++c) m = fmaxf(m, e[4 * n + c]);
-    }
-    m = block_reduce(m, warp_results, true);
-
-    const bool empty = m == -INFINITY;  // a fully masked row gets zeros (see softmax_kernel1)
-    float sum = 0.0f;
-#pragma unroll
-    for (int n = 0; n < 4 * SOFTMAX3_VEC; ++n) {
-        // (x - m) first, then the log2 e factor: the subtraction is exact near the max, and
-        // exp2's argument carries one more rounding than exp's, not an error of |m|
-        e[n] = empty ? 0.0f : exp2f((e[n] - m) * LOG2E);  // masked: exp2(-inf) = 0
-        sum += e[n];
-    }
-    sum = block_reduce(sum, warp_results, false);
-    const float inv_sum = empty ? 0.0f : 1.0f / sum;
-
-#pragma unroll
-    for (int n = 0; n < SOFTMAX3_VEC; ++n) {
-        const int j = 4 * (threadIdx.x + n * blockDim.x);
-        if (vec && j < T) {
-            *(float4*)(p + j) = make_float4(e[4 * n] * inv_sum, e[4 * n + 1] * inv_sum, e[4 * n + 2] * inv_sum,
-                                            e[4 * n + 3] * inv_sum);
-        } else {
-#pragma unroll
-            for (int c = 0; c < 4; ++c)
-                if (j + c < T) p[j + c] = e[4 * n + c] * inv_sum;
-        }
-    }
-}
-
-// ================================================================================================
-// FUSED ATTENTION, REGISTER-TILED (attention_fused_kernel3_d64, attention_fused_kernel3_d128)
-//
-// Kernels 1 and 2 give each query row a warp, so every K and V value read from shared memory
-// feeds one query: one shared load per FMA or so, and shared memory is the limit. Here 128
-// threads share a block of 64 query rows and tiles of 64 keys; thread (rg, cg) = (tid / 16,
-// tid % 16) holds an 8x4 block of the score tile S (rows 8rg .. 8rg+7, keys cg + 16n) and an
-// 8 x d/16 block of the output (the same rows, columns 4cg + 64t .. +3), so each value it loads
-// feeds 4 or 8 FMAs. Other changes from kernel2:
-//   the head size is a template parameter (the _d64 and _d128 entry points): loops unroll and
-//     no index is divided by a runtime d
-//   Q is multiplied by scale · log2(e) once, as it is loaded, so the softmax runs in base 2:
-//     p = exp2(s - m) is one MUFU.EX2, with no multiply per score
-//   a row's 64 scores live in the 16 lanes of one half warp: its max takes 4 xor-shuffles; its
-//     sum stays split across them (each lane rescales its own part) until the very end
-//   P goes through shared memory transposed (p_s[key][row]), so the P·V loop reads a thread's
-//     8 rows of P for one key as two float4s and the key's V columns as d/64 float4s
-//   key tiles the mask hides from the whole block are skipped; the mask is tested per element
-//     only in tiles that straddle its edge (the diagonal, the window's far end, T)
-// The K/V tiles are copied with plain loads, one tile at a time (no cp.async in this file yet:
-// with it, the next K tile would load into a buffer of its own while P·V runs).
-// ------------------------------------------------------------------------------------------------
-
-#define FUSED3_ROWS 64    // query rows per block
-#define FUSED3_KEYS 64    // keys per tile
-#define FUSED3_THREADS 128
-#define FUSED3_P_STRIDE (FUSED3_ROWS + 4)  // p_s row stride: lane cg's stores land 4 banks apart
-
-template <int D>
-__device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  // (H, T, D)
-                                                 const float* __restrict__ k,  // (H, T, D)
-                                                 const float* __restrict__ v,  // (H, T, D)
-                                                 float* __restrict__ out,      // (H, T, D)
-                                                 int T, float scale, int causal, int window,
-                                                 float* smem) {
-    // Dynamic shared memory (the entry point's extern array), in floats; shared_mem =
-    // 4 · (192 D + 256) bytes: 50,176 at d = 64, 99,328 at d = 128, over the 48 KiB a block gets
-    // without opting in, so the launcher opts in:
-    //   q_s (64, D)       the block's query rows, times scale · log2 e
-    //   k_s (64, D + 4)   the key tile; the +4 puts lane cg's float4 of row cg on banks 4cg..4cg+3
-    //   v_s (64, D)       the value tile
-    //   p_s (64, 68)      P of the tile, transposed (p_s[key][row]), in k_s's place once S is
-    //                     done: at d = 128 two blocks then fit in an H100's shared memory
-    constexpr int KS = D + 4, D4 = D / 4, COLS = D / 16;
-    float* q_s = smem;
-    float* k_s = q_s + FUSED3_ROWS * D;
-    float* v_s = k_s + FUSED3_KEYS * KS;
-    float* p_s = k_s;
-
-    const int tid = threadIdx.x, rg = tid / 16, cg = tid % 16;
-    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest blocks first
-    const int row0 = tile * FUSED3_ROWS;
-    const long head = blockIdx.z;
-    const float4* q4 = (const float4*)(q + head * T * D);
-    const float4* k4 = (const float4*)(k + head * T * D);
-    const float4* v4 = (const float4*)(v + head * T * D);
-    out += head * T * D;
-
-    const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float q_factor = scale * LOG2E;  // scores come out in base 2: s·log2 e
-#pragma unroll 4
-    for (int n = 0; n < FUSED3_ROWS * D4 / FUSED3_THREADS; ++n) {
-        const int idx = tid + n * FUSED3_THREADS, r = idx / D4;
-        float4 a = row0 + r < T ? q4[(long)row0 * D4 + idx] : zero4;
-        a.x *= q_factor; a.y *= q_factor; a.z *= q_factor; a.w *= q_factor;
-        ((float4*)q_s)[idx] = a;
-    }
-
-    // The key range any row of this block sees (as in kernel1), in whole tiles.
-    const int last_row = min(row0 + FUSED3_ROWS, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;
-    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS * FUSED3_KEYS : 0;
-
-    float m[8], l[8], o[8][COLS];  // per row: running max (base 2), this lane's part of the sum
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-#pragma unroll
-        for (int c = 0; c < COLS; ++c) o[r][c] = 0.0f;
-    }
-
-    for (int j0 = j_begin; j0 < j_end; j0 += FUSED3_KEYS) {
-        __syncthreads();  // the previous tile (v_s, and P in k_s) is fully read; q_s is written
-#pragma unroll 4
-        for (int n = 0; n < FUSED3_KEYS * D4 / FUSED3_THREADS; ++n) {  // 4 loads in flight per thread
-            const int idx = tid + n * FUSED3_THREADS, jj = idx / D4, c4 = idx % D4;
-            const bool in = j0 + jj < T;
-            *(float4*)(k_s + jj * KS + 4 * c4) = in ? k4[(long)j0 * D4 + idx] : zero4;
-            ((float4*)v_s)[idx] = in ? v4[(long)j0 * D4 + idx] : zero4;
-        }
-        __syncthreads();
-
-        // S = Q · K^T for this thread's 8 rows x 4 keys, four steps of k per float4.
-        float s[8][4];
-#pragma unroll
-        for (int r = 0; r < 8; ++r)
-#pragma unroll
-            for (int n = 0; n < 4; ++n) s[r][n] = 0.0f;
-#pragma unroll 4
-        for (int c = 0; c < D; c += 4) {
-            float4 kv[4];
-#pragma unroll
-            for (int n = 0; n < 4; ++n) kv[n] = *(const float4*)(k_s + (cg + 16 * n) * KS + c);
-#pragma unroll
-            for (int r = 0; r < 8; ++r) {
-                const float4 qv = *(const float4*)(q_s + (8 * rg + r) * D + c);  // a broadcast
-#pragma unroll
-                for (int n = 0; n < 4; ++n) {
-                    s[r][n] += qv.x * kv[n].x;
-                    s[r][n] += qv.y * kv[n].y;
-                    s[r][n] += qv.z * kv[n].z;
-                    s[r][n] += qv.w * kv[n].w;
-                }
-            }
-        }
-
-        // The mask, element by element, only where the tile crosses one of its edges.
-        const bool edge = j0 + FUSED3_KEYS > T || (causal && j0 + FUSED3_KEYS - 1 > row0) ||
-                          (window > 0 && row0 + FUSED3_ROWS - 1 - j0 >= window);
-        if (edge) {
-#pragma unroll
-            for (int r = 0; r < 8; ++r) {
-                const int i = row0 + 8 * rg + r;
-#pragma unroll
-                for (int n = 0; n < 4; ++n) {
-                    const int j = j0 + cg + 16 * n;
-                    const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
-                    if (!visible) s[r][n] = -INFINITY;
-                }
-            }
-        }
-
-        // Online softmax in base 2, row by row; the 16 lanes of a row agree on m after the shuffles.
-#pragma unroll
-        for (int r = 0; r < 8; ++r) {
-            float mx = fmaxf(fmaxf(s[r][0], s[r][1]), fmaxf(s[r][2], s[r][3]));
-#pragma unroll
-            for (int offset = 8; offset > 0; offset >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, offset));
-            const float m_new = fmaxf(m[r], mx);
-            // A row that has seen no visible key yet (m_new = -inf: the window's far edge, or a
-            // row past T) subtracts 0 instead, so it gets exp2(-inf) = 0, not -inf - -inf = NaN.
-            const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-            const float alpha = exp2f(m[r] - m_use);  // first visible tile: exp2(-inf) = 0
-            m[r] = m_new;
-            float part = 0.0f;
-#pragma unroll
-            for (int n = 0; n < 4; ++n) {
-                s[r][n] = exp2f(s[r][n] - m_use);  // now P, unnormalised
-                part += s[r][n];
-            }
-            l[r] = l[r] * alpha + part;
-#pragma unroll
-            for (int c = 0; c < COLS; ++c) o[r][c] *= alpha;
-        }
-        __syncthreads();  // every thread is done reading k_s: P may overwrite it
-#pragma unroll
-        for (int n = 0; n < 4; ++n) {
-            float* dst = p_s + (cg + 16 * n) * FUSED3_P_STRIDE + 8 * rg;
-            *(float4*)dst = make_float4(s[0][n], s[1][n], s[2][n], s[3][n]);
-            *(float4*)(dst + 4) = make_float4(s[4][n], s[5][n], s[6][n], s[7][n]);
-        }
-        __syncthreads();  // all of P is in p_s
-
-        // O += P · V: per key, 8 values of P (two broadcast float4s) and COLS values of V.
-#pragma unroll 4
-        for (int jj = 0; jj < FUSED3_KEYS; ++jj) {
-            const float4 pa = *(const float4*)(p_s + jj * FUSED3_P_STRIDE + 8 * rg);
-            const float4 pb = *(const float4*)(p_s + jj * FUSED3_P_STRIDE + 8 * rg + 4);
-            const float p[8] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
-#pragma unroll
-            for (int t = 0; t < D / 64; ++t) {
-                const float4 vv = *(const float4*)(v_s + jj * D + 64 * t + 4 * cg);
-#pragma unroll
-                for (int r = 0; r < 8; ++r) {
-                    o[r][4 * t] += p[r] * vv.x;
-                    o[r][4 * t + 1] += p[r] * vv.y;
-                    o[r][4 * t + 2] += p[r] * vv.z;
-                    o[r][4 * t + 3] += p[r] * vv.w;
-                }
-            }
-        }
-    }
-
-    // Each row's sum, whole at last: the 16 lanes' parts added by xor-shuffles.
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        float sum = l[r];
-#pragma unroll
-        for (int offset = 8; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, offset);
-        const int i = row0 + 8 * rg + r;
-        if (i >= T) continue;
-        const float inv_l = sum > 0.0f ? 1.0f / sum : 0.0f;  // a row that saw no key: zeros
-#pragma unroll
-        for (int t = 0; t < D / 64; ++t)
-            *(float4*)(out + (long)i * D + 64 * t + 4 * cg) =
-                make_float4(o[r][4 * t] * inv_l, o[r][4 * t + 1] * inv_l, o[r][4 * t + 2] * inv_l, o[r][4 * t + 3] * inv_l);
-    }
-}
-
-// grid (ceil(T / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes; d_k = d_v = d.
-extern "C" __global__ void __launch_bounds__(128, 3) attention_fused_kernel3_d64(
-    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int T, float scale, int causal, int window) {
-    extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<64>(q, k, v, out, T, scale, causal, window, (float*)fused3_smem4);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 2) attention_fused_kernel3_d128(
-    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int T, float scale, int causal, int window) {
-    extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<128>(q, k, v, out, T, scale, causal, window, (float*)fused3_smem4);
 }

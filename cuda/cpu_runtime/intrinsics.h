@@ -1,8 +1,11 @@
 // cpu_runtime/intrinsics.h — the rest of CUDA's device intrinsics for the CPU build: math the
 // C library lacks, directed-rounding variants, bit tricks, cache-hinted loads and stores, the
 // whole atomic family, block votes (__syncthreads_count/_and/_or), warp reduce and match,
-// clocks and sleeps. Included at the end of cuda_cpu_runtime.h (it uses the scheduler and the
-// warp collectives defined there); the half and bfloat16 types live in fp16.h and bf16.h.
+// clocks and sleeps. Included by cuda_cpu_runtime.h after sync_intrinsics.h (it uses the
+// scheduler of fibers.h and the warp collectives of warps.h); the half and bfloat16 types live in
+// half.h (reached through include/cuda_fp16.h and include/cuda_bf16.h), cooperative groups in
+// cooperative_groups.h. Refused: nothing a GPU accepts here; float atomics are as exact as the
+// order the blocks run in.
 #pragma once
 
 #include <cfenv>
@@ -217,7 +220,7 @@ template <class T> inline void __stwt(T* p, T v) { *p = v; }
 inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 // ---------------------------------------------------------------------------------------------
-// Atomics beyond add/sub/exch/cas/min/max (cuda_cpu_runtime.h): bitwise, wrapping inc/dec, and
+// Atomics beyond add/sub/exch/cas/min/max (math_atomics.h): bitwise, wrapping inc/dec, and
 // the _block/_system scopes (one scope here: every block runs on the same OS thread).
 
 template <class T> inline T atomicAnd(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_and(v); }

@@ -17,10 +17,10 @@ from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError, CpuCom
 from andrea_cli.kernel_file import kernel_parameters, packaged_cuda_file, strip_comments, template_kernels
 
 HEADER = packaged_cuda_file("cuda_cpu_runtime.h")
-# The runtime's own sections (included by the header) and the headers a kernel file includes
-# (cuda_fp16.h, cooperative_groups.h, cuda/std/...): all part of the cache key.
+# The runtime's own sections (included by the header) and, under include/, the headers a kernel
+# file includes (cuda_fp16.h, cooperative_groups.h, cuda/std/...): all part of the cache key.
 RUNTIME_DIR = HEADER.parent / "cpu_runtime"
-INCLUDE_DIR = HEADER.parent / "cpu_include"
+INCLUDE_DIR = RUNTIME_DIR / "include"
 
 MAX_DYNAMIC_SHARED = 228 * 1024  # bytes; the largest opt-in shared memory per block (H100)
 # -fno-extern-tls-init: an `extern __shared__` array declared inside a function is an extern
@@ -147,7 +147,7 @@ def flags_for(sanitize: bool, racecheck: bool = False) -> list[str]:
 
 def runtime_text() -> str:
     """The header and every file it or a kernel file can include from the runtime's folders."""
-    files = [HEADER, *sorted(p for d in (RUNTIME_DIR, INCLUDE_DIR) if d.is_dir() for p in d.rglob("*") if p.is_file())]
+    files = [HEADER, *sorted(p for p in RUNTIME_DIR.rglob("*") if p.is_file())]
     return "\0".join(f"{p.relative_to(HEADER.parent)}\0{p.read_text()}" for p in files)
 
 

@@ -1,3 +1,3 @@
 // cuda_bf16.h for the CPU build (andrea): __nv_bfloat16 and __nv_bfloat162 (see ../cpu_runtime/half.h).
 #pragma once
-#include "../cpu_runtime/half.h"
+#include "../half.h"

@@ -1,3 +1,3 @@
 // cuda_fp16.h for the CPU build (andrea): __half and __half2 (see ../cpu_runtime/half.h).
 #pragma once
-#include "../cpu_runtime/half.h"
+#include "../half.h"

@@ -1,3 +1,3 @@
 // cooperative_groups.h for the CPU build (andrea): see ../cpu_runtime/cooperative_groups.h.
 #pragma once
-#include "../cpu_runtime/cooperative_groups.h"
+#include "../cooperative_groups.h"

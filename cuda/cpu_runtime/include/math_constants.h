@@ -1,3 +1,3 @@
 // math_constants.h for the CPU build (andrea): CUDA's CUDART_* float and double constants.
 #pragma once
-#include "../cpu_runtime/cuda_runtime_stub.h"
+#include "../cuda_runtime_stub.h"

@@ -1,3 +1,3 @@
 // cooperative_groups/scan.h for the CPU build (andrea): cg::inclusive_scan, cg::exclusive_scan.
 #pragma once
-#include "../../cpu_runtime/cooperative_groups.h"
+#include "../../cooperative_groups.h"

@@ -1,0 +1,201 @@
+// cpu_runtime/fibers.h — the scheduler's state and the fibers' lives: the built-in indices
+// (threadIdx, blockIdx, blockDim, gridDim as plain globals the scheduler sets), a fiber per
+// thread with its own mmap'd stack below a guard page, each warp's collective state, the launch's
+// guard state (see guard.h), yield/resume with AddressSanitizer's stack-switch hooks. A fiber runs
+// until it blocks: no preemption, so a schedule is reproducible (forward, or reversed on request).
+// Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
+#pragma once
+
+// ---------------------------------------------------------------------------------------------
+// Built-in indices: plain globals, set by the scheduler before it resumes a fiber
+
+static uint3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+
+namespace andrea {
+namespace {
+
+enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE };
+enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4, WARP_MISUSE = 5, ASSERT = 6,
+              TIMEOUT = 7, CRASHED = 8 };
+
+struct Fiber {
+    Ctx ctx;
+    char* stack;      // lowest address, the guard page
+    size_t stack_size;
+    size_t colour;     // bytes left unused at the top of the stack
+    void* fake_stack;  // ASan's bookkeeping across switches
+    uint3 tid;
+    int lid;           // linear thread index in the block
+    int state;
+    bool parked;       // waiting at the top of its loop, ready to run the kernel again
+    const void* site;  // where it called __activemask (the call's return address)
+    uint32_t active;   // what that __activemask returns
+};
+
+struct Warp {
+    uint32_t exists;     // lanes inside the block (fewer than 32 in a partial last warp)
+    uint32_t live;       // lanes that exist and have not returned
+    uint32_t arrived;    // lanes waiting at a warp collective
+    // Per waiting lane: its mask, intrinsic (for messages), operation, offered value and, for a
+    // shuffle, the lane it reads; result is filled by the last lane of its group to arrive.
+    uint32_t mask[32];
+    const char* what[32];
+    int op[32];
+    uint64_t value[32];
+    int src[32];
+    uint64_t result[32];
+};
+
+// All scheduler state lives here, on the heap: locals do not survive _longjmp reliably.
+struct Sched {
+    std::vector<Fiber*> pool;
+    std::vector<Warp> warps;
+    Ctx ctx;  // the scheduler's, while a fiber runs
+    Fiber* cur = nullptr;
+    void* sched_fake = nullptr;
+    const void* main_bottom = nullptr;
+    size_t main_size = 0;
+    void (*entry)(void**) = nullptr;
+    void** args = nullptr;
+    int nthreads = 0, live = 0, at_barrier = 0, at_activemask = 0;
+    uint64_t barrier_gen = 0;  // __syncthreads released so far (and blocks started): tags barrier votes
+    // A misused warp sync, found inside a fiber: the scheduler ends the launch with it.
+    bool misused = false;
+    int misuse_warp = 0;
+    uint32_t misuse_mask = 0, misuse_lanes = 0;
+    char misuse[400];
+    // A failed device assert or a __trap(), found inside a fiber: the launch ends with it.
+    bool aborted = false;
+    char abort_message[400];
+    bool reverse = false;
+    // A SIGSEGV/SIGBUS in a fiber ends the launch with an error instead of the process.
+    volatile sig_atomic_t faulted = 0;
+    void* fault_addr = nullptr;
+    bool fault_in_guard = false;
+    pthread_t owner;
+    std::vector<char> alt_stack;
+    std::mutex mu;
+};
+
+inline Sched& sched() {
+    static Sched* s = new Sched();  // never destroyed: fibers may outlive static destructors
+    return *s;
+}
+
+// --- guard state (faults, watchdog, isolation: see guard.h and isolation.h) --------------------
+
+struct LaunchOptions {  // from Python; andrea_options_size() checks the layout
+    double timeout_s;   // > 0: the most one block may run; 0: the adaptive default below
+    double base_s;      // the default: max(base_s, factor x the slowest block of the launch so far)
+    double factor;
+    int isolate;        // run the launch in a forked child process
+};
+
+struct Guard {
+    volatile sig_atomic_t in_fiber = 0;   // a fiber runs now (set and cleared on the fiber's side)
+    volatile sig_atomic_t timed_out = 0;  // the watchdog found the block past its budget
+    volatile sig_atomic_t fault_write = -1;  // the faulting access: 1 write, 0 read, -1 unknown
+    double block_start = 0, budget = 0, slowest = 0;
+    const LaunchOptions* opts = nullptr;
+    // dynamic shared memory of the current launch: dyn_bytes from dyn_base, then slack bytes
+    // up to the guard page (plain build), or an exact malloc (AddressSanitizer build)
+    char* dyn_map = nullptr;
+    size_t dyn_map_size = 0;
+    char* dyn_base = nullptr;
+    size_t dyn_bytes = 0, dyn_slack = 0;
+};
+
+inline Guard& guard() {
+    static Guard* g = new Guard();
+    return *g;
+}
+
+// Where every `extern __shared__` array of the kernel file starts during a launch: the CPU build
+// rewrites `extern __shared__ T name[];` into `T* const& name = ...(andrea::dyn_shared_base);`
+// on the same line (backends/cpu_runtime/build.py), so the runtime can place the launch's bytes against a guard page.
+char* dyn_shared_base = nullptr;
+
+// --- stack switching, with the AddressSanitizer hooks when instrumented -----------------------
+
+inline void asan_start(void** fake, const void* bottom, size_t size) {
+#ifdef ANDREA_ASAN
+    __sanitizer_start_switch_fiber(fake, bottom, size);
+#else
+    (void)fake; (void)bottom; (void)size;
+#endif
+}
+inline void asan_finish(void* fake, const void** bottom, size_t* size) {
+#ifdef ANDREA_ASAN
+    __sanitizer_finish_switch_fiber(fake, bottom, size);
+#else
+    (void)fake; (void)bottom; (void)size;
+#endif
+}
+
+// From a fiber back to the scheduler; returns when the scheduler resumes this fiber.
+__attribute__((noinline)) inline void yield(Fiber* f) {
+    Sched& s = sched();
+    guard().in_fiber = 0;
+    asan_start(&f->fake_stack, s.main_bottom, s.main_size);
+    ctx_switch(f->ctx, s.ctx);
+    asan_finish(f->fake_stack, &s.main_bottom, &s.main_size);
+    guard().in_fiber = 1;
+}
+
+// From the scheduler into a fiber; returns when the fiber yields.
+__attribute__((noinline)) inline void resume(Fiber* f) {
+    Sched& s = sched();
+    s.cur = f;
+    threadIdx = f->tid;
+    asan_start(&s.sched_fake, f->stack, f->stack_size);
+    ctx_switch(s.ctx, f->ctx);
+    asan_finish(s.sched_fake, nullptr, nullptr);
+}
+
+inline void warp_exit(Fiber* f);
+
+// A fiber's life: "run the kernel, mark done, yield" for every block it is given.
+inline void fiber_main() {
+    Sched& s = sched();
+    asan_finish(nullptr, &s.main_bottom, &s.main_size);  // first entry, from resume()
+    guard().in_fiber = 1;
+    for (;;) {
+        Fiber* f = s.cur;
+        f->parked = false;
+        s.entry(s.args);
+        f = s.cur;
+        f->state = DONE;
+        s.live--;
+        warp_exit(f);
+        f->parked = true;
+        yield(f);
+    }
+}
+
+// (Re)start a fiber so that resuming it runs the kernel from the top.
+inline bool fiber_init(Fiber* f) {
+    Sched& s = sched();
+    if (!f->stack) {
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+#ifdef ANDREA_ASAN
+        f->stack_size = 1 << 20;  // instrumented frames are larger
+#else
+        f->stack_size = 256 << 10;
+#endif
+        void* p = mmap(nullptr, f->stack_size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+        if (p == MAP_FAILED) return false;
+        mprotect(p, page, PROT_NONE);  // guard page: an overflow faults instead of corrupting
+        f->stack = (char*)p;
+        // Stagger the stack tops: at equal offsets every fiber's hot frames would fall into the
+        // same few cache sets (the stacks are 256 KiB apart) and each switch would miss.
+        f->colour = 64 + (s.pool.size() * 17 * 64) % (32 << 10);
+    }
+    ctx_make(f->ctx, f->stack + f->stack_size - f->colour, fiber_main);
+    f->parked = true;
+    return true;
+}
+
+}  // namespace
+}  // namespace andrea

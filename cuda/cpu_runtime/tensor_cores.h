@@ -1,0 +1,305 @@
+// cpu_runtime/tensor_cores.h — the PTX instructions behind the kernel file's tensor-core wrappers
+// (mma.sync, ldmatrix, cp.async, the cvt conversions), emulated; what it refuses is listed below.
+// Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
+#pragma once
+
+// =============================================================================================
+// Tensor cores: the PTX instructions behind the kernel file's tensor-core wrappers, emulated.
+//
+// The kernel file wraps each instruction in a device function whose body is inline PTX under
+// __CUDA_ARCH__ and, in the CPU build, a call into namespace ptx_emulated below. The fragment
+// layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16 with floating point type",
+// "... for mma.m16n8k8", "ldmatrix"): groupID g = lane >> 2, threadID_in_group t = lane % 4.
+//
+// Faithful where a wrong kernel would otherwise pass:
+//  - mma.sync and ldmatrix are .aligned: all 32 lanes of the warp must reach the same instruction
+//    (same kind, same call site); a partial warp, a returned lane or a divergent lane is reported
+//    like any other warp misuse.
+//  - ldmatrix reads shared memory only, at 16-byte aligned row addresses.
+//  - cp.async: the destination reads as NaN bytes (0xff) until the issuing thread's
+//    cp.async.wait_group retires the group; the source is read when the copy is issued.
+//  - mma with tf32 operands ignores their low 13 bits, as the hardware does: raw fp32 that skipped
+//    cvt.rna.tf32 is truncated, not rounded.
+// The products of bf16 or tf32 operands are exact in double; each output is summed in double and
+// rounded once (a GPU's summation order inside one mma is unspecified: compare with tolerances).
+//
+// Speed: a .aligned instruction is one round per warp. Each lane leaves pointers to its operands
+// and waits; the last lane to arrive computes the whole warp's result at once and writes every
+// lane's registers (the waiting lanes' stacks stay put while they wait), so an emulated mma costs
+// one pass over 16x8x16 products, not 32 shuffles per lane.
+
+namespace andrea {
+namespace {
+
+inline bool is_shared(const void* p, size_t bytes);
+
+struct AlignedRound {            // one warp at one .aligned instruction
+    uint32_t deposited = 0;      // lanes that have left their operands
+    const char* what = nullptr;  // the instruction, e.g. "mma.sync.aligned.m16n8k16..."
+    const void* site = nullptr;  // where the kernel calls it
+    uint64_t completed = 0;      // rounds computed so far: a waiting lane checks its own ran
+    void* operand[32][4];
+};
+
+struct PendingCopy { void* dst; unsigned char data[16]; int bytes; };
+
+struct CpAsyncQueue {            // one thread's cp.async copies not yet waited for
+    std::vector<PendingCopy> open;                    // since the last commit_group
+    std::vector<std::vector<PendingCopy>> committed;  // oldest first
+};
+
+struct TensorCoreState {
+    std::vector<AlignedRound> rounds;  // per warp
+    std::vector<CpAsyncQueue> copies;  // per thread of the block
+    char* tls_lo = nullptr;            // this OS thread's shared memory (its TLS block)
+    char* tls_hi = nullptr;
+};
+
+inline TensorCoreState& tensor_cores() {
+    static TensorCoreState* t = new TensorCoreState();
+    return *t;
+}
+
+// Called by launch() at each block start: no copy or round of the previous block carries over.
+inline void tensor_core_block_start(int nthreads) {
+    TensorCoreState& tc = tensor_cores();
+    tc.rounds.resize((nthreads + 31) / 32);
+    for (AlignedRound& r : tc.rounds) r.deposited = 0;
+    tc.copies.assign(nthreads, CpAsyncQueue{});
+    TlsQuery q{(const void*)&tensor_core_block_start, nullptr, 0};
+    dl_iterate_phdr(find_tls, &q);
+    tc.tls_lo = q.block;
+    tc.tls_hi = q.block ? q.block + q.size : nullptr;
+}
+
+// Shared memory in the CPU build: the library's thread-local storage of this OS thread (static
+// __shared__ arrays), or an `extern __shared__` array.
+inline bool is_shared(const void* p, size_t bytes) {
+    const char* c = static_cast<const char*>(p);
+    const TensorCoreState& tc = tensor_cores();
+    if (tc.tls_lo && c >= tc.tls_lo && c + bytes <= tc.tls_hi) return true;
+    const Guard& g = guard();  // the launch's dynamic shared bytes (see guard.h)
+    return g.dyn_base && c >= g.dyn_base && c + bytes <= g.dyn_base + g.dyn_bytes;
+}
+
+// One lane reaches a .aligned instruction. Returns after the warp's round has run `body`, which
+// sees every lane's operands; reports misuse (and never returns) if the warp is not converged.
+__attribute__((noinline)) inline void aligned_round(const char* what, const void* site, void* o0, void* o1,
+                                                    void* o2, void* o3, void (*body)(AlignedRound&)) {
+    Sched& s = sched();
+    Fiber* f = s.cur;
+    const int wi = f->lid >> 5, lane = f->lid & 31;
+    const uint32_t bit = 1u << lane;
+    Warp& w = s.warps[wi];
+    AlignedRound& r = tensor_cores().rounds[wi];
+    if (w.arrived == 0) r.deposited = 0;  // the first lane of a new warp sync
+    if (r.deposited && (r.site != site || r.what != what)) {
+        warp_misuse(wi, 0xffffffffu, bit, "%s in warp %d: lane %d reaches it while lanes %s wait at %s "
+                    "elsewhere: a .aligned instruction needs all 32 lanes of the warp at the same "
+                    "instruction (on a GPU: undefined); keep the warp converged around it",
+                    what, wi, lane, lanes_text(r.deposited).c_str(), r.what);
+        warp_fail(f);
+    }
+    if (const uint32_t other = w.arrived & ~r.deposited) {
+        warp_misuse(wi, 0xffffffffu, bit, "%s in warp %d: lane %d reaches it while lanes %s wait at %s: "
+                    "a .aligned instruction needs all 32 lanes of the warp at the same instruction "
+                    "(on a GPU: undefined); keep the warp converged around it",
+                    what, wi, lane, lanes_text(other).c_str(), w.what[__builtin_ctz(other)]);
+        warp_fail(f);
+    }
+    r.what = what;
+    r.site = site;
+    r.operand[lane][0] = o0; r.operand[lane][1] = o1; r.operand[lane][2] = o2; r.operand[lane][3] = o3;
+    r.deposited |= bit;
+    const uint64_t mine = r.completed;
+    if (r.deposited == 0xffffffffu) {  // the last lane: compute for all, then release them
+        body(r);
+        r.completed++;
+        r.deposited = 0;
+    }
+    warp_sync(0xffffffffu, what);  // refuses a partial warp or a returned lane
+    if (r.completed == mine) {     // released by a lane at some other warp sync
+        warp_misuse(wi, 0xffffffffu, bit, "%s in warp %d: lane %d waits there while lanes %s went on "
+                    "from another warp collective: a .aligned instruction needs all 32 lanes of the warp at "
+                    "the same instruction (on a GPU: undefined); keep the warp converged around it",
+                    what, wi, lane, lanes_text(~r.deposited).c_str());
+        warp_fail(f);
+    }
+}
+
+inline float bf16_lo(uint32_t x) { uint32_t b = x << 16; float f; std::memcpy(&f, &b, 4); return f; }
+inline float bf16_hi(uint32_t x) { uint32_t b = x & 0xffff0000u; float f; std::memcpy(&f, &b, 4); return f; }
+inline float tf32_bits(uint32_t x) { uint32_t b = x & 0xffffe000u; float f; std::memcpy(&f, &b, 4); return f; }
+
+// D(16x8) = A(16xK) B(Kx8) + C, from the warp's fragments; a(l, r, half) unpacks operand A.
+template <int K> inline void mma_round(AlignedRound& r, float A[16][K], float B[K][8]) {
+    double C[16][8];
+    for (int l = 0; l < 32; l++) {
+        const int g = l >> 2, t = l & 3;
+        const float* c = static_cast<const float*>(r.operand[l][3]);
+        C[g][2 * t] = c[0]; C[g][2 * t + 1] = c[1]; C[g + 8][2 * t] = c[2]; C[g + 8][2 * t + 1] = c[3];
+    }
+    for (int i = 0; i < 16; i++)
+        for (int n = 0; n < 8; n++) {
+            double acc = C[i][n];
+            for (int k = 0; k < K; k++) acc += (double)A[i][k] * (double)B[k][n];
+            C[i][n] = acc;
+        }
+    for (int l = 0; l < 32; l++) {  // every C was read above, so d may alias c
+        const int g = l >> 2, t = l & 3;
+        float* d = static_cast<float*>(r.operand[l][0]);
+        d[0] = (float)C[g][2 * t]; d[1] = (float)C[g][2 * t + 1];
+        d[2] = (float)C[g + 8][2 * t]; d[3] = (float)C[g + 8][2 * t + 1];
+    }
+}
+
+inline void mma_bf16_round(AlignedRound& r) {
+    float A[16][16], B[16][8];
+    for (int l = 0; l < 32; l++) {
+        const int g = l >> 2, t = l & 3;
+        const uint32_t* a = static_cast<const uint32_t*>(r.operand[l][1]);
+        const uint32_t* b = static_cast<const uint32_t*>(r.operand[l][2]);
+        // a0: (g, 2t..2t+1)  a1: (g+8, 2t..)  a2: (g, 2t+8..)  a3: (g+8, 2t+8..); low half first
+        A[g][2 * t] = bf16_lo(a[0]);         A[g][2 * t + 1] = bf16_hi(a[0]);
+        A[g + 8][2 * t] = bf16_lo(a[1]);     A[g + 8][2 * t + 1] = bf16_hi(a[1]);
+        A[g][2 * t + 8] = bf16_lo(a[2]);     A[g][2 * t + 9] = bf16_hi(a[2]);
+        A[g + 8][2 * t + 8] = bf16_lo(a[3]); A[g + 8][2 * t + 9] = bf16_hi(a[3]);
+        // b0: (k = 2t..2t+1, n = g)  b1: (k = 2t+8.., n = g)
+        B[2 * t][g] = bf16_lo(b[0]);     B[2 * t + 1][g] = bf16_hi(b[0]);
+        B[2 * t + 8][g] = bf16_lo(b[1]); B[2 * t + 9][g] = bf16_hi(b[1]);
+    }
+    mma_round<16>(r, A, B);
+}
+
+inline void mma_tf32_round(AlignedRound& r) {
+    float A[16][8], B[8][8];
+    for (int l = 0; l < 32; l++) {
+        const int g = l >> 2, t = l & 3;
+        const uint32_t* a = static_cast<const uint32_t*>(r.operand[l][1]);
+        const uint32_t* b = static_cast<const uint32_t*>(r.operand[l][2]);
+        // a0: (g, t)  a1: (g+8, t)  a2: (g, t+4)  a3: (g+8, t+4); b0: (k = t, n = g)  b1: (k = t+4, n = g)
+        A[g][t] = tf32_bits(a[0]); A[g + 8][t] = tf32_bits(a[1]);
+        A[g][t + 4] = tf32_bits(a[2]); A[g + 8][t + 4] = tf32_bits(a[3]);
+        B[t][g] = tf32_bits(b[0]); B[t + 4][g] = tf32_bits(b[1]);
+    }
+    mma_round<8>(r, A, B);
+}
+
+// ldmatrix .xN: lanes 8i..8i+7 give the row addresses of 8x8 matrix i (16 bytes each). Lane L
+// receives from matrix i row L/4, elements 2(L%4) and 2(L%4)+1; with .trans, column L/4, rows
+// 2(L%4) and 2(L%4)+1. The low half holds the lower-indexed element.
+template <int N, bool TRANS> inline void ldmatrix_round(AlignedRound& r) {
+    const char* what = r.what;
+    for (int l = 0; l < 8 * N; l++) {
+        const void* p = r.operand[l][1];
+        if ((uintptr_t)p % 16 != 0 || !is_shared(p, 16)) {
+            const int wi = sched().cur->lid >> 5;
+            warp_misuse(wi, 0xffffffffu, 1u << l, "%s in warp %d: lane %d gives row address %p, which is %s: "
+                        "ldmatrix reads 16-byte rows of shared memory at 16-byte aligned addresses",
+                        what, wi, l, p, (uintptr_t)p % 16 ? "not 16-byte aligned" : "not in shared memory");
+            return;
+        }
+    }
+    uint16_t m[4][8][8];
+    for (int i = 0; i < N; i++)
+        for (int row = 0; row < 8; row++) std::memcpy(m[i][row], r.operand[8 * i + row][1], 16);
+    for (int l = 0; l < 32; l++) {
+        uint32_t* out = static_cast<uint32_t*>(r.operand[l][0]);
+        const int a = l / 4, b = 2 * (l % 4);
+        for (int i = 0; i < N; i++)
+            out[i] = TRANS ? (uint32_t)m[i][b][a] | (uint32_t)m[i][b + 1][a] << 16
+                           : (uint32_t)m[i][a][b] | (uint32_t)m[i][a][b + 1] << 16;
+    }
+}
+
+}  // namespace
+}  // namespace andrea
+
+namespace ptx_emulated {
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, c
+__attribute__((noinline)) inline void mma_m16n8k16_bf16(float* d, const unsigned* a, const unsigned* b,
+                                                        const float* c) {
+    andrea::aligned_round("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", __builtin_return_address(0),
+                          d, const_cast<unsigned*>(a), const_cast<unsigned*>(b), const_cast<float*>(c),
+                          andrea::mma_bf16_round);
+    andrea::Sched& s = andrea::sched();
+    if (s.misused) andrea::warp_fail(s.cur);
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 d, a, b, c
+__attribute__((noinline)) inline void mma_m16n8k8_tf32(float* d, const unsigned* a, const unsigned* b,
+                                                       const float* c) {
+    andrea::aligned_round("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", __builtin_return_address(0),
+                          d, const_cast<unsigned*>(a), const_cast<unsigned*>(b), const_cast<float*>(c),
+                          andrea::mma_tf32_round);
+}
+
+// ldmatrix.sync.aligned.m8n8.x{N}[.trans].shared.b16 {r}, [row]
+template <int N, bool TRANS> __attribute__((noinline)) inline void ldmatrix(unsigned* r, const void* row) {
+    static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4 matrices");
+    static const std::string what = std::string("ldmatrix.sync.aligned.m8n8.x") + std::to_string(N) +
+                                    (TRANS ? ".trans" : "") + ".shared.b16";
+    andrea::aligned_round(what.c_str(), __builtin_return_address(0), r, const_cast<void*>(row), nullptr, nullptr,
+                          andrea::ldmatrix_round<N, TRANS>);
+    andrea::Sched& s = andrea::sched();
+    if (s.misused) andrea::warp_fail(s.cur);  // a bad address found by the round's last lane
+}
+
+// cp.async.cg.shared.global [dst], [src], 16, src_bytes: copies src_bytes (0..16) and fills the
+// rest of the 16 bytes with zeros; dst holds NaN bytes until cp.async.wait_group retires it.
+inline void cp_async_cg_16(void* dst, const void* src, int src_bytes) {
+    andrea::Fiber* f = andrea::sched().cur;
+    if ((uintptr_t)dst % 16 || (uintptr_t)src % 16 || !andrea::is_shared(dst, 16) || src_bytes < 0 ||
+        src_bytes > 16) {
+        const int wi = f->lid >> 5;
+        andrea::warp_misuse(wi, 0, 1u << (f->lid & 31), "cp.async.cg.shared.global in thread %d: dst %p, src %p, "
+                            "%d source bytes: cp.async copies 16 bytes from 16-byte aligned global memory to "
+                            "16-byte aligned shared memory, 0 to 16 of them read from src", f->lid, dst, src,
+                            src_bytes);
+        andrea::warp_fail(f);
+    }
+    andrea::PendingCopy c{dst, {}, 16};
+    if (src_bytes) std::memcpy(c.data, src, src_bytes);
+    andrea::tensor_cores().copies[f->lid].open.push_back(c);
+    std::memset(dst, 0xff, 16);
+}
+
+// cp.async.commit_group: the copies issued since the last commit become one group.
+inline void cp_async_commit_group() {
+    andrea::CpAsyncQueue& q = andrea::tensor_cores().copies[andrea::sched().cur->lid];
+    q.committed.push_back(std::move(q.open));
+    q.open.clear();
+}
+
+// cp.async.wait_group n: every group of this thread but the newest n has landed.
+inline void cp_async_wait_group(int n) {
+    andrea::CpAsyncQueue& q = andrea::tensor_cores().copies[andrea::sched().cur->lid];
+    const size_t keep = (size_t)std::max(n, 0);
+    size_t retire = q.committed.size() > keep ? q.committed.size() - keep : 0;
+    for (size_t g = 0; g < retire; g++)
+        for (const andrea::PendingCopy& c : q.committed[g]) std::memcpy(c.dst, c.data, c.bytes);
+    q.committed.erase(q.committed.begin(), q.committed.begin() + retire);
+}
+
+// fp32 -> bf16 bits, round to nearest even (cvt.rn.bf16.f32); a NaN becomes the canonical 0x7fff.
+inline unsigned f32_to_bf16_rn(float x) {
+    unsigned b;
+    std::memcpy(&b, &x, 4);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
+    return (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+}
+
+// cvt.rn.bf16x2.f32 d, hi, lo: two floats into one .b32, the first operand in the UPPER half.
+inline unsigned cvt_rn_bf16x2_f32(float hi, float lo) { return f32_to_bf16_rn(hi) << 16 | f32_to_bf16_rn(lo); }
+
+// cvt.rna.tf32.f32: round to nearest, ties away from zero, into a .b32 whose low 13 bits are 0;
+// infinities stay, a NaN stays a (quiet) NaN.
+inline unsigned cvt_rna_tf32_f32(float x) {
+    unsigned b;
+    std::memcpy(&b, &x, 4);
+    if ((b & 0x7f800000u) == 0x7f800000u) return (b & 0x007fffffu) ? ((b | 0x00400000u) & 0xffffe000u) : b;
+    return (b + 0x1000u) & 0xffffe000u;
+}
+
+}  // namespace ptx_emulated
