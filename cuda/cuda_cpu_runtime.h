@@ -60,6 +60,7 @@
 // functions' statics would otherwise become process-wide unique symbols).
 #include "cpu_runtime/qualifiers.h"
 #include "cpu_runtime/vectors.h"
+#include "cpu_runtime/racecheck.h"
 #include "cpu_runtime/math_atomics.h"
 #include "cpu_runtime/context_switch.h"
 #include "cpu_runtime/fibers.h"

@@ -134,8 +134,9 @@ inline void asan_finish(void* fake, const void** bottom, size_t* size) {
 }
 
 // From a fiber back to the scheduler; returns when the scheduler resumes this fiber.
-__attribute__((noinline)) inline void yield(Fiber* f) {
+ANDREA_NO_TSAN __attribute__((noinline)) inline void yield(Fiber* f) {
     Sched& s = sched();
+    race_yield();
     guard().in_fiber = 0;
     asan_start(&f->fake_stack, s.main_bottom, s.main_size);
     ctx_switch(f->ctx, s.ctx);
@@ -144,10 +145,11 @@ __attribute__((noinline)) inline void yield(Fiber* f) {
 }
 
 // From the scheduler into a fiber; returns when the fiber yields.
-__attribute__((noinline)) inline void resume(Fiber* f) {
+ANDREA_NO_TSAN __attribute__((noinline)) inline void resume(Fiber* f) {
     Sched& s = sched();
     s.cur = f;
     threadIdx = f->tid;
+    race_resume(f->lid);
     asan_start(&s.sched_fake, f->stack, f->stack_size);
     ctx_switch(s.ctx, f->ctx);
     asan_finish(s.sched_fake, nullptr, nullptr);
@@ -156,14 +158,16 @@ __attribute__((noinline)) inline void resume(Fiber* f) {
 inline void warp_exit(Fiber* f);
 
 // A fiber's life: "run the kernel, mark done, yield" for every block it is given.
-inline void fiber_main() {
+ANDREA_NO_TSAN inline void fiber_main() {
     Sched& s = sched();
     asan_finish(nullptr, &s.main_bottom, &s.main_size);  // first entry, from resume()
     guard().in_fiber = 1;
     for (;;) {
         Fiber* f = s.cur;
         f->parked = false;
+        race_kernel_enter();
         s.entry(s.args);
+        race_kernel_leave();
         f = s.cur;
         f->state = DONE;
         s.live--;

@@ -63,6 +63,12 @@ inline int run_block(LaunchInfo* info) {
             return FAULT;
         }
         if (s.at_barrier == s.live) {
+#ifdef ANDREA_TSAN
+            std::vector<int> waiting;
+            for (int i = 0; i < n; i++)
+                if (s.pool[i]->state == AT_BARRIER) waiting.push_back(i);
+            race_meet(waiting.data(), (int)waiting.size());
+#endif
             for (int i = 0; i < n; i++)
                 if (s.pool[i]->state == AT_BARRIER) s.pool[i]->state = READY;
             s.at_barrier = 0;
@@ -110,6 +116,20 @@ inline int launch_locked(void (*entry)(void**), void** args, const unsigned* gri
         f->tid = uint3{(unsigned)(i % block[0]), (unsigned)(i / block[0] % block[1]),
                        (unsigned)(i / (block[0] * block[1]))};
     }
+    std::vector<uint3> race_tids(n);
+    for (int i = 0; i < n; i++) race_tids[i] = s.pool[i]->tid;
+#ifdef ANDREA_TSAN
+    // racecheck: the other fiber sets (racecheck.h), made ready as the pool is; s.pool is set 0.
+    static std::vector<Fiber*> race_pools[kRaceSets];
+    int race_set = 0;
+    for (int k = 1; k < kRaceSets; k++) {
+        std::swap(s.pool, race_pools[k]);
+        const int ready = prepare_pool(n, info);
+        for (int i = 0; i < (int)s.pool.size() && i < n; i++) { s.pool[i]->lid = i; s.pool[i]->tid = race_tids[i]; }
+        std::swap(s.pool, race_pools[k]);
+        if (ready) return ready;  // nothing to undo yet
+    }
+#endif
     s.entry = entry;
     s.args = args;
     s.nthreads = n;
@@ -130,12 +150,26 @@ inline int launch_locked(void (*entry)(void**), void** args, const unsigned* gri
     g.budget = 1e30;
     SignalState old;
     catch_faults(old);
+    race_launch_begin();
     int rc = OK;
     for (unsigned bz = 0; bz < grid[2] && rc == OK; bz++)
         for (unsigned by = 0; by < grid[1] && rc == OK; by++)
             for (unsigned bx = 0; bx < grid[0] && rc == OK; bx++) {
                 blockIdx = uint3{bx, by, bz};
                 info->block[0] = (int)bx; info->block[1] = (int)by; info->block[2] = (int)bz;
+#ifdef ANDREA_TSAN
+                const int set = (int)((((unsigned long long)bz * grid[1] + by) * grid[0] + bx) % kRaceSets);
+                if (set != race_set) {
+                    std::swap(s.pool, race_pools[race_set]);
+                    std::swap(s.pool, race_pools[set]);
+                    race_set = set;
+                }
+#else
+                const int set = 0;
+#endif
+                race_block_begin(n, blockIdx, set, race_tids.data(), layout.fill.empty() ? nullptr : layout.fill[0].lo,
+                                 layout.fill.empty() ? 0 : (size_t)(layout.fill.back().hi - layout.fill[0].lo),
+                                 g.dyn_base, g.dyn_bytes);
                 poison_shared(layout);
                 tensor_core_block_start(n);
                 for (int i = 0; i < n; i++) s.pool[i]->state = READY;
@@ -155,8 +189,16 @@ inline int launch_locked(void (*entry)(void**), void** args, const unsigned* gri
                 g.block_start = cpu_now();
                 info->block_start = seconds(CLOCK_PROCESS_CPUTIME_ID);  // the clock the parent can read
                 rc = run_block(info);
+                race_block_end(n, blockIdx, race_tids.data());
                 g.slowest = std::max(g.slowest, cpu_now() - g.block_start);
             }
+    race_launch_end();
+#ifdef ANDREA_TSAN
+    if (race_set != 0) {  // s.pool is set 0 between launches
+        std::swap(s.pool, race_pools[race_set]);
+        std::swap(s.pool, race_pools[0]);
+    }
+#endif
     restore_faults(old);
     dyn_unmap();
     if (rc != OK) info->threads = n;
