@@ -213,19 +213,21 @@ ANDREA_NO_TSAN inline void race_fence(const void* site) {
     RaceState& r = race();
     if (r.running) r.fence[r.cur] = site;
 }
-ANDREA_NO_TSAN inline void race_atomic_before(const void* p) {
+// After an atomic on p: it acquires p (what fenced atomics released there before it), and after
+// a fence it releases p, itself included (the next atomic that reads it is ordered after it).
+ANDREA_NO_TSAN inline void race_atomic_done(const void* p) {
     RaceState& r = race();
-    if (!r.running || !r.fence[r.cur]) return;
-    r.fence[r.cur] = nullptr;
-    __tsan_release(const_cast<void*>(p));
-}
-ANDREA_NO_TSAN inline void race_atomic_after(const void* p) {
-    if (race().running) __tsan_acquire(const_cast<void*>(p));
+    if (!r.running) return;
+    __tsan_acquire(const_cast<void*>(p));
+    if (r.fence[r.cur]) {
+        r.fence[r.cur] = nullptr;
+        __tsan_release(const_cast<void*>(p));
+    }
 }
 struct RaceAtomic {  // around every atomic operation on p
     const void* p;
-    explicit RaceAtomic(const void* q) : p(q) { race_atomic_before(p); }
-    ~RaceAtomic() { race_atomic_after(p); }
+    explicit RaceAtomic(const void* q) : p(q) {}
+    ~RaceAtomic() { race_atomic_done(p); }
 };
 #else
 struct RaceQuiet {};
@@ -242,8 +244,6 @@ inline void race_meet(const int*, int) {}
 inline void race_block_end(int, uint3, const uint3*) {}
 inline void race_launch_end() {}
 inline void race_fence(const void*) {}
-inline void race_atomic_before(const void*) {}
-inline void race_atomic_after(const void*) {}
 #endif
 
 }  // namespace

@@ -49,8 +49,8 @@ __global__ void warp_synchronous_sum(const float* x, float* out) {
     __syncthreads();
     if (t < 32) {
         volatile float* v = s;
-        v[t] += v[t + 32];  // RACE: lane t + 16 writes v[t + 16] here ...
-        v[t] += v[t + 16];  // RACE: ... while lane t reads it here
+        v[t] += v[t + 32];  // RACE: lane t writes v[t] here, while lanes below t read it
+        v[t] += v[t + 16];  // RACE: on this line or the four after
         v[t] += v[t + 8];
         v[t] += v[t + 4];
         v[t] += v[t + 2];
