@@ -280,7 +280,7 @@ struct BlockVote {
     uint64_t tag[2] = {~0ull, ~0ull};
     int count[2] = {0, 0}, arrived[2] = {0, 0};
 };
-inline BlockVote& block_vote_state() {
+ANDREA_NO_TSAN inline BlockVote& block_vote_state() {
     static BlockVote v;
     return v;
 }

@@ -55,7 +55,7 @@ struct TensorCoreState {
     char* tls_hi = nullptr;
 };
 
-inline TensorCoreState& tensor_cores() {
+ANDREA_NO_TSAN inline TensorCoreState& tensor_cores() {
     static TensorCoreState* t = new TensorCoreState();
     return *t;
 }

@@ -52,7 +52,8 @@ class RacecheckLibrary(SanitizedLibrary):
         super().__init__(path, kernel_names)
 
     def _start(self) -> None:
-        env = dict(os.environ, LD_PRELOAD=libtsan(),
+        # one BLAS thread: every thread of the worker widens ThreadSanitizer's vector clocks
+        env = dict(os.environ, LD_PRELOAD=libtsan(), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
                    TSAN_OPTIONS=f"{_OPTIONS}:log_path={self._log_dir.name}/tsan")
         package_root = str(pathlib.Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
