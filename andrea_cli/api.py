@@ -10,12 +10,14 @@ the terminal's tables. Nothing heavy (cupy, matplotlib) is imported until a func
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from andrea_cli.commands import options as flags
 from andrea_cli.errors import AndreaError
 
 
@@ -98,8 +100,34 @@ class ScalingResult(Result):
         return Path(path)
 
 
+@dataclass(repr=False)
+class BoundResult(Result):
+    """`report` is the list `andrea bench --bound --json` prints, one dict per kernel; `raw` the
+    BoundReport. A static bound, not a measurement."""
+
+    def _draw(self, console) -> None:
+        from andrea_cli.render.bound import render_bound
+
+        render_bound(console, self.raw)
+
+    def __repr__(self) -> str:
+        return f"BoundResult(gpu={self.raw.gpu.key!r}, kernels={len(self.report)}, report=[...])"
+
+
 def _path(kernel) -> Path | None:
     return None if kernel is None else Path(kernel)
+
+
+def _arrays_given(q, k, v, T, d_k, d_v) -> bool:
+    """True when q, k, v are given (all three, and then without the random inputs' sizes)."""
+    given = [a is not None for a in (q, k, v)]
+    if not any(given):
+        return False
+    if not all(given):
+        raise AndreaError("pass all of q, k, v (or none, for random inputs of size T, d_k, d_v)")
+    if T is not None or d_k is not None or d_v is not None:
+        raise AndreaError("T, d_k, d_v size the random inputs; with q, k, v the arrays give the sizes: drop them")
+    return True
 
 
 def _document(report) -> dict:
@@ -108,9 +136,10 @@ def _document(report) -> dict:
     return json_document(report.to_json())
 
 
-def attend(q=None, k=None, v=None, *, mask: str = "causal", scale: bool = True, backend: str = "auto",
-           kernel=None, fused: bool = False, sample_rows: int = 0, T: int | None = None, d_k: int | None = None,
-           d_v: int | None = None, seed: int = 0) -> AttendResult:
+def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: bool = True,
+           backend: str = flags.BACKEND.default, kernel=None, fused: bool = False, sample_rows: int = 0,
+           T: int | None = None, d_k: int | None = None, d_v: int | None = None,
+           seed: int = flags.SEED.default) -> AttendResult:
     """softmax(mask(Q·K^T / sqrt(d_k)))·V through the kernels, as `andrea attend` runs it.
 
     q, k: (T, d_k) and v: (T, d_v), or (H, T, d) for H heads in one launch per stage. NumPy arrays
@@ -119,22 +148,16 @@ def attend(q=None, k=None, v=None, *, mask: str = "causal", scale: bool = True, 
     exactly as the command makes them. mask: "causal", "none" or "window:W"; scale=False skips
     the division by sqrt(d_k); backend: "auto", "cuda", "cpu" or "numpy"; kernel: an edited copy
     of the kernel file; fused: the fused kernel (no T×T matrices; sample_rows=N for statistics)."""
-    from andrea_cli.commands.attend import AttendOptions, run_attend, run_head
+    from andrea_cli.commands.attend import AttendOptions, check_combinations, run_attend, run_head
     from andrea_cli.inputs import check_fits_in_memory, qkv_from_arrays
     from andrea_cli.masks import parse_mask
 
-    given = [a is not None for a in (q, k, v)]
-    if not any(given):
-        report = run_attend(AttendOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, mask=mask, no_scale=not scale,
-                                          backend=backend, kernel=_path(kernel), fused=fused,
-                                          sample_rows=sample_rows))
+    options = AttendOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, mask=mask, no_scale=not scale, backend=backend,
+                            kernel=_path(kernel), fused=fused, sample_rows=sample_rows)
+    if not _arrays_given(q, k, v, T, d_k, d_v):
+        report = run_attend(options)
     else:
-        if not all(given):
-            raise AndreaError("pass all of q, k, v (or none, for random inputs of size T, d_k, d_v)")
-        if T is not None or d_k is not None or d_v is not None:
-            raise AndreaError("T, d_k, d_v size the random inputs; with q, k, v the arrays give the sizes: drop them")
-        if sample_rows < 0 or (sample_rows and not fused):
-            raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
+        check_combinations(options)  # the command's checks and messages, on what the arrays do not size
         data = qkv_from_arrays(q, k, v)
         check_fits_in_memory(data.H or 1, data.T, data.d_k, data.d_v, square=not fused)  # the run's one check
         report = run_head(data, backend=backend, kernel=_path(kernel), mask=parse_mask(mask), scaled=scale,
@@ -145,29 +168,26 @@ def attend(q=None, k=None, v=None, *, mask: str = "causal", scale: bool = True, 
                         weights=getattr(report, "weights", None), scores=getattr(report, "scores", None))
 
 
-def grad(q=None, k=None, v=None, d_out=None, *, mask: str = "causal", scale: bool = True, backend: str = "auto",
-         kernel=None, fused: bool = False, T: int | None = None, d_k: int | None = None, d_v: int | None = None,
-         seed: int = 0) -> GradResult:
+def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, scale: bool = True,
+         backend: str = flags.BACKEND.default, kernel=None, fused: bool = False, T: int | None = None,
+         d_k: int | None = None, d_v: int | None = None, seed: int = flags.SEED.default) -> GradResult:
     """The backward pass through the kernels, as `andrea grad` runs it: dQ, dK, dV from the upstream
     gradient d_out (T, d_v) (seeded N(0, 1) when not given). q, k, v: one head's (T, d) NumPy
     arrays, or none for the command's random inputs of size T, d_k, d_v from `seed`; the other
     options as in attend()."""
     from andrea_cli.commands.grad import (BACKWARD_BYTES_PER_SCORE, GradOptions, check_combinations, run_grad,
                                           run_grad_head)
-    from andrea_cli.gradient_flow import d_out_for
+    from andrea_cli.runs.gradient_flow import d_out_for
     from andrea_cli.inputs import as_matrix, check_fits_in_memory, qkv_from_arrays
     from andrea_cli.masks import parse_mask
 
     options = GradOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, mask=mask, no_scale=not scale, backend=backend,
                           kernel=_path(kernel), fused=fused)
-    given = [a is not None for a in (q, k, v)]
-    if not any(given) and d_out is None:
+    if not _arrays_given(q, k, v, T, d_k, d_v) and d_out is None:
         report = run_grad(options)
     else:
-        if not all(given):
+        if not all(a is not None for a in (q, k, v)):  # d_out alone
             raise AndreaError("pass all of q, k, v (or none, for random inputs of size T, d_k, d_v)")
-        if T is not None or d_k is not None or d_v is not None:
-            raise AndreaError("T, d_k, d_v size the random inputs; with q, k, v the arrays give the sizes: drop them")
         check_combinations(options)
         data = qkv_from_arrays(q, k, v)
         if data.on_device or data.H is not None:
@@ -192,26 +212,39 @@ def verify(*, backend: str = "auto", quick: bool = False, T: int | None = None, 
     the sweep (quick=True: a smaller one), or the one case T/d_k/d_v/mask/scale name. backend:
     "auto", "cuda" or "cpu". `.passed` is the command's exit status 0; progress=True prints a
     line per case to stderr as the command does."""
-    from andrea_cli.commands.verify import run_verify_command
+    from andrea_cli.commands.verify import VerifyOptions, run_verify_command
 
-    report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scale,
-                                kernel=_path(kernel), show_progress=progress)
+    options = VerifyOptions(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, no_scale=not scale,
+                            kernel=_path(kernel))
+    report = run_verify_command(options, progress=(lambda line: print(line, file=sys.stderr, flush=True))
+                                if progress else None)
     return VerifyResult(_document(report), report, passed=report.passed)
 
 
-def compare_scaling(*, d_k: Sequence[int] | str = (64, 256, 4096), T: int = 1024, seed: int = 0,
-                    backend: str = "auto", mask: str = "causal", dist: str = "normal", kernel=None) -> ScalingResult:
+def compare_scaling(*, d_k: Sequence[int] | str = (64, 256, 4096), T: int = 1024, seed: int = flags.SEED.default,
+                    backend: str = flags.BACKEND.default, mask: str = flags.MASK.default, dist: str = "normal",
+                    kernel=None) -> ScalingResult:
     """Why divide by sqrt(d_k), as `andrea compare-scaling` measures it: each d_k run unscaled and
     scaled. dist: "normal" (unit-variance entries) or "unit" (unit-norm rows). `.plot(FILE.png)`
     draws what `--plot` does."""
-    from andrea_cli.commands.compare_scaling import ScalingOptions, check_scaling_options, run_compare_scaling
+    from andrea_cli.commands.compare_scaling import ScalingOptions, run_compare_scaling
 
     widths = d_k if isinstance(d_k, str) else ",".join(str(int(w)) for w in d_k)
-    request = check_scaling_options(ScalingOptions(d_k=widths, T=T, seed=seed, backend=backend, mask=mask,
-                                                   dist=dist, kernel=_path(kernel)))
-    report = run_compare_scaling(request)
+    report = run_compare_scaling(ScalingOptions(d_k=widths, T=T, seed=seed, backend=backend, mask=mask,
+                                                dist=dist, kernel=_path(kernel)))
     return ScalingResult(_document(report), report)
 
 
-__all__ = ["attend", "grad", "verify", "compare_scaling", "AttendResult", "GradResult", "VerifyResult", "ScalingResult",
-           "AndreaError"]
+def bench_bound(*, gpu: str = "h200", kernel=None) -> BoundResult:
+    """Each kernel's static bound on an H200, H100 or A100 (gpu "h200", "h100", "a100"), read
+    from its machine code with no GPU, as `andrea bench --bound` prints it: registers, warps per
+    SM, the pipe that binds, the bound in TFLOP/s. kernel: an edited copy of the kernel file."""
+    from andrea_cli.commands.bound import check_bound_options, run_bound
+
+    check_bound_options(True, gpu, {})
+    report = run_bound(gpu, _path(kernel))
+    return BoundResult(_document(report), report)
+
+
+__all__ = ["attend", "grad", "verify", "compare_scaling", "bench_bound", "AttendResult", "GradResult", "VerifyResult",
+           "ScalingResult", "BoundResult", "AndreaError"]

@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from andrea_cli.commands import options as flags
 from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError, KernelError
 
@@ -38,6 +39,12 @@ def _main(version: bool = typer.Option(False, "--version", callback=_print_versi
         warnings.simplefilter("ignore")  # what they would say (an overflow, say) the reports say in words
 
 
+def option(flag: flags.Flag, **changes):
+    """A Typer option from a flag of commands/options.py (its names, default and help declared there)."""
+    flag = flag.but(**changes) if changes else flag
+    return typer.Option(flag.default, *flag.names, help=flag.help, metavar=flag.metavar)
+
+
 def console() -> Console:
     return Console(highlight=False)
 
@@ -61,35 +68,33 @@ def fail_on(exc: AndreaError) -> typer.Exit:
 
 @app.command()
 def attend(
-    T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help=f"Sequence length [default: {DEFAULT_T}]."),
-    d_k: Optional[int] = typer.Option(None, "--d-k", help=f"Query/key width per head [default: {DEFAULT_D_K}]."),
-    d_v: Optional[int] = typer.Option(None, "--d-v", help="Value width [default: d_k]."),
-    seed: int = typer.Option(0, help="Seed of the random Q, K, V."),
-    q: Optional[Path] = typer.Option(None, "--q", help="Q from a 2-D .npy file (T, d_k)."),
-    k: Optional[Path] = typer.Option(None, "--k", help="K from a 2-D .npy file (T, d_k)."),
-    v: Optional[Path] = typer.Option(None, "--v", help="V from a 2-D .npy file (T, d_v)."),
-    qkv: Optional[Path] = typer.Option(None, "--qkv", help="Q, K, V from one .npz with arrays q, k, v."),
-    mask: str = typer.Option("causal", help="causal, none, or window:W (query i sees i-W+1..i)."),
-    no_scale: bool = typer.Option(False, "--no-scale", help="Skip the division by sqrt(d_k)."),
-    backend: str = typer.Option("auto", help="auto, cuda, cpu or numpy."),
+    T: Optional[int] = option(flags.T),
+    d_k: Optional[int] = option(flags.D_K),
+    d_v: Optional[int] = option(flags.D_V),
+    seed: int = option(flags.SEED),
+    q: Optional[Path] = option(flags.Q),
+    k: Optional[Path] = option(flags.K),
+    v: Optional[Path] = option(flags.V),
+    qkv: Optional[Path] = option(flags.QKV),
+    mask: str = option(flags.MASK),
+    no_scale: bool = option(flags.NO_SCALE),
+    backend: str = option(flags.BACKEND),
     out: Optional[Path] = typer.Option(None, help="Save the (T, d_v) output as float32 .npy."),
     save_weights: Optional[Path] = typer.Option(None, help="Save the (T, T) weights as float32 .npy."),
-    kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
-    d_model: Optional[int] = typer.Option(None, "--d-model", help="Run the whole multi-head layer from x (T, d_model)."),
-    n_head: Optional[int] = typer.Option(None, "--n-head", help="Heads of the layer [default: d_model / d_k]."),
-    preset: Optional[str] = typer.Option(None, help="andrea-120m: the layer at d_model 768, 12 heads, T 1024."),
-    x: Optional[Path] = typer.Option(None, "--x", help="The layer's input x from a 2-D .npy file (T, d_model)."),
-    layer_weights: Optional[Path] = typer.Option(None, "--weights", help="w_q, w_k, w_v, w_o from one .npz."),
+    kernel: Optional[Path] = option(flags.KERNEL),
+    as_json: bool = option(flags.JSON),
+    d_model: Optional[int] = option(flags.D_MODEL),
+    n_head: Optional[int] = option(flags.N_HEAD),
+    preset: Optional[str] = option(flags.PRESET),
+    x: Optional[Path] = option(flags.X),
+    layer_weights: Optional[Path] = option(flags.LAYER_WEIGHTS),
     show_weights: bool = typer.Option(False, "--show-weights", help="Draw the (T, T) weights in the terminal."),
     fused: bool = typer.Option(False, "--fused", help="One fused kernel; no T×T matrix (cuda, cpu)."),
     sample_rows: int = typer.Option(0, "--sample-rows", help="With --fused: weight statistics on N rows."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Save the weights, row entropy and largest weight to FILE.png."),
+    plot: Optional[Path] = option(flags.PLOT),
     precision: str = typer.Option("fp32", "--precision",
                                   help="With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
-                                            help="CPU build: the most CPU seconds one block of a launch may run "
-                                                 "(default: 2 s, more for a larger launch)."),
+    timeout: Optional[float] = option(flags.TIMEOUT),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
@@ -128,27 +133,27 @@ def attend(
 
 @app.command()
 def grad(
-    T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help=f"Sequence length [default: {DEFAULT_T}]."),
-    d_k: Optional[int] = typer.Option(None, "--d-k", help=f"Query/key width per head [default: {DEFAULT_D_K}]."),
-    d_v: Optional[int] = typer.Option(None, "--d-v", help="Value width [default: d_k]."),
-    seed: int = typer.Option(0, help="Seed of the random Q, K, V and dO."),
-    q: Optional[Path] = typer.Option(None, "--q", help="Q from a 2-D .npy file (T, d_k)."),
-    k: Optional[Path] = typer.Option(None, "--k", help="K from a 2-D .npy file (T, d_k)."),
-    v: Optional[Path] = typer.Option(None, "--v", help="V from a 2-D .npy file (T, d_v)."),
-    qkv: Optional[Path] = typer.Option(None, "--qkv", help="Q, K, V from one .npz with arrays q, k, v."),
-    mask: str = typer.Option("causal", help="causal, none, or window:W (query i sees i-W+1..i)."),
-    no_scale: bool = typer.Option(False, "--no-scale", help="Skip the division by sqrt(d_k)."),
-    backend: str = typer.Option("auto", help="auto, cuda, cpu or numpy."),
-    kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+    T: Optional[int] = option(flags.T),
+    d_k: Optional[int] = option(flags.D_K),
+    d_v: Optional[int] = option(flags.D_V),
+    seed: int = option(flags.SEED, help="Seed of the random Q, K, V and dO."),
+    q: Optional[Path] = option(flags.Q),
+    k: Optional[Path] = option(flags.K),
+    v: Optional[Path] = option(flags.V),
+    qkv: Optional[Path] = option(flags.QKV),
+    mask: str = option(flags.MASK),
+    no_scale: bool = option(flags.NO_SCALE),
+    backend: str = option(flags.BACKEND),
+    kernel: Optional[Path] = option(flags.KERNEL),
+    as_json: bool = option(flags.JSON),
     fused: bool = typer.Option(False, "--fused", help="The fused backward kernels; no T×T matrix (cuda, cpu)."),
     d_out: Optional[Path] = typer.Option(None, "--d-out", help="The upstream gradient dO from a .npy (T, d_v)."),
     out: Optional[Path] = typer.Option(None, help="Save dq, dk, dv (the layer: dx, dw_q...) to one .npz."),
-    d_model: Optional[int] = typer.Option(None, "--d-model", help="The whole layer's backward, from x (T, d_model)."),
-    n_head: Optional[int] = typer.Option(None, "--n-head", help="Heads of the layer [default: d_model / d_k]."),
-    preset: Optional[str] = typer.Option(None, help="andrea-120m: the layer at d_model 768, 12 heads, T 1024."),
-    x: Optional[Path] = typer.Option(None, "--x", help="The layer's input x from a 2-D .npy file (T, d_model)."),
-    layer_weights: Optional[Path] = typer.Option(None, "--weights", help="w_q, w_k, w_v, w_o from one .npz."),
+    d_model: Optional[int] = option(flags.D_MODEL, help="The whole layer's backward, from x (T, d_model)."),
+    n_head: Optional[int] = option(flags.N_HEAD),
+    preset: Optional[str] = option(flags.PRESET),
+    x: Optional[Path] = option(flags.X),
+    layer_weights: Optional[Path] = option(flags.LAYER_WEIGHTS),
 ) -> None:
     """The backward pass through the kernels: dQ, dK, dV from an upstream gradient dO.
 
@@ -174,30 +179,29 @@ def grad(
 
 @app.command()
 def verify(
-    backend: str = typer.Option("auto", help="auto (cuda if a GPU answers, else cpu), cuda or cpu."),
+    backend: str = option(flags.BACKEND, help="auto (cuda if a GPU answers, else cpu), cuda or cpu."),
     quick: bool = typer.Option(False, "--quick", help="A smaller sweep (seconds on the CPU build)."),
-    T: Optional[int] = typer.Option(None, "--T", "-T", "--seq-len", help="Verify one case of this length."),
-    d_k: Optional[int] = typer.Option(None, "--d-k", help=f"Width for the one case [default: {DEFAULT_D_K}]."),
-    d_v: Optional[int] = typer.Option(None, "--d-v", help="Value width for the one case [default: d_k]."),
-    mask: Optional[str] = typer.Option(None, help="Mask for the one case: causal, none or window:W [default: causal]."),
-    no_scale: bool = typer.Option(False, "--no-scale", help="The one case without scaling."),
-    kernel: Optional[Path] = typer.Option(None, help="Verify an edited copy of the kernel file."),
+    T: Optional[int] = option(flags.T, help="Verify one case of this length."),
+    d_k: Optional[int] = option(flags.D_K, help=f"Width for the one case [default: {DEFAULT_D_K}]."),
+    d_v: Optional[int] = option(flags.D_V, help="Value width for the one case [default: d_k]."),
+    mask: Optional[str] = option(flags.MASK, default=None,
+                                  help="Mask for the one case: causal, none or window:W [default: causal]."),
+    no_scale: bool = option(flags.NO_SCALE, help="The one case without scaling."),
+    kernel: Optional[Path] = option(flags.KERNEL, help="Verify an edited copy of the kernel file."),
     sanitize: bool = typer.Option(False, "--sanitize", help="The CPU build under AddressSanitizer and "
                                   "UndefinedBehaviorSanitizer: out-of-bounds accesses with the kernel file's line."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
-                                            help="CPU build: the most CPU seconds one block of a launch may run "
-                                                 "(default: 2 s, more for a larger launch)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+    timeout: Optional[float] = option(flags.TIMEOUT),
+    as_json: bool = option(flags.JSON),
 ) -> None:
     """Check every stage of the kernel file against the float64 NumPy path over a sweep of shapes.
 
     Exit 0 when every case passes, 1 when any fails, 2 for bad usage."""
-    from andrea_cli.commands.verify import run_verify_command
+    from andrea_cli.commands.verify import VerifyOptions, run_verify_command
 
+    options = VerifyOptions(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, no_scale=no_scale,
+                            kernel=kernel, sanitize=sanitize, timeout=timeout)
     try:
-        report = run_verify_command(backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask,
-                                    scaled=not no_scale, kernel=kernel, show_progress=not as_json,
-                                    sanitize=sanitize, timeout=timeout)
+        report = run_verify_command(options, progress=None if as_json else lambda line: typer.echo(line, err=True))
     except AndreaError as exc:
         raise fail_on(exc) from None
     if as_json:
@@ -212,21 +216,27 @@ def verify(
 @app.command()
 def bench(
     side: str = typer.Option("auto", help="gpu, cpu, or auto (gpu when a device answers)."),
-    T: Optional[list[int]] = typer.Option(None, "--T", "-T", help="Sequence lengths (repeat the flag)."),
-    d_k: Optional[list[int]] = typer.Option(None, "--d-k", help="Head widths [default: 64 and 128]."),
-    mask: str = typer.Option("both", help="causal, none, or both."),
+    T: Optional[list[int]] = option(flags.T, names=("--T", "-T"), help="Sequence lengths (repeat the flag)."),
+    d_k: Optional[list[int]] = option(flags.D_K, help="Head widths [default: 64 and 128]."),
+    mask: str = option(flags.MASK, default="both", help="causal, none, or both."),
     heads: Optional[int] = typer.Option(None, help="Heads per launch [default: 12 on GPU, 1 on CPU]."),
     repeats: int = typer.Option(5, help="Timed repeats per size (the median is reported)."),
     warmup: int = typer.Option(1, help="Untimed runs before the repeats."),
     no_cpu_build: bool = typer.Option(False, "--no-cpu-build", help="CPU side: skip the kernels' CPU build."),
-    kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS",
-                                            help="CPU build: the most CPU seconds one block of a launch may run "
-                                                 "(default: 2 s, more for a larger launch)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of a table."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Save time and TFLOP/s against T to FILE.png."),
+    kernel: Optional[Path] = option(flags.KERNEL),
+    timeout: Optional[float] = option(flags.TIMEOUT),
+    as_json: bool = option(flags.JSON, help="Print one JSON document instead of a table."),
+    plot: Optional[Path] = option(flags.PLOT, help="Save time and TFLOP/s against T to FILE.png."),
+    bound: bool = typer.Option(False, "--bound", help="No timing: each kernel's static bound on --gpu, read "
+                                                      "from its SASS (no GPU needed; not a measurement)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="With --bound: h200 (default), h100 or a100."),
 ) -> None:
-    """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline."""
+    """Time the fused kernel and its peers over a sweep of T: ms, TFLOP/s, GB/s, roofline; --bound: static bounds."""
+    if bound or gpu is not None:
+        _bench_bound(bound, gpu, kernel, as_json, {"--side": side != "auto", "--T": bool(T), "--d-k": bool(d_k),
+                     "--mask": mask != "both", "--heads": heads is not None, "--repeats": repeats != 5,
+                     "--warmup": warmup != 1, "--no-cpu-build": no_cpu_build, "--timeout": timeout is not None,
+                     "--plot": plot is not None})
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
@@ -253,8 +263,26 @@ def bench(
             console().print(f"plot saved to {plot}")
 
 
+def _bench_bound(bound: bool, gpu: Optional[str], kernel: Optional[Path], as_json: bool,
+                 others: dict[str, bool]) -> None:
+    from andrea_cli.commands.bound import check_bound_options, run_bound
+
+    try:
+        check_bound_options(bound, gpu, others)
+        report = run_bound(gpu, kernel)
+    except AndreaError as exc:
+        raise fail_on(exc) from None
+    if as_json:
+        print_json(report.to_json())
+    else:
+        from andrea_cli.render.bound import render_bound
+
+        render_bound(console(), report)
+    raise typer.Exit(0)
+
+
 @app.command()
-def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
+def info(as_json: bool = option(flags.JSON, help="Print one JSON document.")) -> None:
     """Versions, the kernel file in use, and which backends work here (and if not, why)."""
     from andrea_cli.commands.info import describe_environment
 
@@ -272,15 +300,15 @@ def info(as_json: bool = typer.Option(False, "--json", help="Print one JSON docu
 
 @app.command("compare-scaling")
 def compare_scaling(
-    d_k: str = typer.Option("64,256,4096", "--d-k", help="Comma-separated query/key widths."),
-    T: int = typer.Option(DEFAULT_T, "--T", "-T", "--seq-len", help="Sequence length."),
-    seed: int = typer.Option(0, help="Seed of the random Q, K, V."),
-    backend: str = typer.Option("auto", help="auto, cuda, cpu or numpy."),
-    mask: str = typer.Option("causal", help="causal, none, or window:W (query i sees i-W+1..i)."),
+    d_k: str = option(flags.D_K, default="64,256,4096", help="Comma-separated query/key widths."),
+    T: int = option(flags.T, default=DEFAULT_T, help="Sequence length."),
+    seed: int = option(flags.SEED),
+    backend: str = option(flags.BACKEND),
+    mask: str = option(flags.MASK),
     dist: str = typer.Option("normal", help="normal (unit-variance entries) or unit (unit-norm rows)."),
-    kernel: Optional[Path] = typer.Option(None, help="Run an edited copy of the kernel file."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of the table."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Save histograms and heatmaps to FILE.png."),
+    kernel: Optional[Path] = option(flags.KERNEL),
+    as_json: bool = option(flags.JSON, help="Print one JSON document instead of the table."),
+    plot: Optional[Path] = option(flags.PLOT, help="Save histograms and heatmaps to FILE.png."),
 ) -> None:
     """Why divide by sqrt(d_k): each d_k run unscaled and scaled; score sizes, softmax peakiness and the
     gradients of the backward pass compared."""
@@ -288,12 +316,12 @@ def compare_scaling(
 
     options = ScalingOptions(d_k=d_k, T=T, seed=seed, backend=backend, mask=mask, dist=dist, kernel=kernel)
     try:
-        request = check_scaling_options(options)
+        check_scaling_options(options)  # a bad option is named before a bad --plot file
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
 
             check_plot_path(plot)
-        report = run_compare_scaling(request)
+        report = run_compare_scaling(options)
         if plot is not None:
             from andrea_cli.render.scaling_plot import save_scaling_plot
 

@@ -109,3 +109,19 @@ def _leading_comment(text: str):
         if not line.startswith("//"):
             return
         yield line
+
+
+_DEFINE = re.compile(r"^[ \t]*#define[ \t]+(\w+)[ \t]+([^\n]+)$", re.M)
+_INTEGER_EXPRESSION = re.compile(r"[\d\s()+\-*/]+")
+
+
+def integer_defines(text: str) -> dict[str, int]:
+    """{NAME: value} of every `#define NAME <integer expression>` (other such names allowed in
+    it, e.g. `(16 * TC_WARPS)`): the sizes the launchers must use as the kernels do. A name
+    defined twice (under #if/#else) keeps its first value; a non-integer define is left out."""
+    found: dict[str, int] = {}
+    for name, body in _DEFINE.findall(strip_comments(text)):
+        expression = re.sub(r"\b[A-Z_][A-Z0-9_]*\b", lambda m: str(found.get(m.group(0), m.group(0))), body)
+        if name not in found and _INTEGER_EXPRESSION.fullmatch(expression):
+            found[name] = int(eval(expression.replace("/", "//"), {"__builtins__": {}}))  # digits and + - * / ( ) only
+    return found

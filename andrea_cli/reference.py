@@ -18,6 +18,12 @@ def scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1))
 
 
+def scale_for(d_k: int, scaled: bool) -> float:
+    """The factor the scores are multiplied by: 1/sqrt(d_k), or 1 with --no-scale. Every kernel
+    launch, bound and report takes it from here."""
+    return 1.0 / math.sqrt(d_k) if scaled else 1.0
+
+
 def scale(s: np.ndarray, d_k: int) -> np.ndarray:
     """S / sqrt(d_k)                          (H, T, T) -> (H, T, T)"""
     return s / math.sqrt(d_k)
@@ -66,7 +72,7 @@ def attention_rows(q, k, v, spec: MaskSpec, scaled: bool, rows: np.ndarray):
     and the output of those rows.     (T, d_k), (T, d_k), (T, d_v) -> (n, T), (n, T), (n, d_v)"""
     T, d_k = k.shape
     raw = scores(q[None, rows], k[None])[0]
-    s = raw * (1.0 / math.sqrt(d_k)) if scaled else raw
+    s = raw * scale_for(d_k, scaled) if scaled else raw
     weights = softmax(np.where(spec.visible(T, rows), s, -np.inf))
     return raw, weights, weights @ v.astype(np.float64)
 

@@ -6,7 +6,6 @@ Checked against central finite differences in tests/test_reference_backward.py.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,14 +60,9 @@ def key_gradient(ds: np.ndarray, q: np.ndarray, factor: float) -> np.ndarray:
     return factor * np.matmul(ds.transpose(0, 2, 1), q.astype(np.float64))
 
 
-def scale_factor(d_k: int, scaled: bool) -> float:
-    """The factor the forward multiplied the scores by, applied once more on the way back."""
-    return 1 / math.sqrt(d_k) if scaled else 1.0
-
-
 def backward(q, k, v, d_out, spec: MaskSpec, scaled: bool = True) -> Gradients:
     """dQ, dK, dV of L with dL/dO = d_out, for O = softmax(mask(Q · K^T · scale)) · V."""
-    factor = scale_factor(q.shape[-1], scaled)
+    factor = reference.scale_for(q.shape[-1], scaled)  # the forward's factor, applied once more on the way back
     p = forward_weights(q, k, spec, scaled)
     dp = weight_gradient(d_out, v)
     ds = softmax_backward(p, dp)

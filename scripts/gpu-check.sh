@@ -5,7 +5,7 @@
 # It runs the tensor-core building blocks native against emulated, the gpu tests, verify on cuda,
 # cuda against the CPU build, attend at T 128/1024/4096, the ANDREA-120M layer, the fused kernels
 # (fp32 and bf16) at long T, the backward (grad, staged and fused; verify and bench include it
-# too) and a bench with 12 heads, and writes
+# too), a bench with 12 heads and the static bound of each kernel for this GPU (bench --bound), and writes
 # RESULTS_DIR/<device>-<date>.json (device, versions, date, results) and a .log beside it.
 # Without a GPU it runs the same steps on the CPU build at small sizes, to check the script itself.
 set -uo pipefail

@@ -111,6 +111,11 @@ def main() -> int:
                             "--repeats", "5" if gpu else "3", "--json"], 420)
     step("gpu_tests", "gpu tests", [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"], 300, parse_json=False)
     step("cuda_vs_cpu", "cuda vs cpu", [sys.executable, "scripts/compare_backends.py", backend], 300)
+    # the static bound of every kernel for this GPU's model (no GPU used): beside bench's measured
+    # figures, the first run on a lent GPU tells how close the model comes
+    model = next((key for key in ("h200", "h100", "a100") if key in stem), None if gpu else "h200")
+    if model is not None:
+        step("bound", f"bench --bound --gpu {model}", [*ANDREA, "bench", "--bound", "--gpu", model, "--json"], 120)
 
     failed = [name for name, s in steps.items() if s["exit"] != 0]
     print(f"wrote {RESULTS / (stem + '.json')}; {'all steps passed' if not failed else 'failed: ' + ', '.join(failed)}")

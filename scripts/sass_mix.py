@@ -1,6 +1,6 @@
 """Each kernel's hot loops, instruction by instruction: the kernel file compiled by NVRTC for one
 GPU architecture (no GPU needed), disassembled with `cuobjdump -sass` (pip install
-nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm), and every loop's body counted: FFMA, shared loads by width, shuffles.
+".[bound]"), both as `andrea bench --bound` does it, and every loop's body counted: FFMA, shared loads by width, shuffles.
 
     python scripts/sass_mix.py                     # every kernel, sm_90
     python scripts/sass_mix.py --arch sm_80 scores_kernel2 attention_fused_kernel3_d64
@@ -12,23 +12,15 @@ README's kernel catalogue quotes: an instruction count, not a measured speed."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from andrea_cli.bench.bound.sass import find_cuobjdump, find_loops, parse_kernels  # noqa: F401  (tests ask for find_cuobjdump)
 
 KERNEL_FILE = Path(__file__).resolve().parents[1] / "cuda" / "microgpt_cuda.cu"
 COUNTED = ("FFMA", "FMUL", "FADD", "LDS", "LDS.64", "LDS.128", "STS", "LDG", "SHFL", "MUFU.EX2", "BAR")
 SHOWN = ("FFMA", "LDS", "LDS.64", "LDS.128", "SHFL", "MUFU.EX2", "STS", "LDG", "BAR")
-
-_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
-_INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
-_BRANCH_TARGET = re.compile(r"(0x[0-9a-f]+)\s*$")  # BRA 0x930, @P1 BRA !P0, 0x4dc0
 
 
 @dataclass
@@ -66,79 +58,32 @@ def _opcode(op: str) -> str:
 
 
 def parse_sass(text: str) -> dict[str, list[Loop]]:
-    """cuobjdump -sass output -> {kernel: its loops, innermost (shortest) first}."""
-    kernels: dict[str, list[tuple[int, str, str]]] = {}
-    current = None
-    for line in text.splitlines():
-        if m := _FUNCTION.match(line):
-            current = m.group(1)
-            kernels[current] = []
-        elif current is not None and (m := _INSTR.search(line)):
-            kernels[current].append((int(m.group(1), 16), m.group(2), m.group(3).strip()))
+    """cuobjdump -sass output -> {kernel: its loops, innermost (shortest) first}; the listing
+    and its loops read as `andrea bench --bound` reads them (`@!PT` padding never runs)."""
     loops: dict[str, list[Loop]] = {}
-    for name, instrs in kernels.items():
+    for name, code in parse_kernels(text).items():
         found = []
-        for address, op, operands in instrs:
-            target = _BRANCH_TARGET.search(operands)
-            # a backward branch; `BRA` to itself is the idle loop after EXIT, not a loop body
-            if op.startswith("BRA") and target and int(target.group(1), 16) < address:
-                loop = Loop(int(target.group(1), 16), address)
-                for a, o, _ in instrs:
-                    if loop.start <= a <= loop.end:
-                        loop.instructions += 1
-                        key = _opcode(o)
-                        if key in COUNTED:
-                            loop.counts[key] = loop.counts.get(key, 0) + 1
-                found.append(loop)
+        for body in find_loops(code):
+            loop = Loop(body.start, body.end)
+            for ins in body.body:
+                loop.instructions += 1
+                key = _opcode(ins.opcode)
+                if key in COUNTED:
+                    loop.counts[key] = loop.counts.get(key, 0) + 1
+            found.append(loop)
         loops[name] = sorted(found, key=lambda lp: lp.end - lp.start)
     return loops
 
 
-def find_cuobjdump() -> str | None:
-    """On PATH, or inside the pip package nvidia-cuda-cuobjdump (nvidia/cu*/bin/cuobjdump)."""
-    if found := shutil.which("cuobjdump"):
-        return found
-    spec = importlib.util.find_spec("nvidia")
-    for root in (spec.submodule_search_locations if spec else None) or []:
-        for candidate in sorted(Path(root).glob("*/bin/cuobjdump")):
-            return str(candidate)
-    return None
-
-
-def compile_cubin(path: Path, arch: str) -> bytes:
-    from cupy.cuda import nvrtc  # the NVRTC bindings only; no GPU or driver is touched
-
-    program = nvrtc.createProgram(path.read_text(), path.name, [], [])
-    try:
-        nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "--std=c++17"])
-        # cupy's getCUBIN drops the image's last byte (it sizes the buffer as for a C string):
-        # the ELF program headers end at the file's end, so put a zero byte back
-        cubin = nvrtc.getCUBIN(program)
-        return cubin + b"\0" * (len(cubin) % 8 != 0)
-    except nvrtc.NVRTCError:
-        raise SystemExit(f"{path.name} does not compile for {arch}:\n{nvrtc.getProgramLog(program)}") from None
-    finally:
-        nvrtc.destroyProgram(program)
-
-
-def disassemble(cubin: bytes, cuobjdump: str) -> str:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "kernels.cubin"
-        path.write_bytes(cubin)
-        # cuobjdump runs nvdisasm (pip install nvidia-cuda-nvdisasm), which the pip packages put
-        # beside it
-        env = {**os.environ, "PATH": f"{Path(cuobjdump).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        run = subprocess.run([cuobjdump, "-sass", str(path)], capture_output=True, text=True, env=env)
-        if run.returncode != 0:
-            raise SystemExit(f"cuobjdump failed: {run.stderr.strip() or run.stdout.strip()}")
-        return run.stdout
-
-
 def kernel_loops(path: Path = KERNEL_FILE, arch: str = "sm_90") -> dict[str, list[Loop]]:
-    cuobjdump = find_cuobjdump()
-    if cuobjdump is None:
-        raise SystemExit("cuobjdump not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
-    return parse_sass(disassemble(compile_cubin(path, arch), cuobjdump))
+    """Compiled and disassembled as `andrea bench --bound` does (the cubin cached)."""
+    from andrea_cli.bench.bound.report import disassembled
+    from andrea_cli.errors import AndreaError
+
+    try:
+        return parse_sass(disassembled(path, arch))
+    except AndreaError as exc:  # NVRTC, cuobjdump or nvdisasm missing, or the file does not compile
+        raise SystemExit(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, ".")
-from andrea_cli.bf16_attention import bf16_bits, bf16_to_float  # noqa: E402
 from andrea_cli.kernel_file import packaged_kernel_path  # noqa: E402
+from andrea_cli.verification.bf16_attention import bf16_bits, bf16_to_float  # noqa: E402
 
 CHECKS = Path("tests/kernels/tensor_cores.cu")
 MMA_REL = 2.0**-22  # one fp32 rounding of the result, plus the hardware's own order of the sums

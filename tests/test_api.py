@@ -120,10 +120,10 @@ def test_bad_input_raises_the_one_error_type_with_the_cli_line(run_main):
         assert words in str(caught.value) and "\n" not in str(caught.value), (words, str(caught.value))
 
 
-def test_the_api_names_win_over_the_core_modules_of_the_same_name():
-    """andrea_cli/verify/ is also a package of the core: importing it must not hide verify()."""
-    import andrea_cli.verify.run  # noqa: F401  (sets the package attribute `verify` to the module)
-    from andrea_cli.verify.run import run_verify  # the core is still reached by its full name
+def test_the_api_functions_share_no_name_with_a_module_of_the_package():
+    """verify's sweep is the package andrea_cli.verification: importing it leaves verify() the function."""
+    import andrea_cli.verification.run  # noqa: F401
+    from andrea_cli.verification.run import run_verify
 
     assert callable(run_verify)
     assert andrea_cli.verify.__module__ == "andrea_cli.api" and andrea_cli.grad.__module__ == "andrea_cli.api"

@@ -62,7 +62,7 @@ def test_lse_kernels_write_the_same_output_and_the_logsumexp(cpu, variant):
     lse = (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0]
     np.testing.assert_allclose(with_lse.lse, lse, rtol=1e-5, atol=1e-5)
     # same inputs, same body: the lse variant's output is bit for bit the plain kernel's
-    from andrea_cli.backends.backward import launch_fused_lse
+    from andrea_cli.backends.launch.backward import launch_fused_lse
 
     dev = cpu.device()
     out, lse_out = dev.empty((2, 45, 8)), dev.empty((2, 45))

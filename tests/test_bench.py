@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from andrea_cli.bench.sweep import Impl, Side, run_sweep
 from andrea_cli.bench.cpu import numpy_impl, perf_counter_timer
-from andrea_cli.cli import app
 from andrea_cli.bench.roofline import DevicePeak, attention_bytes, attention_flops, fp32_lanes_per_sm, peak_from_properties
+from andrea_cli.bench.sweep import Impl, Side, run_sweep
+from andrea_cli.cli import app
 
 os.environ.setdefault("COLUMNS", "120")
 
@@ -89,7 +89,7 @@ def test_gpu_side_implementations_run_through_the_cpu_build(causal):
     from andrea_cli.kernel_file import packaged_kernel_path
     from andrea_cli.masks import MaskSpec
 
-    from andrea_cli.backends.staged import KERNEL1_PLAN
+    from andrea_cli.backends.launch.staged import KERNEL1_PLAN
 
     backend = CpuBackend(packaged_kernel_path())
     rng = np.random.default_rng(0)

@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from andrea_cli import bf16_attention
 from andrea_cli.bench.roofline import DevicePeak, bf16_flops_per_clock_per_sm, peak_from_properties
 from andrea_cli.masks import MaskSpec
+from andrea_cli.verification import bf16_attention
 
 
 def test_attend_fused_bf16_json_says_the_precision_and_matches_the_reference(cli, tmp_path):
@@ -27,7 +27,7 @@ def test_attend_fused_bf16_json_says_the_precision_and_matches_the_reference(cli
     want, tol = bf16_attention.reference_and_tol(qkv.q[None], qkv.k[None], qkv.v[None], MaskSpec("window", 40), True)
     assert (np.abs(np.load(out) - want[0]) <= tol[0]).all()
     fp32 = cli.json("attend", "--fused", "--backend", "cpu", "--T", 8, "--d-k", 64)
-    from andrea_cli.backends.fused import default_variant
+    from andrea_cli.backends.launch.fused import default_variant
 
     assert fp32["precision"] == "fp32" and fp32["kernel"] == f"attention_fused_kernel{default_variant(64, 64)}"
 

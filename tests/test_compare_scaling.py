@@ -15,7 +15,7 @@ from andrea_cli.backends.numpy_backend import NumpyBackend
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.reference import attention_loops
-from andrea_cli.scaling import compare_scaling, parse_d_k_list
+from andrea_cli.runs.scaling import compare_scaling, parse_d_k_list
 
 runner = CliRunner()
 command = andrea_cli.cli.app

@@ -5,8 +5,8 @@ import subprocess
 
 import pytest
 
-from andrea_cli.backends.cuda_arch import CompileTarget, check_kernel_runs, compile_target
-from andrea_cli.backends.cuda_setup import CudaSetup, driver_cuda_version, read_cuda_setup
+from andrea_cli.backends.toolchain.cuda_arch import CompileTarget, check_kernel_runs, compile_target
+from andrea_cli.backends.toolchain.cuda_setup import CudaSetup, driver_cuda_version, read_cuda_setup
 from andrea_cli.errors import AndreaError
 
 NVRTC_13_ARCHS = (75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121)
@@ -126,7 +126,7 @@ def test_kernel_file_compiles_to_a_cached_cubin_for_the_oldest_gpu(tmp_path, mon
     """sm_75 (Turing), the oldest CUDA 13 compiles for: the whole file must build for it, so a
     kernel that needs a newer GPU is refused by andrea in one line, never by the compiler."""
     pytest.importorskip("cupy")
-    from andrea_cli.backends import nvrtc
+    from andrea_cli.backends.toolchain import nvrtc
     from andrea_cli.kernel_file import packaged_kernel_path
 
     monkeypatch.setenv("ANDREA_CACHE_DIR", str(tmp_path))

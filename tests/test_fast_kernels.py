@@ -8,11 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from andrea_cli import reference, tolerances
-from andrea_cli.backends.fused import default_variant, run_fused, shared_bytes
-from andrea_cli.backends.staged import AV2_TILE, DEFAULT_PLAN, SCORES2_TILE, SOFTMAX3_PER_THREAD, cdiv, run_staged
+from andrea_cli import reference
+from andrea_cli.backends.launch.fused import default_variant, run_fused, shared_bytes
+from andrea_cli.backends.launch.device import cdiv
+from andrea_cli.backends.launch.staged import AV2_TILE, DEFAULT_PLAN, SCORES2_TILE, SOFTMAX3_PER_THREAD, run_staged
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
+from andrea_cli.verification import tolerances
 
 REAL = packaged_kernel_path().read_text()
 

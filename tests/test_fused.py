@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from andrea_cli import reference
-from andrea_cli.backends.fused import FUSED_MAX_D, check_fused_shape, shared_bytes
+from andrea_cli.backends.launch.fused import FUSED_MAX_D, check_fused_shape, shared_bytes
 from andrea_cli.errors import AndreaError
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
@@ -53,7 +53,7 @@ SHAPES += [(T, d_k, d_v, 2) for T in (1, 17, 33, 65) for d_k, d_v in ((4, 8), (6
 
 @pytest.mark.parametrize("T,d_k,d_v,variant", SHAPES)
 def test_fused_matches_reference(cpu_dev, T, d_k, d_v, variant):
-    from andrea_cli.backends.fused import run_fused
+    from andrea_cli.backends.launch.fused import run_fused
 
     q, k, v = _qkv(2, T, d_k, d_v, seed=T * 1000 + d_k)
     for mask in MASKS:
@@ -68,7 +68,7 @@ def test_fused_matches_reference(cpu_dev, T, d_k, d_v, variant):
 
 def test_fused_reverse_schedule_and_widest_head():
     """Threads run in reverse order: a missing __syncthreads would show. d = 128 is the limit."""
-    from andrea_cli.backends.fused import run_fused
+    from andrea_cli.backends.launch.fused import run_fused
 
     dev = _cpu_device("reverse")
     q, k, v = _qkv(1, 40, FUSED_MAX_D, FUSED_MAX_D, seed=7)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from andrea_cli import reference
-from andrea_cli.backends.staged import ALL_PLANS
+from andrea_cli.backends.launch.staged import ALL_PLANS
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 
@@ -37,7 +37,7 @@ def test_cuda_stages_match_numpy(plan, T, d_k, d_v, mask):
 @pytest.mark.parametrize("mask", [MaskSpec("causal"), MaskSpec("none"), MaskSpec("window", 100)], ids=str)
 def test_cuda_fused_matches_numpy(T, d_k, d_v, mask):
     from andrea_cli.backends.cuda import CudaBackend
-    from andrea_cli.backends.fused import fused_variants
+    from andrea_cli.backends.launch.fused import fused_variants
 
     rng = np.random.default_rng(T)
     q, k = (rng.standard_normal((2, T, d_k), dtype=np.float32) for _ in range(2))
@@ -55,7 +55,7 @@ def test_cuda_backward_matches_numpy(T, d_k, d_v, mask):
     """The staged and the fused backward on the GPU against the float64 NumPy backward."""
     from andrea_cli import reference_backward
     from andrea_cli.backends.cuda import CudaBackend
-    from andrea_cli.verify import fused_variants
+    from andrea_cli.backends.launch.backward import lse_variants
 
     rng = np.random.default_rng(T + 1)
     q, k = (rng.standard_normal((2, T, d_k), dtype=np.float32) for _ in range(2))
@@ -64,7 +64,7 @@ def test_cuda_backward_matches_numpy(T, d_k, d_v, mask):
     backend = CudaBackend(packaged_kernel_path())
     runs = [("staged", backend.attention_backward(q, k, v, d_out, mask=mask, scaled=True))]
     runs += [(f"fused{n}", backend.attention_backward_fused(q, k, v, d_out, mask=mask, scaled=True, variant=n))
-             for n in fused_variants(d_k, d_v)]
+             for n in lse_variants(d_k, d_v)]
     for label, got in runs:
         for name in ("dq", "dk", "dv"):
             expected = getattr(exact, name)

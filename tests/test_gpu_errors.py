@@ -7,7 +7,7 @@ from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.cuda import gpu_errors
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
-from andrea_cli.verify import Case, run_verify
+from andrea_cli.verification import Case, run_verify
 
 
 class OutOfMemoryError(Exception):  # the name cupy.cuda.memory uses

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from andrea_cli import reference_backward
-from andrea_cli.layer_backward import layer_backward_reference
 from andrea_cli.masks import MaskSpec
+from andrea_cli.runs.layer_backward import layer_backward_reference
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from andrea_cli import reference
 from andrea_cli.backends.numpy_backend import NumpyBackend
 from andrea_cli.cli import app
-from andrea_cli.layer import concat_heads, layer_reference, run_layer, split_heads
 from andrea_cli.layer_inputs import W_O_STD, random_layer
 from andrea_cli.masks import MaskSpec
+from andrea_cli.runs.layer import concat_heads, layer_reference, run_layer, split_heads
 
 runner = CliRunner()
 ENV = {"COLUMNS": "120"}

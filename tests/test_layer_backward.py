@@ -7,10 +7,10 @@ import pytest
 from andrea_cli.backends.cpu import CpuBackend
 from andrea_cli.backends.numpy_backend import NumpyBackend
 from andrea_cli.kernel_file import packaged_kernel_path
-from andrea_cli.layer import layer_reference
-from andrea_cli.layer_backward import layer_backward_reference, run_layer_backward
 from andrea_cli.layer_inputs import random_layer
 from andrea_cli.masks import MaskSpec
+from andrea_cli.runs.layer import layer_reference
+from andrea_cli.runs.layer_backward import layer_backward_reference, run_layer_backward
 
 
 def test_layer_reference_matches_finite_differences(numeric_gradient):

@@ -8,7 +8,7 @@ import pytest
 from andrea_cli import reference, reference_backward
 from andrea_cli.backends.cpu import CpuBackend
 from andrea_cli.backends.cpu_runtime.errors import CpuSanitizerError
-from andrea_cli.backends.staged import ALL_PLANS, KERNEL1_PLAN
+from andrea_cli.backends.launch.staged import ALL_PLANS, KERNEL1_PLAN
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 

@@ -6,73 +6,31 @@ and LDSM (ldmatrix) instructions and LDGSTS (cp.async); the FP32 kernels hold no
 
 from __future__ import annotations
 
-import pathlib
 import re
-import os
-import shutil
-import struct
-import subprocess
 
 import pytest
 
+from andrea_cli.bench.bound.sass import find_cuobjdump, find_nvdisasm
 from andrea_cli.kernel_file import packaged_kernel_path
 
 pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test]'")
-from cupy.cuda import nvrtc  # noqa: E402
 
 TENSOR_CORE_KERNELS = ("attention_fused_kernel4_d64", "attention_fused_kernel4_d128")
 
 
-def find_cuobjdump() -> str | None:
-    """On PATH, or in the pip package nvidia-cuda-cuobjdump (nvidia/cu*/bin/cuobjdump)."""
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    try:
-        import nvidia
-    except ImportError:
-        return None
-    for root in map(pathlib.Path, nvidia.__path__):
-        for candidate in sorted(root.glob("*/bin/cuobjdump")):
-            return str(candidate)
-    return None
+def sass_by_kernel(arch: str) -> dict[str, str]:
+    """The kernel file's SASS for one architecture, by kernel (andrea bench --bound's reader)."""
+    from andrea_cli.bench.bound.report import disassembled
 
-
-def cubin(source: str, arch: str) -> bytes:
-    program = nvrtc.createProgram(source, "microgpt_cuda.cu", [], [])
-    try:
-        nvrtc.compileProgram(program, [f"--gpu-architecture={arch}", "--std=c++17"])
-        binary = nvrtc.getCUBIN(program)
-    finally:
-        nvrtc.destroyProgram(program)
-    # cupy's getCUBIN reads the binary like a C string and drops its last byte (a zero of the
-    # program header table, which ends the file): restore the length the ELF header states
-    shoff, phoff = struct.unpack_from("<QQ", binary, 0x28)[0], struct.unpack_from("<Q", binary, 0x20)[0]
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", binary, 0x36)
-    end = max(shoff + shentsize * shnum, phoff + phentsize * phnum)
-    return binary + b"\0" * max(0, end - len(binary))
-
-
-def sass_by_kernel(tool: str, binary: bytes, tmp_path: pathlib.Path) -> dict[str, str]:
-    path = tmp_path / "kernels.cubin"
-    path.write_bytes(binary)
-    # cuobjdump runs nvdisasm, which the pip package puts beside it
-    env = dict(os.environ, PATH=f"{pathlib.Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, env=env)
-    if "nvdisasm" in proc.stderr:
-        pytest.skip(f"cuobjdump needs nvdisasm: pip install nvidia-cuda-nvdisasm ({proc.stderr.strip()[:120]})")
-    assert proc.returncode == 0, proc.stderr
-    text = proc.stdout
-    parts = re.split(r"\n\s*Function : (\w+)\n", text)
+    parts = re.split(r"\n\s*Function : (\w+)\n", disassembled(packaged_kernel_path(), arch))
     return dict(zip(parts[1::2], parts[2::2]))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_kernel4_is_tensor_core_code(arch, tmp_path):
-    tool = find_cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump not found: pip install nvidia-cuda-cuobjdump (in the test extra)")
-    sass = sass_by_kernel(tool, cubin(packaged_kernel_path().read_text(), arch), tmp_path)
+def test_kernel4_is_tensor_core_code(arch, isolated_cache):
+    if find_cuobjdump() is None or find_nvdisasm() is None:
+        pytest.skip("cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (in the test extra)")
+    sass = sass_by_kernel(arch)
     assert set(TENSOR_CORE_KERNELS) <= set(sass), sorted(sass)
     for name in TENSOR_CORE_KERNELS:
         code = sass[name]

@@ -10,12 +10,12 @@ import pathlib
 import numpy as np
 import pytest
 
-from andrea_cli import bf16_attention
-from andrea_cli.backends.fused_bf16 import q_multiplier
 from andrea_cli.backends.cpu_runtime.errors import CpuWarpError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
+from andrea_cli.backends.launch.fused_bf16 import q_multiplier
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
+from andrea_cli.verification import bf16_attention
 
 CHECKS = pathlib.Path(__file__).parent / "kernels" / "tensor_cores.cu"
 

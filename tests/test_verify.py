@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from andrea_cli.backends.launch.staged import ALL_PLANS
 from andrea_cli.kernel_file import packaged_kernel_path
-from andrea_cli.backends.staged import ALL_PLANS
-from andrea_cli.verify import sweep
+from andrea_cli.verification import sweep
 
 REAL = packaged_kernel_path().read_text()
 
@@ -133,7 +133,7 @@ def test_every_stage_a_family_checks_is_one_it_declares():
     # verify's table and the family registry rest on it: a family names every stage it adds
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.masks import MaskSpec
-    from andrea_cli.verify import FAMILIES, STAGE_ORDER, Case, check_case
+    from andrea_cli.verification import FAMILIES, STAGE_ORDER, Case, check_case
 
     result = check_case(CpuBackend(packaged_kernel_path()), Case(33, 16, 16, MaskSpec("window", 5), True), "forward", 0)
     assert result.passed, result.to_json()
@@ -143,8 +143,8 @@ def test_every_stage_a_family_checks_is_one_it_declares():
 
 
 def test_the_backward_shows_as_three_grouped_columns():
-    from andrea_cli.verify import COLUMN_STAGES, STAGE_ORDER
-    from andrea_cli.verify.backward import STAGES
+    from andrea_cli.verification import COLUMN_STAGES, STAGE_ORDER
+    from andrea_cli.verification.backward import STAGES
 
     groups = ("bwd stages", "bwd", "fused bwd")
     assert set(groups) <= set(STAGE_ORDER)

@@ -7,9 +7,9 @@ import pytest
 
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
-from andrea_cli.verify.case import Case
-from andrea_cli.verify.fused_bf16 import STAGE
-from andrea_cli.verify.run import sweep
+from andrea_cli.verification.case import Case
+from andrea_cli.verification.fused_bf16 import STAGE
+from andrea_cli.verification.run import sweep
 
 REAL = packaged_kernel_path().read_text()
 

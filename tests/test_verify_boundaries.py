@@ -1,12 +1,12 @@
 """verify's sweep against the kernels' tile rules: every edge a tile-skipping rule has (a partial
 tile, a window starting on a tile's first or last key, the clamp at key 0...) is reached by some
-case, for the family whose kernels hold the rule (verify/boundaries.py lists them)."""
+case, for the family whose kernels hold the rule (verification/boundaries.py lists them)."""
 
 import pytest
 
-from andrea_cli.backends.fused import FUSED_KEYS
-from andrea_cli.verify.boundaries import BLOCK_ROWS, edges_reached, window_cases, window_lengths
-from andrea_cli.verify.run import families_for, sweep
+from andrea_cli.backends.launch.fused import FUSED_KEYS
+from andrea_cli.verification.boundaries import BLOCK_ROWS, edges_reached, window_cases, window_lengths
+from andrea_cli.verification.run import families_for, sweep
 
 
 class EveryKernel:

@@ -12,7 +12,7 @@ import numpy as np
 from andrea_cli.backends.base import Availability
 from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, guarded_empty
 from andrea_cli.backends.kernel_backend import KernelFileBackend
-from andrea_cli.backends.staged import DEFAULT_PLAN, LaunchPlan
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan
 from andrea_cli.errors import AndreaError
 
 

@@ -7,9 +7,9 @@ import contextlib
 import numpy as np
 
 from andrea_cli.backends.base import Availability, DeviceFault, DeviceOutOfMemory
-from andrea_cli.backends.cuda_arch import check_kernel_runs, compile_target
-from andrea_cli.backends.cuda_setup import read_cuda_setup
 from andrea_cli.backends.kernel_backend import KernelFileBackend
+from andrea_cli.backends.toolchain.cuda_arch import check_kernel_runs, compile_target
+from andrea_cli.backends.toolchain.cuda_setup import read_cuda_setup
 from andrea_cli.errors import AndreaError, first_line
 from andrea_cli.kernel_file import kernel_names
 
@@ -198,7 +198,7 @@ class CudaBackend(KernelFileBackend):
         timing is clean and a compile error comes up front."""
         import cupy
 
-        from andrea_cli.backends.nvrtc import compiled_kernel_file, nvrtc_version, supported_archs
+        from andrea_cli.backends.toolchain.nvrtc import compiled_kernel_file, nvrtc_version, supported_archs
 
         cc = self.compute_capability()
         target = compile_target(cc, supported_archs(), nvrtc_version())

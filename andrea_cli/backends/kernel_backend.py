@@ -6,11 +6,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from andrea_cli.backends.backward import BackwardOutputs, run_fused_backward, run_staged_backward
 from andrea_cli.backends.base import StageOutputs
-from andrea_cli.backends.fused import FusedOutputs, run_fused
-from andrea_cli.backends.fused_bf16 import run_fused_bf16
-from andrea_cli.backends.staged import DEFAULT_PLAN, KernelDevice, LaunchPlan, run_staged
+from andrea_cli.backends.launch.backward import BackwardOutputs, run_fused_backward, run_staged_backward
+from andrea_cli.backends.launch.device import KernelDevice
+from andrea_cli.backends.launch.fused import FusedOutputs, run_fused
+from andrea_cli.backends.launch.fused_bf16 import run_fused_bf16
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan, run_staged
 from andrea_cli.masks import MaskSpec
 
 

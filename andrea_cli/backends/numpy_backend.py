@@ -8,8 +8,8 @@ import time
 import numpy as np
 
 from andrea_cli import reference, reference_backward as rb
-from andrea_cli.backends.backward import BackwardOutputs
 from andrea_cli.backends.base import Availability, StageOutputs
+from andrea_cli.backends.launch.backward import BackwardOutputs
 from andrea_cli.masks import MaskSpec
 
 
@@ -57,7 +57,7 @@ class NumpyBackend:
             timings[stage] = (time.perf_counter() - start) * 1e3
             return result
 
-        factor = rb.scale_factor(q.shape[-1], scaled)
+        factor = reference.scale_for(q.shape[-1], scaled)
         p = timed("forward", rb.forward_weights, q, k, mask, scaled)
         dv = timed("dv", rb.value_gradient, p, d_out)
         dp = timed("dp", rb.weight_gradient, d_out, v)

@@ -5,12 +5,12 @@ Costs by FlashAttention's convention: 2.5 × the forward's FLOPs (roofline.backw
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes, upstream_gradient
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 IO_ARRAYS = 9  # Q, K, V, O, dO, dQ, dK, dV and the copy of dO: (H, T, d_k) each
 
@@ -24,7 +24,7 @@ def numpy_backward_impl() -> Impl:
 
     def prepare(q, k, v, causal):
         T, d_k = q.shape[1], q.shape[2]
-        scale = np.float32(1.0 / math.sqrt(d_k))
+        scale = np.float32(scale_for(d_k, True))
         s = np.matmul(q, k.transpose(0, 2, 1)) * scale  # (H, T, T)
         if causal:
             s[:, np.triu(np.ones((T, T), dtype=bool), 1)] = -np.inf
@@ -51,8 +51,8 @@ def numpy_backward_impl() -> Impl:
 
 def staged_backward_impl(backend) -> Impl:
     """The staged backward kernels (dv, dp, ds, dq, dk), P from the staged forward in prepare."""
-    from andrea_cli.backends.backward import launch_staged_backward
-    from andrea_cli.backends.staged import allocate_stages, launch_stages
+    from andrea_cli.backends.launch.backward import launch_staged_backward
+    from andrea_cli.backends.launch.staged import allocate_stages, launch_stages
 
     dev = backend.device()
 
@@ -79,8 +79,8 @@ def staged_backward_impl(backend) -> Impl:
 
 def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bool = True, **limits) -> Impl:
     """The fused backward (delta, dkdv, dq), O and the logsumexp from the fused forward in prepare."""
-    from andrea_cli.backends.backward import launch_fused_backward, launch_fused_lse
-    from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, default_variant
+    from andrea_cli.backends.launch.backward import launch_fused_backward, launch_fused_lse
+    from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, default_variant
 
     dev = backend.device()
 

@@ -3,7 +3,6 @@ CPU build of the fused kernel, reported apart since it is a correctness tool, no
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import time
@@ -12,6 +11,7 @@ import numpy as np
 
 from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_impl, torch_reason
+from andrea_cli.reference import scale_for
 
 CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
 
@@ -38,7 +38,7 @@ def numpy_impl() -> Impl:
 
     def prepare(q, k, v, causal):
         T, d_k = q.shape[1], q.shape[2]
-        scale = np.float32(1.0 / math.sqrt(d_k))
+        scale = np.float32(scale_for(d_k, True))
         hidden = np.triu(np.ones((T, T), dtype=bool), 1) if causal else None
 
         def run():
@@ -58,7 +58,7 @@ def numpy_impl() -> Impl:
 def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
     """The default fused kernel through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
-    from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
+    from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
     from andrea_cli.masks import MaskSpec
 
     device = CpuBackend(kernel_path, timeout=timeout).device()
@@ -82,7 +82,7 @@ def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
 def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
     """attention_fused_kernel4 (tensor cores, emulated) through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
-    from andrea_cli.backends.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
+    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
     from andrea_cli.masks import MaskSpec
 
     device = CpuBackend(kernel_path, timeout=timeout).device()

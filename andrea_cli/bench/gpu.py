@@ -3,7 +3,6 @@ timed with CUDA events and an L2 flush between repeats. cupy is imported only in
 
 from __future__ import annotations
 
-import math
 import sys
 
 import numpy as np
@@ -11,6 +10,7 @@ import numpy as np
 from andrea_cli.backends.cuda import gpu_errors
 from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_impl, torch_reason
+from andrea_cli.reference import scale_for
 
 def gpu_properties() -> dict:
     """cudaDeviceProp, with the clocks read as attributes where the runtime's struct no longer
@@ -72,7 +72,7 @@ def event_timer_with_l2_flush(l2_bytes: int):
 def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
     """variant None: what the launcher picks (kernel3 at d_k = 64 or 128, else kernel2 for widths
     divisible by 4, else kernel1)."""
-    from andrea_cli.backends.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
+    from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
     from andrea_cli.masks import MaskSpec
 
     dev = backend.device()
@@ -96,7 +96,7 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
 def fused_bf16_gpu_impl(backend) -> Impl:
     """The tensor-core kernel on bf16 copies made before timing (torch SDPA in bf16 is timed the
     same way); the conversion itself is `attend --fused --precision bf16`'s to_bf16 stage."""
-    from andrea_cli.backends.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
+    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
     from andrea_cli.masks import MaskSpec
 
     dev = backend.device()
@@ -122,7 +122,7 @@ def staged_gpu_impl(backend, plan=None) -> Impl:
     """The kernel file's five staged kernels, one launch each, the T×T matrices in memory.
     plan None: the default (the register-tiled GEMMs, softmax_kernel3); else named after its
     GEMM variant (staged_kernel1: the one-output-per-thread kernels)."""
-    from andrea_cli.backends.staged import DEFAULT_PLAN, allocate_stages, launch_stages
+    from andrea_cli.backends.launch.staged import DEFAULT_PLAN, allocate_stages, launch_stages
     from andrea_cli.masks import MaskSpec
 
     dev = backend.device()
@@ -153,7 +153,7 @@ def cupy_impl() -> Impl:
 
         T, d_k = q.shape[1], q.shape[2]
         dq, dk, dv = (cupy.asarray(a) for a in (q, k, v))
-        scale = np.float32(1.0 / math.sqrt(d_k))
+        scale = np.float32(scale_for(d_k, True))
         hidden = cupy.triu(cupy.ones((T, T), dtype=bool), 1) if causal else None
 
         def run():
@@ -177,7 +177,7 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     import cupy
 
     from andrea_cli.backends.cuda import CudaBackend
-    from andrea_cli.backends.staged import KERNEL1_PLAN
+    from andrea_cli.backends.launch.staged import KERNEL1_PLAN
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.bench.roofline import peak_from_properties
 

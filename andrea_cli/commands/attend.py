@@ -6,55 +6,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from andrea_cli.backends import check_timeout, select_backend
-from andrea_cli.backends.fused import check_fused_shape
-from andrea_cli.backends.fused_bf16 import PRECISIONS, check_bf16_shape
+from andrea_cli.backends import check_timeout
+from andrea_cli.backends.launch.fused import check_fused_shape
+from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
+from andrea_cli.commands.backend import choose_backend
+from andrea_cli.commands.options import RunOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
-from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
 
 @dataclass
-class AttendOptions:
-    """The command line's options, as parsed; None where the user gave nothing."""
+class AttendOptions(RunOptions):
+    """attend's options: the shared ones (commands/options.py) and its own."""
 
-    T: int | None = None
-    d_k: int | None = None
-    d_v: int | None = None
-    seed: int = 0
-    q: Path | None = None
-    k: Path | None = None
-    v: Path | None = None
-    qkv: Path | None = None
-    mask: str = "causal"
-    no_scale: bool = False
-    backend: str = "auto"
-    out: Path | None = None
     save_weights: Path | None = None
-    kernel: Path | None = None
-    as_json: bool = False
-    d_model: int | None = None
-    n_head: int | None = None
-    preset: str | None = None
-    x: Path | None = None
-    layer_weights: Path | None = None
     show_weights: bool = False
-    fused: bool = False
     sample_rows: int = 0
     plot: Path | None = None  # drawn by the CLI from the report (render/attend_plot.py)
     precision: str = "fp32"
     timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
-
-    @property
-    def wants_layer(self) -> bool:
-        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights))
-
-    @property
-    def has_qkv_files(self) -> bool:
-        return any(p is not None for p in (self.q, self.k, self.v, self.qkv))
 
 
 def check_combinations(o: AttendOptions) -> None:
@@ -80,7 +53,7 @@ def check_combinations(o: AttendOptions) -> None:
 
 def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
     """Q, K, V from files, or random at the requested sizes. The run's one memory check: before
-    drawing, or once the files are read. `o`: AttendOptions or GradOptions (the same input flags)."""
+    drawing, or once the files are read. `o`: RunOptions (attend's or grad's)."""
     data = None
     if o.has_qkv_files:
         data = load_qkv(o.q, o.k, o.v, o.qkv)
@@ -109,15 +82,12 @@ def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, sc
     if data.on_device and backend not in ("auto", "cuda"):
         raise AndreaError(f"Q, K, V are GPU arrays, which the cuda backend runs where they are: use backend "
                           f"'cuda' (or 'auto'), or pass NumPy arrays to run them on {backend}")
-    # without a GPU, auto runs the fused kernel on the CPU build: the NumPy path would build T×T
-    order = ("cuda",) if data.on_device else ("cuda", "cpu") if fused else ("cuda", "numpy")
-    chosen, notice = select_backend(backend, resolve_kernel_path(kernel), auto_order=order, timeout=timeout)
-    notices = [notice] if notice else []
+    chosen, notices = choose_backend(backend, kernel, fused=fused, on_device=data.on_device, timeout=timeout)
     if fused:
-        from andrea_cli.fused_pipeline import run_fused_attention
+        from andrea_cli.runs.fused import run_fused_attention
 
         return run_fused_attention(data, chosen, mask, scaled, sample_rows, notices=notices, precision=precision)
-    from andrea_cli.pipeline import run_attention
+    from andrea_cli.runs.head import run_attention
 
     return run_attention(data, chosen, mask, scaled=scaled, notices=notices)
 
@@ -131,13 +101,13 @@ def run_attend(o: AttendOptions):
     check_writable(o.save_weights, "--save-weights")
     check_distinct(("--out", o.out), ("--save-weights", o.save_weights), ("--plot", o.plot))
     if o.wants_layer:
-        from andrea_cli.layer import run_layer
+        from andrea_cli.runs.layer import run_layer
         from andrea_cli.layer_inputs import LayerFlags, layer_inputs
 
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed)
-        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel), timeout=o.timeout)
-        report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=[notice] if notice else [])
+        backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout)
+        report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=notices)
     else:
         report = run_head(head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=not o.no_scale,
                           fused=o.fused, sample_rows=o.sample_rows, precision=o.precision, timeout=o.timeout)

@@ -1,19 +1,19 @@
-"""`andrea compare-scaling`: options checked -> the backend chosen -> the ScalingReport.
+"""`andrea compare-scaling`: options checked -> the backend chosen -> the ScalingReport. Like
+every command: run_compare_scaling(options) -> the report.
 
-Checking and running are two calls so the CLI can check the --plot file (a render concern) in
-between: every bad option is refused before any work."""
+check_scaling_options is public so the CLI can refuse a bad option before it checks the --plot
+file (a render concern): every bad option is refused before any work, in the same order."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from andrea_cli.backends import select_backend
+from andrea_cli.commands.backend import choose_backend
 from andrea_cli.defaults import DEFAULT_T
 from andrea_cli.inputs import check_sizes
-from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import MaskSpec, parse_mask
-from andrea_cli.scaling import ScalingReport, check_distribution, compare_scaling, parse_d_k_list
+from andrea_cli.runs.scaling import ScalingReport, check_distribution, compare_scaling, parse_d_k_list
 
 
 @dataclass
@@ -50,6 +50,7 @@ def check_scaling_options(o: ScalingOptions) -> ScalingRequest:
     return ScalingRequest(widths, o.T, mask, o.dist, o.seed, o.backend, o.kernel)
 
 
-def run_compare_scaling(r: ScalingRequest) -> ScalingReport:
-    backend, notice = select_backend(r.backend, resolve_kernel_path(r.kernel))
-    return compare_scaling(backend, r.widths, r.T, r.mask, r.dist, r.seed, notices=[notice] if notice else [])
+def run_compare_scaling(o: ScalingOptions) -> ScalingReport:
+    r = check_scaling_options(o)
+    backend, notices = choose_backend(r.backend, r.kernel)
+    return compare_scaling(backend, r.widths, r.T, r.mask, r.dist, r.seed, notices=notices)

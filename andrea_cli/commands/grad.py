@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from andrea_cli.backends import select_backend
 from andrea_cli.commands.attend import head_inputs
+from andrea_cli.commands.backend import choose_backend
+from andrea_cli.commands.options import RunOptions
 from andrea_cli.errors import AndreaError
-from andrea_cli.gradient_flow import d_out_for
 from andrea_cli.inputs import load_npy_matrix
-from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_writable, save_npz_atomic
+from andrea_cli.runs.gradient_flow import d_out_for
 
 # The staged backward holds the forward's four T×T arrays and dP, dS, on the device and the host,
 # and the float64 check its own: about twice what a forward run needs per score.
@@ -24,38 +24,10 @@ BACKWARD_BYTES_PER_SCORE = 128
 
 
 @dataclass
-class GradOptions:
-    """The command line's options, as parsed; None where the user gave nothing."""
+class GradOptions(RunOptions):
+    """grad's options: the shared ones (commands/options.py) and its own."""
 
-    T: int | None = None
-    d_k: int | None = None
-    d_v: int | None = None
-    seed: int = 0
-    q: Path | None = None
-    k: Path | None = None
-    v: Path | None = None
-    qkv: Path | None = None
-    mask: str = "causal"
-    no_scale: bool = False
-    backend: str = "auto"
-    kernel: Path | None = None
-    as_json: bool = False
-    fused: bool = False
     d_out: Path | None = None
-    out: Path | None = None
-    d_model: int | None = None
-    n_head: int | None = None
-    preset: str | None = None
-    x: Path | None = None
-    layer_weights: Path | None = None
-
-    @property
-    def wants_layer(self) -> bool:
-        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights))
-
-    @property
-    def has_qkv_files(self) -> bool:
-        return any(p is not None for p in (self.q, self.k, self.v, self.qkv))
 
 
 def check_combinations(o: GradOptions) -> None:
@@ -83,12 +55,10 @@ def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarr
 def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | None, mask: MaskSpec,
                   scaled: bool, fused: bool = False):
     """One head's backward (also the Python API's), staged or fused, on the backend named."""
-    from andrea_cli.backward_pipeline import run_backward
+    from andrea_cli.runs.head_backward import run_backward
 
-    # without a GPU, auto runs the fused kernels on the CPU build: the NumPy path would build T×T
-    chosen, notice = select_backend(backend, resolve_kernel_path(kernel),
-                                    auto_order=("cuda", "cpu") if fused else ("cuda", "numpy"))
-    return run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=[notice] if notice else [])
+    chosen, notices = choose_backend(backend, kernel, fused=fused)
+    return run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=notices)
 
 
 def run_grad(o: GradOptions):
@@ -97,15 +67,14 @@ def run_grad(o: GradOptions):
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out", suffix=".npz")
     if o.wants_layer:
-        from andrea_cli.layer_backward import run_layer_backward
+        from andrea_cli.runs.layer_backward import run_layer_backward
         from andrea_cli.layer_inputs import LayerFlags, layer_inputs
 
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
         d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
-        backend, notice = select_backend(o.backend, resolve_kernel_path(o.kernel))
-        report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=not o.no_scale,
-                                    notices=[notice] if notice else [])
+        backend, notices = choose_backend(o.backend, o.kernel)
+        report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=not o.no_scale, notices=notices)
     else:
         data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
         report = run_grad_head(data, upstream_gradient(o, data.T, data.d_v, "output"), backend=o.backend,

@@ -9,11 +9,11 @@ import numpy as np
 
 from andrea_cli import __version__
 from andrea_cli.backends import make_backend
-from andrea_cli.backends.cuda import cupy_versions
 from andrea_cli.backends.cpu_runtime.build import cache_dir, compiler_version, find_compiler
 from andrea_cli.backends.cpu_runtime.coverage import RACECHECK, REFUSED, SUPPORTED
 from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError
-from andrea_cli.backends.cuda_setup import read_cuda_setup
+from andrea_cli.backends.cuda import cupy_versions
+from andrea_cli.backends.toolchain.cuda_setup import read_cuda_setup
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
 
 
@@ -28,8 +28,8 @@ def _compiler_version() -> str | None:
 
 def describe_target(backend) -> str:
     """"cubin for sm_90 (NVRTC 13.5)": what the cuda backend will compile the kernel file into."""
-    from andrea_cli.backends.cuda_arch import compile_target
-    from andrea_cli.backends.nvrtc import nvrtc_version, supported_archs
+    from andrea_cli.backends.toolchain.cuda_arch import compile_target
+    from andrea_cli.backends.toolchain.nvrtc import nvrtc_version, supported_archs
     from andrea_cli.errors import AndreaError
 
     try:

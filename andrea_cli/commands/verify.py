@@ -1,9 +1,11 @@
-"""Choosing what `andrea verify` runs: the backend(s), and the sweep or the one case asked for."""
+"""Choosing what `andrea verify` runs: the backend(s), and the sweep or the one case asked for.
+Like every command: run_verify_command(options, progress) -> the report."""
 
 from __future__ import annotations
 
-import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from andrea_cli.backends import check_timeout, make_backend, require_available
 from andrea_cli.defaults import head_sizes
@@ -11,7 +13,7 @@ from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import check_fits_in_memory, check_sizes
 from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import parse_mask
-from andrea_cli.verify import H_VERIFY, Case, CaseResult, VerifyReport, run_verify, sweep
+from andrea_cli.verification import H_VERIFY, Case, CaseResult, VerifyReport, run_verify, sweep
 
 
 def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False,
@@ -42,9 +44,25 @@ def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False,
     raise AndreaError(f"--backend {name!r} is not a backend for verify: use auto, cuda or cpu")
 
 
-def _progress(result: CaseResult) -> None:
+def progress_line(result: CaseResult) -> str:
     mark = "ok  " if result.passed else "FAIL"
-    print(f"{mark} {result.case.label()}  [{result.case.plan.describe()}, {result.schedule}]", file=sys.stderr, flush=True)
+    return f"{mark} {result.case.label()}  [{result.case.plan.describe()}, {result.schedule}]"
+
+
+@dataclass
+class VerifyOptions:
+    """The command line's options, as parsed; None where the user gave nothing."""
+
+    backend: str = "auto"
+    quick: bool = False
+    T: int | None = None
+    d_k: int | None = None
+    d_v: int | None = None
+    mask: str | None = None
+    no_scale: bool = False
+    kernel: Path | None = None
+    sanitize: bool = False
+    timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
 
 
 # Host bytes per T×T entry while one case is checked: the kernel's five float32 stages, the
@@ -52,12 +70,12 @@ def _progress(result: CaseResult) -> None:
 VERIFY_BYTES_PER_SCORE = 256
 
 
-def run_verify_command(backend: str, *, quick: bool, T: int | None, d_k: int | None, d_v: int | None,
-                       mask: str | None, scaled: bool, kernel: Path | None, show_progress: bool,
-                       sanitize: bool = False, timeout: float | None = None) -> VerifyReport:
-    check_timeout(timeout)
+def run_verify_command(o: VerifyOptions, progress: Callable[[str], None] | None = None) -> VerifyReport:
+    """progress: called with a line per case run (the CLI prints them to stderr unless --json)."""
+    check_timeout(o.timeout)
+    T, d_k, d_v, mask, scaled = o.T, o.d_k, o.d_v, o.mask, not o.no_scale
     one_case = T is not None or d_k is not None or d_v is not None or mask is not None or not scaled
-    if one_case and quick:
+    if one_case and o.quick:
         raise AndreaError("--quick runs the sweep; --T/--d-k/--d-v/--mask/--no-scale pick one case: pass one or the other")
     if one_case:
         mask_spec = parse_mask(mask or "causal")
@@ -66,7 +84,8 @@ def run_verify_command(backend: str, *, quick: bool, T: int | None, d_k: int | N
         check_fits_in_memory(H_VERIFY, T, d_k, d_v, bytes_per_score=VERIFY_BYTES_PER_SCORE)
         cases = [Case(T, d_k, d_v, mask_spec, scaled)]
     else:
-        cases = sweep(quick)
-    kernel_path = resolve_kernel_path(kernel)
-    backends = verify_backends(backend, kernel_path, sanitize=sanitize, timeout=timeout)
-    return run_verify(backends, cases, kernel_file=str(kernel_path), progress=_progress if show_progress else None)
+        cases = sweep(o.quick)
+    kernel_path = resolve_kernel_path(o.kernel)
+    backends = verify_backends(o.backend, kernel_path, sanitize=o.sanitize, timeout=o.timeout)
+    each_case = None if progress is None else (lambda result: progress(progress_line(result)))
+    return run_verify(backends, cases, kernel_file=str(kernel_path), progress=each_case)

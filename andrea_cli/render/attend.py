@@ -6,8 +6,8 @@ from rich.console import Console
 
 
 def render_attend(console: Console, report, *, show_weights: bool = False) -> None:
-    from andrea_cli.fused_pipeline import FusedReport
-    from andrea_cli.layer import LayerReport
+    from andrea_cli.runs.fused import FusedReport
+    from andrea_cli.runs.layer import LayerReport
 
     if isinstance(report, LayerReport):
         from andrea_cli.render.layer import render_layer

@@ -59,7 +59,7 @@ def save_attend_plot(weights: np.ndarray, *, mask: str, title: str, path: Path) 
 
 def save_attend_report_plot(report, path: Path) -> None:
     """One head's report, or the layer's (its head 0 drawn, the title says so)."""
-    from andrea_cli.layer import LayerReport
+    from andrea_cli.runs.layer import LayerReport
 
     head, weights, which = report, report.weights, ""
     if isinstance(report, LayerReport):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from andrea_cli.fused_pipeline import FusedReport
 from andrea_cli.render.common import fmt as _fmt, fmt_shape, print_header, scale_text, timings_table
+from andrea_cli.runs.fused import FusedReport
 
 
 def render_fused(console: Console, r: FusedReport) -> None:

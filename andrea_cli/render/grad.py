@@ -55,10 +55,11 @@ def render_grad(console: Console, r) -> None:
                       + (" [green](float32 rounding)[/green]" if worst < 1e-4 else " [bold red](too large)[/bold red]"))
 
     stages = r.attention_timings_ms if layer else r.timings_ms
-    host = [(f"host: {stage}", ms) for stage, ms in r.timings_ms.items() if stage not in ("attention", "total")]
+    host = [(f"host: {stage}", ms) for stage, ms in r.host_timings_ms.items()
+            if stage not in ("attention", "total")] if layer else []
     console.print(timings_table(
         [(stage, ms) for stage, ms in stages.items() if stage != "total"],
         {} if layer else r.transfer_ms, 0.0 if layer else r.load_ms,
-        total=("total", stages["total"]), after_total=host if layer else [],
+        total=("total", stages["total"]), after_total=host,
         caption="the CPU build emulates each CUDA thread: these times say nothing about a GPU"
         if r.backend == "cpu" else None))

@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
-from andrea_cli.pipeline import AttentionReport
 from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, timings_table
+from andrea_cli.runs.head import AttentionReport
 
 
 def render_head(console: Console, r: AttentionReport) -> None:

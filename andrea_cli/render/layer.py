@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
-from andrea_cli.layer import LayerReport
 from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, timings_table
+from andrea_cli.runs.layer import LayerReport
 
 
 def render_layer(console: Console, report: LayerReport) -> None:
@@ -37,7 +37,7 @@ def render_layer(console: Console, report: LayerReport) -> None:
     row("all", f"0:{report.d_model}", r.weight_stats, style="bold")
     console.print(per_head)
 
-    t = report.layer_timings_ms
+    t = report.host_timings_ms
     rows = [("projections x·W_Q, x·W_K, x·W_V (host NumPy)", t["projections"]), ("split into heads (host)", t["split"]),
             *((f"  {stage} (all heads at once)", r.timings_ms[stage]) for stage in STAGES if stage in r.timings_ms),
             ("attention total", r.timings_ms["total"]), ("concat heads (host)", t["concat"]),

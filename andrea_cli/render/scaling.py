@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from andrea_cli.render.common import fmt as _fmt, print_header
-from andrea_cli.scaling import ScalingReport
+from andrea_cli.runs.scaling import ScalingReport
 
 DIST_NOTES = {
     "normal": "Q, K entries drawn N(0, 1): unit-variance entries, the course's \"unit vectors\". "

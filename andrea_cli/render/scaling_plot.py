@@ -8,7 +8,7 @@ import numpy as np
 
 from andrea_cli.masks import parse_mask
 from andrea_cli.render.plot_common import pyplot, save_figure
-from andrea_cli.scaling import FIRST_ROWS, ScalingReport
+from andrea_cli.runs.scaling import FIRST_ROWS, ScalingReport
 
 def save_scaling_plot(r: ScalingReport, path: Path) -> None:
     plt = pyplot()

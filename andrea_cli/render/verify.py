@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from andrea_cli.verify import COLUMN_STAGES, STAGE_ORDER, VerifyReport
+from andrea_cli.verification import COLUMN_STAGES, STAGE_ORDER, VerifyReport
 
 
 def _share(check) -> float:

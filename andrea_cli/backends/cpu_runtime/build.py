@@ -12,8 +12,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-from andrea_cli.backends.cache import cache_root
 from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError, CpuCompileError
+from andrea_cli.backends.toolchain.cache import cache_root
 from andrea_cli.kernel_file import kernel_parameters, packaged_cuda_file, strip_comments, template_kernels
 
 HEADER = packaged_cuda_file("cuda_cpu_runtime.h")

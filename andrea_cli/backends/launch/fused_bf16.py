@@ -1,0 +1,90 @@
+"""Launch the tensor-core kernel (attention_fused_kernel4_d64/_d128): Q, K, V converted to bf16 on
+the device by to_bf16_kernel1 (Q pre-scaled by scale·log2 e), then one fused launch for every
+head. Drives cupy or the CPU build through the same `KernelDevice` as the fp32 launchers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from andrea_cli.backends.launch.fused import FusedOutputs
+from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
+from andrea_cli.errors import AndreaError
+from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
+
+PRECISIONS = ("fp32", "bf16")  # attend --precision; fp32 runs the FP32 fused kernels
+BF16_DIMS = (64, 128)  # head sizes with an entry point: attention_fused_kernel4_d64, _d128
+TC_ROWS = 64  # query rows per block (4 warps x 16): must match TC_ROWS in cuda/microgpt_cuda.cu
+TC_KEYS = 64  # keys per K/V tile: must match TC_KEYS
+TC_THREADS = 128
+CONVERT_THREADS = 256
+LOG2E = math.log2(math.e)
+
+
+def check_bf16_shape(d_k: int, d_v: int) -> None:
+    if d_k != d_v or d_k not in BF16_DIMS:
+        raise AndreaError(f"--precision bf16 runs the tensor-core kernel, built for d_k = d_v = 64 or 128 "
+                          f"(got d_k {d_k}, d_v {d_v}): use --d-k 64 or 128, or --precision fp32")
+
+
+def shared_bytes_bf16(d: int) -> int:
+    """q_s (64, d+8) + k_s and v_s (2 stages, 64, d+8), bf16: 46,080 bytes at d = 64, 87,040 at
+    d = 128 (above the 48 KiB default: the cuda device opts in)."""
+    return 2 * (TC_ROWS + 4 * TC_KEYS) * (d + 8)
+
+
+def q_multiplier(d_k: int, scaled: bool) -> float:
+    """Q's factor in its conversion: the softmax scale times log2(e), so the kernel uses exp2."""
+    return scale_for(d_k, scaled) * LOG2E
+
+
+def launch_to_bf16(dev: KernelDevice, x, out, n: int, multiplier: float) -> None:
+    grid = max(1, min(cdiv(n, 2 * CONVERT_THREADS), 4096))
+    dev.get_function("to_bf16_kernel1")((grid,), (CONVERT_THREADS,),
+                                        (x, out, np.int64(n), np.float32(multiplier)))
+
+
+def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int, *, mask: MaskSpec) -> None:
+    """One launch on bf16 arrays already on the device (bench times exactly this)."""
+    dev.get_function(f"attention_fused_kernel4_d{d}")(
+        (cdiv(T, TC_ROWS), 1, H), (TC_THREADS, 1, 1),
+        (qb, kb, vb, out, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        shared_mem=shared_bytes_bf16(d),
+    )
+
+
+def convert_inputs(dev: KernelDevice, dq, dk, dv, shape: tuple[int, int, int], scaled: bool):
+    """The bf16 copies of Q (pre-scaled), K and V, made on the device."""
+    n = shape[0] * shape[1] * shape[2]
+    copies = []
+    for x, multiplier in ((dq, q_multiplier(shape[2], scaled)), (dk, 1.0), (dv, 1.0)):
+        xb = dev.empty(shape, dtype=np.uint16)
+        launch_to_bf16(dev, x, xb, n, multiplier)
+        copies.append(xb)
+    return copies
+
+
+def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool) -> FusedOutputs:
+    """q, k, v: (H, T, d) float32 -> output (H, T, d) float32; timings of the conversion and the kernel."""
+    H, T, d_k = q.shape
+    check_bf16_shape(d_k, v.shape[-1])
+
+    transfers = Transfers(dev)
+    dq, dk, dv = transfers.upload(q, k, v)
+
+    out = dev.empty((H, T, d_k))
+
+    def launch(clock):
+        clock.start("to_bf16")
+        qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scaled)
+        clock.stop("to_bf16")
+        clock.start("fused")
+        launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask)
+        clock.stop("fused")
+
+    timings = timed_runs(dev, launch)
+    timings["total"] = timings["to_bf16"] + timings["fused"]
+    (host,) = transfers.download(out)
+    return FusedOutputs(host, timings, transfers.elapsed_ms(), device_output=out)

@@ -1,0 +1,152 @@
+"""Launch the kernel file's stages, one launch per stage with every head on gridDim.z.
+
+The same code drives cupy on a GPU and the CPU build of the kernel file: both hand out kernels
+with cupy's call shape, `kernel(grid, block, args, shared_mem=...)`, and a `KernelDevice` says
+how to move arrays and time stages on that side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from andrea_cli.backends.base import StageOutputs
+from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
+from andrea_cli.masks import MaskSpec
+
+TILE = 16  # must match TILE in cuda/microgpt_cuda.cu: scores_kernel1, mask_kernel1, av_kernel1
+SCORES2_TILE, AV2_TILE = 128, 64  # output tile edge of scores_kernel2 (256 threads), av_kernel2 (64)
+SOFTMAX3_PER_THREAD = 16  # values of a row each thread of softmax_kernel3 holds (SOFTMAX3_VEC float4s)
+SOFTMAX3_MAX_T = 1024 * SOFTMAX3_PER_THREAD  # longer rows take softmax_kernel2
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The kernel variants and launch geometry the kernel file offers (verify runs all of them).
+    The default is the fastest: the register-tiled GEMMs and the row-in-registers softmax."""
+
+    gemm_variant: int = 2  # scores_kernelN and av_kernelN: 1 one output per thread, 2 8x8 per thread
+    softmax_variant: int = 3  # 1: one block per row; 2: one warp per row; 3: the row in registers
+    softmax_threads: int = 256  # threads per block for variant 1 (a multiple of 32)
+    softmax_rows_per_block: int = 4  # warps (rows) per block for variant 2
+
+    def softmax_for(self, T: int) -> int:
+        """softmax_kernel3 holds the row in registers, up to SOFTMAX3_MAX_T; past it, kernel2."""
+        return 2 if self.softmax_variant == 3 and T > SOFTMAX3_MAX_T else self.softmax_variant
+
+    def describe(self) -> str:
+        gemm = f"scores/av_kernel{self.gemm_variant}"
+        if self.softmax_variant == 1:
+            return f"{gemm}, softmax_kernel1, {self.softmax_threads} threads/row"
+        if self.softmax_variant == 2:
+            return f"{gemm}, softmax_kernel2, {self.softmax_rows_per_block} rows/block"
+        return f"{gemm}, softmax_kernel3 (kernel2 past T = {SOFTMAX3_MAX_T:,})"
+
+    def short(self) -> str:
+        """A table cell: gemm variant, then softmax variant/geometry."""
+        softmax = {1: f"1/{self.softmax_threads}", 2: f"2/{self.softmax_rows_per_block}", 3: "3"}[self.softmax_variant]
+        return f"{self.gemm_variant}·{softmax}"
+
+
+DEFAULT_PLAN = LaunchPlan()
+KERNEL1_PLAN = LaunchPlan(1, 1, 256)  # the one-output-per-thread kernels: the default before register tiling
+ALL_PLANS = (
+    DEFAULT_PLAN,
+    KERNEL1_PLAN,
+    LaunchPlan(1, 1, 32),  # a single warp: the shared-memory step reduces one value
+    LaunchPlan(1, 1, 1024),
+    LaunchPlan(1, 2, softmax_rows_per_block=1),
+    LaunchPlan(2, 2, softmax_rows_per_block=8),
+)
+
+
+@dataclass
+class StageBuffers:
+    """The device arrays of one staged run. A stage that does not run (--no-scale, --mask none)
+    leaves its output the same array as its input."""
+
+    scores: Any  # (H, T, T)
+    scaled: Any  # (H, T, T)
+    masked: Any  # (H, T, T)
+    weights: Any  # (H, T, T)
+    output: Any  # (H, T, d_v)
+
+
+def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSpec, scaled: bool) -> StageBuffers:
+    scores = dev.empty((H, T, T))
+    scaled_scores = dev.empty((H, T, T)) if scaled else scores
+    masked = dev.empty((H, T, T)) if mask.kind != "none" else scaled_scores
+    return StageBuffers(scores, scaled_scores, masked, dev.empty((H, T, T)), dev.empty((H, T, d_v)))
+
+
+def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d_k: int, d_v: int, H: int,
+                  mask: MaskSpec, scaled: bool, plan: LaunchPlan = DEFAULT_PLAN, clock=None) -> None:
+    """One launch per stage on arrays already on the device (bench times exactly this)."""
+    clock = clock or NoClock()
+    i32, f32 = np.int32, np.float32
+    tile_grid = (cdiv(T, TILE), cdiv(T, TILE), H)
+    tile_block = (TILE, TILE, 1)
+
+    clock.start("scores")
+    if plan.gemm_variant == 2:
+        dev.get_function("scores_kernel2")((cdiv(T, SCORES2_TILE), cdiv(T, SCORES2_TILE), H), (256, 1, 1),
+                                           (dq, dk, buf.scores, i32(T), i32(d_k)))
+    else:
+        dev.get_function("scores_kernel1")(tile_grid, tile_block, (dq, dk, buf.scores, i32(T), i32(d_k)))
+    clock.stop("scores")
+
+    if scaled:
+        n = H * T * T
+        clock.start("scale")
+        dev.get_function("scale_kernel1")(
+            (min(cdiv(n, 256), 4096), 1, 1), (256, 1, 1),
+            (buf.scores, buf.scaled, np.int64(n), f32(1.0 / np.sqrt(d_k))),
+        )
+        clock.stop("scale")
+
+    if mask.kind != "none":
+        clock.start("mask")
+        dev.get_function("mask_kernel1")(tile_grid, tile_block, (buf.scaled, buf.masked, i32(T), i32(mask.kernel_window)))
+        clock.stop("mask")
+
+    clock.start("softmax")
+    softmax = plan.softmax_for(T)
+    if softmax == 3:  # the smallest block whose threads hold the whole row
+        threads = 32 * cdiv(cdiv(T, SOFTMAX3_PER_THREAD), 32)
+        dev.get_function("softmax_kernel3")((T, 1, H), (threads, 1, 1), (buf.masked, buf.weights, i32(T)))
+    elif softmax == 1:
+        threads = plan.softmax_threads
+        dev.get_function("softmax_kernel1")(
+            (T, 1, H), (threads, 1, 1), (buf.masked, buf.weights, i32(T)), shared_mem=(threads // 32) * 4,
+        )
+    else:
+        rows = plan.softmax_rows_per_block
+        dev.get_function("softmax_kernel2")((cdiv(T, rows), 1, H), (32, rows, 1), (buf.masked, buf.weights, i32(T)))
+    clock.stop("softmax")
+
+    clock.start("av")
+    av_args = (buf.weights, dv, buf.output, i32(T), i32(d_v), i32(mask.hides_future))
+    if plan.gemm_variant == 2:
+        dev.get_function("av_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (64, 1, 1), av_args)
+    else:
+        dev.get_function("av_kernel1")((cdiv(d_v, TILE), cdiv(T, TILE), H), tile_block, av_args)
+    clock.stop("av")
+
+
+def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
+               plan: LaunchPlan = DEFAULT_PLAN) -> StageOutputs:
+    H, T, d_k = q.shape
+    d_v = v.shape[-1]
+
+    transfers = Transfers(dev)
+    dq, dk, dv = transfers.upload(q, k, v)
+
+    buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scaled)
+    timings = timed_runs(dev, lambda clock: launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask,
+                                                          scaled=scaled, plan=plan, clock=clock))
+    timings["total"] = sum(timings.values())
+    names = ("scores", "scaled", "masked", "weights", "output")
+    host = dict(zip(names, transfers.download(*(getattr(buf, name) for name in names))))
+    return StageOutputs(**host, timings_ms=timings, transfer_ms=transfers.elapsed_ms(), device_output=buf.output)

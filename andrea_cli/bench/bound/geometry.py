@@ -1,0 +1,180 @@
+"""Where each kernel's launch geometry comes from: the launchers themselves, run against a
+device that records instead of launching. Every grid, block, shared-memory size and argument
+below is the one `andrea attend`/`grad` would launch at the reference shape; nothing here
+restates a launcher's arithmetic, so a new tile size or a new variant shows up on its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from andrea_cli.backends.launch.backward import LSE_VARIANTS, launch_fused_backward, launch_fused_lse, \
+    launch_staged_backward
+from andrea_cli.backends.launch.fused import fused_variants, launch_fused
+from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
+from andrea_cli.backends.launch.staged import ALL_PLANS, allocate_stages, launch_stages
+from andrea_cli.errors import first_line
+from andrea_cli.masks import MaskSpec
+
+REFERENCE_T = 4096
+REFERENCE_HEADS = 12  # GPT-2 small: 12 heads of 64
+HEAD_SIZES = (64, 128)
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """An array that is never allocated: its shape and dtype are all a launch needs to record."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_shared: int
+    args: tuple = field(repr=False)
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def warps_per_block(self) -> int:
+        return -(-self.threads_per_block // 32)
+
+    @property
+    def array_bytes(self) -> int:
+        """Every array argument once: what the launch must at least read or write in memory."""
+        return sum(a.nbytes for a in self.args if isinstance(a, Placeholder))
+
+    def scalars(self) -> tuple:
+        return tuple(a.item() if hasattr(a, "item") else a for a in self.args if not isinstance(a, Placeholder))
+
+
+def _dim3(x) -> tuple[int, int, int]:
+    x = tuple(int(v) for v in x)
+    return x + (1,) * (3 - len(x))
+
+
+class RecordingDevice:
+    """A KernelDevice whose kernels record their launch and do nothing."""
+
+    name = "recording"
+    warmup_runs = 0
+
+    def __init__(self) -> None:
+        self.launches: list[Launch] = []
+
+    def get_function(self, name: str):
+        def record(grid, block, args, shared_mem: int = 0) -> None:
+            self.launches.append(Launch(name, _dim3(grid), _dim3(block), int(shared_mem), tuple(args)))
+
+        return record
+
+    def empty(self, shape, dtype=np.float32) -> Placeholder:
+        return Placeholder(tuple(shape), np.dtype(dtype))
+
+    def to_device(self, a):
+        return a
+
+    def to_host(self, a):
+        return a
+
+    def clock(self):
+        raise NotImplementedError("a recording device times nothing")
+
+
+def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
+    """Every path the launchers offer at one shape, by name: the staged plans, the fused
+    variants, the tensor-core kernel with its conversions, the staged and fused backward."""
+    q, k, v, d_out, out = (dev.empty((H, T, d)) for _ in range(5))
+
+    def staged():
+        for plan in ALL_PLANS:
+            buf = allocate_stages(dev, H, T, d, mask=mask, scaled=True)
+            launch_stages(dev, q, k, v, buf, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True, plan=plan)
+
+    def fused():
+        for variant in fused_variants(d, d):
+            launch_fused(dev, q, k, v, out, H, T, d, d, mask=mask, scaled=True, variant=variant)
+
+    def tensor_cores():
+        if d in BF16_DIMS:
+            qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), True)
+            launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask)
+
+    def staged_backward():
+        launch_staged_backward(dev, dev.empty((H, T, T)), q, k, v, d_out, dev.empty((H, T, T)),
+                               dev.empty((H, T, T)), dev.empty((H, T, d)), dev.empty((H, T, d)),
+                               dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
+
+    def fused_backward():
+        lse, delta = dev.empty((H, T)), dev.empty((H, T))
+        for variant in LSE_VARIANTS:
+            if variant in fused_variants(d, d):
+                launch_fused_lse(dev, q, k, v, out, lse, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True,
+                                 variant=variant)
+        launch_fused_backward(dev, q, k, v, out, d_out, lse, delta, dev.empty((H, T, d)), dev.empty((H, T, d)),
+                              dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
+
+    return {"staged": staged, "fused": fused, "tensor-core": tensor_cores, "staged backward": staged_backward,
+            "fused backward": fused_backward}
+
+
+@dataclass(frozen=True)
+class ReferenceLaunch:
+    """One kernel's launch at the reference shape, without and with the causal mask."""
+
+    head_size: int
+    full: Launch
+    causal: Launch
+
+    @property
+    def sees_mask(self) -> bool:
+        """The launcher hands the kernel the mask (its scalars differ): it can skip what is hidden."""
+        return self.full.scalars() != self.causal.scalars()
+
+
+@dataclass
+class References:
+    launches: dict[str, ReferenceLaunch]
+    failures: list[str]  # launcher paths that would not run at the reference shape, and why
+
+
+def reference_launches(T: int = REFERENCE_T, H: int = REFERENCE_HEADS) -> References:
+    """{kernel: its first launch at head size 64 (128 for a kernel only that size runs)}. A path
+    whose launcher refuses the reference shape is named in `failures`; the others still count."""
+    found: dict[str, ReferenceLaunch] = {}
+    failures: list[str] = []
+    for d in HEAD_SIZES:
+        by_mask = []
+        for mask in (MaskSpec("none"), MaskSpec("causal")):
+            dev = RecordingDevice()
+            for label, run in _paths(dev, T, H, d, mask).items():
+                try:
+                    run()
+                except Exception as exc:  # a launcher changed under us: its kernels get no geometry, said so
+                    why = f"the {label} launcher at d {d}, mask {mask}: {first_line(exc)}"
+                    if why not in failures:
+                        failures.append(why)
+            first: dict[str, Launch] = {}
+            for launch in dev.launches:
+                first.setdefault(launch.kernel, launch)
+            by_mask.append(first)
+        full, causal = by_mask
+        for name in causal:  # mask_kernel1 runs only under a mask: its "no mask" launch is the causal one
+            if name not in found:
+                found[name] = ReferenceLaunch(d, full.get(name, causal[name]), causal[name])
+    return References(found, failures)

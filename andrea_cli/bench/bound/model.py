@@ -1,0 +1,149 @@
+"""From one trip's instruction mix to the least time a launch can take: each pipe's SM clocks,
+the largest of them (or the HBM time) is the bound. Pure arithmetic; the tests check it against
+counts worked out by hand.
+
+The model is a bound, stated as one: every SM busy all the time with an even share of the
+trips, every warp issuing whenever a pipe is free, shared memory without bank conflicts, every
+lane of a warp moving its own bytes, what a launch must move crossing HBM once. Latency,
+imbalance between blocks (causal tiles), the tail of the last wave and L2 misses only make a
+real run slower."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from andrea_cli.bench.bound.gpus import GpuSpec
+from andrea_cli.bench.bound.sass import Mix
+
+PIPES = ("issue", "fp32", "alu", "mufu", "tensor", "shared", "hbm")
+PIPE_MEANING = {
+    "issue": "instruction issue (4 warp instructions per clock per SM)",
+    "fp32": "the FMA pipe (FP32 arithmetic, integer multiply-adds)",
+    "alu": "the integer/logic pipe",
+    "mufu": "special functions and conversions (exp2, rcp, F2I)",
+    "tensor": "tensor cores (HMMA)",
+    "shared": "shared memory / L1 data path (128 bytes per clock per SM), shuffles",
+    "hbm": "HBM bandwidth (every array of the launch once)",
+}
+
+# The matrix products of T×T×d each kernel does (2·T²·d flops each, FlashAttention's count:
+# 2 flops per multiply-add, half of them under a causal mask), by name; longest prefix first.
+# The fused backward kernels recompute Q·K^T: dkdv does 4 products, dq 3.
+MATMUL_PRODUCTS = (
+    ("attention_backward_dkdv_kernel", 4),
+    ("attention_backward_dq_kernel", 3),
+    ("attention_fused_lse_kernel", 2),
+    ("attention_fused_kernel", 2),
+    ("scores_kernel", 1),
+    ("av_kernel", 1),
+    ("dv_kernel", 1),
+    ("dp_kernel", 1),
+    ("dq_kernel", 1),
+    ("dk_kernel", 1),
+)
+
+
+def matmul_products(kernel: str) -> int:
+    return next((n for prefix, n in MATMUL_PRODUCTS if kernel.startswith(prefix)), 0)
+
+
+def attention_matmul_flops(products: int, H: int, T: int, d: int, causal: bool) -> float:
+    flops = products * 2.0 * T * T * d * H
+    return flops / 2 if causal else flops
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    blocks_per_sm: int
+    warps_per_sm: int
+    limit: str  # what stops one more block: registers, shared memory, warps, blocks; or "does not fit"
+
+
+def occupancy(gpu: GpuSpec, registers: int, shared_per_block: int, warps_per_block: int) -> Occupancy:
+    """Resident blocks per SM, the CUDA occupancy calculator's way: registers are allocated per
+    warp in units of 256, each block's shared memory carries a 1 KB system reserve."""
+    if shared_per_block > gpu.smem_per_block or warps_per_block * 32 > 1024:
+        return Occupancy(0, 0, "does not fit")
+    regs_per_warp = -(-max(registers, 1) * 32 // 256) * 256
+    limits = {
+        "registers": gpu.registers_per_sm // (regs_per_warp * warps_per_block),
+        "shared memory": gpu.smem_per_sm // (shared_per_block + gpu.smem_reserved_per_block)
+        if shared_per_block else gpu.max_blocks_per_sm,
+        "warps": gpu.max_warps_per_sm // warps_per_block,
+        "blocks": gpu.max_blocks_per_sm,
+    }
+    limit = min(limits, key=limits.get)
+    blocks = limits[limit]
+    return Occupancy(blocks, blocks * warps_per_block, limit if blocks else "does not fit")
+
+
+def pipe_cycles(mix: Mix, gpu: GpuSpec, warps_per_sm: int) -> dict[str, float]:
+    """SM clocks one warp's trip takes on each pipe (the SM's whole rate: warps share it)."""
+    return {
+        # a scheduler with no warp issues nothing: fewer than 4 resident warps leave slots idle
+        "issue": mix.instructions / max(1, min(gpu.issue_per_clock, warps_per_sm)),
+        # integer multiply-adds share the FMA pipe at the integer rate [PG-TPUT: 64 per clock]
+        "fp32": (mix.fp32 - mix.imad) / (gpu.fp32_lanes / 32) + mix.imad / (gpu.alu_lanes / 32),
+        "alu": mix.alu / (gpu.alu_lanes / 32),
+        "mufu": mix.mufu / (gpu.mufu_lanes / 32),
+        "tensor": mix.tensor_flops / gpu.tensor_flops_per_clock,
+        "shared": (mix.shared_bytes + mix.global_bytes + mix.local_bytes) / gpu.shared_bytes_per_clock
+        + mix.shfl / (gpu.shuffle_lanes / 32),
+    }
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one launch does at the reference shape."""
+
+    warps: int  # warps launched
+    array_bytes: int  # every array argument once
+    executed_flops: float  # the matrix products the kernel computes (masked tiles it skips left out)
+    useful_flops: float  # FlashAttention's count of them
+
+
+def trips_per_launch(mix: Mix, work: Work, looped: bool) -> float:
+    """How many warp-trips of the hot loop a launch makes: its matrix products divided by what
+    one trip computes; for a kernel without them, its arrays divided by the global bytes of a
+    trip; for straight-line code, one per warp."""
+    trip_flops = mix.tensor_flops or 64 * mix.ffma
+    if work.executed_flops and trip_flops:
+        return work.executed_flops / trip_flops
+    if looped and mix.global_bytes:
+        return work.array_bytes / mix.global_bytes
+    return float(work.warps)
+
+
+@dataclass(frozen=True)
+class Bound:
+    seconds: dict[str, float]  # each pipe's least time for the launch, and hbm
+    bottleneck: str
+    runner_up: str
+    tflops: float | None  # useful flops / the bound's time; None for a kernel with no products
+    peak_tflops: float  # the peak of the units its products run on
+    trips: float
+
+    @property
+    def time_s(self) -> float:
+        return self.seconds[self.bottleneck]
+
+    @property
+    def peak_fraction(self) -> float | None:
+        return None if self.tflops is None else self.tflops / self.peak_tflops
+
+
+def bound(mix: Mix, work: Work, gpu: GpuSpec, warps_per_sm: int, looped: bool) -> Bound:
+    trips = trips_per_launch(mix, work, looped)
+    hz = gpu.clock_ghz * 1e9
+    seconds = {pipe: trips * cycles / gpu.sms / hz for pipe, cycles in pipe_cycles(mix, gpu, warps_per_sm).items()}
+    tensor = mix.hmma > 0
+    peak = gpu.bf16_peak_tflops if tensor else gpu.fp32_peak_tflops
+    # the products are done somewhere: never faster than the peak of the units that do them,
+    # whatever the hot loop holds
+    math = "tensor" if tensor else "fp32"
+    seconds[math] = max(seconds[math], work.executed_flops / (peak * 1e12))
+    seconds["hbm"] = work.array_bytes / (gpu.hbm_gbs * 1e9)
+    ranked = sorted(seconds, key=seconds.get, reverse=True)
+    time_s = seconds[ranked[0]]
+    tflops = work.useful_flops / time_s / 1e12 if work.useful_flops and time_s > 0 else None
+    return Bound(seconds, ranked[0], ranked[1], tflops, peak, trips)

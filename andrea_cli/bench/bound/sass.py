@@ -1,0 +1,298 @@
+"""A cubin's machine code, read without a GPU: `cuobjdump -sass` (which runs nvdisasm; both come
+from the package index: pip install "andrea[bound]"), split into kernels, loops, and one
+instruction mix per trip of a kernel's hot loop.
+
+A loop is a backward branch (a BRA to an earlier address). The hot loop is the loop whose own
+body (nested loops left out) holds the most arithmetic: the tensor-core or FP32 work of a
+tiled kernel; where no loop holds any, the loop with the most instructions of its own. One trip
+counts every instruction between its first address and its branch, nested loops once."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from andrea_cli.errors import AndreaError
+
+INSTALL_HINT = 'pip install "andrea[bound]" (brings nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm)'
+
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
+_INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+_BRANCH_TARGET = re.compile(r"(0x[0-9a-f]+)\s*$")  # BRA 0x930, @P1 BRA !P0, 0x4dc0
+
+
+@dataclass(frozen=True)
+class Instruction:
+    address: int
+    opcode: str  # with its modifiers: LDS.U.128, HMMA.16816.F32.BF16
+    operands: str
+
+
+# ------------------------------------------------------------------------------------------------
+# The tools, and the disassembly
+
+def _pip_tool(name: str) -> str | None:
+    """On PATH, or inside the pip packages nvidia-cuda-cuobjdump / -nvdisasm (nvidia/cu*/bin/)."""
+    if found := shutil.which(name):
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations if spec else None) or []:
+        for candidate in sorted(Path(root).glob(f"*/bin/{name}")):
+            return str(candidate)
+    return None
+
+
+def find_cuobjdump() -> str | None:
+    return _pip_tool("cuobjdump")
+
+
+def find_nvdisasm() -> str | None:
+    return _pip_tool("nvdisasm")
+
+
+def restore_cubin_length(binary: bytes) -> bytes:
+    """cupy's getCUBIN reads the image like a C string and drops its last byte (a zero of the
+    table that ends the file), and cuobjdump then finds no code: pad to the length the ELF header
+    states (the end of the section or program header table, whichever is last)."""
+    if binary[:4] != b"\x7fELF" or len(binary) < 0x40:
+        return binary
+    phoff, shoff = struct.unpack_from("<QQ", binary, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", binary, 0x36)
+    end = max(shoff + shentsize * shnum, phoff + phentsize * phnum)
+    return binary + b"\0" * max(0, end - len(binary))
+
+
+def disassemble(cubin: bytes) -> str:
+    """cuobjdump -sass of a cubin; AndreaError naming the package when a tool is missing."""
+    cuobjdump, nvdisasm = find_cuobjdump(), find_nvdisasm()
+    if cuobjdump is None or nvdisasm is None:
+        raise AndreaError(f"{'cuobjdump' if cuobjdump is None else 'nvdisasm'} not found: {INSTALL_HINT}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernels.cubin"
+        path.write_bytes(restore_cubin_length(cubin))
+        # cuobjdump runs nvdisasm by name: put the one found first on its PATH
+        env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        run = subprocess.run([cuobjdump, "-sass", str(path)], capture_output=True, text=True, env=env)
+    if run.returncode != 0 or "Function" not in run.stdout:
+        why = (run.stderr.strip() or run.stdout.strip() or "no kernels in its output").splitlines()[0]
+        raise AndreaError(f"cuobjdump could not read the cubin ({why}): {INSTALL_HINT}")
+    return run.stdout
+
+
+def parse_kernels(text: str) -> dict[str, list[Instruction]]:
+    """cuobjdump -sass output -> {kernel: its instructions in address order}."""
+    kernels: dict[str, list[Instruction]] = {}
+    current = None
+    for line in text.splitlines():
+        if m := _FUNCTION.match(line):
+            current = kernels.setdefault(m.group(1), [])
+        elif current is not None and (m := _INSTR.search(line)):
+            # `@!PT` never runs (false is never true): padding ptxas writes, e.g. `@!PT LDS RZ, [RZ]`;
+            # it takes an issue slot and nothing else
+            opcode = "NOP" if (m.group(2) or "").strip() == "@!PT" else m.group(3)
+            current.append(Instruction(int(m.group(1), 16), opcode, m.group(4).strip()))
+    return kernels
+
+
+# ------------------------------------------------------------------------------------------------
+# Instruction classes: what pipe each instruction occupies, and the bytes it moves per warp
+
+_WIDTH_BYTES = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
+_HMMA_SHAPE = re.compile(r"^(16|8)(8)(\d+)$")  # 16816 -> m16 n8 k16, 1688 -> m16 n8 k8, 884 -> m8 n8 k4
+# The FMA pipe also runs the integer multiplies, IMAD and IMUL; the ALU the rest of the integer,
+# logic, compare and select work (Nsight Compute's Kernel Profiling Guide, "Pipelines": FMA, ALU,
+# XU; the XU runs special functions and conversions).
+FP32_OPS = {"FFMA", "FMUL", "FADD", "HFMA2", "HMUL2", "HADD2", "FFMA32I", "FMUL32I", "FADD32I", "IMAD", "IMUL",
+            "IMAD32I", "IMUL32I"}
+ALU_OPS = {"IADD3", "IADD", "LOP3", "LOP", "SHF", "SHL", "SHR", "ISETP", "FSETP", "HSETP2",
+           "LEA", "SEL", "FSEL", "FMNMX", "IMNMX", "VIMNMX", "VIADD", "VIADDMNMX", "IABS", "PRMT", "POPC",
+           "FLO", "BREV", "PLOP3", "P2R", "R2P", "F2FP", "I2FP", "IDP", "FCHK"}
+CONVERT_OPS = {"F2F", "F2I", "I2F", "FRND"}
+_GLOBAL_MEMORY = {"LDG", "LDGSTS", "STG", "LD", "ST", "RED", "ATOMG", "ATOM"}
+
+
+def lane_bytes(opcode: str) -> int:
+    """Bytes one lane moves: LDS.128 16, LDG.E.64 8, LDS.U16 2, a plain LDS 4."""
+    parts = opcode.split(".")[1:]
+    return next((_WIDTH_BYTES[p] for p in parts if p in _WIDTH_BYTES), 4)
+
+
+def ldsm_bytes(opcode: str) -> int:
+    """ldmatrix: one 8x8 matrix of 16-bit values (128 bytes) per warp, times .2 or .4."""
+    count = opcode.split(".")[-1]
+    return 128 * (int(count) if count in ("2", "4") else 1)
+
+
+def hmma_flops(opcode: str) -> int:
+    """One warp's HMMA.MNK: 2·M·N·K flops (HMMA.16816: 4096)."""
+    shape = opcode.split(".")[1] if "." in opcode else ""
+    m = _HMMA_SHAPE.match(shape)
+    if not m:  # a shape this reader does not know: count it as the m16n8k16 every bf16 kernel here uses
+        return 2 * 16 * 8 * 16
+    return 2 * int(m.group(1)) * int(m.group(2)) * int(m.group(3))
+
+
+@dataclass
+class Mix:
+    """One trip's instructions by class, per warp; bytes are what the 32 lanes move together."""
+
+    instructions: int = 0
+    hmma: int = 0
+    tensor_flops: int = 0
+    ffma: int = 0  # FFMA alone: 2 flops per lane, the FP32 kernels' useful arithmetic
+    fp32: int = 0  # everything on the FMA pipe (FFMA, FMUL, FADD, HFMA2..., and IMAD)
+    imad: int = 0  # the integer multiply-adds among them: half the FP32 rate on Hopper
+    alu: int = 0
+    mufu: int = 0  # special functions and conversions: one unit does both
+    shfl: int = 0
+    bar: int = 0
+    shared_load_bytes: int = 0  # LDS and LDSM
+    shared_store_bytes: int = 0  # STS
+    global_load_bytes: int = 0  # LDG, and LDGSTS (cp.async: global straight into shared memory)
+    global_store_bytes: int = 0  # STG, and atomics
+    local_bytes: int = 0  # LDL/STL: spilled registers
+    by_opcode: dict[str, int] = field(default_factory=dict)
+
+    def add(self, ins: Instruction) -> None:
+        op = ins.opcode
+        base = op.split(".")[0]
+        self.instructions += 1
+        self.by_opcode[base] = self.by_opcode.get(base, 0) + 1
+        warp = 32 * lane_bytes(op)
+        if base == "HMMA":
+            self.hmma += 1
+            self.tensor_flops += hmma_flops(op)
+        elif base in FP32_OPS:
+            self.fp32 += 1
+            self.ffma += base == "FFMA"
+            self.imad += base.startswith(("IMAD", "IMUL"))
+        elif base in ALU_OPS:
+            self.alu += 1
+        elif base == "MUFU" or base in CONVERT_OPS:
+            self.mufu += 1
+        elif base == "SHFL":
+            self.shfl += 1
+        elif base == "BAR":
+            self.bar += 1
+        elif base == "LDSM":
+            self.shared_load_bytes += ldsm_bytes(op)
+        elif base == "LDS":
+            self.shared_load_bytes += warp
+        elif base in ("STS", "ATOMS"):
+            self.shared_store_bytes += warp
+        elif base == "LDGSTS":
+            # one pass through the SM's memory: global (via L2) straight into shared memory
+            self.global_load_bytes += warp
+        elif base in ("LDG", "LD"):
+            self.global_load_bytes += warp
+        elif base in ("STG", "ST", "RED", "ATOMG", "ATOM"):
+            self.global_store_bytes += warp
+        elif base in ("LDL", "STL"):
+            self.local_bytes += warp
+
+    @property
+    def global_bytes(self) -> int:
+        return self.global_load_bytes + self.global_store_bytes
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.shared_load_bytes + self.shared_store_bytes
+
+
+def mix_of(instructions: list[Instruction]) -> Mix:
+    mix = Mix()
+    for ins in instructions:
+        mix.add(ins)
+    return mix
+
+
+# ------------------------------------------------------------------------------------------------
+# Loops
+
+@dataclass
+class Loop:
+    start: int  # the first instruction of the body (the branch's target)
+    end: int  # the backward branch
+    body: list[Instruction]  # every instruction from start to end
+    own: list[Instruction]  # the body less the loops nested in it
+
+    def contains(self, other: "Loop") -> bool:
+        return other is not self and self.start <= other.start and other.end <= self.end
+
+    def own_arithmetic(self) -> int:
+        """Flops of the body's own tensor-core and FFMA instructions, per warp."""
+        mix = mix_of(self.own)
+        return mix.tensor_flops + 64 * mix.ffma
+
+
+def _branch_target(ins: Instruction) -> int | None:
+    if not ins.opcode.startswith("BRA"):
+        return None
+    target = _BRANCH_TARGET.search(ins.operands)
+    return int(target.group(1), 16) if target else None
+
+
+def steady_state(loop: Loop, loops: list[Loop] | None = None) -> list[Instruction]:
+    """One ordinary trip of the loop: its body less the conditional code no ordinary trip runs.
+
+    A forward branch inside the body skips a region (an if, the else of an if/else). Dropped:
+    regions with no arithmetic and no global memory (first-trip set-up, mask-edge fix-ups, slow
+    paths), and a nested loop's peeled remainder: straight-line copies of the loop's own
+    memory instructions just before it, for trip counts not a multiple of its unrolling (the
+    reference shape's are). Kept: tensor-core, FFMA and global-memory work, i.e. the tile."""
+    loops = find_loops(loop.body) if loops is None else loops
+    nested = [lp for lp in loops if loop.contains(lp)]
+    regions = []
+    for ins in loop.body:
+        target = _branch_target(ins)
+        if target is not None and ins.address < target <= loop.end:
+            regions.append((ins.address, target))
+
+    def inside(region: tuple[int, int]) -> list[Instruction]:
+        return [i for i in loop.body if region[0] < i.address < region[1]]
+
+    def peeled(region: tuple[int, int], code: list[Instruction]) -> bool:
+        memory = {i.opcode for i in code if i.opcode.split(".")[0] in _GLOBAL_MEMORY}
+        after = [lp for lp in nested if region[1] <= lp.start <= region[1] + 16 * 16]
+        return bool(memory) and not any(region[0] < lp.start < region[1] for lp in nested) and any(
+            memory <= {i.opcode for i in lp.body} for lp in after)
+
+    def dropped(region: tuple[int, int]) -> bool:
+        code = inside(region)
+        mix = mix_of(code)
+        if mix.hmma or mix.ffma:
+            return False
+        return not mix.global_bytes or peeled(region, code)
+
+    gone = [r for r in regions if dropped(r)]
+    return [i for i in loop.body if not any(lo < i.address < hi for lo, hi in gone)]
+
+
+def find_loops(instructions: list[Instruction]) -> list[Loop]:
+    loops = []
+    for ins in instructions:
+        start = _branch_target(ins)
+        # a backward branch; `BRA` to itself is the idle loop after EXIT, not a loop body
+        if start is not None and start < ins.address:
+            body = [i for i in instructions if start <= i.address <= ins.address]
+            loops.append(Loop(start, ins.address, body, []))
+    for loop in loops:
+        nested = [lp for lp in loops if loop.contains(lp)]
+        loop.own = [i for i in loop.body if not any(lp.start <= i.address <= lp.end for lp in nested)]
+    return loops
+
+
+def hot_loop(instructions: list[Instruction]) -> Loop | None:
+    """The loop with the most arithmetic of its own; with none anywhere, the most instructions
+    of its own; None for straight-line code."""
+    loops = find_loops(instructions)
+    if not loops:
+        return None
+    return max(loops, key=lambda lp: (lp.own_arithmetic(), len(lp.own), -lp.start))

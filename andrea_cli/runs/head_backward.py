@@ -1,0 +1,93 @@
+"""One backward pass of one head on a backend, turned into a report: the gradients' shapes and
+norms, how much of the gradient the softmax passes back to the scores, agreement with the
+float64 NumPy backward, and per-stage timings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from andrea_cli import reference_backward, stats
+from andrea_cli.inputs import QKV
+from andrea_cli.masks import MaskSpec
+from andrea_cli.runs.header import RunHeader, header_fields
+
+CHECK_MAX_T = 2048  # the float64 check builds (T, T) float64 matrices: beyond this, it is skipped
+
+
+@dataclass
+class GradReport(RunHeader):  # its scale is applied once more to dQ and dK
+    fused: bool
+    grad_norms: dict[str, float | None]  # d_weights and d_scores are None on the fused path
+    score_share: float | None  # ||dS|| / ||dP||
+    quiet_rows: float | None  # share of rows whose softmax passes back almost nothing
+    max_rel_error: dict[str, float] | None  # vs the float64 backward: max|err| / max|exact|
+    timings_ms: dict[str, float]
+    transfer_ms: dict[str, float]
+    load_ms: float
+    notices: list[str] = field(default_factory=list)
+    dq: np.ndarray | None = field(default=None, repr=False)  # (T, d_k)
+    dk: np.ndarray | None = field(default=None, repr=False)  # (T, d_k)
+    dv: np.ndarray | None = field(default=None, repr=False)  # (T, d_v)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """What --out saves."""
+        return {"dq": self.dq, "dk": self.dk, "dv": self.dv}
+
+    def to_json(self) -> dict:
+        return {
+            **self.header_json(after_scale={"fused": self.fused}),
+            "grad_norms": self.grad_norms,
+            "score_share": self.score_share, "quiet_rows": self.quiet_rows,
+            "max_rel_error": self.max_rel_error,
+            "timings_ms": self.timings_ms, "transfer_ms": self.transfer_ms, "load_ms": self.load_ms,
+            "notices": self.notices,
+        }
+
+
+def relative_errors(got: dict[str, np.ndarray], exact: dict[str, np.ndarray]) -> dict[str, float]:
+    """max|got - exact| / max|exact| per array (0 where both are all zeros)."""
+    errors = {}
+    for name, e in exact.items():
+        err = float(np.abs(got[name].astype(np.float64) - e).max())
+        top = float(np.abs(e).max())
+        errors[name] = err / top if top else err
+    return errors
+
+
+def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: bool, fused: bool,
+                 notices: list[str] | None = None) -> GradReport:
+    """qkv: (T, d_k), (T, d_k), (T, d_v); d_out: (T, d_v), dL/dO."""
+    notices = list(notices or [])
+    q, k, v, do = (a[None] for a in (qkv.q, qkv.k, qkv.v, d_out))  # one head: H = 1
+    if fused:
+        out = backend.attention_backward_fused(q, k, v, do, mask=mask, scaled=scaled)
+    else:
+        out = backend.attention_backward(q, k, v, do, mask=mask, scaled=scaled)
+    T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
+    norms = {"d_out": stats.norm(d_out), "dv": stats.norm(out.dv), "d_weights": None, "d_scores": None,
+             "dq": stats.norm(out.dq), "dk": stats.norm(out.dk)}
+    share = quiet = None
+    if out.d_scores is not None:
+        norms["d_weights"], norms["d_scores"] = stats.norm(out.d_weights), stats.norm(out.d_scores)
+        share = stats.score_share(out.d_weights, out.d_scores)
+        quiet = stats.quiet_row_share(out.weights, out.d_weights, out.d_scores)
+    else:
+        notices.append("the fused backward builds no T×T matrix: the norms of dP and dS, and the "
+                       "statistics that need them, come from the staged run (drop --fused)")
+    errors = None
+    if T <= CHECK_MAX_T:
+        exact = reference_backward.backward(q, k, v, do, mask, scaled)
+        errors = relative_errors({"dq": out.dq, "dk": out.dk, "dv": out.dv},
+                                 {"dq": exact.dq, "dk": exact.dk, "dv": exact.dv})
+    else:
+        notices.append(f"T > {CHECK_MAX_T}: the float64 check (T×T matrices in float64) was skipped")
+    return GradReport(
+        **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
+                        shapes={"dq": [T, d_k], "dk": [T, d_k], "dv": [T, d_v], "d_scores": [T, T]}),
+        fused=fused,
+        grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,
+        timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms, notices=notices,
+        dq=out.dq[0], dk=out.dk[0], dv=out.dv[0],
+    )

@@ -1,0 +1,39 @@
+"""What every run's report opens with, and its JSON: where it ran (backend, device), on what
+(source, the sizes, the shapes) and how the equation was set (mask, scale). AttentionReport,
+FusedReport, GradReport and LayerGradReport are a RunHeader and their own fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
+
+
+@dataclass
+class RunHeader:
+    backend: str
+    device: str
+    source: str  # "random (seed 0)", or the files the inputs came from
+    T: int
+    d_k: int
+    d_v: int
+    mask: str
+    scaled: bool
+    scale: float  # the factor applied to the scores: 1/sqrt(d_k), or 1.0 with --no-scale
+    shapes: dict[str, list[int]]
+
+    def header_json(self, *, after_source: dict | None = None, after_T: dict | None = None,
+                    after_scale: dict | None = None) -> dict:
+        """The header's keys, each report's own ones where its JSON has always had them (the fused
+        run's after source, the layer's sizes after T, grad's `fused` after scale)."""
+        return {"backend": self.backend, "device": self.device, "source": self.source, **(after_source or {}),
+                "T": self.T, **(after_T or {}), "d_k": self.d_k, "d_v": self.d_v, "mask": self.mask,
+                "scaled": self.scaled, "scale": self.scale, **(after_scale or {}), "shapes": self.shapes}
+
+
+def header_fields(backend, *, source: str, T: int, d_k: int, d_v: int, mask: MaskSpec, scaled: bool,
+                  shapes: dict[str, list[int]]) -> dict:
+    """A report's header fields for a run on `backend` (a Backend: its name and device)."""
+    return dict(backend=backend.name, device=backend.device_name(), source=source, T=T, d_k=d_k, d_v=d_v,
+                mask=str(mask), scaled=scaled, scale=scale_for(d_k, scaled), shapes=shapes)

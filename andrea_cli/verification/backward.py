@@ -1,0 +1,98 @@
+"""The backward family: the staged backward kernels stage by stage (each on its own float32
+inputs) and end to end, the fused backward end to end, and the fused forward's logsumexp, all
+against the float64 NumPy backward (reference_backward.py) with the bounds of
+tolerances_backward.py. Masked positions of dS must be exactly 0."""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from andrea_cli import reference, reference_backward
+from andrea_cli.backends.base import DeviceFault
+from andrea_cli.backends.launch.backward import LSE_VARIANTS, lse_variants
+from andrea_cli.backends.launch.fused import FUSED_MAX_D
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN
+from andrea_cli.errors import AndreaError
+from andrea_cli.verification import tolerances, tolerances_backward as tb
+from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
+from andrea_cli.reference import scale_for
+
+
+# The sweep's T = 257 and T = 1024 are there for forward rules (softmax_kernel1's 256 threads,
+# scale_kernel1's grid stride); the backward's tiles (16, 32 keys, 8 and 4 rows) meet every edge
+# at the smaller T (verification/boundaries.py), and at T = 257 it would cost more than the rest.
+MAX_T = 256
+
+
+def applies(backend, case: Case) -> bool:
+    """Once per shape (the default geometry only) up to MAX_T, on a backend with the backward kernels."""
+    return case.plan == DEFAULT_PLAN and case.T <= MAX_T and hasattr(backend, "attention_backward")
+
+
+def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
+    variants = lse_variants(case.d_k, case.d_v) if max(case.d_k, case.d_v) <= FUSED_MAX_D else []
+    stages, invariants, result.error = check_backward(backend, case, x.q, x.k, x.v, x.d_out, variants)
+    result.stages.update(stages)
+    result.invariants.update(invariants)
+
+
+def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict, dict, str | None]:
+    """(stage checks, invariants, error)."""
+    stages, invariants = {}, {}
+    visible = case.mask.visible(case.T)
+    exact = reference_backward.backward(q, k, v, d_out, case.mask, case.scaled)
+    factor = scale_for(case.d_k, case.scaled)
+    try:
+        got = backend.attention_backward(q, k, v, d_out, mask=case.mask, scaled=case.scaled)
+    except DeviceFault:
+        raise
+    except AndreaError as exc:
+        return stages, invariants, f"backward: {str(exc).splitlines()[0]}"
+
+    # stage by stage, on the kernel's own float32 inputs: an error shows in the stage that made it
+    p = got.weights
+    p64, dp64, ds64 = (a.astype(np.float64) for a in (p, got.d_weights, got.d_scores))
+    stages["dv"] = compare(got.dv, np.matmul(p64.transpose(0, 2, 1), d_out.astype(np.float64)), tb.dv_tol(p, d_out))
+    stages["dp"] = compare(got.d_weights, np.matmul(d_out.astype(np.float64), v.astype(np.float64).transpose(0, 2, 1)),
+                           tb.dp_tol(d_out, v))
+    stages["ds"] = compare(got.d_scores, reference_backward.softmax_backward(p64, dp64), tb.ds_tol(p, got.d_weights))
+    stages["dq"] = compare(got.dq, factor * np.matmul(ds64, k.astype(np.float64)), tb.dq_tol(got.d_scores, k, factor))
+    stages["dk"] = compare(got.dk, factor * np.matmul(ds64.transpose(0, 2, 1), q.astype(np.float64)),
+                           tb.dk_tol(got.d_scores, q, factor))
+    end = tb.staged_end_to_end_tol(exact, q, k, v, d_out, visible, case.d_k, case.scaled)
+    for name in ("dq", "dk", "dv"):
+        stages[f"backward_{name}"] = compare(getattr(got, name), getattr(exact, name), end[name])
+    invariants["masked_gradient_exactly_zero"] = bool((got.d_scores[:, ~visible] == 0).all())
+
+    out_tol = tolerances.fused_tol(q, k, v, exact.weights, visible, case.d_k, case.scaled)
+    fused_end = tb.fused_end_to_end_tol(exact, q, k, v, d_out, visible, case.d_k, case.scaled, out_tol)
+    lse_exact = _logsumexp(q, k, case)
+    for variant in fused_variants:
+        try:
+            fused = backend.attention_backward_fused(q, k, v, d_out, mask=case.mask, scaled=case.scaled, variant=variant)
+        except DeviceFault:
+            raise
+        except AndreaError as exc:
+            return stages, invariants, f"fused backward {variant}: {str(exc).splitlines()[0]}"
+        stages[f"fused{variant}_lse"] = compare(fused.lse, lse_exact, tb.lse_tol(q, k, visible, case.d_k, case.scaled))
+        for name in ("dq", "dk", "dv"):
+            stages[f"fused{variant}_{name}"] = compare(getattr(fused, name), getattr(exact, name), fused_end[name])
+    return stages, invariants, None
+
+
+def _logsumexp(q, k, case) -> np.ndarray:
+    s = reference.scores(q, k)
+    if case.scaled:
+        s = reference.scale(s, case.d_k)
+    s = reference.mask(s, case.mask)
+    m = s.max(axis=-1, keepdims=True)
+    return (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0]  # (H, T)
+
+
+STAGES = ("dv", "dp", "ds", "dq", "dk", "backward_dq", "backward_dk", "backward_dv",
+          *(f"fused{v}_{name}" for v in LSE_VARIANTS for name in ("lse", "dq", "dk", "dv")))
+# three columns in verify's table, each the worst of its group; a failing stage is named under it
+GROUPS = (("bwd stages", STAGES[:5]), ("bwd", STAGES[5:8]), ("fused bwd", STAGES[8:]))
+FAMILY = Family("backward", stages=STAGES, columns=tuple(column for column, _ in GROUPS), groups=GROUPS,
+                applies=applies, check=check)

@@ -1,0 +1,105 @@
+"""The bf16 tensor-core kernel's arithmetic in float64, and how far the kernel may stray from it.
+
+attention_fused_kernel4 rounds Q (pre-scaled by scale·log2 e), K and V to bf16, and P to bf16
+before P·V; everything else is fp32. The reference here applies exactly those roundings, so what
+is left between kernel and reference is fp32 accumulation order, exp2f's last bits, and the rare
+P element whose fp32 value lies so close to a bf16 rounding boundary that those last bits decide
+which way it rounds: each bound below is derived for the element it guards (u = 2^-24, gamma as
+in tolerances.py), not a loose constant.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from andrea_cli.backends.launch.fused_bf16 import TC_KEYS, q_multiplier
+from andrea_cli.masks import MaskSpec
+from andrea_cli.verification.tolerances import TINY, U, gamma
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bits (uint16), round to nearest even; a NaN becomes 0x7fff (cvt.rn.bf16)."""
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where((b & 0x7FFFFFFF) > 0x7F800000, np.uint16(0x7FFF), rounded)
+
+
+def bf16_to_float(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32)
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bf16 and back: what the kernel's bf16 copies hold."""
+    return bf16_to_float(bf16_bits(x))
+
+
+def bf16_inputs(q, k, v, scaled: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The bf16 copies the kernel reads, as float64: Q·multiplier (one fp32 product), K, V."""
+    qs = np.asarray(q, np.float32) * np.float32(q_multiplier(q.shape[-1], scaled))  # a float32 product, as on the GPU
+    return tuple(round_bf16(a).astype(np.float64) for a in (qs, k, v))
+
+
+def _tile_running_max(s: np.ndarray) -> np.ndarray:
+    """m_t[i, j]: row i's max over visible keys of every tile up to and including key j's tile
+    (the running max the kernel holds when it exponentiates key j); -inf before any."""
+    H, T, _ = s.shape
+    n_tiles = -(-T // TC_KEYS)
+    padded = np.full((H, T, n_tiles * TC_KEYS), -np.inf)
+    padded[..., :T] = s
+    per_tile = padded.reshape(H, T, n_tiles, TC_KEYS).max(axis=-1)
+    running = np.maximum.accumulate(per_tile, axis=-1)
+    return np.repeat(running, TC_KEYS, axis=-1)[..., :T]
+
+
+def _near_rounding_boundary(x: np.ndarray, rel_err: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where x (> 0) is within rel_err·x of a bf16 rounding boundary, and the bf16 spacing there."""
+    with np.errstate(divide="ignore"):
+        exponent = np.floor(np.log2(np.where(x > 0, x, 1.0)))
+    spacing = np.exp2(exponent - 7)  # 8 significant bits
+    frac = x / spacing - np.floor(x / spacing)
+    distance = np.abs(frac - 0.5) * spacing
+    return (x > 0) & (distance <= rel_err * x), spacing
+
+
+def reference_and_tol(q, k, v, mask: MaskSpec, scaled: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(H, T, d) output of the bf16 kernel's arithmetic in float64, and its element-wise bound."""
+    qb, kb, vb = bf16_inputs(q, k, v, scaled)
+    H, T, d_k = qb.shape
+    visible = mask.visible(T)
+    s = np.where(visible, qb @ kb.transpose(0, 2, 1), -np.inf)  # log2 units; products exact
+    m_final = s.max(axis=-1, keepdims=True)
+    m_tile = _tile_running_max(s)
+    with np.errstate(invalid="ignore"):
+        x = np.where(visible, np.exp2(s - np.where(np.isfinite(m_tile), m_tile, 0.0)), 0.0)  # the kernel's p
+        weight = np.where(visible, np.exp2(m_tile - m_final), 0.0)  # the alphas that later rescale it
+    l_exact = np.exp2(np.where(visible, s - m_final, -np.inf)).sum(axis=-1, keepdims=True)  # (H, T, 1)
+    p_tilde = round_bf16(x.astype(np.float32)).astype(np.float64) * weight
+    abs_v = np.abs(vb)
+    output = (p_tilde @ vb) / l_exact
+
+    # S = Q·K^T accumulated in fp32 by the mma chain: tensor cores may truncate rather than
+    # round their partial sums, so 2u per addition (gamma(2d) for d additions)
+    delta_s = gamma(2 * d_k) * (np.abs(qb) @ np.abs(kb).transpose(0, 2, 1))
+    delta_m = np.where(visible, delta_s, 0.0).max(axis=-1, keepdims=True)  # a max is one of the s
+    span = np.where(visible, np.abs(s - np.where(np.isfinite(m_tile), m_tile, 0.0)), 0.0)
+    # x = exp2f(s - m_t): the argument is off by both scores' errors and the subtraction's
+    # rounding; exp2f adds 2 ulp. Only where that can move x across a bf16 rounding boundary may
+    # the kernel's bf16(x) differ from the reference's, by one bf16 spacing.
+    rel_x = math.log(2) * (delta_s + delta_m + U * span) + 4 * U
+    flips, spacing = _near_rounding_boundary(x, 1.01 * rel_x)
+    flip_term = (np.where(flips, spacing * weight, 0.0) @ abs_v) / l_exact
+
+    # O = acc / l. Both are rescaled by the same alphas = exp2f(m_old - m_new), each off by
+    # exp2f's 2 ulp, a product and the subtraction (the jumps of m add up to at most 2·max|s|).
+    tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / TC_KEYS) + 1  # (T, 1): tiles a row spans
+    max_s = np.where(visible, np.abs(s), 0.0).max(axis=-1, keepdims=True)
+    rescale = tiles * 5 * U + math.log(2) * U * 2 * max_s
+    # acc's terms: bf16(x)·2^(m_t - m_f) with both maxima off by up to delta_m; then fp32 sums
+    acc_err = 2 * math.log(2) * delta_m + rescale + gamma(TC_KEYS * tiles + tiles)
+    # l's terms: exp2(s - m_f) off as x is (the maxima cancel), summed in fp32 per lane, then 2 shuffles
+    sum_err = rel_x.max(axis=-1, keepdims=True) + rescale + gamma(TC_KEYS * tiles + tiles + 2)
+    weighted_abs = (p_tilde @ abs_v) / l_exact  # sum p~|v| / l
+    tol = flip_term + 1.01 * (acc_err * weighted_abs + (sum_err + 2 * U) * np.abs(output))
+    return output, tol + TINY

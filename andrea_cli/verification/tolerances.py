@@ -1,0 +1,89 @@
+"""How far a float32 kernel may honestly stray from the float64 NumPy path, element by element.
+
+Each bound is derived from the operations the kernel performs, with u = 2^-24 the unit roundoff
+of float32 and gamma(n) = n·u / (1 - n·u) the classic bound for n rounded operations in a row
+(Higham, Accuracy and Stability of Numerical Algorithms, §3.1). FMA contraction on a GPU only
+removes roundings, so it stays inside these bounds. The bounds are worst cases: real errors are
+usually far smaller, and a bug (a missing barrier, an off-by-one) is larger by orders of magnitude.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from andrea_cli.backends.launch.fused import FUSED_KEYS  # keys per tile of the fused kernel
+from andrea_cli.reference import scale_for
+
+U = 2.0**-24
+TINY = 1e-30  # results this small may flush to zero or land in denormals on either side
+
+
+def gamma(n: int | np.ndarray) -> float | np.ndarray:
+    return n * U / (1 - n * U)
+
+
+def scores_tol(q: np.ndarray, k: np.ndarray, extra_roundings: int = 0) -> np.ndarray:
+    """S = Q·K^T accumulates d_k products in float32: |error| <= gamma(d_k) · (|Q|·|K|^T).
+    A kernel that sums a few products before adding them in takes a few more roundings per path."""
+    d_k = q.shape[-1]
+    return gamma(d_k + extra_roundings) * np.matmul(np.abs(q.astype(np.float64)), np.abs(k.astype(np.float64)).transpose(0, 2, 1)) + TINY
+
+
+def scale_tol(exact_scaled: np.ndarray) -> np.ndarray:
+    """One rounding for float32(1/sqrt(d_k)) on the host, one for the product: gamma(2)·|x|."""
+    return gamma(2) * np.abs(exact_scaled) + TINY
+
+
+def softmax_tol(masked: np.ndarray, p_exact: np.ndarray) -> np.ndarray:
+    """Softmax of float32 scores x (row max m, n visible entries), computed as
+    d = x - m (one rounding: relative u, so absolute |d|·u in the exponent),
+    e = exp(d) (CUDA's expf is within 2 ulp; the fast __expf within 2 + 1.16·|d| ulp, an ulp
+    being up to 2u relative: allow (4 + 2.32·|d|)·u),
+    a sum of n positive terms (gamma(n - 1)), its reciprocal and one product (2u).
+    The sum carries the terms' errors too, at most their p-weighted mean D = sum p·|d|.
+    So |error of p| <= p · u · (8 + 3.4·(|d| + D) + n), to first order."""
+    x = masked.astype(np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    d = np.abs(np.where(np.isfinite(x), x - np.where(np.isfinite(m), m, 0.0), 0.0))
+    n = np.isfinite(x).sum(axis=-1, keepdims=True)
+    D = (p_exact * d).sum(axis=-1, keepdims=True)
+    return p_exact * U * (8 + 3.4 * (d + D) + n) + TINY
+
+
+def av_tol(p: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """O = P·V accumulates up to T products: |error| <= gamma(T) · (|P|·|V|)."""
+    T = p.shape[-1]
+    return gamma(T) * np.matmul(np.abs(p.astype(np.float64)), np.abs(v.astype(np.float64))) + TINY
+
+
+def output_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool,
+               extra_roundings: int = 0) -> np.ndarray:
+    """End to end, against softmax(mask(Q·K^T/sqrt(d_k)))·V computed in float64.
+    A perturbation delta of a row's scores moves each weight by at most p·2·max|delta| (the
+    softmax Jacobian diag(p) - p·p^T), so the weights carry the scores' error propagated plus
+    the softmax's own, and the output adds av's rounding on top."""
+    factor = scale_for(d_k, scaled)
+    s_exact = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
+    delta = scores_tol(q, k, extra_roundings) * factor + (scale_tol(s_exact) if scaled else 0.0)
+    worst_delta = np.where(visible, delta, 0).max(axis=-1, keepdims=True)
+    masked = np.where(visible, s_exact, -np.inf)
+    p_tol = 1.01 * (p_exact * 2 * worst_delta) + softmax_tol(masked, p_exact)
+    abs_v = np.abs(v.astype(np.float64))
+    return np.matmul(p_tol, abs_v) + av_tol(p_exact, v)
+
+
+def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool) -> np.ndarray:
+    """The fused kernel against the float64 equation: output_tol with 4 more roundings per dot
+    product (kernel2 sums four products before adding them in), plus the online softmax. Each key
+    tile that raises a row's running max rescales what was accumulated (acc and the sum l) by
+    alpha = exp(m_old - m_new): an expf and a product, relative error <= (5 + 2.32·|m_old - m_new|)·u.
+    The jumps of a row's max add up to at most 2·max|s|, so over its tiles acc and l each pick up
+    at most (5·tiles + 4.64·max|s|)·u relative error, and their quotient twice that."""
+    base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4)
+    factor = scale_for(d_k, scaled)
+    s = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
+    max_s = np.where(visible, np.abs(s), 0).max(axis=-1, keepdims=True)  # (H, T, 1)
+    tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / FUSED_KEYS) + 1  # (T, 1)
+    rescale = 2 * (5 * tiles + 4.64 * max_s) * U
+    return base + rescale * np.matmul(p_exact, np.abs(v.astype(np.float64)))

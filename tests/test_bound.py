@@ -1,0 +1,279 @@
+"""`andrea bench --bound`: the static model against answers worked out by hand (small kernels
+compiled by NVRTC and read by cuobjdump, no GPU), its SASS reading on fixed listings, and the
+kernel file's own bounds (every kernel listed; kernel4 shared-memory bound, kernel3 under the
+FP32 peak, scores_kernel1 shared-memory bound; no bound above its GPU's peak)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from andrea_cli.bench.bound.geometry import Launch, Placeholder, ReferenceLaunch, reference_launches
+from andrea_cli.bench.bound.gpus import GPUS
+from andrea_cli.bench.bound.model import Work, bound, occupancy, pipe_cycles
+from andrea_cli.bench.bound.sass import (
+    find_cuobjdump, find_nvdisasm, hmma_flops, hot_loop, ldsm_bytes, mix_of, parse_kernels, steady_state,
+)
+from andrea_cli.kernel_file import packaged_kernel_path
+
+PROBES = Path(__file__).parent / "kernels" / "bound_probes.cu"
+H200, A100 = GPUS["h200"], GPUS["a100"]
+
+
+def _need_tools():
+    pytest.importorskip("cupy", reason="cupy brings the NVRTC bindings: pip install '.[bound]'")
+    if find_cuobjdump() is None or find_nvdisasm() is None:
+        pytest.skip("cuobjdump/nvdisasm not found: pip install '.[bound]'")
+
+
+@pytest.fixture(scope="module")
+def probes(isolated_cache):
+    """{arch: ({kernel: instructions}, {kernel: resources})} of the hand-known kernels."""
+    _need_tools()
+    from andrea_cli.bench.bound.report import kernel_resources, kernel_sass
+
+    return {arch: (kernel_sass(PROBES, arch), kernel_resources(PROBES, arch)) for arch in ("sm_90", "sm_80")}
+
+
+def _mix(probes, arch: str, name: str):
+    loop = hot_loop(probes[arch][0][name])
+    assert loop is not None, f"{name} has no loop on {arch}"
+    return mix_of(steady_state(loop))
+
+
+def _work(flops: float = 0.0, array_bytes: int = 1 << 20) -> Work:
+    return Work(warps=1 << 16, array_bytes=array_bytes, executed_flops=flops, useful_flops=flops)
+
+
+# ------------------------------------------------------------------------------------------------
+# Answers known by hand
+
+def test_pure_ffma_runs_at_the_fp32_peak(probes):
+    """One FFMA per issue slot: on Hopper (128 FP32 lanes = 4 warp FFMAs per clock, as many as
+    the 4 schedulers issue) the loop overhead makes issue bind, at peak x FFMAs / instructions;
+    on A100 (64 lanes) the FP32 pipe binds, at exactly the FP32 peak."""
+    mix = _mix(probes, "sm_90", "ffma_loop")
+    assert mix.ffma == mix.fp32 >= 0.9 * mix.instructions, mix.by_opcode
+    b = bound(mix, _work(1e12), H200, warps_per_sm=64, looped=True)
+    assert b.bottleneck == "issue" and b.runner_up == "fp32"
+    assert b.tflops == pytest.approx(H200.fp32_peak_tflops * mix.ffma / mix.instructions)
+    assert H200.fp32_peak_tflops == pytest.approx(66.9, abs=0.05)  # 132 SMs x 128 lanes x 2 x 1.98 GHz
+
+    mix80 = _mix(probes, "sm_80", "ffma_loop")
+    b80 = bound(mix80, _work(1e12), A100, warps_per_sm=64, looped=True)
+    assert b80.bottleneck == "fp32" and b80.tflops == pytest.approx(A100.fp32_peak_tflops)
+    assert A100.fp32_peak_tflops == pytest.approx(19.5, abs=0.01)  # the whitepaper's figure
+
+
+def test_shared_copy_is_bound_by_shared_memory(probes):
+    """Each LDS.128 and STS.128 moves 32 lanes x 16 bytes = 512 bytes: 4 clocks of the SM's
+    128 bytes per clock."""
+    mix = _mix(probes, "sm_90", "shared_copy")
+    lds, sts = mix.by_opcode.get("LDS", 0), mix.by_opcode.get("STS", 0)
+    assert lds == sts >= 1 and mix.shared_load_bytes == 512 * lds
+    cycles = pipe_cycles(mix, H200, warps_per_sm=64)
+    assert cycles["shared"] == 4 * (lds + sts)
+    assert bound(mix, _work(), H200, 64, looped=True).bottleneck == "shared"
+
+
+def test_global_copy_is_bound_by_hbm(probes):
+    """Two 1 GiB arrays (read one, write the other) at 4.8 TB/s: 447 us on an H200."""
+    mix = _mix(probes, "sm_90", "global_copy")
+    assert mix.global_load_bytes == mix.global_store_bytes > 0 and mix.shared_bytes == 0
+    nbytes = 2 << 30
+    b = bound(mix, _work(array_bytes=nbytes), H200, 64, looped=True)
+    assert b.bottleneck == "hbm" and b.tflops is None
+    assert b.time_s == pytest.approx(nbytes / 4.8e12)
+    assert b.trips == pytest.approx(nbytes / mix.global_bytes)
+
+
+def test_mma_loop_runs_at_the_tensor_peak(probes):
+    """HMMA.16816 is 2 x 16 x 8 x 16 = 4096 flops per warp; nothing else in the loop binds."""
+    for arch, gpu in (("sm_90", H200), ("sm_80", A100)):
+        mix = _mix(probes, arch, "mma_loop")
+        assert mix.hmma >= 8 and mix.tensor_flops == 4096 * mix.hmma
+        b = bound(mix, _work(1e12), gpu, 64, looped=True)
+        assert b.bottleneck == "tensor" and b.tflops == pytest.approx(gpu.bf16_peak_tflops)
+    assert A100.tensor_flops_per_clock == pytest.approx(2048, rel=1e-3)  # the A100 whitepaper's rate
+
+
+def test_a_kernel_with_spills_says_so(probes):
+    from andrea_cli.bench.bound.report import kernel_bound
+
+    code, resources = probes["sm_90"]
+    kb = kernel_bound("spilling", code["spilling"], resources["spilling"], None, H200)
+    assert kb.spill_bytes > 0 and kb.mix.local_bytes > 0
+    assert any("spills" in note for note in kb.notes), kb.notes
+    assert any("no reference geometry" in note for note in kb.notes) and kb.full is None
+    assert kb.to_json()["spill_bytes"] == kb.spill_bytes
+
+
+def test_occupancy_by_hand():
+    """kernel4_d64 on an H200: 131 registers -> 17 x 256 per warp, 4 warps -> 17,408 per block,
+    3 blocks in 65,536 (shared memory would allow 4 of 46,080 + 1,024 in 228 KB)."""
+    occ = occupancy(H200, 131, 46080, 4)
+    assert (occ.blocks_per_sm, occ.warps_per_sm, occ.limit) == (3, 12, "registers")
+    occ = occupancy(A100, 208, 99328, 4)  # kernel3_d128 on an A100: one 100,352-byte block in 164 KB
+    assert (occ.blocks_per_sm, occ.warps_per_sm, occ.limit) == (1, 4, "shared memory")
+    assert occupancy(A100, 32, 200_000, 4).limit == "does not fit"
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading SASS
+
+LISTING = """
+        Function : toy
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LDSM.16.M88.4 R4, [R2] ;
+        /*0020*/              @!PT LDS RZ, [RZ] ;
+        /*0030*/               @P1 BRA 0x60 ;
+        /*0040*/                   ISETP.GE.AND P0, PT, R3, R4, PT ;
+        /*0050*/                   FSEL R5, R5, -INF , P0 ;
+        /*0060*/                   HMMA.16816.F32.BF16 R8, R4, R6, R8 ;
+        /*0070*/                   FFMA R9, R4, R8, R9 ;
+        /*0080*/               @P0 BRA 0x10 ;
+        /*0090*/                   EXIT ;
+        /*00a0*/                   BRA 0xa0;
+"""
+
+
+def test_sass_classes_and_steady_state():
+    code = parse_kernels(LISTING)["toy"]
+    assert code[2].opcode == "NOP"  # @!PT never runs
+    assert hmma_flops("HMMA.16816.F32.BF16") == 4096 and hmma_flops("HMMA.1688.F32.TF32") == 2048
+    assert ldsm_bytes("LDSM.16.M88.4") == 512 and ldsm_bytes("LDSM.16.MT88.2") == 256
+    loop = hot_loop(code)
+    assert (loop.start, loop.end) == (0x10, 0x80)
+    # the masked fix-up (no arithmetic, no global memory) behind the forward branch is dropped
+    kept = [i.opcode.split(".")[0] for i in steady_state(loop)]
+    assert kept == ["LDSM", "NOP", "BRA", "HMMA", "FFMA", "BRA"]
+    mix = mix_of(steady_state(loop))
+    assert (mix.hmma, mix.ffma, mix.shared_load_bytes, mix.alu) == (1, 1, 512, 0)
+
+
+def test_geometry_comes_from_the_launchers():
+    references = reference_launches()
+    assert references.failures == []
+    launches = references.launches
+    k4 = launches["attention_fused_kernel4_d64"]
+    assert k4.full.grid == (64, 1, 12) and k4.full.block == (128, 1, 1) and k4.full.dynamic_shared == 46080
+    assert k4.sees_mask and not launches["scores_kernel1"].sees_mask
+    assert launches["attention_fused_kernel4_d128"].head_size == 128
+    assert "mask_kernel1" in launches  # launched only under a mask
+    # Q, K, V bf16 (3 x 12 x 4096 x 64 x 2 bytes) and O float32
+    assert k4.full.array_bytes == 3 * 12 * 4096 * 64 * 2 + 12 * 4096 * 64 * 4
+
+
+# ------------------------------------------------------------------------------------------------
+# The kernel file itself
+
+EXTRA = '\nextern "C" __global__ void extra_kernel(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+
+
+@pytest.fixture(scope="module")
+def with_extra(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("bound") / "microgpt_cuda.cu"
+    path.write_text(packaged_kernel_path().read_text() + EXTRA)
+    return path
+
+
+@pytest.fixture(scope="module")
+def h200_report(isolated_cache, with_extra):
+    _need_tools()
+    from andrea_cli.bench.bound.report import compute_bounds
+
+    return compute_bounds(with_extra, "h200")
+
+
+@pytest.mark.slow
+def test_the_kernel_files_bounds_on_an_h200(h200_report):
+    by_name = {k.kernel: k for k in h200_report.kernels}
+    from andrea_cli.kernel_file import kernel_names
+
+    assert set(kernel_names(packaged_kernel_path())) <= set(by_name)
+    for name, k in by_name.items():
+        if name != "extra_kernel":
+            assert k.full is not None and k.full.bottleneck, name
+    for d in (64, 128):
+        k4 = by_name[f"attention_fused_kernel4_d{d}"].full
+        # shared memory binds, or ties with the runner-up (within 5%)
+        assert "shared" in (k4.bottleneck, k4.runner_up) and k4.seconds["shared"] >= 0.95 * k4.time_s, d
+        assert 250 <= k4.tflops <= 700, (d, k4.tflops)
+        k3 = by_name[f"attention_fused_kernel3_d{d}"].full
+        assert k3.tflops <= H200.fp32_peak_tflops
+    # one 64-key tile of kernel4_d64, per warp, by hand: Q·K^T and P·V are 2 x (16 x 64 x 64) MACs =
+    # 64 m16n8k16; its K and V fragments 2 x 64 x 64 bf16 = 16 KB by ldmatrix; its share of the
+    # block's copy of the next K and V tiles 16 KB / 4 warps = 4 KB by cp.async (the copy loop's
+    # peeled remainder and the first tile's Q fragments left out)
+    mix = by_name["attention_fused_kernel4_d64"].mix
+    assert (mix.hmma, mix.shared_load_bytes, mix.global_load_bytes) == (64, 16384, 4096)
+    assert by_name["scores_kernel1"].full.bottleneck == "shared"
+    assert by_name["softmax_kernel3"].full.bottleneck == "hbm"
+    assert any("no reference geometry" in n for n in by_name["extra_kernel"].notes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu", ["h200", "a100"])
+def test_no_bound_exceeds_its_gpus_peak(gpu, isolated_cache, h200_report):
+    from andrea_cli.bench.bound.report import compute_bounds
+
+    report = h200_report if gpu == "h200" else compute_bounds(packaged_kernel_path(), gpu)
+    for k in report.kernels:
+        for b in (k.full, k.causal):
+            if b is not None and b.tflops is not None:
+                assert b.tflops <= b.peak_tflops * (1 + 1e-9), (k.kernel, b.tflops)
+                assert b.peak_tflops in (GPUS[gpu].fp32_peak_tflops, GPUS[gpu].bf16_peak_tflops)
+
+
+@pytest.mark.slow
+def test_the_table_fits_80_columns(h200_report):
+    from andrea_cli.render.bound import render_bound
+
+    console = Console(width=80, record=True, highlight=False)
+    render_bound(console, h200_report)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "static bound, not a measurement" in text and "…" not in text
+    for k in h200_report.kernels:
+        assert k.kernel.removeprefix("attention_") in text
+
+
+@pytest.mark.slow
+def test_cli_json(cli, isolated_cache, with_extra):
+    _need_tools()
+    result = cli("bench", "--bound", "--gpu", "h100", "--kernel", with_extra, "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert isinstance(rows, list) and len(rows) >= 27
+    for row in rows:
+        assert {"kernel", "registers", "shared_bytes", "warps_per_sm", "bottleneck", "bound_tflops",
+                "peak_fraction"} <= set(row)
+        assert row["what"] == "static bound, not a measurement" and row["gpu"] == "NVIDIA H100 SXM5"
+    extra = next(r for r in rows if r["kernel"] == "extra_kernel")
+    assert extra["bottleneck"] is None and extra["notes"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--bound", "--gpu", "b200"), "--gpu 'b200' is not a GPU the bound knows"),
+    (("--gpu", "h100"), "add --bound"),
+    (("--bound", "--T", "1024"), "drop --T"),
+])
+def test_cli_refuses_in_one_line(run_main, args, says):
+    code, out, err = run_main("bench", *args)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_python_api(isolated_cache):
+    _need_tools()
+    import andrea_cli
+
+    result = andrea_cli.bench_bound(gpu="a100")
+    assert isinstance(result.report, list) and result.raw.gpu.key == "a100"
+    row = next(r for r in result.report if r["kernel"] == "attention_fused_kernel4_d128")
+    assert row["bottleneck"] and 0 < row["peak_fraction"] <= 1 and row["gpu"] == "NVIDIA A100 SXM4 80GB"
+    with pytest.raises(andrea_cli.AndreaError, match="not a GPU the bound knows"):
+        andrea_cli.bench_bound(gpu="v100")
