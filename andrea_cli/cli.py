@@ -94,6 +94,7 @@ def attend(
     plot: Optional[Path] = option(flags.PLOT),
     precision: str = typer.Option("fp32", "--precision",
                                   help="With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128)."),
+    racecheck: bool = option(flags.RACECHECK),
     timeout: Optional[float] = option(flags.TIMEOUT),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
@@ -108,7 +109,7 @@ def attend(
         backend=backend, out=out, save_weights=save_weights, kernel=kernel, as_json=as_json,
         d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
         show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot, precision=precision,
-        timeout=timeout)
+        timeout=timeout, racecheck=racecheck)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
@@ -154,6 +155,7 @@ def grad(
     preset: Optional[str] = option(flags.PRESET),
     x: Optional[Path] = option(flags.X),
     layer_weights: Optional[Path] = option(flags.LAYER_WEIGHTS),
+    racecheck: bool = option(flags.RACECHECK),
 ) -> None:
     """The backward pass through the kernels: dQ, dK, dV from an upstream gradient dO.
 
@@ -164,7 +166,8 @@ def grad(
 
     options = GradOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, q=q, k=k, v=v, qkv=qkv, mask=mask, no_scale=no_scale,
                           backend=backend, kernel=kernel, as_json=as_json, fused=fused, d_out=d_out, out=out,
-                          d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights)
+                          d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
+                          racecheck=racecheck)
     try:
         report = run_grad(options)
     except AndreaError as exc:
@@ -190,6 +193,7 @@ def verify(
     kernel: Optional[Path] = option(flags.KERNEL, help="Verify an edited copy of the kernel file."),
     sanitize: bool = typer.Option(False, "--sanitize", help="The CPU build under AddressSanitizer and "
                                   "UndefinedBehaviorSanitizer: out-of-bounds accesses with the kernel file's line."),
+    racecheck: bool = option(flags.RACECHECK),
     timeout: Optional[float] = option(flags.TIMEOUT),
     as_json: bool = option(flags.JSON),
 ) -> None:
@@ -199,7 +203,7 @@ def verify(
     from andrea_cli.commands.verify import VerifyOptions, run_verify_command
 
     options = VerifyOptions(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, no_scale=no_scale,
-                            kernel=kernel, sanitize=sanitize, timeout=timeout)
+                            kernel=kernel, sanitize=sanitize, racecheck=racecheck, timeout=timeout)
     try:
         report = run_verify_command(options, progress=None if as_json else lambda line: typer.echo(line, err=True))
     except AndreaError as exc:

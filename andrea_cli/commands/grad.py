@@ -53,11 +53,11 @@ def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarr
 
 
 def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | None, mask: MaskSpec,
-                  scaled: bool, fused: bool = False):
+                  scaled: bool, fused: bool = False, racecheck: bool = False):
     """One head's backward (also the Python API's), staged or fused, on the backend named."""
     from andrea_cli.runs.head_backward import run_backward
 
-    chosen, notices = choose_backend(backend, kernel, fused=fused)
+    chosen, notices = choose_backend(backend, kernel, fused=fused, racecheck=racecheck)
     return run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=notices)
 
 
@@ -73,12 +73,13 @@ def run_grad(o: GradOptions):
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
         d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
-        backend, notices = choose_backend(o.backend, o.kernel)
+        backend, notices = choose_backend(o.backend, o.kernel, racecheck=o.racecheck)
         report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=not o.no_scale, notices=notices)
     else:
         data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
         report = run_grad_head(data, upstream_gradient(o, data.T, data.d_v, "output"), backend=o.backend,
-                               kernel=o.kernel, mask=mask, scaled=not o.no_scale, fused=o.fused)
+                               kernel=o.kernel, mask=mask, scaled=not o.no_scale, fused=o.fused,
+                               racecheck=o.racecheck)
     if o.out is not None:
         save_npz_atomic(o.out, report.arrays())
     return report
