@@ -51,8 +51,8 @@ def test_lane0_writes_lanes_read_is_named_with_both_lines(races_module):
     assert f"races.cu:{read}" in line and f"races.cu:{write}" in line
     assert "thread (0) of block (0) wrote" in line
     assert "__syncwarp" in line and "shuffles and votes order no memory" in line
-    # the kernel error's message: the kernel, the count, one line per hazard
-    assert str(err).startswith("lane0_writes_lanes_read: ") and "\n  read after write on row_max[" in str(err)
+    # the kernel error's first line: the kernel and its first race, whole
+    assert str(err).splitlines()[0] == f"lane0_writes_lanes_read: data race a GPU could expose: {line}"
 
 
 def test_the_same_kernel_with_its_syncwarp_is_silent(races_module):
@@ -88,7 +88,8 @@ def test_warp_synchronous_reduction_without_syncwarp(races_module):
 
 
 def test_blocks_adding_into_one_output(races_module):
-    err = race_of(races_module, "blocks_add_into_one", (3,), (64,), (np.ones(192, np.float32), np.zeros(64, np.float32)))
+    err = race_of(races_module, "blocks_add_into_one", (3,), (64,),
+                  (np.ones(192, np.float32), np.zeros(64, np.float32)))
     (line_no,) = marked_lines("blocks_add_into_one")
     line = err.hazards[0]
     assert " on out[" in line and line.count(f"races.cu:{line_no}") == 2
@@ -101,7 +102,8 @@ def test_a_fence_with_no_atomic_orders_nothing_and_says_so(races_module):
                   (np.ones(4, np.float32), np.zeros(4, np.float32), np.zeros(1, np.float32)))
     write, read = marked_lines("fence_without_atomic")
     line = err.hazards[0]
-    assert line.startswith("read after write on partial[") and f"races.cu:{read}" in line and f"races.cu:{write}" in line
+    assert line.startswith("read after write on partial[")
+    assert f"races.cu:{read}" in line and f"races.cu:{write}" in line
     assert "ran __threadfence() at races.cu:" in line and "with no atomic after it, so it orders nothing" in line
 
 
@@ -133,6 +135,15 @@ def test_correct_patterns_are_silent_and_right(races_module):
     c = np.zeros((n, n), np.float32)
     races_module.get_function("tiled_gemm")((3, 3), (16, 16), (a, b, c, np.int32(n)))
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_racecheck_is_refused_where_it_cannot_run(run_main):
+    code, _, err = run_main("verify", "--racecheck", "--backend", "cuda")
+    assert code == 2 and "--racecheck runs the CPU build under ThreadSanitizer: pass --backend cpu" in err
+    code, _, err = run_main("verify", "--racecheck", "--sanitize")
+    assert code == 2 and "pass one of them" in err
+    code, _, err = run_main("attend", "--racecheck", "--backend", "numpy")
+    assert code == 2 and "not --backend numpy: pass --backend cpu" in err
 
 
 def test_a_repeated_race_is_reported_at_every_launch(races_module):
@@ -190,6 +201,6 @@ def test_each_write_after_read_barrier_of_our_kernels_is_named_when_removed(tmp_
                               "--d-v", str(d), "--kernel", broken)
     assert code == 1 and "FAIL" in err, (out, err)
     text = " ".join(out.split())
-    assert "write after read" in text and "data race" in text, out
+    assert "data race a GPU could expose: write after read on __shared__" in text, out
+    assert f"microgpt_cuda.cu:{removed_at}" not in text  # the barrier's line is gone: the race is between others
     assert "threads of one block are ordered only by __syncthreads()" in text, out
-    del removed_at

@@ -95,6 +95,7 @@ def run_verify_command(o: VerifyOptions, progress: Callable[[str], None] | None 
     else:
         cases = sweep(o.quick)
     kernel_path = resolve_kernel_path(o.kernel)
-    backends = verify_backends(o.backend, kernel_path, sanitize=o.sanitize, racecheck=o.racecheck, timeout=o.timeout)
+    backends = verify_backends(o.backend, kernel_path, sanitize=o.sanitize, racecheck=o.racecheck,
+                               timeout=o.timeout)
     each_case = None if progress is None else (lambda result: progress(progress_line(result)))
     return run_verify(backends, cases, kernel_file=str(kernel_path), progress=each_case)

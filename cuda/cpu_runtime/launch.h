@@ -167,7 +167,8 @@ inline int launch_locked(void (*entry)(void**), void** args, const unsigned* gri
 #else
                 const int set = 0;
 #endif
-                race_block_begin(n, blockIdx, set, race_tids.data(), layout.fill.empty() ? nullptr : layout.fill[0].lo,
+                race_block_begin(n, blockIdx, set, race_tids.data(),
+                                 layout.fill.empty() ? nullptr : layout.fill[0].lo,
                                  layout.fill.empty() ? 0 : (size_t)(layout.fill.back().hi - layout.fill[0].lo),
                                  g.dyn_base, g.dyn_bytes);
                 poison_shared(layout);

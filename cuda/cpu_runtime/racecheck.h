@@ -58,10 +58,10 @@ namespace andrea {
 namespace {
 
 // Block b runs on fiber set b % kRaceSets (the runtime's fibers and ThreadSanitizer's), so each
-// block is compared with the kRaceSets - 1 blocks before it: a set's fibers carry their clocks
-// from block to block (a fiber is one thread to ThreadSanitizer), and a fresh one per block would
-// cost ~0.5 ms to make and grow every vector clock. Each set has stacks of its own: a stack's
-// history is its own fiber's. Sets persist across launches.
+// block is compared with the kRaceSets - 1 blocks before it; older blocks are ordered before it
+// (see race_block_begin). A fresh ThreadSanitizer fiber per block would cost ~0.5 ms to make and
+// widen every vector clock. Each set has stacks of its own: a stack's history is its own fiber's.
+// Sets persist across launches.
 constexpr int kRaceSets = 2;
 
 #ifdef ANDREA_TSAN
@@ -84,7 +84,7 @@ ANDREA_NO_TSAN inline RaceState& race() {
 
 // Synchronisation objects: addresses ThreadSanitizer keys its clocks by (plain globals: no heap
 // block around them, so forgetting one forgets nothing else).
-uint64_t race_episode_object[2], race_launch_start[2], race_launch_end_object[2];
+uint64_t race_episode_object[2], race_launch_start[2], race_launch_end_object[2], race_window_object[2];
 
 ANDREA_NO_TSAN inline void race_forget(const void* p, size_t n) {  // shadow and sync objects of [p, p + n)
     const unsigned long lo = (unsigned long)p & ~7ul, hi = ((unsigned long)p + n + 7) & ~7ul;
@@ -149,6 +149,13 @@ ANDREA_NO_TSAN inline void race_block_begin(int n, uint3 block, int set, const u
     while ((int)r.fiber->size() < n) r.fiber->push_back(__tsan_create_fiber(0));
     r.quiet.assign(n, 1);
     r.fence.assign(n, nullptr);
+    // The set's fibers last ran block b - kRaceSets: what they did then is put before this block
+    // and every later one (their clocks into the window object, which each block acquires), so
+    // a report never meets an access older than the block before and names its block rightly.
+    for (int i = 0; i < n; i++) {
+        __tsan_switch_to_fiber((*r.fiber)[i], __tsan_switch_to_fiber_no_sync);
+        __tsan_release(&race_window_object[1]);
+    }
     char name[80];
     for (int i = 0; i < n; i++) {
         void* const f = (*r.fiber)[i];
@@ -156,6 +163,7 @@ ANDREA_NO_TSAN inline void race_block_begin(int n, uint3 block, int set, const u
                       tids[i].x, tids[i].y, tids[i].z);
         __tsan_set_fiber_name(f, name);
         __tsan_switch_to_fiber(f, __tsan_switch_to_fiber_no_sync);
+        __tsan_acquire(&race_window_object[1]);
         __tsan_acquire(&race_launch_start[1]);
         __tsan_ignore_thread_begin();
         __tsan_switch_to_fiber(r.host, __tsan_switch_to_fiber_no_sync);

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 SHOWN = 3  # hazards spelled out per launch; the rest are counted
 
 _HEAD = re.compile(r"^WARNING: ThreadSanitizer: data race")
-_ACCESS = re.compile(r"^\s*(Previous )?(atomic )?(read|write) of size (\d+) at (0x[0-9a-f]+) by (?:thread (T\d+)|main thread)",
-                     re.IGNORECASE)
+_ACCESS = re.compile(r"^\s*(Previous )?(atomic )?(read|write) of size (\d+) at (0x[0-9a-f]+) "
+                     r"by (?:thread (T\d+)|main thread)", re.IGNORECASE)
 _FRAME = re.compile(r"^\s*#\d+ .*?(\S+\.cuh?):(\d+)")
 _THREAD = re.compile(r"^\s*Thread (T\d+) '([^']*)'")
 _NAME = re.compile(r"block \((\d+), (\d+), (\d+)\) thread \((\d+), (\d+), (\d+)\)")
@@ -109,15 +109,19 @@ def where(address: int, memory: Memory) -> str:
     return f"address {address:#x}"
 
 
-def _thread_text(ids) -> str:
+def _thread_text(ids, dims: tuple[int, int] = (3, 3)) -> str:
+    """"thread (5) of block (1)": as many indices as the launch's block and grid use."""
     block, thread = ids
-    return f"thread {_short(thread)} of block {_short(block)}"
+    return f"thread {_short(thread, dims[0])} of block {_short(block, dims[1])}"
 
 
-def _short(v: tuple[int, ...]) -> str:
-    """(5, 0, 0) -> "(5)", (5, 2, 0) -> "(5,2)": the dimensions in use."""
-    n = 3 if v[2] else 2 if v[1] else 1
+def _short(v: tuple[int, ...], n: int) -> str:
     return "(" + ",".join(str(x) for x in v[:n]) + ")"
+
+
+def _dims(shape: tuple[int, ...]) -> int:
+    """(64, 1, 1) -> 1, (32, 8, 1) -> 2: the dimensions in use."""
+    return 3 if shape[2] > 1 else 2 if shape[1] > 1 else 1
 
 
 def rule(a, b, block_threads: int, block_x: int, block_y: int) -> str:
@@ -140,14 +144,16 @@ def rule(a, b, block_threads: int, block_x: int, block_y: int) -> str:
 def describe(race: Race, memory: Memory, block: tuple[int, int, int]) -> str:
     """One line: kind, memory, both threads and lines, the rule."""
     a, b = indices(race.names.get(race.now.thread, "")), indices(race.names.get(race.before.thread, ""))
-    now = _thread_text(a) if a else f"TSan thread {race.now.thread}"
-    before = _thread_text(b) if b else f"TSan thread {race.before.thread}"
+    blocks = [ids[0] for ids in (a, b) if ids]
+    dims = (_dims(block), max([_dims(tuple(x + 1 for x in v)) for v in blocks] or [1]))
+    now = _thread_text(a, dims) if a else f"TSan thread {race.now.thread}"
+    before = _thread_text(b, dims) if b else f"TSan thread {race.before.thread}"
     verb_now = ("atomically " if race.now.atomic else "") + ("writes" if race.now.write else "reads")
     verb_before = ("atomically " if race.before.atomic else "") + ("wrote" if race.before.write else "read")
     text = (f"{kind(race)} on {where(race.now.address, memory)}: {now} {verb_now} at {race.now.line}, "
             f"{before} {verb_before} at {race.before.line}; "
             f"{rule(a, b, block[0] * block[1] * block[2], block[0], block[1])}")
-    notes = [f"{_thread_text(ids)} ran __threadfence() at {site} with no atomic after it, so it orders nothing"
+    notes = [f"{_thread_text(ids, dims)} ran __threadfence() at {site} with no atomic after it, so it orders nothing"
              for ids, site in memory.fences if ids in (a, b)]
     return text + "".join(f" ({note})" for note in notes[:1])
 
