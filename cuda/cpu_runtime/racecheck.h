@@ -113,18 +113,26 @@ ANDREA_NO_TSAN inline void race_meet(const int* lids, int count) {
 
 // Runtime code called from a kernel: not checked (the scheduler's and the warps' state is touched
 // by every fiber with no CUDA ordering at all).
+// (The empty asm: the compiler must not move the kernel's own accesses across the region's edges,
+// which it could do to a call it can see through.)
 struct RaceQuiet {
     ANDREA_NO_TSAN RaceQuiet() {
+        asm volatile("" ::: "memory");
         RaceState& r = race();
-        if (!r.running) return;
-        __tsan_ignore_thread_begin();
-        r.quiet[r.cur]++;
+        if (r.running) {
+            __tsan_ignore_thread_begin();
+            r.quiet[r.cur]++;
+        }
+        asm volatile("" ::: "memory");
     }
     ANDREA_NO_TSAN ~RaceQuiet() {
+        asm volatile("" ::: "memory");
         RaceState& r = race();
-        if (!r.running) return;
-        r.quiet[r.cur]--;
-        __tsan_ignore_thread_end();
+        if (r.running) {
+            r.quiet[r.cur]--;
+            __tsan_ignore_thread_end();
+        }
+        asm volatile("" ::: "memory");
     }
 };
 

@@ -29,8 +29,7 @@ from andrea_cli.backends.cpu_runtime.sanitize import SanitizedLibrary
 # halt_on_error=0 / exitcode=0: every race of a launch is reported and the worker lives on;
 # io_sync=0: a kernel's printf must not order its threads; report_signal_unsafe=0: the runtime's
 # fault handler is not the kernel's business.
-_OPTIONS = ("halt_on_error=0:exitcode=0:report_signal_unsafe=0:report_thread_leaks=0:io_sync=0:"
-            "detect_deadlocks=0:ignore_noninstrumented_modules=1")
+_OPTIONS = "halt_on_error=0:exitcode=0:report_signal_unsafe=0:report_thread_leaks=0:io_sync=0:detect_deadlocks=0"
 
 
 def libtsan() -> str:
