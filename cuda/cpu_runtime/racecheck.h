@@ -46,6 +46,10 @@ void __tsan_ignore_thread_end();
 // objects forgotten). Racecheck's use: shared memory at each block start.
 void __tsan_java_alloc(unsigned long ptr, unsigned long size);
 void __tsan_java_free(unsigned long ptr, unsigned long size);
+// The instrumentation's own entry points: an access the compiler would not instrument (a small
+// memset or memcpy it turns into plain moves after its ThreadSanitizer pass), said explicitly.
+void __tsan_read_range(void* addr, unsigned long size);
+void __tsan_write_range(void* addr, unsigned long size);
 }
 // Functions a fiber switch passes through: not instrumented at all, or ThreadSanitizer's
 // per-fiber shadow call stack would see a return from a frame another fiber entered.
@@ -164,6 +168,7 @@ ANDREA_NO_TSAN inline void race_block_begin(int n, uint3 block, int set, const u
         __tsan_switch_to_fiber((*r.fiber)[i], __tsan_switch_to_fiber_no_sync);
         __tsan_release(&race_window_object[1]);
     }
+    __tsan_switch_to_fiber(r.host, __tsan_switch_to_fiber_no_sync);
     char name[80];
     for (int i = 0; i < n; i++) {
         void* const f = (*r.fiber)[i];
@@ -245,7 +250,12 @@ struct RaceAtomic {  // around every atomic operation on p
     explicit RaceAtomic(const void* q) : p(q) {}
     ~RaceAtomic() { race_atomic_done(p); }
 };
+// An emulated instruction's access, recorded as the calling thread's.
+inline void race_read(const void* p, size_t n) { __tsan_read_range(const_cast<void*>(p), n); }
+inline void race_write(void* p, size_t n) { __tsan_write_range(p, n); }
 #else
+inline void race_read(const void*, size_t) {}
+inline void race_write(void*, size_t) {}
 struct RaceQuiet {};
 struct RaceAtomic {
     explicit RaceAtomic(const void*) {}

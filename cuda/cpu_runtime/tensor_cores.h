@@ -239,13 +239,7 @@ __attribute__((noinline)) inline void mma_m16n8k8_tf32(float* d, const unsigned*
 // ldmatrix.sync.aligned.m8n8.x{N}[.trans].shared.b16 {r}, [row]
 template <int N, bool TRANS> __attribute__((noinline)) inline void ldmatrix(unsigned* r, const void* row) {
     static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4 matrices");
-#ifdef ANDREA_TSAN
-    if (andrea::lane_id() < 8 * N && andrea::is_shared(row, 16)) {  // this lane's row, read by this lane
-        unsigned char seen[16];
-        std::memcpy(seen, row, 16);
-        asm volatile("" : : "r"(seen) : "memory");
-    }
-#endif
+    if (andrea::lane_id() < 8 * N && andrea::is_shared(row, 16)) andrea::race_read(row, 16);  // racecheck: this lane's row
     static const std::string what = std::string("ldmatrix.sync.aligned.m8n8.x") + std::to_string(N) +
                                     (TRANS ? ".trans" : "") + ".shared.b16";
     andrea::aligned_round(what.c_str(), __builtin_return_address(0), r, const_cast<void*>(row), nullptr, nullptr,
@@ -274,6 +268,7 @@ inline void cp_async_cg_16(void* dst, const void* src, int src_bytes) {
         andrea::tensor_cores().copies[f->lid].open.push_back(c);
     }
     std::memset(dst, 0xff, 16);  // the destination is written from now until the wait retires it
+    andrea::race_write(dst, 16);
 }
 
 // cp.async.commit_group: the copies issued since the last commit become one group.
@@ -295,7 +290,10 @@ inline void cp_async_wait_group(int n) {
         for (size_t g = 0; g < retire; g++) landing.insert(landing.end(), q.committed[g].begin(), q.committed[g].end());
         q.committed.erase(q.committed.begin(), q.committed.begin() + retire);
     }
-    for (const andrea::PendingCopy& c : landing) std::memcpy(c.dst, c.data, c.bytes);  // written by this thread, now
+    for (const andrea::PendingCopy& c : landing) {  // written by this thread, now
+        std::memcpy(c.dst, c.data, c.bytes);
+        andrea::race_write(c.dst, c.bytes);
+    }
 }
 
 // fp32 -> bf16 bits, round to nearest even (cvt.rn.bf16.f32); a NaN becomes the canonical 0x7fff.
