@@ -27,7 +27,8 @@ def check_bf16(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult)
     except DeviceFault:
         raise
     except AndreaError as exc:
-        result.error = f"attention_fused_kernel4_d{case.d_k}: {str(exc).splitlines()[0]}"
+        kernel, message = f"attention_fused_kernel4_d{case.d_k}", str(exc).splitlines()[0]
+        result.error = message if message.startswith(kernel) else f"{kernel}: {message}"
         return
     result.stages[STAGE] = compare(out.output, want, tol)
 
