@@ -15,7 +15,28 @@ from andrea_cli.commands import options as flags
 from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError, KernelError
 
+class _FlagsWithoutPlaceholders:
+    """Typer shows a type after every option, `<bool>` after a flag too, though a flag takes no
+    value: each flag (--help, --install-completion and the commands' own) gets an empty one."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and not param.metavar:
+                param.metavar = ""
+        return params
+
+
+class _Command(_FlagsWithoutPlaceholders, typer.core.TyperCommand):
+    pass
+
+
+class _Group(_FlagsWithoutPlaceholders, typer.core.TyperGroup):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -47,6 +68,14 @@ def option(flag: flags.Flag, **changes):
 
 def console() -> Console:
     return Console(highlight=False)
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def echo_err(line: str) -> None:
+    typer.echo(line, err=True)
 
 
 def print_json(document: dict) -> None:
@@ -91,7 +120,10 @@ def attend(
     show_weights: bool = typer.Option(False, "--show-weights", help="Draw the (T, T) weights in the terminal."),
     fused: bool = typer.Option(False, "--fused", help="One fused kernel; no T×T matrix (cuda, cpu)."),
     sample_rows: int = typer.Option(0, "--sample-rows", help="With --fused: weight statistics on N rows."),
-    plot: Optional[Path] = option(flags.PLOT),
+    plot: Optional[Path] = option(flags.PLOT, help="Save the weights, row entropy and largest weight to "
+                                  "FILE.png; for the layer every head in a grid (--head N: head N alone)."),
+    head: Optional[int] = typer.Option(None, "--head", metavar="N",
+                                       help="With the layer's --plot: draw head N (from 0) alone."),
     precision: str = typer.Option("fp32", "--precision",
                                   help="With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128)."),
     racecheck: bool = option(flags.RACECHECK),
@@ -109,7 +141,7 @@ def attend(
         backend=backend, out=out, save_weights=save_weights, kernel=kernel, as_json=as_json,
         d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
         show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot, precision=precision,
-        timeout=timeout, racecheck=racecheck)
+        timeout=timeout, head=head, racecheck=racecheck)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
@@ -119,7 +151,7 @@ def attend(
         if plot is not None:
             from andrea_cli.render.attend_plot import save_attend_report_plot
 
-            save_attend_report_plot(report, plot)
+            save_attend_report_plot(report, plot, head=head)
     except AndreaError as exc:
         raise fail_on(exc) from None
     if as_json:
@@ -205,7 +237,13 @@ def verify(
     options = VerifyOptions(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, no_scale=no_scale,
                             kernel=kernel, sanitize=sanitize, racecheck=racecheck, timeout=timeout)
     try:
-        report = run_verify_command(options, progress=None if as_json else lambda line: typer.echo(line, err=True))
+        if as_json:
+            report = run_verify_command(options)
+        else:
+            from andrea_cli.render.progress import progress_lines
+
+            with progress_lines(err_console(), echo_err) as progress:
+                report = run_verify_command(options, progress=progress)
     except AndreaError as exc:
         raise fail_on(exc) from None
     if as_json:
@@ -224,9 +262,11 @@ def bench(
     d_k: Optional[list[int]] = option(flags.D_K, help="Head widths [default: 64 and 128]."),
     mask: str = option(flags.MASK, default="both", help="causal, none, or both."),
     heads: Optional[int] = typer.Option(None, help="Heads per launch [default: 12 on GPU, 1 on CPU]."),
-    repeats: int = typer.Option(5, help="Timed repeats per size (the median is reported)."),
+    repeats: int = typer.Option(5, help="Timed repeats per size (the median, min and max are reported)."),
     warmup: int = typer.Option(1, help="Untimed runs before the repeats."),
     no_cpu_build: bool = typer.Option(False, "--no-cpu-build", help="CPU side: skip the kernels' CPU build."),
+    blas_threads: int = typer.Option(1, "--blas-threads", metavar="N",
+                                     help="CPU side: BLAS/OpenMP threads of NumPy and torch, pinned per measurement."),
     kernel: Optional[Path] = option(flags.KERNEL),
     timeout: Optional[float] = option(flags.TIMEOUT),
     as_json: bool = option(flags.JSON, help="Print one JSON document instead of a table."),
@@ -240,17 +280,21 @@ def bench(
         _bench_bound(bound, gpu, kernel, as_json, {"--side": side != "auto", "--T": bool(T), "--d-k": bool(d_k),
                      "--mask": mask != "both", "--heads": heads is not None, "--repeats": repeats != 5,
                      "--warmup": warmup != 1, "--no-cpu-build": no_cpu_build, "--timeout": timeout is not None,
+                     "--blas-threads": blas_threads != 1,
                      "--plot": plot is not None})
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
-                           no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout)
+                           no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout, blas_threads=blas_threads)
     try:
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
 
             check_plot_path(plot)
-        result = run_bench(options, progress=lambda line: typer.echo(line, err=True))
+        from andrea_cli.render.progress import progress_lines
+
+        with progress_lines(err_console(), echo_err) as progress:
+            result = run_bench(options, progress=progress)
         if plot is not None:
             from andrea_cli.render.bench_plot import save_bench_plot
 
@@ -341,6 +385,32 @@ def compare_scaling(
         render_scaling(console(), report)
         if plot is not None:
             console().print(f"plot saved to {plot}")
+
+
+def _tidy_help(typer_app: typer.Typer) -> None:
+    """--help as a learner reads it: Typer reads each help text as Rich markup, where a
+    "[default: 1024]" is a tag and vanishes, so brackets are escaped; and a flag takes no value,
+    so it shows no `<bool>` placeholder (_Command). Done on every option of every command, those
+    added later too."""
+    import inspect
+
+    from rich.markup import escape
+
+    callbacks = [typer_app.registered_callback.callback] if typer_app.registered_callback else []
+    callbacks += [command.callback for command in typer_app.registered_commands]
+    for callback in callbacks:
+        for parameter in inspect.signature(callback).parameters.values():
+            info = parameter.default
+            if not isinstance(info, typer.models.OptionInfo):
+                continue
+            if info.help:
+                info.help = escape(info.help)
+    for command in typer_app.registered_commands:
+        if command.cls in (None, typer.core.TyperCommand):
+            command.cls = _Command
+
+
+_tidy_help(app)
 
 
 def _is_usage_error(exc: BaseException) -> bool:

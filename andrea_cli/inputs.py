@@ -50,6 +50,12 @@ def check_sizes(T: int, d_k: int, d_v: int) -> None:
             raise AndreaError(f"{flag} must be >= 1 (got {value}): pass a positive size")
 
 
+def check_seed(seed) -> None:
+    """Seeds are whole numbers >= 0 (NumPy's generators take no negative seed)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise AndreaError(f"--seed {seed!r}: a seed is a whole number >= 0; pass e.g. --seed 0")
+
+
 def random_qkv(T: int, d_k: int, d_v: int, seed: int, *, dist: str = "normal") -> QKV:
     """Entries drawn N(0, 1) (the course's "unit vectors": unit-variance entries), or with
     dist="unit", each row scaled to unit length."""
@@ -63,8 +69,28 @@ def random_qkv(T: int, d_k: int, d_v: int, seed: int, *, dist: str = "normal") -
     return QKV(q, k, v, f"random N(0, 1) entries (seed {seed})")
 
 
+NPY_MAGIC = b"\x93NUMPY"  # every file np.save writes starts with it
+NPZ_MAGIC = b"PK"  # a .npz is a zip archive
+
+
+def check_magic(path: Path, flag: str, magic: bytes, what: str, header: str, fix: str) -> None:
+    """A file that is not what its name says (a text or CSV file named .npy) is named as such,
+    before NumPy reads it and blames pickling."""
+    with open(path, "rb") as f:
+        head = f.read(len(magic))
+    if not head:
+        raise AndreaError(f"{flag} {path}: the file is empty; {fix}")
+    if head[:1] == b"\x80":  # pickle's protocol opcode
+        raise AndreaError(f"{flag} {path}: a Python pickle, not a {what}; andrea never does the unpickling "
+                          f"that would run code from a file: {fix}")
+    if head != magic:
+        raise AndreaError(f"{flag} {path}: not a {what}, it does not start with {header} "
+                          f"(a text or CSV file renamed?); {fix}")
+
+
 def load_npy_matrix(path: Path, flag: str) -> np.ndarray:
     check_readable(path, flag, (".npy",))
+    check_magic(path, flag, NPY_MAGIC, ".npy file", "NumPy's header", "save the array with np.save")
     try:
         array = np.load(path, allow_pickle=False)
     except ValueError as exc:
@@ -82,6 +108,7 @@ def load_npz_matrices(path: Path, flag: str, names: tuple[str, ...]) -> dict[str
     """The named arrays of one .npz, each a finite 2-D float32 matrix."""
     fix = f"save with np.savez(path, {', '.join(f'{n}={n}' for n in names)})"
     check_readable(path, flag, (".npz",))
+    check_magic(path, flag, NPZ_MAGIC, ".npz archive", "a zip header", fix)
     try:
         with np.load(path, allow_pickle=False) as archive:
             missing = [name for name in names if name not in archive.files]
@@ -227,10 +254,14 @@ def require_memory(need: int, what: str, fix: str, available: int | None = None)
 
 def check_fits_in_memory(n_heads: int, T: int, d_k: int = 1, d_v: int = 1, *, square: bool = True,
                          bytes_per_score: int = HOST_BYTES_PER_SCORE, available: int | None = None) -> None:
-    """The T×T score matrices of every head (unless the run never builds them) and the inputs."""
-    need = n_heads * T * (2 * d_k + 2 * d_v) * HOST_BYTES_PER_INPUT
-    what = f"T={T}, d_k={d_k}, d_v={d_v} ({n_heads} head{'s' if n_heads > 1 else ''})"
-    if square:
-        need += n_heads * T * T * bytes_per_score
-        what = f"T={T} with its {n_heads}×{T}×{T} score matrices"
-    require_memory(need, what, "use a smaller --T" + ("" if square else " or --d-k"), available)
+    """The T×T score matrices of every head (unless the run never builds them) and the inputs;
+    the message blames what takes the most: T's square, or the widths."""
+    inputs = n_heads * T * (2 * d_k + 2 * d_v) * HOST_BYTES_PER_INPUT
+    scores = n_heads * T * T * bytes_per_score if square else 0
+    if scores >= inputs:
+        what, fix = f"T={T} with its {n_heads}×{T}×{T} score matrices", "use a smaller --T"
+    else:
+        widest = "--d-k" if d_k >= d_v else "--d-v"
+        what = f"T={T}, d_k={d_k}, d_v={d_v} ({n_heads} head{'s' if n_heads > 1 else ''}): Q, K, V and the output"
+        fix = f"use a smaller {widest}" + ("" if d_k == d_v else " (or --T)")
+    require_memory(inputs + scores, what, fix, available)

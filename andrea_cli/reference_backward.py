@@ -30,7 +30,7 @@ def forward_weights(q, k, spec: MaskSpec, scaled: bool) -> np.ndarray:
     """P = softmax(mask(Q · K^T · scale))      (H, T, d_k), (H, T, d_k) -> (H, T, T)"""
     s = reference.scores(q, k)
     if scaled:
-        s = reference.scale(s, q.shape[-1])
+        s = reference.scale(s, q.shape[-1], scaled)
     return reference.softmax(reference.mask(s, spec))
 
 

@@ -40,6 +40,16 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+// The standard headers that spell GCC's attribute `__noinline__`, included before qualifiers.h
+// makes that word CUDA's macro: a kernel file's own `#include <memory>` then finds them done.
+// tests/test_cuda_as_written.py includes every standard header g++ ships in front of a kernel.
+#include <memory>  // bits/shared_ptr_base.h: __attribute__((__noinline__))
+#if __has_include(<stacktrace>)
+#include <stacktrace>  // [[__gnu__::__noinline__]] (C++23)
+#endif
+#if __has_include(<experimental/bits/simd_detail.h>)
+#include <experimental/bits/simd_detail.h>  // _GLIBCXX_SIMD_NEVER_INLINE, respelled in qualifiers.h
+#endif
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -59,6 +69,7 @@
 // anonymous namespace: two kernel libraries in one process must not share a scheduler (inline
 // functions' statics would otherwise become process-wide unique symbols).
 #include "cpu_runtime/qualifiers.h"
+#include "cpu_runtime/cuda_runtime_stub.h"
 #include "cpu_runtime/vectors.h"
 #include "cpu_runtime/racecheck.h"
 #include "cpu_runtime/math_atomics.h"
@@ -74,4 +85,5 @@
 #include "cpu_runtime/exports.h"
 #include "cpu_runtime/sync_intrinsics.h"
 #include "cpu_runtime/intrinsics.h"
+#include "cpu_runtime/math_functions.h"
 #include "cpu_runtime/tensor_cores.h"

@@ -4,10 +4,12 @@
 //
 // Every kernel works on H independent heads laid out one after the other (head h of a (H, T, d)
 // tensor starts at h * T * d); the head is blockIdx.z, so one launch covers every head and a
-// single head is just gridDim.z = 1. All data is float32, row-major, contiguous.
+// single head is just gridDim.z = 1 (a causal fused kernel renumbers its blocks longest first
+// across the heads: causal_block_order). All data is float32, row-major, contiguous.
 //
-// The file: BUILDING BLOCKS first (warp reductions, the 8x8 GEMM tile of the register-tiled
-// kernels, the tensor-core instructions' wrappers), then the kernels in the order listed here.
+// The file: BUILDING BLOCKS first (warp reductions, the fused kernels' block order, ex2.approx,
+// the 8x8 GEMM tile of the register-tiled kernels, the tensor-core instructions' wrappers), then
+// the kernels in the order listed here.
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
@@ -81,6 +83,16 @@
 //                    softmax in exp2; masked tiles skipped whole. grid (ceil(T/64), 1, H),
 //                    block (128), shared_mem = 640 * (d + 8) bytes (46,080 at d = 64; 87,040 at
 //                    d = 128, an opt-in above 48 KiB); registers <= 144, <= 192
+//   attention_fused_kernel5_d64, attention_fused_kernel5_d128   kernel4's output, FlashAttention-2's
+//                    proportions (andrea's default for --precision bf16): 4 warps x 32 query rows
+//                    (two m16 tiles), so each ldmatrix'd K or V fragment feeds two mma (4 HMMA per
+//                    LDSM in the hot loop, kernel4 1.78); Q's fragments held in registers; the
+//                    softmax steps 64 keys at d = 64, 16 at d = 128 (the registers: O 128, Q 64);
+//                    cp.async offsets computed once per thread; ex2.approx.ftz; mask-edge tiles
+//                    in loops of their own, the hot loop without mask code. grid (ceil(T/128), 1, H),
+//                    block (128), shared_mem = 768 * (d + 8) bytes (55,296 at d = 64; 104,448 at
+//                    d = 128: opt-ins); registers <= 255, <= 255 (all a block of 128 may use: two
+//                    blocks, 8 warps, per SM)
 //
 // Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
 //
@@ -110,12 +122,14 @@
 //                    registers <= 128
 //   attention_backward_dq_kernel1      dQ, one warp per query row, walking its key tiles like the
 //                    forward. -> (H,T,d_k); grid (ceil(T/rows), 1, H), block (32, rows),
-//                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1))); registers <= 56
+//                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1))); registers <= 64
+//                    (56 before the causal block order: its division by H moves the head's
+//                    pointers off the uniform registers on sm_80)
 //
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every
 // __syncthreads().
-// No host code lives here: the Python launchers (andrea_cli/backends/staged.py) load this file
+// No host code lives here: the Python launchers (andrea_cli/backends/launch/) load this file
 // with cupy.RawModule on a GPU, or compile it for the CPU with cuda/cuda_cpu_runtime.h.
 
 #define TILE 16
@@ -129,8 +143,9 @@
 // BUILDING BLOCKS
 //
 // The device functions the kernels below are built from, each in one place: warp reductions,
-// the register-tiled 8x8 GEMM tile of the staged kernels, and the tensor-core instructions'
-// wrappers. No kernel here: the stages follow, in the order of the equation.
+// the fused kernels' block order, ex2.approx, the register-tiled 8x8 GEMM tile of the staged
+// kernels, and the tensor-core instructions' wrappers. No kernel here: the stages follow, in the
+// order of the equation.
 // ------------------------------------------------------------------------------------------------
 
 // Warp reductions: every lane ends with the warp's max or sum, by xor-shuffles.
@@ -161,6 +176,46 @@ __device__ float block_reduce(float x, float* warp_results, bool is_max) {
     const float result = warp_results[0];
     __syncthreads();  // warp_results is reused by the next reduction
     return result;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Block order for the fused kernels: which query (or key) tile and which head a block computes.
+//
+// A GPU hands blocks out in the order of blockIdx.x + gridDim.x · blockIdx.z (x fastest). Under a
+// causal mask a head's blocks differ in length (the last query tile walks every key tile, the
+// first one tile), and if each head's blocks went out together the first wave would mix long and
+// short blocks and a long one would run alone at the end. So a causal launch numbers its blocks
+// longest first across all heads: the first gridDim.z blocks to start are every head's longest
+// tile, the next gridDim.z the second longest, and so on; the short ones fill the tail. Without
+// a causal mask every block costs the same (a window's first blocks are shorter only by a few
+// tiles): tile blockIdx.x of head blockIdx.z. `longest_last`: the highest tile index is the
+// longest (query tiles); false for key tiles, whose first tile sees the most query rows.
+struct BlockWork {
+    int tile;
+    int head;
+};
+
+__device__ __forceinline__ BlockWork causal_block_order(int causal, bool longest_last) {
+    if (!causal) return {(int)blockIdx.x, (int)blockIdx.z};
+    const int n = (int)(blockIdx.z * gridDim.x + blockIdx.x);  // this block's place in the launch order
+    const int rank = n / (int)gridDim.z;                       // 0: among the longest
+    return {longest_last ? (int)gridDim.x - 1 - rank : rank, n % (int)gridDim.z};
+}
+
+// ------------------------------------------------------------------------------------------------
+// ex2.approx.ftz.f32: 2^x in one MUFU.EX2. The PTX manual bounds it at 2 ulp from the correctly
+// rounded result over the whole range; subnormal inputs and results are flushed to zero. exp2f
+// adds an IEEE denormal guard around the same MUFU (a compare and two predicated multiplies per
+// call); a softmax weight below 2^-126 changes no output, so the tensor-core kernel5 drops it.
+// Needs no particular GPU generation; the CPU build emulates it (cuda/cpu_runtime/tensor_cores.h).
+__device__ __forceinline__ float exp2_approx_ftz(float x) {
+#if defined(__CUDA_ARCH__)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return ptx_emulated::ex2_approx_ftz_f32(x);
+#endif
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -279,9 +334,9 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 // spread over the 32 lanes' registers in the "fragment" layouts the PTX ISA documents. The
 // wrappers below are the only places that know those layouts' instructions; each is one PTX
 // instruction on a GPU (__CUDA_ARCH__) and, in the CPU build, an emulation in
-// cuda/cuda_cpu_runtime.h (namespace ptx_emulated) that checks what a GPU would not (the whole
-// warp at an .aligned instruction, shared and aligned ldmatrix rows, cp.async data unreadable
-// before its wait, tf32 operands that skipped their conversion).
+// cuda/cpu_runtime/tensor_cores.h (namespace ptx_emulated) that checks what a GPU would not
+// (the whole warp at an .aligned instruction, shared and aligned ldmatrix rows, cp.async data
+// unreadable before its wait, tf32 operands that skipped their conversion).
 //
 // Fragments (g = lane / 4, t = lane % 4; "lo" = bits 15:0 of a .b32 holding two bf16):
 //   A (16x16, row-major)  a0 = A[g][2t, 2t+1]  a1 = A[g+8][2t, 2t+1]  a2 = A[g][2t+8, +9]  a3 = A[g+8][2t+8, +9]
@@ -293,7 +348,7 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 
 // The PTX bodies need Ampere or newer (bf16 mma.sync, cvt.rn.bf16x2, cp.async: sm_80). The
 // file still compiles for older GPUs, where these bodies trap: andrea refuses the tensor-core
-// kernels on such a GPU before any launch (andrea_cli/backends/cuda_arch.py).
+// kernels on such a GPU before any launch (andrea_cli/backends/toolchain/cuda_arch.py).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define TC_PTX 1
 #else
@@ -714,12 +769,11 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
     float* k_s = q_s + rows * d_k;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    // Under a causal mask the last query tiles have the most key tiles: hand them out first so
-    // the short ones fill in the tail of the launch instead of a long one running alone.
-    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int row0 = tile * rows;
+    // Under a causal mask the last query tiles have the most key tiles: they go out first.
+    const BlockWork work = causal_block_order(causal, true);
+    const int row0 = work.tile * rows;
     const int i = row0 + r;  // this warp's query row (may be >= T in the last tile)
-    const long head = blockIdx.z;
+    const long head = work.head;
     q += head * T * d_k;
     k += head * T * d_k;
     v += head * T * d_v;
@@ -837,10 +891,10 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
     float* k_s = q_s + rows * d_k;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int row0 = tile * rows;
+    const BlockWork work = causal_block_order(causal, true);
+    const int row0 = work.tile * rows;
     const int i = row0 + r;
-    const long head = blockIdx.z;
+    const long head = work.head;
     const float4* q4 = (const float4*)(q + head * T * d_k);  // d_k % 4 == 0: rows stay aligned
     const float4* k4 = (const float4*)(k + head * T * d_k);
     const float4* v4 = (const float4*)(v + head * T * d_v);
@@ -971,9 +1025,9 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     float* p_s = k_s;
 
     const int tid = threadIdx.x, rg = tid / 16, cg = tid % 16;
-    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest blocks first
-    const int row0 = tile * FUSED3_ROWS;
-    const long head = blockIdx.z;
+    const BlockWork work = causal_block_order(causal, true);  // longest blocks first
+    const int row0 = work.tile * FUSED3_ROWS;
+    const long head = work.head;
     const float4* q4 = (const float4*)(q + head * T * D);
     const float4* k4 = (const float4*)(k + head * T * D);
     const float4* v4 = (const float4*)(v + head * T * D);
@@ -1163,8 +1217,9 @@ extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__
 // ================================================================================================
 // TENSOR-CORE ATTENTION
 //
-// Every kernel above runs on the FP32 CUDA cores; these two run the fused forward on tensor
-// cores (the BUILDING BLOCKS section explains mma.sync, its fragments, ldmatrix and cp.async).
+// Every kernel above runs on the FP32 CUDA cores; kernel4 and kernel5 run the fused forward on
+// tensor cores (the BUILDING BLOCKS section explains mma.sync, its fragments, ldmatrix and
+// cp.async), from the bf16 copies to_bf16_kernel1 makes.
 // ------------------------------------------------------------------------------------------------
 
 // ------------------------------------------------------------------------------------------------
@@ -1234,10 +1289,10 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    // Causal: the last query tiles have the most key tiles; hand them out first.
-    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int row0 = tile * TC_ROWS;
-    const long head = blockIdx.z;
+    // Causal: the last query tiles have the most key tiles; they go out first.
+    const BlockWork work = causal_block_order(causal, true);
+    const int row0 = work.tile * TC_ROWS;
+    const long head = work.head;
     q += head * T * D;
     k += head * T * D;
     v += head * T * D;
@@ -1393,6 +1448,283 @@ attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigne
                              int T, int causal, int window) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_fused_kernel4<128>(q, k, v, out, T, causal, window, tc_smem);
+}
+
+// ------------------------------------------------------------------------------------------------
+// attention_fused_kernel5: kernel4 in FlashAttention-2's proportions; the same inputs, outputs
+// and masks, the same bf16 roundings (of Q, K, V and P), so the same verify family checks both.
+//
+// What makes it faster than kernel4:
+//   - 32 query rows per warp (two m16 tiles), 128 per block: each K or V fragment ldmatrix reads
+//     feeds two mma instead of one, 4 HMMA per LDSM.x4 where kernel4 has 1.78, so the tile's
+//     bound moves from shared-memory bandwidth towards the tensor pipe (bench --bound: still
+//     shared memory at 4 HMMA per LDSM, every warp reading all of K and V)
+//   - Q's fragments are read once and stay in registers. At d = 128 (Q 64 + O 128 registers)
+//     that leaves room for the scores of 16 keys: the online softmax steps through each 64-key
+//     tile 16 keys at a time (32 at a time spills on sm_80 and sm_90; re-reading Q from shared
+//     memory, FlashAttention-2's way, gives 3.2 HMMA per LDSM); at d = 64 one step covers the
+//     tile (Q 32 + O 64 + S 64). The price at d = 128: O is rescaled 4 times per tile, not once
+//   - no warp skips a masked step whose keys its rows cannot see (its weights come out 0): the
+//     test cost the registers d = 128 does not have
+//   - each thread's cp.async pieces are the same (row, column) of every tile: their addresses
+//     are computed once, the source advances by 64 rows per tile and the rest are immediates;
+//     only a tile that crosses T tests its rows
+//   - exp2 as ex2.approx.ftz, one MUFU.EX2 (exp2_approx_ftz above)
+//   - the key tiles a mask edge crosses (the window's far end first, the diagonal and T last)
+//     run in loops of their own that test keys one by one; the loop over the tiles between
+//     them, the hot one, holds no mask code
+//   - causal blocks ordered longest first across all heads (causal_block_order)
+// Shared memory (dynamic, bf16): q_s (128, d+8), k_s (2, 64, d+8), v_s (2, 64, d+8).
+
+#define K5_WARP_ROWS 32                      // query rows per warp: two m16 tiles
+#define K5_ROWS (K5_WARP_ROWS * TC_WARPS)   // query rows per block
+
+// A compile-time bool a generic lambda can take: the masked and unmasked copies of a step.
+template <bool B>
+struct MaskedFlag {
+    static constexpr bool value = B;
+};
+
+template <int D>
+__device__ __forceinline__ void attention_fused5(const unsigned short* __restrict__ q,  // (H, T, D), scaled
+                                                 const unsigned short* __restrict__ k,  // (H, T, D)
+                                                 const unsigned short* __restrict__ v,  // (H, T, D)
+                                                 float* __restrict__ out,               // (H, T, D)
+                                                 int T, int causal, int window, unsigned short* smem) {
+    constexpr int S = D + TC_PAD;                     // row stride of every shared tile, in bf16
+    constexpr int STEP = D == 64 ? 64 : 16;           // keys per softmax step (S's registers)
+    constexpr int CHUNKS = D / 8;                     // 16-byte pieces per row
+    constexpr int ROW_STEP = 32 * TC_WARPS / CHUNKS;  // rows the block's threads copy in one pass
+    unsigned short* q_s = smem;                   // (K5_ROWS, S)
+    unsigned short* k_s = q_s + K5_ROWS * S;      // (2, TC_KEYS, S)
+    unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    const BlockWork work = causal_block_order(causal, true);
+    const int row0 = work.tile * K5_ROWS;
+    const long head = work.head;
+    q += head * T * D;
+    k += head * T * D;
+    v += head * T * D;
+    out += head * T * D;
+
+    // Key tiles any row of the block can see; the others are never loaded.
+    const int last_row = min(row0 + K5_ROWS, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;
+    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
+    const int n_tiles = (j_end - j_begin + TC_KEYS - 1) / TC_KEYS;
+
+    // This thread's 16-byte pieces of every copy: rows cp_row + p·ROW_STEP, columns cp_col..+7.
+    const int cp_row = threadIdx.x / CHUNKS, cp_col = 8 * (threadIdx.x % CHUNKS);
+    const int cp_dst = cp_row * S + cp_col;
+    {
+        const unsigned short* src = q + (long)(row0 + cp_row) * D + cp_col;
+#pragma unroll
+        for (int p = 0; p < K5_ROWS / ROW_STEP; ++p)  // rows past T: zeros (src is not read)
+            cp_async16(q_s + cp_dst + p * ROW_STEP * S, src + p * ROW_STEP * D, row0 + cp_row + p * ROW_STEP < T);
+        cp_async_commit();
+    }
+    // K and V share one layout: one offset (in bf16, within the head) addresses both tiles' rows
+    int kv_src = (j_begin + cp_row) * D + cp_col;
+    // Key tile n into stage n & 1, one commit group; the source then moves on to tile n + 1.
+    auto load_kv = [&](int n) {
+        const int rows_left = T - (j_begin + n * TC_KEYS);
+        unsigned short* kd = k_s + (n & 1) * TC_KEYS * S + cp_dst;
+        unsigned short* vd = v_s + (n & 1) * TC_KEYS * S + cp_dst;
+        if (rows_left >= TC_KEYS) {  // every tile but one that crosses T: no row tests
+#pragma unroll
+            for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
+                cp_async16(kd + p * ROW_STEP * S, k + kv_src + p * ROW_STEP * D, true);
+                cp_async16(vd + p * ROW_STEP * S, v + kv_src + p * ROW_STEP * D, true);
+            }
+        } else {
+#pragma unroll
+            for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
+                const bool valid = cp_row + p * ROW_STEP < rows_left;
+                cp_async16(kd + p * ROW_STEP * S, k + kv_src + p * ROW_STEP * D, valid);
+                cp_async16(vd + p * ROW_STEP * S, v + kv_src + p * ROW_STEP * D, valid);
+            }
+        }
+        cp_async_commit();
+        kv_src += TC_KEYS * D;
+    };
+    load_kv(0);
+    cp_async_wait<1>();  // Q has landed (tile 0 may still be in flight)
+    __syncthreads();     // every thread's share of Q
+
+    const int w_row0 = row0 + K5_WARP_ROWS * warp;  // this warp's first query row
+    // Q's A fragments, m16 tile mt (rows w_row0 + 16mt ..), k16 step kk: read once, kept
+    const int q_ld = (K5_WARP_ROWS * warp + (lane / 8 % 2) * 8 + lane % 8) * S + (lane / 16) * 8;
+    u32 qf[2][D / 16][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) ldmatrix<4, false>(qf[mt][kk], q_s + q_ld + 16 * mt * S + 16 * kk);
+    // The same lane offsets into every K and V tile, for ldmatrix (K) and ldmatrix.trans (V)
+    const int k_ld = ((lane / 16) * 8 + lane % 8) * S + (lane / 8 % 2) * 8;
+    const int v_ld = ((lane / 8 % 2) * 8 + lane % 8) * S + (lane / 16) * 8;
+
+    float acc[2][D / 8][4];  // O, unnormalised: m16 tile mt, n8 tile c holds columns 8c .. 8c+7
+    float m[4], l[4];        // row r = rows w_row0 + 16 (r / 2) + 8 (r % 2) + g: running max, this lane's sum
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c) acc[mt][c][0] = acc[mt][c][1] = acc[mt][c][2] = acc[mt][c][3] = 0.0f;
+
+    // One softmax step: keys js .. js + STEP - 1, from ks and vs (their rows). MASKED: the step
+    // may cross a mask edge or T, so the warp may have nothing to do and keys are tested.
+    auto step = [&](auto masked, const unsigned short* ks, const unsigned short* vs, int js) {
+        constexpr bool MASKED = decltype(masked)::value;
+        float s[2][STEP / 8][4];  // S: m16 tile mt, n8 tile nt holds keys js + 8nt .. js + 8nt + 7
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < STEP / 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+            for (int nt = 0; nt < STEP / 8; nt += 2) {  // one ldmatrix.x4: two n8 tiles of K, for both m16 tiles
+                u32 kf[4];
+                ldmatrix<4, false>(kf, ks + k_ld + 8 * nt * S + 16 * kk);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    mma_bf16_m16n8k16(s[mt][nt], qf[mt][kk], kf, s[mt][nt]);
+                    mma_bf16_m16n8k16(s[mt][nt + 1], qf[mt][kk], kf + 2, s[mt][nt + 1]);
+                }
+            }
+        if (MASKED) {  // -inf, not -1e9: exp2 gives exactly 0
+            // element e of tile (mt, nt): query i = w_row0 + 16mt + 8(e/2) + g, key j = js + 8nt + 2t + e%2;
+            // i - j and T - j from two registers and constants
+            const int diff0 = w_row0 + g - js - 2 * t, keys_left = T - js - 2 * t;
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < STEP / 8; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int diff = diff0 + 16 * mt + 8 * (e / 2) - 8 * nt - e % 2;  // i - j
+                        const bool visible = 8 * nt + e % 2 < keys_left && (!causal || diff >= 0)
+                                             && (window <= 0 || diff < window);
+                        if (!visible) s[mt][nt][e] = -INFINITY;
+                    }
+        }
+        // Online softmax, per row: the 4 lanes of a quad share a row (xor 1, 2).
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int mt = r / 2, h = r % 2;
+            float mx = m[r];
+#pragma unroll
+            for (int nt = 0; nt < STEP / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+            // A row that has seen no key yet keeps m = -inf; 0 stands in so that
+            // exp2(-inf - 0) = 0 instead of exp2(-inf + inf) = NaN.
+            const float m_use = mx == -INFINITY ? 0.0f : mx;
+            const float alpha = exp2_approx_ftz(m[r] - m_use);  // exactly 1 where the max did not move
+            m[r] = mx;
+            float sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < STEP / 8; ++nt) {
+                s[mt][nt][2 * h] = exp2_approx_ftz(s[mt][nt][2 * h] - m_use);
+                s[mt][nt][2 * h + 1] = exp2_approx_ftz(s[mt][nt][2 * h + 1] - m_use);
+                sum += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
+            }
+            l[r] = l[r] * alpha + sum;
+#pragma unroll
+            for (int c = 0; c < D / 8; ++c) {
+                acc[mt][c][2 * h] *= alpha;
+                acc[mt][c][2 * h + 1] *= alpha;
+            }
+        }
+        // O += P·V, 16 keys per step: S tiles 2kk and 2kk+1 are P's A fragment, as bf16.
+#pragma unroll
+        for (int kk = 0; kk < STEP / 16; ++kk) {
+            u32 pf[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                pf[mt][0] = pack_bf16x2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pf[mt][1] = pack_bf16x2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pf[mt][2] = pack_bf16x2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pf[mt][3] = pack_bf16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int c = 0; c < D / 8; c += 2) {  // one ldmatrix.x4.trans: two n8 column tiles of V, both m16 tiles
+                u32 vf[4];
+                ldmatrix<4, true>(vf, vs + v_ld + 16 * kk * S + 8 * c);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    mma_bf16_m16n8k16(acc[mt][c], pf[mt], vf, acc[mt][c]);
+                    mma_bf16_m16n8k16(acc[mt][c + 1], pf[mt], vf + 2, acc[mt][c + 1]);
+                }
+            }
+        }
+    };
+    // Key tile n: start tile n + 1's copy, wait for n's, run its steps.
+    auto tile = [&](auto masked, int n) {
+        if (n + 1 < n_tiles) {
+            load_kv(n + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();  // every thread's copies of this tile are visible
+        const unsigned short* ks = k_s + (n & 1) * TC_KEYS * S;
+        const unsigned short* vs = v_s + (n & 1) * TC_KEYS * S;
+#pragma unroll
+        for (int h = 0; h < TC_KEYS / STEP; ++h)
+            step(masked, ks + h * STEP * S, vs + h * STEP * S, j_begin + n * TC_KEYS + h * STEP);
+        __syncthreads();  // every warp is done with this stage before it is refilled
+    };
+
+    // The tiles a mask edge crosses for some row of the block: the first n_first (the window's
+    // far end: last_row - j0 >= window) and those from n_last on (keys past the block's first
+    // row under a causal mask, or past T). The ones between see no mask at all.
+    int n_first = 0;
+    if (window > 0 && last_row - window >= j_begin) n_first = min(n_tiles, (last_row - window - j_begin) / TC_KEYS + 1);
+    const int j0_max = causal ? min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked tile's j0
+    const int n_last = j0_max < j_begin ? n_first : max(n_first, min(n_tiles, (j0_max - j_begin) / TC_KEYS + 1));
+    int n = 0;
+    for (; n < n_first; ++n) tile(MaskedFlag<true>(), n);
+    for (; n < n_last; ++n) tile(MaskedFlag<false>(), n);  // the hot loop
+    for (; n < n_tiles; ++n) tile(MaskedFlag<true>(), n);
+
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        const int mt = r / 2, h = r % 2, row = w_row0 + 16 * mt + 8 * h + g;
+        float sum = l[r];
+        sum += __shfl_xor_sync(0xffffffff, sum, 1);
+        sum += __shfl_xor_sync(0xffffffff, sum, 2);
+        if (row >= T) continue;
+        // sum = 0 only for a row that saw no key: zeros, like the other kernels, not 0/0
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float* o = out + (long)row * D + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c)
+            *(float2*)(o + 8 * c) = make_float2(acc[mt][c][2 * h] * inv, acc[mt][c][2 * h + 1] * inv);
+    }
+}
+
+// grid (ceil(T / 128), 1, H), block (128), shared_mem = 2 · (128 + 4 · 64) · (d + 8) bytes
+// (d = 64: 55,296; d = 128: 104,448; both above the 48 KiB default: the launcher opts in).
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_kernel5_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                            const unsigned short* __restrict__ v, float* __restrict__ out,
+                            int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused5<64>(q, k, v, out, T, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                             const unsigned short* __restrict__ v, float* __restrict__ out,
+                             int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused5<128>(q, k, v, out, T, causal, window, tc_smem);
 }
 
 // ================================================================================================
@@ -1596,8 +1928,9 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     float* p_s = o_s + rows * d_v;
     float* g_s = p_s + rows * FUSED_KEYS;
 
-    const int j0 = blockIdx.x * FUSED_KEYS;
-    const long head = blockIdx.z;
+    const BlockWork work = causal_block_order(causal, false);  // causal: the first keys see the most rows
+    const int j0 = work.tile * FUSED_KEYS;
+    const long head = work.head;
     q += head * T * d_k;
     k += head * T * d_k;
     v += head * T * d_v;
@@ -1706,10 +2039,10 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
     float* k_s = o_s + rows * d_v;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
-    const int row0 = tile * rows;
+    const BlockWork work = causal_block_order(causal, true);  // longest rows first
+    const int row0 = work.tile * rows;
     const int i = row0 + r;
-    const long head = blockIdx.z;
+    const long head = work.head;
     q += head * T * d_k;
     k += head * T * d_k;
     v += head * T * d_v;

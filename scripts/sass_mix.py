@@ -4,10 +4,13 @@ GPU architecture (no GPU needed), disassembled with `cuobjdump -sass` (pip insta
 
     python scripts/sass_mix.py                     # every kernel, sm_90
     python scripts/sass_mix.py --arch sm_80 scores_kernel2 attention_fused_kernel3_d64
+    python scripts/sass_mix.py --tensor-cores attention_fused_kernel4_d64 attention_fused_kernel5_d64
 
 A loop is a backward branch (BRA to an earlier label); the counts are per trip of its body,
 nested loops' instructions included once. Shared loads per FFMA is the static figure the
-README's kernel catalogue quotes: an instruction count, not a measured speed."""
+kernel catalogue in docs/reference.md quotes: an instruction count, not a measured speed. --tensor-cores
+counts a tensor-core loop instead: HMMA (mma.sync), LDSM (ldmatrix), LDGSTS (cp.async), MUFU.EX2,
+HMMA per LDSM and the integer instructions' share of the loop (INTEGER below)."""
 
 from __future__ import annotations
 
@@ -19,8 +22,16 @@ from pathlib import Path
 from andrea_cli.bench.bound.sass import find_cuobjdump, find_loops, parse_kernels  # noqa: F401  (tests ask for find_cuobjdump)
 
 KERNEL_FILE = Path(__file__).resolve().parents[1] / "cuda" / "microgpt_cuda.cu"
-COUNTED = ("FFMA", "FMUL", "FADD", "LDS", "LDS.64", "LDS.128", "STS", "LDG", "SHFL", "MUFU.EX2", "BAR")
+COUNTED = ("FFMA", "FMUL", "FADD", "LDS", "LDS.64", "LDS.128", "STS", "LDG", "SHFL", "MUFU.EX2", "BAR",
+           "HMMA", "LDSM", "LDGSTS")
 SHOWN = ("FFMA", "LDS", "LDS.64", "LDS.128", "SHFL", "MUFU.EX2", "STS", "LDG", "BAR")
+TC_SHOWN = ("HMMA", "LDSM", "LDGSTS", "MUFU.EX2", "SHFL", "BAR")
+# Integer and address arithmetic, moves through the integer pipe (IMAD.MOV) included, per thread
+# (I...) or on the uniform datapath (U...): what a loop spends on other than its math and memory.
+INTEGER = frozenset({"IADD3", "IADD", "VIADD", "IMAD", "IMUL", "IMNMX", "VIMNMX", "IABS", "ISETP", "ISCADD", "LEA",
+                     "LOP3", "LOP", "SHF", "SHL", "SHR", "SEL", "PRMT", "FLO", "POPC", "BMSK", "SGXT", "BFE", "BFI",
+                     "UIADD3", "UIMAD", "UIMNMX", "UISETP", "ULEA", "ULOP3", "USHF", "USEL", "UPRMT", "UFLO",
+                     "UPOPC", "UBMSK", "USGXT"})
 
 
 @dataclass
@@ -29,6 +40,7 @@ class Loop:
     end: int  # address of the backward branch
     counts: dict[str, int] = field(default_factory=dict)
     instructions: int = 0
+    integer: int = 0  # instructions whose opcode is in INTEGER
 
     @property
     def shared_loads(self) -> int:
@@ -36,6 +48,12 @@ class Loop:
 
     def loads_per_ffma(self) -> float | None:
         return self.shared_loads / self.counts["FFMA"] if self.counts.get("FFMA") else None
+
+    def hmma_per_ldsm(self) -> float | None:
+        return self.counts.get("HMMA", 0) / self.counts["LDSM"] if self.counts.get("LDSM") else None
+
+    def integer_share(self) -> float:
+        return self.integer / self.instructions if self.instructions else 0.0
 
     def contains(self, other: "Loop") -> bool:
         return other is not self and self.start <= other.start and other.end <= self.end
@@ -67,6 +85,7 @@ def parse_sass(text: str) -> dict[str, list[Loop]]:
             loop = Loop(body.start, body.end)
             for ins in body.body:
                 loop.instructions += 1
+                loop.integer += ins.opcode.split(".")[0] in INTEGER
                 key = _opcode(ins.opcode)
                 if key in COUNTED:
                     loop.counts[key] = loop.counts.get(key, 0) + 1
@@ -86,15 +105,49 @@ def kernel_loops(path: Path = KERNEL_FILE, arch: str = "sm_90") -> dict[str, lis
         raise SystemExit(str(exc)) from None
 
 
+def tensor_core_hot_loop(loops: list[Loop]) -> Loop | None:
+    """The loop a tensor-core kernel spends its key tiles in: of the loops with the most HMMA, the
+    one with the fewest instructions (the one without mask code, where a kernel has separate loops
+    for the tiles a mask edge crosses; kernel4's holds its copy loops, counted once)."""
+    inner = [lp for lp in loops if lp.counts.get("HMMA")]
+    if not inner:
+        return None
+    most = max(lp.counts["HMMA"] for lp in inner)
+    return min((lp for lp in inner if lp.counts["HMMA"] == most), key=lambda lp: lp.instructions)
+
+
+def print_tensor_core_mix(loops: dict[str, list[Loop]], names: list[str]) -> None:
+    print(f"{'kernel':<29} {'loop':>11} {'instr':>6} " + " ".join(f"{op:>8}" for op in TC_SHOWN)
+          + f" {'HMMA/LDSM':>9} {'integer':>8}")
+    for name in names:
+        hot = tensor_core_hot_loop(loops[name])
+        if hot is None:
+            print(f"{name:<29} {'no HMMA loop':>11}")
+            continue
+        print(f"{name:<29} {hot.start:05x}-{hot.end:05x} {hot.instructions:>6} "
+              + " ".join(f"{hot.counts.get(op, 0):>8}" for op in TC_SHOWN)
+              + f" {hot.hmma_per_ldsm():>9.2f} {100 * hot.integer_share():>7.0f}%")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kernels", nargs="*", help="kernel names (default: all)")
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--kernel-file", type=Path, default=KERNEL_FILE)
     parser.add_argument("--all", action="store_true", help="every loop, not only the innermost ones")
+    parser.add_argument("--tensor-cores", action="store_true",
+                        help="each kernel's tensor-core hot loop: HMMA per LDSM, the integer share")
     args = parser.parse_args(argv)
     loops = kernel_loops(args.kernel_file, args.arch)
     names = args.kernels or sorted(loops)
+    for name in names:
+        if name not in loops:
+            raise SystemExit(f"no kernel named {name} in {args.kernel_file.name}")
+    if args.tensor_cores:
+        print(f"{args.kernel_file.name}, {args.arch}: instructions per trip of each kernel's tensor-core hot loop "
+              "(static, from SASS)")
+        print_tensor_core_mix(loops, names)
+        return 0
     print(f"{args.kernel_file.name}, {args.arch}: instructions per trip of each {'' if args.all else 'innermost '}"
           "loop (static, from SASS)")
     print(f"{'kernel':<29} {'loop':>9} {'instr':>6} " + " ".join(f"{op:>8}" for op in SHOWN) + f" {'LDS/FFMA':>8}")

@@ -111,7 +111,8 @@ def test_bad_input_raises_the_one_error_type_with_the_cli_line(run_main):
         ((q, q, q), {"T": 4}, "drop them"),
         ((q, q, q), {"backend": "tpu"}, "is not a backend"),
         ((q, q, q), {"fused": True, "backend": "numpy"}, "no fused kernel"),
-        ((np.ones((2, 2, 2, 2)), q, q), {}, "2-D"),
+        ((np.ones((2, 2, 2, 2)), q, q), {}, "the leading (batch, head) dims must agree"),
+        ((np.ones(4), q, q), {}, "expected (..., T, d)"),
         ((q.astype(str), q, q), {}, "not real numbers"),
     ]
     for args, options, words in cases:

@@ -86,6 +86,7 @@ def _bad(tmp_path: Path) -> dict[str, list]:
     np.save(tmp_path / "inf.npy", np.array([[1, np.inf, 0]] * 4, np.float32))
     np.save(tmp_path / "objects.npy", np.array([{"a": 1}] * 12, dtype=object).reshape(4, 3), allow_pickle=True)
     (tmp_path / "text.npy").write_text("not numpy at all")
+    (tmp_path / "empty.npy").write_bytes(b"")
     (tmp_path / "data.csv").write_text("1,2,3\n")
     np.savez(tmp_path / "partial.npz", q=good, k=good)
     g = str(tmp_path / "good.npy")
@@ -93,7 +94,13 @@ def _bad(tmp_path: Path) -> dict[str, list]:
     return {
         "missing file": [[*files(tmp_path / "absent.npy")], "no such file"],
         "not npy": [[*files(tmp_path / "data.csv")], ".npy"],
-        "garbage npy": [[*files(tmp_path / "text.npy")], "pickl"],
+        "garbage npy": [[*files(tmp_path / "text.npy")], "not a .npy file, it does not start with NumPy's header"],
+        "empty npy": [[*files(tmp_path / "empty.npy")], "the file is empty"],
+        "seed negative": [["-T", 4, "--seed", -1], "--seed -1: a seed is a whole number >= 0"],
+        "huge d_k blames --d-k": [["-T", 16, "--d-k", 1_000_000_000], "use a smaller --d-k"],
+        "fused with show-weights": [["-T", 4, "--fused", "--show-weights"], "--show-weights draws the T×T weights"],
+        "preset with show-weights": [["--preset", "andrea-120m", "--show-weights"],
+                                     "--show-weights works on one head: drop --show-weights"],
         "pickled objects": [[*files(tmp_path / "objects.npy")], "pickl"],
         "3-D array": [[*files(tmp_path / "three_d.npy")], "2-D"],
         "d_k disagrees": [[*files(tmp_path / "wide.npy")], "d_k"],

@@ -277,3 +277,44 @@ def test_gpu_side_backward_implementations_run_through_the_cpu_build(causal):
         dq = impl.to_host(impl.prepare(q, k, v, causal)())
         assert sample_dq_error(q, k, v, dq, causal) < 1e-5, impl.name
         assert sample_dq_error(q, k, v, 1.01 * dq, causal) > 1e-3  # the check can fail
+
+
+def test_every_cpu_bench_row_runs_with_its_spread_and_threads():
+    """Every implementation of the CPU side is measured at every point (none skipped for a kernel
+    the file lacks), each with min <= median <= max over its repeats, and the BLAS/OpenMP threads
+    it ran with are in the JSON."""
+    result = CliRunner().invoke(app, ["bench", "--side", "cpu", "--T", "16", "--d-k", "64", "--repeats", "3",
+                                      "--warmup", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    impls = {m["impl"] for m in doc["measurements"]}
+    expected = {"numpy", "numpy_backward"}
+    if any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        expected |= {"cpu_build_fused", "cpu_build_fused_bf16", "cpu_build_fused_backward"}
+    assert impls >= expected
+    for m in doc["measurements"]:
+        assert m["median_ms"] is not None, f"{m['impl']} skipped: {m['skipped']}"
+        assert m["min_ms"] <= m["median_ms"] <= m["max_ms"]
+        assert m["repeats"] == (1 if m["impl"].startswith("cpu_build") else 3)
+    assert doc["threads"]["limit"] == 1
+    assert all(n == 1 for n in doc["threads"]["libraries"].values()), doc["threads"]
+
+
+def test_the_timer_pins_the_blas_threads_while_it_times():
+    from threadpoolctl import threadpool_info
+
+    from andrea_cli.bench.cpu import pinned_timer
+
+    seen = []
+
+    def run():
+        seen.append({pool["internal_api"]: pool["num_threads"] for pool in threadpool_info()})
+
+    times = pinned_timer(1)(run, 1, 2)
+    assert len(times) == 2 and len(seen) == 3
+    assert all(n == 1 for pools in seen for n in pools.values()), seen
+
+
+def test_bad_blas_threads_is_one_line_exit_2(run_main):
+    code, _, err = run_main("bench", "--side", "cpu", "--blas-threads", "0")
+    assert code == 2 and err.strip() == "error: --blas-threads must be >= 1 (got 0)"

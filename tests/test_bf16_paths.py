@@ -18,7 +18,7 @@ def test_attend_fused_bf16_json_says_the_precision_and_matches_the_reference(cli
     out = tmp_path / "o.npy"
     doc = cli.json("attend", "--fused", "--precision", "bf16", "--backend", "cpu", "--T", 70, "--d-k", 64,
                    "--mask", "window:40", "--out", out, "--sample-rows", 4)
-    assert doc["precision"] == "bf16" and doc["kernel"] == "attention_fused_kernel4_d64"
+    assert doc["precision"] == "bf16" and doc["kernel"] == "attention_fused_kernel5_d64"  # the default
     assert set(doc["timings_ms"]) >= {"to_bf16", "fused", "total"} and doc["timings_ms"]["fused"] > 0
     assert any("bf16" in n for n in doc["notices"])
     from andrea_cli.inputs import random_qkv
@@ -35,7 +35,7 @@ def test_attend_fused_bf16_json_says_the_precision_and_matches_the_reference(cli
 def test_attend_bf16_table_names_kernel_and_conversion(cli):
     result = cli("attend", "--fused", "--precision", "bf16", "--backend", "cpu", "--T", 16, "--d-k", 128)
     assert result.exit_code == 0, result.output
-    assert "attention_fused_kernel4_d128, bf16" in result.output and "to_bf16" in result.output
+    assert "attention_fused_kernel5_d128, bf16" in result.output and "to_bf16" in result.output
 
 
 @pytest.mark.parametrize("args, match", [

@@ -77,3 +77,25 @@ def test_show_weights_through_the_cli(mask):
 def test_show_weights_with_json_is_a_usage_error():
     result = runner.invoke(andrea_cli.cli.app, ["attend", "--T", "16", "--backend", "numpy", "--json", "--show-weights"])
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("T", [12, 64])
+def test_without_colour_each_line_is_one_query_row_as_the_header_says(T):
+    result = runner.invoke(andrea_cli.cli.app, ["attend", "--T", str(T), "--d-k", "4", "--backend", "numpy",
+                                                "--show-weights"])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "each character one weight, each line one query row" in flat
+    picture = [line.strip("|") for line in result.output.splitlines() if line.startswith("|")]
+    assert len(picture) == T  # one line per query row, no rows packed together
+    for i, line in enumerate(picture):  # causal: query i sees keys 0..i, each a character
+        assert len(line) == T and " " not in line[:i + 1] and line[i + 1:] == " " * (T - i - 1)
+
+
+def test_without_colour_a_long_T_says_how_many_rows_a_line_pools():
+    result = runner.invoke(andrea_cli.cli.app, ["attend", "--T", "300", "--d-k", "4", "--backend", "numpy",
+                                                "--show-weights"])
+    flat = " ".join(result.output.split())
+    picture = [line for line in result.output.splitlines() if line.startswith("|")]
+    per_row = 300 / len(picture)
+    assert f"each character the largest weight of {per_row:.3g} queries ×" in flat

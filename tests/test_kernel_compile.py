@@ -7,7 +7,7 @@ import pytest
 from andrea_cli.backends.toolchain.nvrtc import TARGET_ARCHS, compile_kernel_file, parse_ptxas_log
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path, register_budgets
 
-pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test]'")
+pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test,bound]'")
 
 
 @pytest.mark.parametrize("arch", TARGET_ARCHS)

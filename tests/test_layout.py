@@ -10,6 +10,7 @@ from andrea_cli.kernel_file import integer_defines, packaged_kernel_path
 # code belongs in a room (commands/, runs/, verification/, backends/, bench/, render/).
 ROOT = {
     "__init__", "__main__", "api", "cli",  # the two doors: Python and the command line
+    "device",  # cupy-shaped device arrays for andrea_cli.RawModule (one address for host and kernels)
     "commands", "runs", "verification", "bench", "render", "backends",  # the rooms
     # the spec: the equation in float64, its inputs, outputs, statistics, errors and defaults
     "reference", "reference_backward", "masks", "stats", "inputs", "layer_inputs", "outputs",

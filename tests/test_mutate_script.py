@@ -1,5 +1,5 @@
 """scripts/mutate.py, the mutation score's harness, on four chosen mutants of the kernel file (the
-whole campaign takes most of an hour: README, "Mutation score"): three it must tell apart without
+whole campaign takes most of an hour: docs/reference.md, "Mutation score"): three it must tell apart without
 running verify (same PTX, no compile, listed as equivalent), and one verify must kill."""
 
 import json
@@ -11,6 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # one quick verify of the original and one of a mutant: ~10 s
+# the mutants it must tell apart without verify are told apart by NVRTC (same PTX, no compile): without
+# it each would cost a verify run, minutes on the CPU build
+pytest.importorskip("cupy", reason="scripts/mutate.py weeds out mutants with NVRTC (cupy's bindings): "
+                    "pip install '.[test,bound]'")
 
 KILLED = "const bool future = j >= i;"  # mask_kernel1 hides the diagonal: every row loses its own key
 SAME_PTX = "if (c < d_v) acc[t] += pj * vj[c]; ⏎ continue;"  # the end of the loop body anyway: no code

@@ -1,4 +1,4 @@
-"""RawModule, cupy's shape on the CPU build: the README's example as written, code= with options,
+"""RawModule, cupy's shape on the CPU build: the reference's example as written (docs/reference.md), code= with options,
 RawKernel, and the one-line errors for what it refuses."""
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from andrea_cli.backends.cpu_runtime.errors import CpuRuntimeError
 from andrea_cli.backends.cpu_runtime.raw_module import compiler_options
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+REFERENCE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "reference.md"  # moved from the README
 
 
 def test_readme_example_runs_and_matches_numpy():
-    section = README.read_text().split("### Your own kernel on the CPU", 1)[1]
+    section = REFERENCE.read_text().split("### Your own kernel on the CPU", 1)[1]
     example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(example, "README.md", "exec"), {})
+        exec(compile(example, "docs/reference.md", "exec"), {})
     got, want = (float(v) for v in printed.getvalue().split())
     assert abs(got - want) <= 1e-4 * 100_000 ** 0.5  # float32 sums of 100,000 N(0, 1) values
 

@@ -1,5 +1,5 @@
 """scripts/sass_mix.py: its SASS reader on a fixed listing, and (where NVRTC and cuobjdump are
-installed) the instruction mix the README's kernel catalogue quotes, read from the real kernels."""
+installed) the instruction mix the kernel catalogue in docs/reference.md quotes, read from the real kernels."""
 
 from __future__ import annotations
 
@@ -66,3 +66,38 @@ def test_register_tiling_shows_in_the_instruction_mix():
     # the fused kernel's Q·K^T loop: 12 float4 loads per 128 FMAs (4 keys + 8 rows, 4 steps of k)
     s_loop = _hot(loops["attention_fused_kernel3_d64"])
     assert s_loop.loads_per_ffma() == pytest.approx(12 / 128) and s_loop.counts.get("SHFL", 0) == 0
+
+
+TC_LISTING = """
+                Function : toy_tc_kernel
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   LDSM.16.M88.4 R4, [R2] ;
+        /*0020*/                   HMMA.16816.F32.BF16 R8, R12, R4, R8 ;
+        /*0030*/                   HMMA.16816.F32.BF16 R16, R20, R6, R16 ;
+        /*0040*/                   IMAD.MOV.U32 R3, RZ, RZ, R2 ;
+        /*0050*/                   LDGSTS.E.BYPASS.128 [R3+0x100], desc[UR4][R24.64] ;
+        /*0060*/                   UIADD3 UR4, UR4, 0x1, URZ ;
+        /*0070*/               @P0 BRA 0x10 ;
+        /*0080*/                   EXIT ;
+"""
+
+
+def test_tensor_core_counts_and_the_integer_share():
+    (loop,) = sass_mix.parse_sass(TC_LISTING)["toy_tc_kernel"]
+    assert loop.counts == {"LDSM": 1, "HMMA": 2, "LDGSTS": 1} and loop.instructions == 7
+    assert loop.integer == 2 and loop.hmma_per_ldsm() == 2.0  # IMAD.MOV and UIADD3
+    assert sass_mix.tensor_core_hot_loop([loop]) is loop
+
+
+def test_kernel5_hot_loop_meets_the_static_targets():
+    # issue 22's targets, read from the sm_90 SASS: each ldmatrix feeds >= 3.5 mma, at most 20% of
+    # the loop is integer work; kernel4 (the step before) for contrast
+    loops = _real_loops()
+    for d in (64, 128):
+        hot = sass_mix.tensor_core_hot_loop(loops[f"attention_fused_kernel5_d{d}"])
+        assert hot.hmma_per_ldsm() >= 3.5 and hot.integer_share() <= 0.20, (d, hot)
+        # one trip is one 64-key tile for the warp's 32 rows: S 2·8·(d/16) mma, O 2·(d/8)·4
+        assert hot.counts["HMMA"] == 2 * d, (d, hot.counts)
+    for name in ("attention_fused_kernel4_d64", "attention_fused_kernel4_d128"):
+        hot = sass_mix.tensor_core_hot_loop(loops[name])
+        assert hot.hmma_per_ldsm() < 2 and hot.integer_share() > 0.3, (name, hot)

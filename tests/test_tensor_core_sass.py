@@ -1,6 +1,6 @@
-"""Proof without a GPU that attention_fused_kernel4 is tensor-core code: compiled by NVRTC for
-sm_80 and sm_90, its SASS (read by cuobjdump, which runs nvdisasm: pip `nvidia-cuda-cuobjdump`
-and `nvidia-cuda-nvdisasm`, both in the test extra) holds HMMA (mma.sync)
+"""Proof without a GPU that attention_fused_kernel4 and kernel5 are tensor-core code: compiled by
+NVRTC for sm_80 and sm_90, their SASS (read by cuobjdump, which runs nvdisasm: pip `nvidia-cuda-cuobjdump`
+and `nvidia-cuda-nvdisasm`, both in the bound extra) holds HMMA (mma.sync)
 and LDSM (ldmatrix) instructions and LDGSTS (cp.async); the FP32 kernels hold none of them.
 (Registers and spills of every kernel: test_kernel_compile.py.)"""
 
@@ -13,9 +13,10 @@ import pytest
 from andrea_cli.bench.bound.sass import find_cuobjdump, find_nvdisasm
 from andrea_cli.kernel_file import packaged_kernel_path
 
-pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test]'")
+pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test,bound]'")
 
-TENSOR_CORE_KERNELS = ("attention_fused_kernel4_d64", "attention_fused_kernel4_d128")
+TENSOR_CORE_KERNELS = ("attention_fused_kernel4_d64", "attention_fused_kernel4_d128",
+                       "attention_fused_kernel5_d64", "attention_fused_kernel5_d128")
 
 
 def sass_by_kernel(arch: str) -> dict[str, str]:
@@ -29,7 +30,7 @@ def sass_by_kernel(arch: str) -> dict[str, str]:
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_kernel4_is_tensor_core_code(arch, isolated_cache):
     if find_cuobjdump() is None or find_nvdisasm() is None:
-        pytest.skip("cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (in the test extra)")
+        pytest.skip("cuobjdump/nvdisasm not found: pip install '.[test,bound]'")
     sass = sass_by_kernel(arch)
     assert set(TENSOR_CORE_KERNELS) <= set(sass), sorted(sass)
     for name in TENSOR_CORE_KERNELS:

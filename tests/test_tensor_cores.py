@@ -1,7 +1,8 @@
-"""The tensor-core building blocks (mma, ldmatrix, cp.async, the bf16 and tf32 conversions) and
-attention_fused_kernel4, through the CPU build's emulation, against NumPy: roundings bit-exact
-(ties included), fragment layouts as the PTX ISA documents them, the kernel against the float64
-reference with the kernel's bf16 roundings; and the misuse a GPU leaves undefined, refused."""
+"""The tensor-core building blocks (mma, ldmatrix, cp.async, the bf16 and tf32 conversions,
+ex2.approx.ftz) and attention_fused_kernel4 and kernel5, through the CPU build's emulation, against
+NumPy: roundings bit-exact (ties included), fragment layouts as the PTX ISA documents them, the
+kernels against the float64 reference with their bf16 roundings; and the misuse a GPU leaves
+undefined, refused."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from andrea_cli.backends.cpu_runtime.errors import CpuWarpError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
-from andrea_cli.backends.launch.fused_bf16 import q_multiplier
+from andrea_cli.backends.launch.fused_bf16 import bf16_kernel, q_multiplier, shared_bytes_bf16
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import bf16_attention
@@ -92,6 +93,28 @@ def test_conversions_of_non_finite(checks):
     checks.get_function("check_conversions")((1,), (32,), (x, packed, tf32, np.int32(3)))
     assert list(packed & 0xFFFF) == [0x7F80, 0xFF80, 0x7FFF]  # a NaN becomes the canonical bf16 NaN
     assert list(tf32[:2]) == [0x7F800000, 0xFF800000] and np.isnan(tf32[2:].view(np.float32)).all()
+
+
+def test_ex2_approx_ftz_flushes_subnormals(checks):
+    # inputs: subnormals (flushed to 0 first: 2^0 = 1), results below 2^-126 (flushed to +0),
+    # the smallest normal result, the PTX manual's special values, ordinary arguments
+    tiny = np.array([1e-40, -1e-40, 1e-45], np.float32)
+    x = np.concatenate([tiny, np.array([-126.0, -126.5, -140.0, -149.0, -200.0, -np.inf, -0.0, 0.0, np.inf, np.nan,
+                                        -1.5, 0.25, 3.0, 127.5], np.float32)])
+    y = np.full(x.size, -1.0, np.float32)
+    checks.get_function("check_ex2_ftz")((1,), (32,), (x, y, np.int32(x.size)))
+    want = np.exp2(x.astype(np.float64))
+    want[:3] = 1.0  # a subnormal input is +-0
+    want[np.abs(want) < 2.0**-126] = 0.0  # a subnormal result is +0
+    assert np.array_equal(np.isnan(y), np.isnan(want))
+    ok = ~np.isnan(want)
+    # the CPU build's exp2f is within an ulp; a GPU's ex2.approx within the PTX manual's 2 (+ rounding)
+    exact = y[ok] == want[ok]  # 0, 1 and inf, and what exp2f gets right
+    with np.errstate(invalid="ignore"):
+        close = np.abs(y[ok] - want[ok]) <= 5 * 2.0**-24 * np.abs(want[ok])
+    assert (exact | close).all(), (x, y)
+    assert y[x == -126.0][0] == 2.0**-126 and (y[(x == -126.5) | (x <= -140)] == 0).all()
+    assert not np.signbit(y[ok]).any()
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 1000])
@@ -182,32 +205,35 @@ def test_aligned_ops_need_whole_warps(checks):
     checks.get_function("misuse_tensor_cores")((1,), (64,), (g, np.zeros(64, np.float32), np.int32(4)))
 
 
-# --- attention_fused_kernel4 against the reference with the kernel's bf16 roundings -------------
+# --- attention_fused_kernel4 and kernel5 against the reference with their bf16 roundings --------
 
 CASES = [(1, 64, MaskSpec("causal"), True), (63, 128, MaskSpec("none"), False),
          (65, 64, MaskSpec("window", 33), True), (130, 64, MaskSpec("causal"), True),
-         (200, 128, MaskSpec("window", 64), True), (129, 64, MaskSpec("none"), True)]
+         (200, 128, MaskSpec("window", 64), True), (129, 64, MaskSpec("none"), True),
+         (300, 128, MaskSpec("causal"), True), (257, 64, MaskSpec("window", 65), True)]
 CASE_IDS = [f"T{T}-d{d}-{mask}-{'scaled' if scaled else 'unscaled'}" for T, d, mask, scaled in CASES]
 
 
-def run_kernel4(module, q, k, v, mask: MaskSpec, scaled: bool) -> np.ndarray:
+def run_bf16_kernel(module, variant: int, q, k, v, mask: MaskSpec, scaled: bool) -> np.ndarray:
     H, T, d = q.shape
+    kernel = bf16_kernel(variant)
     qb = bf16_attention.bf16_bits(q * np.float32(q_multiplier(d, scaled)))
     kb, vb = bf16_attention.bf16_bits(k), bf16_attention.bf16_bits(v)
     out = np.full((H, T, d), np.nan, np.float32)
-    module.get_function(f"attention_fused_kernel4_d{d}")(
-        (-(-T // 64), 1, H), (128,),
+    module.get_function(kernel.name(d))(
+        (-(-T // kernel.rows), 1, H), (128,),
         (qb, kb, vb, out, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
-        shared_mem=2 * 5 * 64 * (d + 8))
+        shared_mem=shared_bytes_bf16(d, variant))
     return out
 
 
+@pytest.mark.parametrize("variant", [4, 5])
 @pytest.mark.parametrize("T, d, mask, scaled", CASES, ids=CASE_IDS)
-def test_kernel4_against_bf16_reference(kernels, T, d, mask, scaled):
+def test_tensor_core_kernel_against_bf16_reference(kernels, variant, T, d, mask, scaled):
     rng = np.random.default_rng(T + d)
     q, k, v = (rng.standard_normal((2, T, d), dtype=np.float32) for _ in range(3))
-    out = run_kernel4(kernels, q, k, v, mask, scaled)
-    want, tol = bf16_attention.reference_and_tol(q, k, v, mask, scaled)
+    out = run_bf16_kernel(kernels, variant, q, k, v, mask, scaled)
+    want, tol = bf16_attention.reference_and_tol(q, k, v, mask, scaled, variant)
     err = np.abs(out - want)
     assert (err <= tol).all(), f"worst error {err.max():.3g}, {(err / tol).max():.3g} of its bound"
     if scaled and T > 1:  # and the bound is tight: skipping P's bf16 rounding exceeds it somewhere
@@ -220,3 +246,16 @@ def reference_unrounded_p(q, k, v, mask, scaled):
     s = np.where(mask.visible(q.shape[1]), qb @ kb.transpose(0, 2, 1), -np.inf)
     p = np.exp2(s - s.max(axis=-1, keepdims=True))
     return (p / p.sum(axis=-1, keepdims=True)) @ vb
+
+
+def test_kernel5_is_held_to_its_own_softmax_steps(kernels):
+    # at d 128 kernel5's running max moves every 16 keys (its registers hold 16 keys of S), not
+    # every 64 as kernel4's: the bound built on kernel4's steps rejects kernel5's output, so the
+    # step each model assumes is checked, not assumed
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((2, 200, 128), dtype=np.float32) for _ in range(3))
+    mask = MaskSpec("window", 64)
+    out = run_bf16_kernel(kernels, 5, q, k, v, mask, True)
+    want5, tol5 = bf16_attention.reference_and_tol(q, k, v, mask, True, 5)
+    want4, tol4 = bf16_attention.reference_and_tol(q, k, v, mask, True, 4)
+    assert (np.abs(out - want5) <= tol5).all() and (np.abs(out - want4) > tol4).any()

@@ -1,5 +1,6 @@
-"""`verify` on the tensor-core kernel: broken copies of attention_fused_kernel4 must fail it, each
-on a case the sweep holds (one case per copy here, so the test stays fast)."""
+"""`verify` on the tensor-core kernels: broken copies of attention_fused_kernel4 and kernel5 must
+fail it, each on a case the sweep holds (one case per copy here, so the test stays fast), in the
+broken kernel's stage only; and a broken block order fails every causal fused kernel."""
 
 import json
 
@@ -8,39 +9,63 @@ import pytest
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification.case import Case
-from andrea_cli.verification.fused_bf16 import STAGE
+from andrea_cli.verification.fused_bf16 import STAGES
 from andrea_cli.verification.run import sweep
 
 REAL = packaged_kernel_path().read_text()
 
-# bug -> (text in the kernel file, its broken replacement, the case that exposes it: T, d, mask, scaled)
+# bug -> (kernel or kernels, text in the kernel file, its broken replacement, the case that exposes it: T, d, mask, scaled)
 BROKEN = {
     # lanes 8-15 and 16-23 give each other's ldmatrix rows: K fragments land in the wrong lanes
-    "two lanes' fragments swapped": (
+    "two lanes' fragments swapped": (4,
         "ldmatrix<4, false>(kf, ks + (8 * nt + (lane / 16) * 8 + lane % 8) * S\n"
         "                                               + 16 * kk + (lane / 8 % 2) * 8);",
         "ldmatrix<4, false>(kf, ks + (8 * nt + (lane / 8 % 2) * 8 + lane % 8) * S\n"
         "                                               + 16 * kk + (lane / 16) * 8);",
         (200, 64, "window:100", True)),
     # the copy of tile n is read before it has landed (on a GPU: a race; here: NaN)
-    "missing cp.async wait": ("            cp_async_wait<1>();\n", "\n", (65, 64, "causal", True)),
+    "missing cp.async wait": (4, "            cp_async_wait<1>();\n        } else {\n            cp_async_wait<0>();\n"
+                                 "        }\n        __syncthreads();  // every thread's copies of this tile (and",
+                              "        } else {\n            cp_async_wait<0>();\n"
+                              "        }\n        __syncthreads();  // every thread's copies of this tile (and",
+                              (65, 64, "causal", True)),
     # cvt.rn.bf16x2.f32 puts its FIRST operand in the upper half: the trap, in the emulated wrapper
-    "bf16 pack order swapped": ("return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);",
+    # both kernels (and to_bf16_kernel1) use
+    "bf16 pack order swapped": ((4, 5), "return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);",
                                 "return ptx_emulated::cvt_rn_bf16x2_f32(lo, hi);", (64, 64, "window:64", True)),
-    "rescale forgotten": ("                    acc[c][2 * r] *= alpha;\n                    acc[c][2 * r + 1] *= alpha;\n",
+    "rescale forgotten": (4, "                    acc[c][2 * r] *= alpha;\n                    acc[c][2 * r + 1] *= alpha;\n",
                           "", (200, 64, "window:100", True)),
     # the last tile's keys past T are left unmasked when T is one short of a tile edge
-    "mask off by one at a tile edge": ("const bool edge = j0 + TC_KEYS > T ||", "const bool edge = j0 + TC_KEYS - 1 > T ||",
+    "mask off by one at a tile edge": (4, "const bool edge = j0 + TC_KEYS > T ||", "const bool edge = j0 + TC_KEYS - 1 > T ||",
                                        (127, 64, "none", True)),
+    # kernel5's own code: its K fragments' lane offsets, taken from V's (ldmatrix.trans) layout
+    "kernel5: K fragments from V's lane layout": (5,
+        "const int k_ld = ((lane / 16) * 8 + lane % 8) * S + (lane / 8 % 2) * 8;",
+        "const int k_ld = ((lane / 8 % 2) * 8 + lane % 8) * S + (lane / 16) * 8;", (65, 64, "causal", True)),
+    "kernel5: missing cp.async wait": (5, "            load_kv(n + 1);\n            cp_async_wait<1>();\n",
+                                       "            load_kv(n + 1);\n", (300, 128, "causal", True)),
+    "kernel5: rescale forgotten": (5, "                acc[mt][c][2 * h] *= alpha;\n                acc[mt][c][2 * h + 1] *= alpha;\n",
+                                   "", (300, 128, "causal", True)),
+    # the tile that crosses T taken for an unmasked one: keys past T get weight
+    "kernel5: last tile unmasked": (5, "row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked",
+                                    "row0 - TC_KEYS + 1) : T - TC_KEYS + 1;  // the last unmasked", (127, 64, "none", True)),
+    # one tile too few at the window's far end: keys outside the window get weight
+    "kernel5: window's first tile unmasked": (5, "(last_row - window - j_begin) / TC_KEYS + 1);",
+                                              "(last_row - window - j_begin) / TC_KEYS);", (200, 64, "window:100", True)),
+    # the per-thread cp.async offset no longer advances with the tiles: every tile is the first
+    "kernel5: cp.async source not advanced": (5, "        kv_src += TC_KEYS * D;\n", "", (200, 64, "window:100", True)),
 }
+
+
+def spec(mask: str) -> MaskSpec:
+    kind, _, w = mask.partition(":")
+    return MaskSpec(kind, int(w)) if w else MaskSpec(kind)
 
 
 def test_the_sweep_holds_every_exposing_case():
     cases = sweep()
-    for _, _, (T, d, mask, scaled) in BROKEN.values():
-        kind, _, w = mask.partition(":")
-        spec = MaskSpec(kind, int(w)) if w else MaskSpec(kind)
-        assert Case(T, d, d, spec, scaled) in cases, (T, d, mask, scaled)
+    for _, _, _, (T, d, mask, scaled) in BROKEN.values():
+        assert Case(T, d, d, spec(mask), scaled) in cases, (T, d, mask, scaled)
     assert Case(127, 128, 128, MaskSpec("none"), True) in sweep(quick=True)  # the tile edge, quick too
 
 
@@ -48,17 +73,32 @@ def no_scale(scaled: bool) -> tuple[str, ...]:
     return () if scaled else ("--no-scale",)
 
 
-@pytest.mark.parametrize("bug", BROKEN)
-def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug):
-    old, new, (T, d, mask, scaled) = BROKEN[bug]
-    assert REAL.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
+def verify_broken(cli, tmp_path, old: str, new: str, T: int, d: int, mask: str, scaled: bool) -> dict:
+    assert REAL.count(old) == 1, f"the kernel file changed: update the mutation of {old!r}"
     broken = tmp_path / "broken.cu"
     broken.write_text(REAL.replace(old, new))
     result = cli("verify", "--backend", "cpu", "--T", T, "--d-k", d, "--mask", mask, *no_scale(scaled),
                  "--kernel", broken, "--json")
     assert result.exit_code == 1, result.output
-    doc = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("bug", BROKEN)
+def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug):
+    variants, old, new, (T, d, mask, scaled) = BROKEN[bug]
+    doc = verify_broken(cli, tmp_path, old, new, T, d, mask, scaled)
+    stages = {STAGES[v] for v in (variants if isinstance(variants, tuple) else (variants,))}
     failed = [c for c in doc["cases"] if not c["passed"]]
-    assert failed and all(not c["stages"][STAGE]["passed"] for c in failed if c["error"] is None), failed[0]
-    # the FP32 kernels share none of this code: only the tensor-core stage fails
-    assert all(s["passed"] for c in doc["cases"] for name, s in c["stages"].items() if name != STAGE)
+    assert failed and all(not c["stages"][stage]["passed"] for c in failed if c["error"] is None for stage in stages), \
+        failed[0]
+    # the other kernels share none of this code: only the broken kernels' stages fail
+    assert all(s["passed"] for c in doc["cases"] for name, s in c["stages"].items() if name not in stages)
+
+
+def test_verify_catches_a_broken_causal_block_order(cli, tmp_path):
+    # every block of a causal launch computing head (rank % H) instead of (n % H): the other head
+    # is never written, in every causal fused kernel
+    doc = verify_broken(cli, tmp_path, "rank : rank, n % (int)gridDim.z};", "rank : rank, rank % (int)gridDim.z};",
+                        65, 64, "causal", True)
+    failed = {name for c in doc["cases"] for name, s in c["stages"].items() if not s["passed"]}
+    assert {"fused1", "fused2", "fused3", STAGES[4], STAGES[5]} <= failed, failed

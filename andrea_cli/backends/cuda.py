@@ -28,6 +28,9 @@ def cuda_availability() -> Availability:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # cupy imports fine without a GPU; the driver call is what fails
+        if read_cuda_setup().driver is None:  # what `andrea info` says, not cupy's insufficient-driver code
+            return Availability(False, "no NVIDIA driver here (cupy is installed but finds no driver to talk to)",
+                                INSTALL_HINT)
         return _unavailable(f"no CUDA device answers ({first_line(exc)})")
     if count < 1:
         return _unavailable("no CUDA device found")
@@ -57,8 +60,8 @@ def cupy_versions() -> dict:
     when it cannot be read (`andrea info`)."""
     try:
         import cupy
-    except Exception as exc:
-        return {"cupy": None, "cupy_error": first_line(exc)}
+    except Exception as exc:  # the same keys either way: a script reads them without a KeyError
+        return {"cupy": None, "cupy_error": first_line(exc), "cuda_runtime": None, "cuda_driver": None, "nvrtc": None}
     found: dict = {"cupy": cupy.__version__}
     probes = {
         "cuda_runtime": lambda: _cuda_version(cupy.cuda.runtime.runtimeGetVersion()),

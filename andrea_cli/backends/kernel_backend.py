@@ -42,9 +42,10 @@ class KernelFileBackend:
 
     def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None,
                         precision: str = "fp32") -> FusedOutputs:
-        """precision fp32: the FP32 fused kernels (variant picks one); bf16: the tensor-core kernel."""
+        """precision fp32: the FP32 fused kernels (variant picks one); bf16: the tensor-core kernels
+        (variant 4 or 5, the default 5)."""
         if precision == "bf16":
-            result = run_fused_bf16(self.device(), q, k, v, mask=mask, scaled=scaled)
+            result = run_fused_bf16(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
         else:
             result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
         result.load_ms = self._load_ms

@@ -32,7 +32,7 @@ class NumpyBackend:
             return result
 
         s = timed("scores", reference.scores, q, k)
-        s_scaled = timed("scale", reference.scale, s, q.shape[-1]) if scaled else s
+        s_scaled = timed("scale", reference.scale, s, q.shape[-1], scaled) if scaled else s
         s_masked = timed("mask", reference.mask, s_scaled, mask) if mask.kind != "none" else s_scaled
         p = timed("softmax", reference.softmax, s_masked)
         out = timed("av", reference.weighted_sum, p, v)

@@ -79,8 +79,8 @@ def staged_backward_impl(backend) -> Impl:
 
 def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bool = True, **limits) -> Impl:
     """The fused backward (delta, dkdv, dq), O and the logsumexp from the fused forward in prepare."""
-    from andrea_cli.backends.launch.backward import launch_fused_backward, launch_fused_lse
-    from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, default_variant
+    from andrea_cli.backends.launch.backward import default_lse_variant, launch_fused_backward, launch_fused_lse
+    from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D
 
     dev = backend.device()
 
@@ -90,7 +90,7 @@ def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bo
         mask = _mask(causal)
         out, lse, delta = dev.empty((H, T, d_k)), dev.empty((H, T)), dev.empty((H, T))
         launch_fused_lse(dev, gq, gk, gv, out, lse, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True,
-                         variant=default_variant(d_k, d_k))
+                         variant=default_lse_variant(d_k, d_k))
         dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
 
         def run():

@@ -22,6 +22,9 @@ def numpy_peak_bytes(H, T, d_k, causal):
     return tt_bytes(H, T, 2) + (10.0 * T * T if causal else 0) + io_bytes(H, T, d_k)
 
 
+DEFAULT_BLAS_THREADS = 1  # one core each: on a small or shared machine more threads spin against each other
+
+
 def perf_counter_timer(run, warmup: int, repeats: int) -> list[float]:
     for _ in range(warmup):
         run()
@@ -31,6 +34,29 @@ def perf_counter_timer(run, warmup: int, repeats: int) -> list[float]:
         run()
         times.append((time.perf_counter() - start) * 1e3)
     return times
+
+
+def pinned_timer(threads: int):
+    """perf_counter_timer with the BLAS and OpenMP thread pools (NumPy's, torch's) limited to
+    `threads` for the warm-up and the repeats of each measurement (threadpoolctl)."""
+    from threadpoolctl import threadpool_limits
+
+    def timer(run, warmup: int, repeats: int) -> list[float]:
+        with threadpool_limits(limits=threads):
+            return perf_counter_timer(run, warmup, repeats)
+
+    return timer
+
+
+def threads_seen(threads: int) -> dict:
+    """What threadpoolctl finds inside the limit: each BLAS/OpenMP library loaded and its threads."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    with threadpool_limits(limits=threads):
+        libraries = {}
+        for pool in threadpool_info():
+            libraries[pool["internal_api"]] = max(libraries.get(pool["internal_api"], 0), pool["num_threads"])
+    return {"limit": threads, "libraries": libraries}
 
 
 def numpy_impl() -> Impl:
@@ -109,7 +135,7 @@ def cpu_device_name() -> str:
 
 
 def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, with_cpu_build=True,
-              timeout: float | None = None):
+              timeout: float | None = None, blas_threads: int = DEFAULT_BLAS_THREADS):
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.inputs import available_memory_bytes
 
@@ -118,6 +144,7 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
 
     impls = [numpy_impl(), numpy_backward_impl()]
     notes = ["CPU side: wall-clock medians (time.perf_counter); no peak or roofline (no device properties to compute them from)",
+             f"BLAS/OpenMP threads pinned to {blas_threads} per measurement (threadpoolctl; --blas-threads N changes it)",
              "*_backward rows: dQ, dK, dV from dO after an untimed forward; TFLOP/s by FlashAttention's convention, "
              "2.5 × the forward's FLOPs"]
     reason = torch_reason()
@@ -138,9 +165,10 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")
-    side = Side("cpu", cpu_device_name(), perf_counter_timer, available_memory_bytes)
+    side = Side("cpu", cpu_device_name(), pinned_timer(blas_threads), available_memory_bytes)
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks,
                        causals=causals, H=H, warmup=warmup, repeats=repeats, baseline="numpy",
                        progress=progress)
     result.notes = notes + result.notes
+    result.threads = threads_seen(blas_threads)
     return result

@@ -37,6 +37,7 @@ class Measurement:
     causal: bool
     median_ms: float | None  # None: skipped (see `skipped`)
     min_ms: float | None = None
+    max_ms: float | None = None  # with min_ms, the spread of the repeats: a wide one is a noisy figure
     repeats: int = 0
     tflops: float | None = None
     gbs: float | None = None
@@ -62,12 +63,15 @@ class BenchResult:
     repeats: int
     measurements: list[Measurement] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # CPU side: the BLAS/OpenMP threads each measurement ran with, as threadpoolctl saw them inside
+    # the limit: {"limit": N, "libraries": {"openblas": N, ...}}; None on the GPU side
+    threads: dict | None = None
 
     def to_json(self) -> dict:
         return {
             "side": self.side, "device": self.device,
             "peak": asdict(self.peak) if self.peak else None,
-            "baseline": self.baseline, "warmup": self.warmup, "repeats": self.repeats,
+            "baseline": self.baseline, "warmup": self.warmup, "repeats": self.repeats, "threads": self.threads,
             "measurements": [asdict(m) for m in self.measurements],
             "notes": self.notes,
         }
@@ -267,7 +271,7 @@ def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, r
         return m
     finally:
         side.release()
-    m.median_ms, m.min_ms, m.repeats = statistics.median(times), min(times), len(times)
+    m.median_ms, m.min_ms, m.max_ms, m.repeats = statistics.median(times), min(times), max(times), len(times)
     flops, nbytes = costs(impl.direction, p.H, p.T, p.d_k, p.causal)
     seconds = m.median_ms / 1e3
     m.tflops, m.gbs = flops / seconds / 1e12, nbytes / seconds / 1e9

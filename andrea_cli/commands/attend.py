@@ -13,7 +13,8 @@ from andrea_cli.commands.backend import choose_backend
 from andrea_cli.commands.options import RunOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_sizes, load_qkv, random_qkv
+from andrea_cli.inputs import (HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_seed, check_sizes, load_qkv,
+                               random_qkv)
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
@@ -28,16 +29,20 @@ class AttendOptions(RunOptions):
     plot: Path | None = None  # drawn by the CLI from the report (render/attend_plot.py)
     precision: str = "fp32"
     timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
+    head: int | None = None  # the layer's --plot: this head alone (None: every head in a grid)
 
 
 def check_combinations(o: AttendOptions) -> None:
     """Options that cannot go together, refused before any work."""
+    check_seed(o.seed)
     if o.show_weights and o.as_json:
         raise AndreaError("--show-weights draws in the terminal: drop --json, or keep the weights with --save-weights")
     if o.sample_rows < 0 or (o.sample_rows and not o.fused):
         raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")
     if o.fused and o.plot is not None:
         raise AndreaError("--plot draws the T×T weights, which --fused never builds: drop one of them")
+    if o.fused and o.show_weights:
+        raise AndreaError("--show-weights draws the T×T weights, which --fused never builds: drop one of them")
     if o.precision not in PRECISIONS:
         raise AndreaError(f"--precision {o.precision!r} is not one of {', '.join(PRECISIONS)}: e.g. --precision bf16")
     if o.precision != "fp32" and not o.fused:
@@ -47,8 +52,16 @@ def check_combinations(o: AttendOptions) -> None:
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
                           "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
-    if o.wants_layer and (o.fused or o.show_weights):
-        raise AndreaError("--fused and --show-weights work on one head: drop them, or drop the layer flags")
+    if o.head is not None and not o.wants_layer:
+        raise AndreaError(f"--head {o.head} picks one of the layer's heads: add the layer flags (--d-model, "
+                          "--n-head or --preset), or drop --head")
+    if o.head is not None and o.plot is None:
+        raise AndreaError(f"--head {o.head} picks the head --plot draws: add --plot FILE.png")
+    one_head = [flag for flag, given in (("--fused", o.fused), ("--show-weights", o.show_weights)) if given]
+    if o.wants_layer and one_head:
+        given = " and ".join(one_head)
+        raise AndreaError(f"{given} work{'s' if len(one_head) == 1 else ''} on one head: drop {given}, "
+                          "or drop the layer flags")
 
 
 def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
@@ -73,6 +86,24 @@ def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
     return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
 
 
+def check_head(head: int | None, n_head: int) -> None:
+    if head is not None and not 0 <= head < n_head:
+        raise AndreaError(f"--head {head}: the layer has {n_head} heads, numbered 0 to {n_head - 1}")
+
+
+def check_given_arrays(o: RunOptions, data: QKV, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> None:
+    """Arrays given to the Python API: no sizes or files besides, and the run's one memory check."""
+    if o.wants_layer or o.has_qkv_files:
+        raise AndreaError("q, k, v are given as arrays: drop the files and the layer options")
+    if o.T is not None or o.d_k is not None or o.d_v is not None:
+        raise AndreaError("T, d_k, d_v size the random inputs; with q, k, v the arrays give the sizes: drop them")
+    if o.fused:
+        check_fused_shape(data.d_k, data.d_v)
+    if getattr(o, "precision", "fp32") == "bf16":
+        check_bf16_shape(data.d_k, data.d_v)
+    check_fits_in_memory(data.H or 1, data.T, data.d_k, data.d_v, square=not o.fused, bytes_per_score=bytes_per_score)
+
+
 def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, scaled: bool, fused: bool = False,
              sample_rows: int = 0, precision: str = "fp32", timeout: float | None = None, racecheck: bool = False):
     """One head (or, from the Python API, H heads at once), staged or fused, on the backend named."""
@@ -93,8 +124,9 @@ def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, sc
     return run_attention(data, chosen, mask, scaled=scaled, notices=notices)
 
 
-def run_attend(o: AttendOptions):
-    """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags)."""
+def run_attend(o: AttendOptions, data: QKV | None = None):
+    """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags). data: Q, K, V
+    the Python API was given as arrays (instead of sizes or files)."""
     check_combinations(o)
     check_timeout(o.timeout)
     mask = parse_mask(o.mask)
@@ -107,10 +139,13 @@ def run_attend(o: AttendOptions):
 
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed)
+        check_head(o.head, n_head)
         backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout, racecheck=o.racecheck)
-        report = run_layer(inputs, n_head, backend, mask, scaled=not o.no_scale, notices=notices)
+        report = run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
     else:
-        report = run_head(head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=not o.no_scale,
+        if data is not None:
+            check_given_arrays(o, data)
+        report = run_head(data or head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=o.scaled,
                           fused=o.fused, sample_rows=o.sample_rows, precision=o.precision, timeout=o.timeout,
                           racecheck=o.racecheck)
     if o.out is not None:

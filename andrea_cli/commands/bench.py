@@ -31,6 +31,7 @@ class BenchOptions:
     no_cpu_build: bool = False
     kernel: Path | None = None
     timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
+    blas_threads: int = bench_cpu.DEFAULT_BLAS_THREADS  # CPU side: NumPy's and torch's BLAS/OpenMP threads
 
 
 def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
@@ -38,6 +39,8 @@ def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
     if o.side not in SIDES or o.mask not in MASKS:
         raise AndreaError("--side takes auto, gpu or cpu; --mask takes causal, none or both")
     check_options(o.T, o.d_k, o.heads, o.repeats, o.warmup)
+    if o.blas_threads < 1:
+        raise AndreaError(f"--blas-threads must be >= 1 (got {o.blas_threads})")
     check_timeout(o.timeout)
     path = resolve_kernel_path(o.kernel)
     cuda = make_backend("cuda", path)
@@ -50,7 +53,7 @@ def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
     if on_gpu:
         return bench_gpu.bench_gpu(path, H=o.heads or 12, **common)
     result = bench_cpu.bench_cpu(path, H=o.heads or 1, with_cpu_build=not o.no_cpu_build, timeout=o.timeout,
-                                 **common)
+                                 blas_threads=o.blas_threads, **common)
     if o.side == "auto":
         result.notes.insert(0, f"CPU side only: {gpu.reason}; the GPU figures need a GPU run")
     return result

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from andrea_cli.commands.backend import choose_backend
 from andrea_cli.defaults import DEFAULT_T
-from andrea_cli.inputs import check_sizes
+from andrea_cli.inputs import check_seed, check_sizes
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.runs.scaling import ScalingReport, check_distribution, compare_scaling, parse_d_k_list
 
@@ -45,6 +45,7 @@ class ScalingRequest:
 def check_scaling_options(o: ScalingOptions) -> ScalingRequest:
     widths = parse_d_k_list(o.d_k)
     check_sizes(o.T, 1, 1)
+    check_seed(o.seed)
     mask = parse_mask(o.mask)
     check_distribution(o.dist)
     return ScalingRequest(widths, o.T, mask, o.dist, o.seed, o.backend, o.kernel)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from andrea_cli.commands.attend import head_inputs
+from andrea_cli.commands.attend import check_given_arrays, head_inputs
 from andrea_cli.commands.backend import choose_backend
 from andrea_cli.commands.options import RunOptions
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import load_npy_matrix
+from andrea_cli.inputs import QKV, check_seed, load_npy_matrix
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_writable, save_npz_atomic
 from andrea_cli.runs.gradient_flow import d_out_for
@@ -31,6 +31,7 @@ class GradOptions(RunOptions):
 
 
 def check_combinations(o: GradOptions) -> None:
+    check_seed(o.seed)
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
                           "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
@@ -61,8 +62,9 @@ def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | 
     return run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=notices)
 
 
-def run_grad(o: GradOptions):
-    """GradReport (one head, staged or fused) or LayerGradReport (layer flags)."""
+def run_grad(o: GradOptions, data: QKV | None = None, d_out: np.ndarray | None = None):
+    """GradReport (one head, staged or fused) or LayerGradReport (layer flags). data, d_out: what
+    the Python API was given as arrays (d_out: (..., T, d_v), else --d-out or seeded)."""
     check_combinations(o)
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out", suffix=".npz")
@@ -74,12 +76,18 @@ def run_grad(o: GradOptions):
                                       o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
         d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
         backend, notices = choose_backend(o.backend, o.kernel, racecheck=o.racecheck)
-        report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=not o.no_scale, notices=notices)
+        report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=o.scaled, notices=notices)
     else:
-        data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
-        report = run_grad_head(data, upstream_gradient(o, data.T, data.d_v, "output"), backend=o.backend,
-                               kernel=o.kernel, mask=mask, scaled=not o.no_scale, fused=o.fused,
-                               racecheck=o.racecheck)
+        if data is not None:
+            check_given_arrays(o, data, BACKWARD_BYTES_PER_SCORE)
+        else:
+            data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
+        if d_out is None:
+            d_out = upstream_gradient(o, data.T, data.d_v, "output")
+            if data.H is not None:  # every head the same seeded dO
+                d_out = np.broadcast_to(d_out, (data.H, data.T, data.d_v)).copy()
+        report = run_grad_head(data, d_out, backend=o.backend, kernel=o.kernel, mask=mask, scaled=o.scaled,
+                               fused=o.fused, racecheck=o.racecheck)
     if o.out is not None:
         save_npz_atomic(o.out, report.arrays())
     return report

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from andrea_cli.defaults import DEFAULT_D_K, DEFAULT_T
+from andrea_cli.errors import AndreaError
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class RunOptions:
     qkv: Path | None = None
     mask: str = MASK.default
     no_scale: bool = False
+    scale: float | None = None  # the Python API's factor, used as given (PyTorch's SDPA scale=); None: 1/sqrt(d_k)
     backend: str = BACKEND.default
     kernel: Path | None = None
     racecheck: bool = False  # the CPU build under ThreadSanitizer (--backend cpu)
@@ -80,6 +82,15 @@ class RunOptions:
     preset: str | None = None
     x: Path | None = None
     layer_weights: Path | None = None
+
+    @property
+    def scaled(self) -> bool | float:
+        """What the runs take: True (1/sqrt(d_k)), False (--no-scale) or the factor given."""
+        if self.scale is not None:
+            if self.no_scale:
+                raise AndreaError("scale gives the factor and no_scale drops it: pass one of them")
+            return float(self.scale)
+        return not self.no_scale
 
     @property
     def wants_layer(self) -> bool:

@@ -52,9 +52,10 @@ def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False, rac
     raise AndreaError(f"--backend {name!r} is not a backend for verify: use auto, cuda or cpu")
 
 
-def progress_line(result: CaseResult) -> str:
+def progress_line(result: CaseResult, done: int | None = None, total: int | None = None) -> str:
     mark = "ok  " if result.passed else "FAIL"
-    return f"{mark} {result.case.label()}  [{result.case.plan.describe()}, {result.schedule}]"
+    count = f"[{done}/{total}] " if done is not None and total is not None else ""
+    return f"{count}{mark} {result.case.label()}  [{result.case.plan.describe()}, {result.schedule}]"
 
 
 @dataclass
@@ -97,5 +98,8 @@ def run_verify_command(o: VerifyOptions, progress: Callable[[str], None] | None 
     kernel_path = resolve_kernel_path(o.kernel)
     backends = verify_backends(o.backend, kernel_path, sanitize=o.sanitize, racecheck=o.racecheck,
                                timeout=o.timeout)
-    each_case = None if progress is None else (lambda result: progress(progress_line(result)))
+    each_case = None
+    if progress is not None:
+        total, done = len(cases) * len(backends), iter(range(1, 10**9))
+        each_case = lambda result: progress(progress_line(result, next(done), total))  # noqa: E731
     return run_verify(backends, cases, kernel_file=str(kernel_path), progress=each_case)

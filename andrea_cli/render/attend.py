@@ -25,3 +25,8 @@ def render_attend(console: Console, report, *, show_weights: bool = False) -> No
             from andrea_cli.render.weights import render_weights
 
             render_weights(console, report.weights, report.mask)
+
+
+def print_attend(report, *, show_weights: bool = False) -> None:
+    """The report on stdout as `andrea attend` prints it (the Python API's show_weights=True)."""
+    render_attend(Console(highlight=False), report, show_weights=show_weights)

@@ -1,9 +1,15 @@
-"""`andrea bench` results as a Rich table (JSON is the result's own to_json)."""
+"""`andrea bench` results as Rich tables (JSON is the result's own to_json).
+
+The widest layout that fits the console is drawn: one table with every column, or at 80 columns
+one table per (d_k, mask) without the bandwidth column. Implementation names are never cut: a
+fused row and a bf16 row must not read alike."""
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from andrea_cli.bench.sweep import BenchResult
@@ -13,33 +19,88 @@ def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _ms(x: float) -> str:
+    """Milliseconds (or a ratio) to 3 significant figures (whole ones from 100 on, never an exponent)."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _spread(m) -> str:
+    """min–max of the repeats; one repeat has no spread."""
+    if m.repeats < 2 or m.min_ms is None or m.max_ms is None:
+        return "(1 run)"
+    return f"{_ms(m.min_ms)}–{_ms(m.max_ms)}"
+
+
+def _columns(r: BenchResult, layout: int) -> list[str]:
+    """layout 0: every column; 1: a table per (d_k, mask), no GB/s; 2 (80 columns): time, spread,
+    ratio and error only."""
+    gpu, peers = r.peak is not None, any(m.vs_peer is not None for m in r.measurements)
+    columns = ["impl"] + (["d_k", "mask"] if layout == 0 else []) + ["T", "ms", "min–max"]
+    columns += ["TFLOP/s"] if layout < 2 else []
+    columns += ["GB/s"] if layout == 0 else []
+    columns += ["% peak", "roofline ms"] if gpu and layout < 2 else []
+    columns += [f"× {r.baseline}", "max err"]
+    columns += ["vs peer"] if peers and layout < 2 else []
+    return columns
+
+
+def _cells(r: BenchResult, m, columns: list[str]) -> list[str]:
+    values = {
+        "impl": escape(m.impl if m.speed_path else f"{m.impl}*"), "d_k": str(m.d_k), "T": str(m.T),
+        "mask": "causal" if m.causal else "none", "ms": _ms(m.median_ms), "min–max": _spread(m),
+        "TFLOP/s": _num(m.tflops, ".3f"), "GB/s": _num(m.gbs, ".1f"), "% peak": _num(m.pct_peak, ".1f"),
+        "roofline ms": "-" if m.roofline_ms is None else f"{m.roofline_ms:.3f} {m.bound[:3]}",
+        f"× {r.baseline}": "-" if m.ratio is None else _ms(m.ratio), "max err": _num(m.max_abs_err, ".1e"), "vs peer": _num(m.vs_peer, ".2f"),
+    }
+    return [values[name] for name in columns]
+
+
+def _table(r: BenchResult, measurements, columns: list[str], title: str | None = None, **options) -> Table:
+    table = Table(title=title, title_justify="left", **options)
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("impl", "mask") else "right",
+                         no_wrap=name in ("impl", "min–max", "max err"))
+    for m in measurements:
+        table.add_row(*_cells(r, m, columns))
+    return table
+
+
+def _fits(console: Console, table: Table) -> bool:
+    return Measurement.get(console, console.options.update_width(10_000), table).maximum <= console.width
+
+
+def bench_tables(console: Console, r: BenchResult) -> list[Table]:
+    """The widest layout whose every cell fits on one line at the console's width."""
+    measured = [m for m in r.measurements if m.median_ms is not None]
+    wide = _table(r, measured, _columns(r, 0))
+    if _fits(console, wide):
+        return [wide]
+    panels = dict.fromkeys((m.d_k, m.causal) for m in measured)
+    for layout in (1, 2):
+        tables = [_table(r, [m for m in measured if (m.d_k, m.causal) == panel], _columns(r, layout),
+                         title=f"d_k = {panel[0]}, {'causal' if panel[1] else 'no'} mask", box=box.SIMPLE_HEAD)
+                  for panel in panels]
+        if layout == 2 or all(_fits(console, t) for t in tables):
+            return tables
+    raise AssertionError("unreachable")
+
+
 def render_bench(console: Console, r: BenchResult) -> None:
-    console.print(f"[bold]andrea bench[/bold] on {escape(r.device)}: median of {r.repeats} after {r.warmup} warm-up; "
-                  f"× {r.baseline} = ms / {r.baseline} ms at the same size")
+    console.print(f"[bold]andrea bench[/bold] on {escape(r.device)}: ms is the median of {r.repeats} after "
+                  f"{r.warmup} warm-up, min–max their spread; × {r.baseline} = ms / {r.baseline} ms at the same size")
     for note in r.notes:
         console.print(f"[yellow]{escape(note)}[/yellow]")
-    gpu = r.peak is not None
-    table = Table()
-    columns = ["impl", "T", "d_k", "mask", "ms", "TFLOP/s", "GB/s"]
-    columns += ["% peak", "roofline ms"] if gpu else []
-    columns += [f"× {r.baseline}", "max err"]
-    peers = any(m.vs_peer is not None for m in r.measurements)
-    columns += ["vs peer"] if peers else []
-    for name in columns:
-        table.add_column(name, justify="left" if name in ("impl", "mask") else "right")
     skipped = {}
     for m in r.measurements:
         if m.median_ms is None:
             skipped.setdefault((m.impl, m.skipped), []).append(m.T)
-            continue
-        row = [m.impl if m.speed_path else f"{m.impl}*", str(m.T), str(m.d_k), "causal" if m.causal else "none",
-               f"{m.median_ms:.3f}", _num(m.tflops, ".3f"), _num(m.gbs, ".1f")]
-        if gpu:
-            row += [_num(m.pct_peak, ".1f"), "-" if m.roofline_ms is None else f"{m.roofline_ms:.3f} {m.bound[:3]}"]
-        row += [_num(m.ratio, ".2f"), _num(m.max_abs_err, ".1e")]
-        row += [_num(m.vs_peer, ".2f")] if peers else []
-        table.add_row(*row)
-    console.print(table)
+    tables = bench_tables(console, r)
+    for table in tables:
+        console.print(table)
+    shown = {column.header for column in tables[0].columns} if tables else set()
+    dropped = [name for name in _columns(r, 0) if tables and name not in shown and name not in ("d_k", "mask")]
+    if dropped:
+        console.print(f"[dim]{', '.join(dropped)}: in a wider terminal, or with --json[/dim]")
     if any(not m.speed_path for m in r.measurements):
         console.print("* not a speed path: the kernel file on the CPU, for correctness")
     for (impl, why), Ts in skipped.items():

@@ -24,7 +24,8 @@ def save_bench_plot(r, path: Path) -> None:
     fig, axes = plt.subplots(2, max(len(panels), 1), figsize=(4.8 * max(len(panels), 1) + 0.6, 8.6),
                              squeeze=False, sharex="col", layout="constrained")
     no_roof = "" if r.peak is not None else "\nno roofline: a device peak is computed for GPUs only"
-    fig.suptitle(f"andrea bench on {r.device} (median of {r.repeats}){no_roof}", fontsize=12)
+    threads = "" if not r.threads else f", {r.threads['limit']} BLAS thread{'s' if r.threads['limit'] > 1 else ''}"
+    fig.suptitle(f"andrea bench on {r.device} (median of {r.repeats}{threads}){no_roof}", fontsize=12)
     handles = {}
     for col, (d_k, causal) in enumerate(panels):
         time_ax, rate_ax = axes[0, col], axes[1, col]
@@ -36,7 +37,12 @@ def save_bench_plot(r, path: Path) -> None:
             label = impl if speed else f"{impl} (CPU build: a correctness tool, not a speed path)"
             style = dict(color=colours[impl], marker="o", ms=4, ls="-" if speed else ":")
             Ts = [m.T for m in points]
-            handles[label] = time_ax.plot(Ts, [m.median_ms for m in points], label=label, **style)[0]
+            medians = [m.median_ms for m in points]
+            # the spread of the repeats as error bars: min to max around the median
+            spread = [[m.median_ms - (m.min_ms if m.min_ms is not None else m.median_ms) for m in points],
+                      [(m.max_ms if m.max_ms is not None else m.median_ms) - m.median_ms for m in points]]
+            handles[label] = time_ax.errorbar(Ts, medians, yerr=spread, capsize=3, elinewidth=1, label=label,
+                                              **style)[0]
             rate_ax.plot(Ts, [m.tflops for m in points], **style)
         roof = sorted({(m.T, m.roofline_ms, m.tflops * m.median_ms / m.roofline_ms)
                        for m in r.measurements if m.d_k == d_k and m.causal == causal
@@ -48,7 +54,7 @@ def save_bench_plot(r, path: Path) -> None:
             label = f"FP32 peak, {r.peak.peak_tflops:.1f} TFLOP/s"
             handles[label] = rate_ax.axhline(r.peak.peak_tflops, color="grey", lw=1, label=label)
         time_ax.set_title(f"d_k = {d_k}, {'causal' if causal else 'no'} mask", fontsize=11)
-        time_ax.set_ylabel("time per run, ms")
+        time_ax.set_ylabel("time per run, ms (bars: min to max)")
         rate_ax.set_ylabel("TFLOP/s (4·T²·d_k per head, half if causal)")
         rate_ax.set_xlabel("T (sequence length)")
         Ts = sorted({m.T for m in r.measurements if m.d_k == d_k and m.causal == causal})

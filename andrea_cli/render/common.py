@@ -20,8 +20,10 @@ def fmt_shape(s: list[int]) -> str:
     return "(" + ", ".join(str(n) for n in s) + ")"
 
 
-def scale_text(d_k: int, scaled: bool, scale: float) -> str:
-    return f"1/sqrt({d_k}) = {scale:.6g}" if scaled else "off (--no-scale)"
+def scale_text(d_k: int, scaled, scale: float) -> str:
+    if scaled is True or (scaled and scale == 1.0 / d_k ** 0.5):
+        return f"1/sqrt({d_k}) = {scale:.6g}"
+    return f"{scale:.6g} (given)" if scaled else "off (--no-scale)"
 
 
 def print_header(console: Console, notices: list[str], title: str, backend: str, device: str,

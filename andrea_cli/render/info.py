@@ -24,10 +24,11 @@ def render_info(console: Console, doc: dict) -> None:
     versions.add_row("GPU extra", escape(extra))
     if cuda["problem"]:
         versions.add_row("[red]CUDA mismatch[/red]", f"[red]{escape(cuda['problem'])}[/red]; {escape(cuda['fix'])}")
-    versions.add_row("kernel file", escape(doc["kernel_file"]))
     versions.add_row("kernels", ", ".join(doc["kernels"]))
-    versions.add_row("CPU build cache", escape(doc["cpu_build_cache"]))
     console.print(versions)
+    # paths to copy: on lines of their own, never cut or folded by a table cell (the terminal wraps them)
+    for label, key in (("kernel file", "kernel_file"), ("CPU build cache", "cpu_build_cache")):
+        console.print(f"{label}: {escape(doc[key])}", soft_wrap=True)
     table = Table(title="Backends", title_justify="left")
     table.add_column("backend")
     table.add_column("works here")

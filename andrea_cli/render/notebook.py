@@ -51,3 +51,15 @@ def render_grad_result(console: Console, report) -> None:
     from andrea_cli.render.grad import render_grad
 
     render_grad(console, report)
+
+
+def render_bench_result(console: Console, result) -> None:
+    from andrea_cli.render.bench import render_bench
+
+    render_bench(console, result)
+
+
+def render_info_result(console: Console, document) -> None:
+    from andrea_cli.render.info import render_info
+
+    render_info(console, document)

@@ -41,19 +41,18 @@ def render_scaling(console: Console, r: ScalingReport) -> None:
                  f"T={r.T} mask={r.mask} seed={r.seed}", r.backend, r.device)
     console.print(f"inputs: {escape(DIST_NOTES[r.distribution])}")
 
-    scores = Table(title="Scores Q·K^T, all T×T before masking: unscaled | ÷ sqrt(d_k)", title_justify="left")
+    scores = Table(title="Scores Q·K^T, all T×T before masking", title_justify="left")
     scores.add_column("d_k", justify="right")
+    scores.add_column("run")
     for label in ("std (expected)", "mean |s|", "max |s|"):
-        scores.add_column(f"{label}\nunscaled", justify="right")
-        scores.add_column(f"{label}\nscaled", justify="right")
-    for row in r.rows:
-        u, s = row.unscaled, row.scaled
-        scores.add_row(
-            str(row.d_k),
-            f"{_fmt(u.magnitude.std)} ({_fmt(u.expected_std, 3)})", f"{_fmt(s.magnitude.std)} ({_fmt(s.expected_std, 3)})",
-            _fmt(u.magnitude.mean_abs), _fmt(s.magnitude.mean_abs),
-            _fmt(u.magnitude.max_abs), _fmt(s.magnitude.max_abs),
-        )
+        scores.add_column(label, justify="right")
+    for i, row in enumerate(r.rows):
+        for which, run in (("unscaled", row.unscaled), ("scaled", row.scaled)):
+            m = run.magnitude
+            scores.add_row(str(row.d_k) if which == "unscaled" else "", which,
+                           f"{_fmt(m.std)} ({_fmt(run.expected_std, 3)})", _fmt(m.mean_abs), _fmt(m.max_abs),
+                           style="" if which == "unscaled" else "cyan",
+                           end_section=which == "scaled" and i < len(r.rows) - 1)
     console.print(scores)
 
     table = Table(title="Softmax weights, per row, averaged over the T rows", title_justify="left")
@@ -82,19 +81,20 @@ def render_scaling(console: Console, r: ScalingReport) -> None:
 
 
 def _gradient_table(r: ScalingReport) -> Table:
-    """The backward pass, measured beside the Jacobian: what reaches Q and K, in total and per row."""
-    table = Table(title=f"The backward pass (backend {escape(r.backend)}), dO drawn N(0, 1): unscaled | ÷ sqrt(d_k)",
+    """The backward pass, measured beside the Jacobian: what reaches Q and K, in total and per row.
+    One line per run (unscaled, then scaled), like the softmax table: five columns fit 80."""
+    table = Table(title=f"The backward pass (backend {escape(r.backend)}), dO drawn N(0, 1)",
                   title_justify="left", caption="median ‖dQ_i‖: what the typical query row receives. quiet rows: "
                   "‖dS_i‖ < 1% of ‖P_i ∘ dP_i‖, a softmax that passes back almost nothing")
     table.add_column("d_k", justify="right")
-    for label in ("‖dQ‖", "‖dK‖", "median ‖dQ_i‖", "quiet rows", "‖J‖ median"):
-        table.add_column(f"{label}\nunscaled", justify="right")
-        table.add_column(f"{label}\nscaled", justify="right")
-    for row in r.rows:
-        if not row.gradients:
-            continue
-        u, s = row.gradients["unscaled"], row.gradients["scaled"]
-        table.add_row(str(row.d_k), _fmt(u.dq_norm), _fmt(s.dq_norm), _fmt(u.dk_norm), _fmt(s.dk_norm),
-                      _fmt(u.median_row_dq_norm), _fmt(s.median_row_dq_norm), f"{u.quiet_rows:.1%}",
-                      f"{s.quiet_rows:.1%}", _fmt(row.unscaled.median_jacobian_norm), _fmt(row.scaled.median_jacobian_norm))
+    table.add_column("run")
+    for label in ("‖dQ‖", "‖dK‖", "median\n‖dQ_i‖", "quiet\nrows", "‖J‖\nmedian"):
+        table.add_column(label, justify="right")
+    shown = [row for row in r.rows if row.gradients]
+    for i, row in enumerate(shown):
+        for which, run in (("unscaled", row.unscaled), ("scaled", row.scaled)):
+            g = row.gradients[which]
+            table.add_row(str(row.d_k) if which == "unscaled" else "", which, _fmt(g.dq_norm), _fmt(g.dk_norm),
+                          _fmt(g.median_row_dq_norm), f"{g.quiet_rows:.1%}", _fmt(run.median_jacobian_norm),
+                          style="" if which == "unscaled" else "cyan", end_section=which == "scaled" and i < len(shown) - 1)
     return table

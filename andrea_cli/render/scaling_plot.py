@@ -1,4 +1,6 @@
-"""compare-scaling's report as a PNG: score histograms and first-rows weight heatmaps per d_k."""
+"""compare-scaling's report as a PNG, a column per d_k: score histograms, first-rows weight
+heatmaps, and (where the backend ran the backward pass) the gradient each query row receives,
+‖dQ_i‖ unscaled against scaled, with the share of quiet rows."""
 
 from __future__ import annotations
 
@@ -10,11 +12,33 @@ from andrea_cli.masks import parse_mask
 from andrea_cli.render.plot_common import pyplot, save_figure
 from andrea_cli.runs.scaling import FIRST_ROWS, ScalingReport
 
+
+def _gradient_panel(ax, row, first_column: bool) -> None:
+    """‖dQ_i‖ per query row, unscaled and scaled, on a log axis: the unscaled curve drops to
+    nothing on the saturated rows; the quiet rows' share is in the title."""
+    u, s = row.gradients["unscaled"], row.gradients["scaled"]
+    floor = 1e-12  # a row that receives exactly 0 is drawn at the floor of the log axis
+    for flow, colour, label in ((u, "tab:red", "unscaled"), (s, "tab:blue", f"÷ sqrt({row.d_k})")):
+        norms = np.maximum(flow.row_dq_norms, floor)
+        ax.plot(np.arange(norms.size), norms, color=colour, lw=0.8, alpha=0.85,
+                label=f"{label}: median {flow.median_row_dq_norm:.2g}")
+    ax.set_yscale("log")
+    ax.set_title(f"gradient per query row ‖dQ_i‖\nquiet rows: {u.quiet_rows:.0%} unscaled, "
+                 f"{s.quiet_rows:.0%} scaled", fontsize=10)
+    ax.set_xlabel("query row i")
+    if first_column:
+        ax.set_ylabel("‖dQ_i‖ (log scale)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3, which="both")
+
+
 def save_scaling_plot(r: ScalingReport, path: Path) -> None:
     plt = pyplot()
     n = len(r.rows)
-    fig, axes = plt.subplots(3, n, figsize=(4.2 * n + 1, 12), squeeze=False, layout="constrained",
-                             gridspec_kw={"height_ratios": [1, 1.15, 1.15]})
+    gradients = all(row.gradients and row.gradients["unscaled"].row_dq_norms is not None for row in r.rows)
+    heights = [1, 1.15, 1.15] + ([1] if gradients else [])
+    fig, axes = plt.subplots(len(heights), n, figsize=(4.2 * n + 1, 4 * sum(heights)), squeeze=False,
+                             layout="constrained", gridspec_kw={"height_ratios": heights})
     hidden = ~parse_mask(r.mask).visible(r.T)[:FIRST_ROWS, :FIRST_ROWS]
     colours = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
     fig.suptitle(f"Why divide by sqrt(d_k): T={r.T}, mask={r.mask}, {r.distribution} inputs, backend {r.backend}",
@@ -47,6 +71,8 @@ def save_scaling_plot(r: ScalingReport, path: Path) -> None:
             ax.set_yticks(range(0, weights.shape[0], 4))
             ax.set_xlabel("key j")
             ax.set_ylabel("query i")
-    fig.colorbar(image, ax=axes[1:, :].ravel().tolist(), shrink=0.6,
+        if gradients:
+            _gradient_panel(axes[3, col], row, col == 0)
+    fig.colorbar(image, ax=axes[1:3, :].ravel().tolist(), shrink=0.6,
                  label="softmax weight (grey: masked, exactly 0)")
     save_figure(fig, path)

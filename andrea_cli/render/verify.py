@@ -1,65 +1,164 @@
-"""`andrea verify`'s report as Rich tables: failures first, then a summary."""
+"""`andrea verify`'s report as Rich tables: failures first, then a summary.
+
+The table has three layouts and the widest that fits the console without cutting a cell is
+drawn: every stage its own column (about 180 columns), a column per kernel family (about 110),
+and at 80 columns the case, its launch and its worst stage. Each keeps the ok/FAIL verdict."""
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
-from andrea_cli.verification import COLUMN_STAGES, STAGE_ORDER, VerifyReport
+from andrea_cli.verification import COLUMN_STAGES, FAMILIES, STAGE_ORDER, VerifyReport
+
+CAPTION_GEOMETRY = ("geom: scores/av kernel (1 one output per thread, 2 8x8 per thread) · softmax kernel "
+                    "(1/threads a block per row, 2/rows a warp per row, 3 the row in registers); schedule: threads "
+                    "run in order (fwd) or reversed (rev)")
+CAPTION_STAGES = ("bwd stages: the backward's dv, dp, ds, dq, dk, each on its own inputs; bwd: its dQ, dK, dV end "
+                  "to end; fused bwd: the logsumexp and the fused backward's dQ, dK, dV")
+FAMILY_HEADERS = {"staged": "staged", "fused": "fused", "fused_bf16": "bf16", "backward": "backward"}
 
 
 def _share(check) -> float:
     return check.max_abs_err / check.tol if check.tol else (0.0 if check.max_abs_err == 0 else float("inf"))
 
 
-def _used(check) -> str:
+def _share_text(check) -> str:
     """The share of its tolerance a stage used at its worst element: 0 is exact, > 1 fails."""
     share = _share(check)
     text = "0" if share == 0 else f"{share:.0e}" if share < 0.01 else f"{share:.2f}"
     return text if check.passed else f"[bold red]{text}[/bold red]"
 
 
-def _used_column(stages: dict, column: str) -> str:
-    """A column's stage, or for a group the worst of its stages: a failing one first."""
-    checks = [stages[name] for name in COLUMN_STAGES[column] if name in stages]
+def _worst(stages: dict, names) -> tuple[str, object] | None:
+    """The worst of these stages: a failing one first, else the largest share of its tolerance."""
+    checks = [(name, stages[name]) for name in names if name in stages]
     if not checks:
-        return "-"
-    return _used(max([c for c in checks if not c.passed] or checks, key=_share))
+        return None
+    return max([c for c in checks if not c[1].passed] or checks, key=lambda c: _share(c[1]))
 
 
-def _geometry(plan) -> str:
-    return plan.short()
+def _cell(stages: dict, names) -> str:
+    worst = _worst(stages, names)
+    return "-" if worst is None else _share_text(worst[1])
+
+
+SCHEDULES = {"forward": "fwd", "reverse": "rev"}  # the CPU build's thread orders; "gpu" as it is
+
+
+def _schedule(r) -> str:
+    return SCHEDULES.get(r.schedule, r.schedule)
 
 
 def _where(r) -> str:
     return f"{r.case.label()} [{r.case.plan.describe()}, {r.schedule}]"
 
 
-def render_verify(console: Console, report: VerifyReport) -> None:
-    console.print(f"verify: the kernel file {escape(report.kernel_file)} on [bold]{report.backend}[/bold] "
-                  f"({escape(report.device)}) against the float64 NumPy path")
-    table = Table(title="Cases, failures first: per stage, the worst error as a share of its tolerance",
-                  title_justify="left", caption="geom: scores/av kernel (1 one output per thread, 2 8x8 per "
-                  "thread) · softmax kernel (1/threads a block per row, 2/rows a warp per row, 3 the row in "
-                  "registers); schedule: threads run in order (fwd) or reversed (rev); bwd stages: the "
-                  "backward's dv, dp, ds, dq, dk, each on its own inputs; bwd: its dQ, dK, dV end to end; fused bwd: "
-                  "the logsumexp and the fused backward's dQ, dK, dV")
-    for column in ("", "T", "d_k", "d_v", "mask", "÷√d", "geom", "sched", *STAGE_ORDER, "invariants"):
-        table.add_column(column, justify="left" if column in ("", "mask", "÷√d", "sched", "invariants") else "right",
-                         no_wrap=column in ("mask", "geom"))
+def _verdict(r) -> str:
+    return "[green]ok[/green]" if r.passed else "[bold red]FAIL[/bold red]"
+
+
+def _invariants(r) -> str:
+    broken = [name for name, ok in r.invariants.items() if not ok]
+    return "[green]hold[/green]" if not broken else f"[red]{', '.join(broken)}[/red]"
+
+
+def _table(title: str, caption: str, columns, rows, **table_options) -> Table:
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", **table_options)
+    for name, justify in columns:
+        # the verdict and the case never wrap, nor are cut: a verdict cut to "F…" is no verdict
+        table.add_column(name, justify=justify, no_wrap=name in NO_WRAP, min_width=4 if name == "" else None)
+    for cells in rows:
+        table.add_row(*cells)
+    return table
+
+
+CASE = "case T×d_k×d_v mask"
+NO_WRAP = ("", "mask", "geom", CASE)
+
+
+def _case_cells(r) -> list[str]:
+    c = r.case
+    return [str(c.T), str(c.d_k), str(c.d_v), str(c.mask), "yes" if c.scaled else "no", c.plan.short(), _schedule(r)]
+
+
+CASE_COLUMNS = [("", "left"), ("T", "right"), ("d_k", "right"), ("d_v", "right"), ("mask", "left"),
+                ("÷√d", "left"), ("geom", "right"), ("sched", "left")]
+
+
+def full_table(report: VerifyReport) -> Table:
+    """Every stage in its own column."""
+    rows = []
     for r in report.results:
-        c = r.case
-        cells = ["[green]ok[/green]" if r.passed else "[bold red]FAIL[/bold red]", str(c.T), str(c.d_k), str(c.d_v),
-                 str(c.mask), "yes" if c.scaled else "no", _geometry(c.plan), r.schedule[:3]]
+        cells = [_verdict(r), *_case_cells(r)]
         if r.error:  # the message is printed in full under the table
             cells += ["[red]error[/red]"] + [""] * (len(STAGE_ORDER) - 1) + ["[red]did not finish[/red]"]
         else:
-            cells += [_used_column(r.stages, column) for column in STAGE_ORDER]
-            broken = [name for name, ok in r.invariants.items() if not ok]
-            cells.append("[green]hold[/green]" if not broken else f"[red]{', '.join(broken)}[/red]")
-        table.add_row(*cells)
-    console.print(table)
+            cells += [_cell(r.stages, COLUMN_STAGES[column]) for column in STAGE_ORDER] + [_invariants(r)]
+        rows.append(cells)
+    columns = CASE_COLUMNS + [(name, "right") for name in STAGE_ORDER] + [("invariants", "left")]
+    return _table("Cases, failures first: per stage, the worst error as a share of its tolerance",
+                  f"{CAPTION_GEOMETRY}; {CAPTION_STAGES}", columns, rows)
+
+
+def family_table(report: VerifyReport) -> Table:
+    """A column per kernel family, each the worst of its stages."""
+    family_stages = {family.name: family.stages for family in FAMILIES}
+    rows = []
+    for r in report.results:
+        cells = [_verdict(r), *_case_cells(r)]
+        if r.error:
+            cells += ["[red]error[/red]"] + [""] * (len(FAMILIES) - 1) + ["[red]did not finish[/red]"]
+        else:
+            cells += [_cell(r.stages, family_stages[f.name]) for f in FAMILIES] + [_invariants(r)]
+        rows.append(cells)
+    columns = CASE_COLUMNS + [(FAMILY_HEADERS.get(f.name, f.name), "right") for f in FAMILIES] + [("invariants", "left")]
+    return _table("Cases, failures first: per kernel family, the worst error as a share of its tolerance",
+                  f"{CAPTION_GEOMETRY}. A wider terminal shows each stage.", columns, rows)
+
+
+def compact_table(report: VerifyReport) -> Table:
+    """80 columns: the case, its launch, and its worst stage by name."""
+    rows = []
+    for r in report.results:
+        c = r.case
+        case = f"{c.T}×{c.d_k}×{c.d_v} {c.mask}{'' if c.scaled else ' unscaled'}"
+        run = f"{c.plan.short()} {_schedule(r)}"
+        if r.error:
+            worst, invariants = "[red]error[/red]", "[red]did not finish[/red]"
+        else:
+            name, check = _worst(r.stages, list(r.stages))
+            worst, invariants = f"{escape(name)} {_share_text(check)}", _invariants(r)
+        rows.append([_verdict(r), case, run, worst, invariants])
+    columns = [("", "left"), (CASE, "left"), ("geom sched", "left"), ("worst stage", "left"),
+               ("invariants", "left")]
+    return _table("Cases, failures first: the worst stage's error as a share of its tolerance",
+                  f"{CAPTION_GEOMETRY}. A wider terminal shows each stage.", columns, rows,
+                  box=box.SIMPLE_HEAD)
+
+
+def fits(console: Console, table: Table) -> bool:
+    """Whether the table's every cell fits on one line at the console's width."""
+    wide = console.options.update_width(10_000)
+    return Measurement.get(console, wide, table).maximum <= console.width
+
+
+def verify_table(console: Console, report: VerifyReport) -> Table:
+    """The widest layout that fits; the 80-column one otherwise."""
+    for layout in (full_table, family_table):
+        table = layout(report)
+        if fits(console, table):
+            return table
+    return compact_table(report)
+
+
+def render_verify(console: Console, report: VerifyReport) -> None:
+    console.print(f"verify: the kernel file {escape(report.kernel_file)} on [bold]{report.backend}[/bold] "
+                  f"({escape(report.device)}) against the float64 NumPy path")
+    console.print(verify_table(console, report))
     for r in report.results:
         if r.error:
             console.print(f"[red]{escape(_where(r))}: {escape(r.error)}[/red]")
@@ -71,5 +170,6 @@ def render_verify(console: Console, report: VerifyReport) -> None:
                 console.print(f"[red]{escape(_where(r))}: {name} first differs at "
                               f"{b['index']}: got {b['got']!r}, expected {b['expected']!r} (tolerance {b['tol']:.2e})[/red]")
     failed = sum(not r.passed for r in report.results)
-    verdict = "[bold green]PASSED[/bold green]" if report.passed else f"[bold red]FAILED[/bold red] ({failed} failing)"
+    verdict = "[bold red]FAILED[/bold red] ({failed} failing)".format(failed=failed) if not report.passed \
+        else "[bold green]PASSED[/bold green]"
     console.print(f"{verdict}: {len(report.results)} cases in {report.elapsed_s:.1f} s")

@@ -1,5 +1,6 @@
 """The weight matrix drawn in the terminal: max-pooled blocks as coloured half-block characters
-(two matrix rows per text line), a log colour scale, masked blocks left dark."""
+(two matrix rows per text line), or without colour one character per block, a log scale, masked
+blocks left dark (blank)."""
 
 from __future__ import annotations
 
@@ -34,16 +35,28 @@ def colour(w: float) -> Color:
     return Color.from_rgb(*rgb)
 
 
+ONE_ROW_PER_LINE = 64  # characters: up to this T every query row gets a line of its own
+
+
 def render_weights(console: Console, weights: np.ndarray, mask: str) -> None:
+    """Colours: two pooled rows per text line (half blocks), square cells. Characters (piped,
+    NO_COLOR): one query row per line up to T = 64, beyond that each line pools rows; the header
+    says what one cell or character stands for, so the legend matches what is drawn."""
     T = weights.shape[0]
     cells = max(2, min(T, console.width - 2, 128))
-    pooled = pool(weights, cells, cells)  # (cells, cells), square: two rows per text line
-    block = T / pooled.shape[0]
-    console.print(
-        f"[bold]Weights (T×T = {T}×{T}), mask={mask}[/bold]: row i = query (top: 0), column j = key (left: 0)"
-        + (f"; each cell the largest weight of a {block:.3g}×{block:.3g} block" if block > 1 else "")
-    )
-    if console.color_system is None or console.no_color:  # piped, a dumb terminal, or NO_COLOR: characters
+    characters = console.color_system is None or console.no_color  # piped, a dumb terminal, or NO_COLOR
+    rows = (T if T <= ONE_ROW_PER_LINE else max(1, cells // 2)) if characters else cells
+    pooled = pool(weights, rows, cells)
+    per_row, per_key = T / pooled.shape[0], T / pooled.shape[1]
+    what = "character" if characters else "cell"
+    if per_row == per_key == 1:
+        detail = f"; each {what} one weight" + ("" if not characters else ", each line one query row")
+    else:
+        detail = (f"; each {what} the largest weight of {per_row:.3g} quer{'y' if per_row == 1 else 'ies'} "
+                  f"× {per_key:.3g} key{'' if per_key == 1 else 's'}")
+    console.print(f"[bold]Weights (T×T = {T}×{T}), mask={mask}[/bold]: query i down (top: 0), key j across "
+                  f"(left: 0){detail}")
+    if characters:
         _draw_characters(console, pooled)
     else:
         _draw_colours(console, pooled)
@@ -81,8 +94,8 @@ def _char(w: float) -> str:
 
 
 def _draw_characters(console: Console, pooled: np.ndarray) -> None:
-    for top in range(0, pooled.shape[0], 2):  # two rows per line, the larger kept: cells stay about square
-        row = pooled[top:top + 2].max(axis=0)
+    """One pooled row per line, as the header says."""
+    for row in pooled:
         console.print("|" + "".join(_char(w) for w in row) + "|", no_wrap=True, overflow="crop",
                       highlight=False, markup=False)
     console.print(f"scale: '{RAMP[0]}' {FLOOR:g} .. '{RAMP[-1]}' 1 (log); blank: exactly 0 (masked)",

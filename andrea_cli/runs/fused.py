@@ -10,6 +10,7 @@ import numpy as np
 
 from andrea_cli import reference, stats
 from andrea_cli.backends.launch.fused import default_variant
+from andrea_cli.backends.launch.fused_bf16 import bf16_kernel
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
@@ -76,7 +77,7 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
 
 def fused_kernel_name(d_k: int, d_v: int, precision: str) -> str:
     if precision == "bf16":
-        return f"attention_fused_kernel4_d{d_k}"
+        return bf16_kernel(None).name(d_k)
     return f"attention_fused_kernel{default_variant(d_k, d_v)}"
 
 

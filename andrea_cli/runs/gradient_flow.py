@@ -5,7 +5,7 @@ sqrt(d_k) "the gradients vanish", and this is where that is tested."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -20,9 +20,11 @@ class GradientFlow:
     quiet_rows: float  # share of rows passing back almost nothing (stats.quiet_row_share)
     score_share: float  # ||dS|| / ||dP||
     backward_ms: float
+    # ||dQ_i|| of every query row (T,): what compare-scaling's plot draws; not in the JSON
+    row_dq_norms: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {key: value for key, value in asdict(self).items() if key != "row_dq_norms"}
 
 
 def gradient_flow(out) -> GradientFlow:
@@ -32,6 +34,7 @@ def gradient_flow(out) -> GradientFlow:
         dq_norm=stats.norm(out.dq), dk_norm=stats.norm(out.dk), median_row_dq_norm=float(np.median(rows)),
         quiet_rows=stats.quiet_row_share(out.weights, out.d_weights, out.d_scores),
         score_share=stats.score_share(out.d_weights, out.d_scores), backward_ms=out.timings_ms["total"],
+        row_dq_norms=rows,
     )
 
 

@@ -58,9 +58,11 @@ def relative_errors(got: dict[str, np.ndarray], exact: dict[str, np.ndarray]) ->
 
 def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: bool, fused: bool,
                  notices: list[str] | None = None) -> GradReport:
-    """qkv: (T, d_k), (T, d_k), (T, d_v); d_out: (T, d_v), dL/dO."""
+    """qkv: (T, d_k), (T, d_k), (T, d_v); d_out: (T, d_v), dL/dO. Or, from the Python API, H
+    heads' (H, T, d) each, run in one launch per stage."""
     notices = list(notices or [])
-    q, k, v, do = (a[None] for a in (qkv.q, qkv.k, qkv.v, d_out))  # one head: H = 1
+    one = qkv.H is None
+    q, k, v, do = (a[None] if one else a for a in (qkv.q, qkv.k, qkv.v, d_out))  # one head: H = 1
     if fused:
         out = backend.attention_backward_fused(q, k, v, do, mask=mask, scaled=scaled)
     else:
@@ -85,9 +87,10 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
         notices.append(f"T > {CHECK_MAX_T}: the float64 check (T×T matrices in float64) was skipped")
     return GradReport(
         **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
-                        shapes={"dq": [T, d_k], "dk": [T, d_k], "dv": [T, d_v], "d_scores": [T, T]}),
+                        shapes={name: ([] if one else [qkv.H]) + shape for name, shape in
+                                (("dq", [T, d_k]), ("dk", [T, d_k]), ("dv", [T, d_v]), ("d_scores", [T, T]))}),
         fused=fused,
         grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,
         timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms, notices=notices,
-        dq=out.dq[0], dk=out.dk[0], dv=out.dv[0],
+        dq=out.dq[0] if one else out.dq, dk=out.dk[0] if one else out.dk, dv=out.dv[0] if one else out.dv,
     )

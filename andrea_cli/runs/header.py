@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.reference import given_scale, scale_for
 
 
 @dataclass
@@ -19,8 +19,8 @@ class RunHeader:
     d_k: int
     d_v: int
     mask: str
-    scaled: bool
-    scale: float  # the factor applied to the scores: 1/sqrt(d_k), or 1.0 with --no-scale
+    scaled: bool | float  # True: 1/sqrt(d_k); False: --no-scale; a float: the factor given (the Python API)
+    scale: float  # the factor applied to the scores: 1/sqrt(d_k), 1.0 with --no-scale, or the one given
     shapes: dict[str, list[int]]
 
     def header_json(self, *, after_source: dict | None = None, after_T: dict | None = None,
@@ -29,7 +29,7 @@ class RunHeader:
         run's after source, the layer's sizes after T, grad's `fused` after scale)."""
         return {"backend": self.backend, "device": self.device, "source": self.source, **(after_source or {}),
                 "T": self.T, **(after_T or {}), "d_k": self.d_k, "d_v": self.d_v, "mask": self.mask,
-                "scaled": self.scaled, "scale": self.scale, **(after_scale or {}), "shapes": self.shapes}
+                "scaled": bool(self.scaled), "scale": self.scale, "scale_given": given_scale(self.scaled), **(after_scale or {}), "shapes": self.shapes}
 
 
 def header_fields(backend, *, source: str, T: int, d_k: int, d_v: int, mask: MaskSpec, scaled: bool,

@@ -1,8 +1,10 @@
-"""The bf16 tensor-core kernel's arithmetic in float64, and how far the kernel may stray from it.
+"""The bf16 tensor-core kernels' arithmetic in float64, and how far a kernel may stray from it.
 
-attention_fused_kernel4 rounds Q (pre-scaled by scale·log2 e), K and V to bf16, and P to bf16
-before P·V; everything else is fp32. The reference here applies exactly those roundings, so what
-is left between kernel and reference is fp32 accumulation order, exp2f's last bits, and the rare
+attention_fused_kernel4 and kernel5 round Q (pre-scaled by scale·log2 e), K and V to bf16, and P
+to bf16 before P·V; everything else is fp32. The reference here applies exactly those roundings,
+with the running max of the kernel's own softmax steps (64 keys; kernel5 at d 128: 16), so what
+is left between kernel and reference is fp32 accumulation order, exp2's last bits (exp2f, or
+ex2.approx.ftz with its flush of weights below 2^-126 to zero), and the rare
 P element whose fp32 value lies so close to a bf16 rounding boundary that those last bits decide
 which way it rounds: each bound below is derived for the element it guards (u = 2^-24, gamma as
 in tolerances.py), not a loose constant.
@@ -14,7 +16,7 @@ import math
 
 import numpy as np
 
-from andrea_cli.backends.launch.fused_bf16 import TC_KEYS, q_multiplier
+from andrea_cli.backends.launch.fused_bf16 import bf16_kernel, q_multiplier
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification.tolerances import TINY, U, gamma
 
@@ -41,16 +43,17 @@ def bf16_inputs(q, k, v, scaled: bool) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return tuple(round_bf16(a).astype(np.float64) for a in (qs, k, v))
 
 
-def _tile_running_max(s: np.ndarray) -> np.ndarray:
-    """m_t[i, j]: row i's max over visible keys of every tile up to and including key j's tile
-    (the running max the kernel holds when it exponentiates key j); -inf before any."""
+def _tile_running_max(s: np.ndarray, step: int) -> np.ndarray:
+    """m_t[i, j]: row i's max over visible keys of every softmax step (`step` keys, from key 0: the
+    kernels' first tile starts on a multiple of 64) up to and including key j's (the running max
+    the kernel holds when it exponentiates key j); -inf before any."""
     H, T, _ = s.shape
-    n_tiles = -(-T // TC_KEYS)
-    padded = np.full((H, T, n_tiles * TC_KEYS), -np.inf)
+    n_steps = -(-T // step)
+    padded = np.full((H, T, n_steps * step), -np.inf)
     padded[..., :T] = s
-    per_tile = padded.reshape(H, T, n_tiles, TC_KEYS).max(axis=-1)
-    running = np.maximum.accumulate(per_tile, axis=-1)
-    return np.repeat(running, TC_KEYS, axis=-1)[..., :T]
+    per_step = padded.reshape(H, T, n_steps, step).max(axis=-1)
+    running = np.maximum.accumulate(per_step, axis=-1)
+    return np.repeat(running, step, axis=-1)[..., :T]
 
 
 def _near_rounding_boundary(x: np.ndarray, rel_err: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -63,14 +66,19 @@ def _near_rounding_boundary(x: np.ndarray, rel_err: np.ndarray) -> tuple[np.ndar
     return (x > 0) & (distance <= rel_err * x), spacing
 
 
-def reference_and_tol(q, k, v, mask: MaskSpec, scaled: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(H, T, d) output of the bf16 kernel's arithmetic in float64, and its element-wise bound."""
+def reference_and_tol(q, k, v, mask: MaskSpec, scaled: bool, variant: int | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(H, T, d) output of the bf16 kernel's arithmetic in float64, and its element-wise bound
+    (variant: attention_fused_kernel4 or 5, the launcher's default if None)."""
     qb, kb, vb = bf16_inputs(q, k, v, scaled)
     H, T, d_k = qb.shape
+    kernel = bf16_kernel(variant)
+    step = kernel.softmax_keys[d_k]
+    exp2_err = kernel.exp2_error_u * U
     visible = mask.visible(T)
     s = np.where(visible, qb @ kb.transpose(0, 2, 1), -np.inf)  # log2 units; products exact
     m_final = s.max(axis=-1, keepdims=True)
-    m_tile = _tile_running_max(s)
+    m_tile = _tile_running_max(s, step)
     with np.errstate(invalid="ignore"):
         x = np.where(visible, np.exp2(s - np.where(np.isfinite(m_tile), m_tile, 0.0)), 0.0)  # the kernel's p
         weight = np.where(visible, np.exp2(m_tile - m_final), 0.0)  # the alphas that later rescale it
@@ -84,22 +92,27 @@ def reference_and_tol(q, k, v, mask: MaskSpec, scaled: bool) -> tuple[np.ndarray
     delta_s = gamma(2 * d_k) * (np.abs(qb) @ np.abs(kb).transpose(0, 2, 1))
     delta_m = np.where(visible, delta_s, 0.0).max(axis=-1, keepdims=True)  # a max is one of the s
     span = np.where(visible, np.abs(s - np.where(np.isfinite(m_tile), m_tile, 0.0)), 0.0)
-    # x = exp2f(s - m_t): the argument is off by both scores' errors and the subtraction's
-    # rounding; exp2f adds 2 ulp. Only where that can move x across a bf16 rounding boundary may
-    # the kernel's bf16(x) differ from the reference's, by one bf16 spacing.
-    rel_x = math.log(2) * (delta_s + delta_m + U * span) + 4 * U
+    # x = exp2(s - m_t): the argument is off by both scores' errors and the subtraction's
+    # rounding; exp2 adds its own error. Only where that can move x across a bf16 rounding boundary
+    # may the kernel's bf16(x) differ from the reference's, by one bf16 spacing.
+    rel_x = math.log(2) * (delta_s + delta_m + U * span) + exp2_err
     flips, spacing = _near_rounding_boundary(x, 1.01 * rel_x)
     flip_term = (np.where(flips, spacing * weight, 0.0) @ abs_v) / l_exact
 
-    # O = acc / l. Both are rescaled by the same alphas = exp2f(m_old - m_new), each off by
-    # exp2f's 2 ulp, a product and the subtraction (the jumps of m add up to at most 2·max|s|).
-    tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / TC_KEYS) + 1  # (T, 1): tiles a row spans
+    # O = acc / l. Both are rescaled by the same alphas = exp2(m_old - m_new), each off by exp2's
+    # error, a product and the subtraction (the jumps of m add up to at most 2·max|s|).
+    tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / step) + 1  # (T, 1): steps a row spans
     max_s = np.where(visible, np.abs(s), 0.0).max(axis=-1, keepdims=True)
-    rescale = tiles * 5 * U + math.log(2) * U * 2 * max_s
+    rescale = tiles * (exp2_err + U) + math.log(2) * U * 2 * max_s
     # acc's terms: bf16(x)·2^(m_t - m_f) with both maxima off by up to delta_m; then fp32 sums
-    acc_err = 2 * math.log(2) * delta_m + rescale + gamma(TC_KEYS * tiles + tiles)
+    acc_err = 2 * math.log(2) * delta_m + rescale + gamma(step * tiles + tiles)
     # l's terms: exp2(s - m_f) off as x is (the maxima cancel), summed in fp32 per lane, then 2 shuffles
-    sum_err = rel_x.max(axis=-1, keepdims=True) + rescale + gamma(TC_KEYS * tiles + tiles + 2)
+    sum_err = rel_x.max(axis=-1, keepdims=True) + rescale + gamma(step * tiles + tiles + 2)
     weighted_abs = (p_tilde @ abs_v) / l_exact  # sum p~|v| / l
     tol = flip_term + 1.01 * (acc_err * weighted_abs + (sum_err + 2 * U) * np.abs(output))
+    if kernel.flushes_subnormals:
+        # a weight x or an alpha below 2^-126 becomes 0: each of a row's keys (and each step's
+        # rescale of what came before, at most every key's weight) loses at most 2^-126·|v|
+        count = visible.sum(axis=-1, keepdims=True)
+        tol = tol + 2.0**-126 * (2 * count) * abs_v.max(axis=-2, keepdims=True) / l_exact
     return output, tol + TINY

@@ -1,18 +1,19 @@
-"""The tensor-core family: attention_fused_kernel4 (bf16 inputs, fp32 sums) wherever its head
-sizes apply, against the float64 equation with the kernel's own bf16 roundings of Q, K, V and P
-(bf16_attention.py), so what its bound leaves room for is fp32 accumulation order."""
+"""The tensor-core family: attention_fused_kernel4 and kernel5 (bf16 inputs, fp32 sums) wherever
+their head sizes apply, each against the float64 equation with the kernel's own bf16 roundings of
+Q, K, V and P and its own softmax steps (bf16_attention.py), so what its bound leaves room for is
+fp32 accumulation order and exp2's stated error."""
 
 from __future__ import annotations
 
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS
+from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import bf16_attention
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 
-STAGE = "fused4_bf16"
+STAGES = {variant: f"fused{variant}_bf16" for variant in BF16_KERNELS}  # fused4_bf16, fused5_bf16
 
 
 def applies(backend, case: Case) -> bool:
@@ -21,29 +22,33 @@ def applies(backend, case: Case) -> bool:
 
 
 def check_bf16(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
-    want, tol = bf16_attention.reference_and_tol(x.q, x.k, x.v, case.mask, case.scaled)
-    try:
-        out = backend.attention_fused(x.q, x.k, x.v, mask=case.mask, scaled=case.scaled, precision="bf16")
-    except DeviceFault:
-        raise
-    except AndreaError as exc:
-        kernel, message = f"attention_fused_kernel4_d{case.d_k}", str(exc).splitlines()[0]
-        result.error = message if message.startswith(kernel) else f"{kernel}: {message}"
-        return
-    result.stages[STAGE] = compare(out.output, want, tol)
+    for variant, stage in STAGES.items():
+        want, tol = bf16_attention.reference_and_tol(x.q, x.k, x.v, case.mask, case.scaled, variant)
+        try:
+            out = backend.attention_fused(x.q, x.k, x.v, mask=case.mask, scaled=case.scaled, precision="bf16",
+                                          variant=variant)
+        except DeviceFault:
+            raise
+        except AndreaError as exc:
+            kernel, message = BF16_KERNELS[variant].name(case.d_k), str(exc).splitlines()[0]
+            result.error = message if message.startswith(kernel) else f"{kernel}: {message}"
+            return
+        result.stages[stage] = compare(out.output, want, tol)
 
 
 def bf16_cases(quick: bool) -> list[Case]:
-    """Its edges: T one short of, at and past the 64-row and 64-key tiles; windows that start a
-    block's first tile mid-way, end on a tile edge or span three tiles; no mask with a partial
-    last tile (keys past T must be masked even where no causal or window edge is)."""
+    """Their edges: T one short of, at and past the 64-row and 64-key tiles (and kernel5's 128-row
+    blocks); windows that start a block's first tile mid-way, end on a tile edge or span three
+    tiles; no mask with a partial last tile (keys past T must be masked even where no causal or
+    window edge is); causal over several 128-row blocks, so the longest-first block order and the
+    unmasked tiles between the masked ones are reached."""
     causal, none = MaskSpec("causal"), MaskSpec("none")
     if quick:
         return [Case(65, 64, 64, MaskSpec("window", 33), True), Case(127, 128, 128, none, True)]
     return [Case(63, 128, 128, none, False), Case(64, 64, 64, MaskSpec("window", 64), True),
             Case(65, 64, 64, causal, True), Case(127, 64, 64, none, True),
             Case(129, 128, 128, MaskSpec("window", 65), True), Case(200, 64, 64, MaskSpec("window", 100), True),
-            Case(257, 64, 64, causal, False)]
+            Case(257, 64, 64, causal, False), Case(300, 128, 128, causal, True)]
 
 
-FAMILY = Family("fused_bf16", stages=(STAGE,), applies=applies, check=check_bf16, cases=bf16_cases)
+FAMILY = Family("fused_bf16", stages=tuple(STAGES.values()), applies=applies, check=check_bf16, cases=bf16_cases)

@@ -1,6 +1,33 @@
 // cpu_runtime/cuda_runtime_stub.h — what cuda_runtime.h and math_constants.h give device code,
-// for the CPU build: the version macros and CUDA's named constants.
+// for the CPU build: the version macros, CUDA's named constants, and the host API's types, which
+// headers shared by host and device code declare (a class with a cudaStream_t member): the types
+// only, as nvcc's implicit cuda_runtime.h has them in every .cu file. The API's functions
+// (cudaMalloc, cudaStreamCreate) are not here: a kernel file that calls one is a link error.
 #pragma once
+#include <cstddef>
+
+typedef enum cudaError {
+    cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorNotReady = 600
+} cudaError_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2,
+                      cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 };
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+typedef struct CUgraph_st* cudaGraph_t;
+typedef struct CUgraphExec_st* cudaGraphExec_t;
+typedef unsigned long long cudaTextureObject_t;
+typedef unsigned long long cudaSurfaceObject_t;
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin, totalConstMem;
+    int regsPerBlock, warpSize, maxThreadsPerBlock, maxThreadsDim[3], maxGridSize[3], clockRate, major, minor,
+        multiProcessorCount, maxThreadsPerMultiProcessor, l2CacheSize, memoryBusWidth, memoryClockRate;
+};
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
+#define cudaMemAttachGlobal 0x01
 
 #ifndef CUDART_VERSION
 #define CUDART_VERSION 12000  // the API the CPU build follows (CUDA 12)

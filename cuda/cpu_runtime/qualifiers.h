@@ -22,7 +22,13 @@
 #define __host__
 #define __constant__
 #define __forceinline__ inline __attribute__((always_inline))
+// GCC's own spelling of the attribute is the same word: a standard header that writes
+// __attribute__((__noinline__)) after this line breaks, so the runtime header includes those first.
 #define __noinline__ __attribute__((noinline))
+#ifdef _GLIBCXX_SIMD_NEVER_INLINE  // <experimental/simd> writes the word where its macro is used
+#undef _GLIBCXX_SIMD_NEVER_INLINE
+#define _GLIBCXX_SIMD_NEVER_INLINE [[__gnu__::noinline]]
+#endif
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))

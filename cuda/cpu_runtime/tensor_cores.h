@@ -316,4 +316,13 @@ inline unsigned cvt_rna_tf32_f32(float x) {
     return (b + 0x1000u) & 0xffffe000u;
 }
 
+// ex2.approx.ftz.f32: 2^x with subnormal inputs and results flushed to sign-preserving zero. The
+// GPU's value may be up to 2 ulp from the correctly rounded one (the PTX manual); exp2f's here is
+// closer, so the kernels' tolerances carry the GPU's bound, not this one.
+inline float ex2_approx_ftz_f32(float x) {
+    if (std::fpclassify(x) == FP_SUBNORMAL) x = std::copysign(0.0f, x);
+    const float y = exp2f(x);
+    return std::fpclassify(y) == FP_SUBNORMAL ? std::copysign(0.0f, y) : y;
+}
+
 }  // namespace ptx_emulated

@@ -2,6 +2,11 @@
 // that file: on the CPU build they run the emulated bodies (tests/test_tensor_cores.py compares
 // them with NumPy), on a GPU the PTX ones (scripts/gpu_check.py compares the two). One warp each.
 
+// y[i] = exp2_approx_ftz(x[i]): ex2.approx.ftz.f32 (emulated on the CPU build).
+extern "C" __global__ void check_ex2_ftz(const float* __restrict__ x, float* __restrict__ y, int n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = exp2_approx_ftz(x[i]);
+}
+
 // bf16x2[i] = pack_bf16x2(x[i], -x[i]) (x[i] in the low half), tf32[i] = f32_to_tf32(x[i]).
 extern "C" __global__ void check_conversions(const float* __restrict__ x, u32* __restrict__ bf16x2,
                                              u32* __restrict__ tf32, int n) {

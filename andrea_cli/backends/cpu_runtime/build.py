@@ -73,14 +73,45 @@ def normalize_expression(expression: str) -> str:
     return re.sub(r"\s*([<>,()*&:])\s*", r"\1", " ".join(expression.split()))
 
 
-def scan(path: pathlib.Path, name_expressions: tuple[str, ...] = ()) -> KernelSource:
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def local_headers(path: pathlib.Path, text: str, include_dirs: tuple[pathlib.Path, ...] = ()) -> list[str]:
+    """The text of every header the file includes with quotes, found beside the including file or
+    on the -I path, and of the headers those include (each once): kernels may live there, as
+    cuda-samples keeps them in *_kernel.cuh files."""
+    out, seen, todo = [], {path.resolve()}, [(path, text)]
+    while todo:
+        where, body = todo.pop()
+        for name in _LOCAL_INCLUDE.findall(strip_comments(body)):
+            found = next((d / name for d in (where.parent, *include_dirs) if (d / name).is_file()), None)
+            if found is None or found.resolve() in seen:
+                continue
+            seen.add(found.resolve())
+            header = found.read_text(errors="replace")
+            out.append(header)
+            todo.append((found, header))
+    return out
+
+
+def scan(path: pathlib.Path, name_expressions: tuple[str, ...] = (),
+         include_dirs: tuple[pathlib.Path, ...] = ()) -> KernelSource:
     """Find every `__global__` kernel, the templates apart (they are launched through name
-    expressions, as with cupy), and every `extern __shared__` array."""
+    expressions, as with cupy), and every `extern __shared__` array. Kernels defined in a header
+    the file includes with quotes are kernels of the module too (as with cupy); the file's own
+    definitions win a name both have."""
     text = path.read_text()
     code = strip_comments(text)
     dynamic = {m.group(2): " ".join(m.group(1).split()) for m in _DYN_SHARED.finditer(code)}
-    found = kernel_parameters(text)
-    templates = template_kernels(text)
+    found, templates = {}, set()
+    for header in local_headers(path, text, include_dirs):
+        body = strip_comments(header)
+        defined = {name: params for name, params in kernel_parameters(header).items()  # not a prototype
+                   if re.search(r"__global__[^;{}]*\b" + re.escape(name) + r"\s*\([^)]*\)\s*\{", body)}
+        found.update(defined)
+        templates |= template_kernels(header) & set(defined)
+    found.update(kernel_parameters(text))
+    templates |= template_kernels(text)
     kernels = {name: params for name, params in found.items() if name not in templates}
     expressions = tuple(normalize_expression(e) for e in name_expressions)
     for expr in expressions:
@@ -90,14 +121,29 @@ def scan(path: pathlib.Path, name_expressions: tuple[str, ...] = ()) -> KernelSo
     return KernelSource(path, text, kernels, dynamic, {n: found[n] for n in templates}, expressions)
 
 
-def wrapper_source(src: KernelSource) -> str:
-    """The generated C++ file: the kernel file (its `extern __shared__` declarations pointed at the
-    runtime's guarded bytes, line for line), then one export per kernel."""
-    lines = [f'#line 1 "{src.path}"', rewrite_dynamic_shared(src.text), '#line 1 "andrea-wrapper"']
+def wrapper_source(src: KernelSource, macros: tuple[str, ...] = ()) -> str:
+    """The generated C++ file: the options' macros, the kernel file (its `extern __shared__`
+    declarations pointed at the runtime's guarded bytes, line for line), then one export per kernel."""
+    lines = [*macro_lines(macros), f'#line 1 "{src.path}"', rewrite_dynamic_shared(src.text),
+             '#line 1 "andrea-wrapper"']
     for name, symbol in src.exports().items():
         lines += [f"ANDREA_EXPORT void {symbol}__launch(void** a) {{ andrea::call(&{name}, a); }}",
                   f"ANDREA_EXPORT const char* {symbol}__sig() {{ return andrea::signature(&{name}); }}"]
     return "\n".join(lines) + "\n"
+
+
+def macro_lines(flags: tuple[str, ...]) -> list[str]:
+    """-DNAME[=VALUE] and -UNAME as #define and #undef lines at the top of the kernel file, after the
+    runtime header: NVRTC's macros reach the user's code only, and one named like a name of the
+    runtime's own (PolyBench's -DN=4096 against a `template <int N>`) must not reach the runtime."""
+    out = []
+    for flag in flags:
+        if flag.startswith("-D"):
+            name, _, value = flag[2:].partition("=")
+            out.append(f"#define {name} {value if '=' in flag else '1'}")
+        elif flag.startswith("-U"):
+            out.append(f"#undef {flag[2:]}")
+    return out
 
 
 def rewrite_dynamic_shared(text: str) -> str:
@@ -154,37 +200,67 @@ def runtime_text() -> str:
 def build(src: KernelSource, *, sanitize: bool, racecheck: bool = False,
           extra_flags: tuple[str, ...] = ()) -> pathlib.Path:
     """The compiled library for this kernel file, from the cache or compiled now. extra_flags:
-    -D/-U/-I options a RawModule passes on; sanitize (ASan) and racecheck (TSan) are flavours."""
+    -D/-U/-I options a RawModule passes on (the macros as lines of the wrapper, -I to g++);
+    sanitize (ASan) and racecheck (TSan) are flavours.
+
+    The cache key covers the kernel file, the runtime, the flags and the compiler, and then every
+    header the last build of that key read (g++'s -MMD list, kept beside the library): an edited
+    `#include`d file changes the key and rebuilds."""
     cxx = find_compiler()
-    wrapper = wrapper_source(src)
-    flags = flags_for(sanitize, racecheck) + list(extra_flags)
+    macros = tuple(f for f in extra_flags if f.startswith(("-D", "-U")))
+    wrapper = wrapper_source(src, macros)
+    flags = flags_for(sanitize, racecheck) + [f for f in extra_flags if f not in macros]
     key = hashlib.sha256()
     for part in (src.text, runtime_text(), wrapper, " ".join(flags), cxx, compiler_version(cxx)):
         key.update(part.encode())
         key.update(b"\0")
     out_dir = cache_dir()
     flavour = "-tsan" if racecheck else "-asan" if sanitize else ""
-    lib = out_dir / f"{src.path.stem}-{key.hexdigest()[:24]}{flavour}.so"
-    if lib.exists():
-        return lib
+    stem = f"{src.path.stem}-{key.hexdigest()[:24]}{flavour}"
+    deps_file = out_dir / f"{stem}.deps"
+    if deps_file.exists():
+        lib = out_dir / f"{stem}-{_dependencies_key(deps_file.read_text().splitlines())}.so"
+        if lib.exists():
+            return lib
     out_dir.mkdir(parents=True, exist_ok=True)
     # Unique temporary names, then os.replace: concurrent builds of one key never see half a file.
-    fd, tmp_cpp = tempfile.mkstemp(suffix=".cpp", prefix=lib.stem + ".", dir=out_dir)
+    fd, tmp_cpp = tempfile.mkstemp(suffix=".cpp", prefix=stem + ".", dir=out_dir)
     with os.fdopen(fd, "w") as f:
         f.write(wrapper)
-    tmp_so = tmp_cpp[:-4] + ".so.tmp"
-    cmd = [cxx, *flags, "-include", str(HEADER), "-I", str(src.path.parent), "-I", str(INCLUDE_DIR),
-           "-o", tmp_so, tmp_cpp]
+    tmp_so, tmp_d = tmp_cpp[:-4] + ".so.tmp", tmp_cpp[:-4] + ".d"
+    cmd = [cxx, *flags, "-MMD", "-MF", tmp_d, "-include", str(HEADER), "-I", str(src.path.parent),
+           "-I", str(INCLUDE_DIR), "-o", tmp_so, tmp_cpp]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise CpuCompileError(_first_error(proc.stderr, src.path), proc.stderr)
+        deps = [d for d in _read_depfile(pathlib.Path(tmp_d)) if d != tmp_cpp]
+        lib = out_dir / f"{stem}-{_dependencies_key(deps)}.so"
         os.replace(tmp_so, lib)
+        tmp_deps = deps_file.with_suffix(f".{os.getpid()}.tmp")
+        tmp_deps.write_text("\n".join(deps) + "\n")
+        os.replace(tmp_deps, deps_file)
     finally:
-        for leftover in (tmp_cpp, tmp_so):
+        for leftover in (tmp_cpp, tmp_so, tmp_d):
             if os.path.exists(leftover):
                 os.unlink(leftover)
     return lib
+
+
+def _read_depfile(path: pathlib.Path) -> list[str]:
+    """g++'s make rule (`out.o: a.cpp b.h \\` ...) -> the files it names (spaces escaped as `\\ `)."""
+    text = path.read_text().replace("\\\n", " ")
+    body = text.split(": ", 1)[1] if ": " in text else ""
+    return [name.replace("\0", " ") for name in body.replace("\\ ", "\0").split()]
+
+
+def _dependencies_key(files: list[str]) -> str:
+    """The hash of every file a build read (a file gone since counts as its absence)."""
+    key = hashlib.sha256()
+    for name in files:
+        path = pathlib.Path(name)
+        key.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"\1missing") + b"\0")
+    return key.hexdigest()[:12]
 
 
 _ASM_STRING = re.compile(r'\basm\s*(?:volatile\s*|__volatile__\s*|goto\s*)*\(\s*"\s*([\w.:]+)')

@@ -6,18 +6,22 @@ SUPPORTED = {
     "threads": "a fiber per CUDA thread; __syncthreads and __syncthreads_count/_and/_or; a reverse schedule",
     "warps": "__shfl*_sync (any width), __ballot/__any/__all_sync, __syncwarp, __activemask, "
              "__reduce_*_sync, __match_any/all_sync; every mask must name only lanes that reach the sync",
-    "cooperative groups": "this_thread_block, tiled_partition<1..32>, tile shfl/vote/match/sync, "
+    "cooperative groups": "this_thread_block (with block_tile_memory), tiled_partition<1..1024>, "
+                          "tiled_partition(group, n), thread_group, tile shfl (up to 32 bytes)/vote/match/sync, "
                           "coalesced_threads, cg::reduce, cg::inclusive_scan/exclusive_scan, cg::sync",
     "memory": "__shared__ (static and extern, NaN-poisoned at each block), __ldg, __ldca/__ldcg/__ldcs/"
-              "__ldlu/__ldcv, __stwb/__stcg/__stcs/__stwt, NULL (None) pointer arguments",
-    "types": "float2/3/4, int2/3/4, double2, dim3; __half, __half2, __nv_bfloat16, __nv_bfloat162 "
+              "__ldlu/__ldcv, __stwb/__stcg/__stcs/__stwt, NULL (None) pointer arguments, device arrays "
+              "(andrea_cli.device) whose stored pointers work, structured dtypes as their bytes",
+    "types": "every vector type (char1 .. double4), dim3; __half, __half2, __nv_bfloat16, __nv_bfloat162 "
              "(rounding bit-exact: nearest even, and the _rz/_rd/_ru conversions)",
     "atomics": "Add Sub Exch CAS Min Max And Or Xor Inc Dec on every type CUDA has them for, "
                "half/bf16 Add Min Max, the _block and _system variants",
-    "math": "libm and the fast intrinsics (__expf, __exp10f, ...), _rn/_rz/_rd/_ru arithmetic and "
+    "math": "CUDA's float overloads (exp(float) is expf), libm and the fast intrinsics (__expf, __exp10f, "
+            "...), _rn/_rz/_rd/_ru arithmetic and "
             "conversions, __brev __byte_perm __umulhi __mulhi __funnelshift __popc __clz __ffs __sad, "
             "clock64, __nanosleep",
-    "headers": "cuda_runtime.h, cuda_fp16.h, cuda_bf16.h, cooperative_groups.h (+ /reduce.h, /scan.h), "
+    "headers": "cuda.h, cuda_runtime.h (the host API's types), cuda_profiler_api.h, cuda_fp16.h, cuda_bf16.h, "
+               "cooperative_groups.h (+ /reduce.h, /scan.h), "
                "math_constants.h, cuda/std/* (the host's std)",
     "macros": "__CUDACC__ and ANDREA_CPU_BUILD defined, __CUDA_ARCH__ not (the portable branch runs)",
     "errors": "device assert and __trap, deadlocks, warp-sync misuse, illegal addresses, stack "
@@ -28,7 +32,6 @@ REFUSED = {
     "inline PTX": "asm(\"...\") it cannot run: a one-line compile error naming the instruction "
                   "(keep it under #ifdef __CUDA_ARCH__ with a portable #else)",
     "grid-wide sync": "grid_group::sync(): blocks run one after another; an error at run time",
-    "wide tiles": "tiled_partition<64> and wider: a compile error",
     "unknown functions": "anything neither the file nor the runtime defines: a one-line compile error naming it",
     "host-side APIs": "texture/surface objects, dynamic parallelism, module globals set from the host",
 }

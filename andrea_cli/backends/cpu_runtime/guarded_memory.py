@@ -59,8 +59,9 @@ class GuardedRegion:
         if self.gap:
             ctypes.memset(first, _CANARY, self.gap)
         self._tracked = _track(_NUMPY_TRACE_DOMAIN, self.start, self.nbytes) == 0
-        self.__array_interface__ = {"shape": self.shape, "typestr": self.dtype.str, "data": (self.start, False),
-                                    "version": 3}
+        # descr: a structured dtype keeps its fields (typestr alone says only "|V8")
+        self.__array_interface__ = {"shape": self.shape, "typestr": self.dtype.str, "descr": self.dtype.descr,
+                                    "data": (self.start, False), "version": 3}
 
     def canary_hit(self) -> int | None:
         """The first canary byte a kernel wrote (counted back from the array's start), or None."""

@@ -15,6 +15,7 @@ from andrea_cli.backends.cpu_runtime.build import MAX_DYNAMIC_SHARED, build, nor
 from andrea_cli.backends.cpu_runtime.errors import CpuArgumentError, CpuFaultError, CpuLaunchError, CpuRuntimeError
 from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, region_of
 from andrea_cli.backends.cpu_runtime.native import SCALARS, LaunchOptions, NativeLibrary, raise_for
+from andrea_cli.backends.cpu_runtime.pointers import lost_pointer
 
 SCHEDULES = {"forward": 0, "reverse": 1}
 MAX_THREADS = 1024
@@ -69,6 +70,9 @@ class CpuKernel:
                 nbytes = int(kind[1:])  # "s16": a struct such as float4 passed by value
                 if not (isinstance(arg, np.generic) and arg.nbytes == nbytes):
                     raise CpuArgumentError(f"{where} is a {nbytes}-byte struct, got {_describe(arg)}")
+        lost = lost_pointer(self.name, tuple(args), self.pointee, self.params, copies_every_array=self.module.sanitize)
+        if lost:
+            raise CpuArgumentError(lost)
 
 
 def _check_array(where: str, arg, pointee: str | None, writes: bool) -> None:
@@ -82,6 +86,15 @@ def _check_array(where: str, arg, pointee: str | None, writes: bool) -> None:
     want = SCALARS.get(pointee or "")
     if want is not None and arg.dtype != np.dtype(want):
         raise CpuArgumentError(f"{where} points to {np.dtype(want).name}, got an array of {arg.dtype}")
+    # A struct (or pointer) element: a dtype of its size passes as its bytes (a structured dtype
+    # for a struct, complex64 for float2, float16 for __half), and so does a plain array of its
+    # parts (float32 for float4, bytes) that holds whole elements.
+    size = int(pointee[1:]) if pointee and pointee[0] in "sp" else None
+    parts = not arg.dtype.fields and size is not None and size % arg.dtype.itemsize == 0 and arg.nbytes % size == 0
+    if size is not None and arg.dtype.itemsize != size and not parts:
+        raise CpuArgumentError(f"{where} points to {size}-byte elements, got an array of "
+                               f"{arg.dtype.itemsize}-byte elements ({arg.dtype}): pass a dtype of the "
+                               f"struct's size (a NumPy structured dtype with its fields)")
 
 
 def _describe(arg) -> str:
@@ -123,7 +136,8 @@ class CpuModule:
         # The plain build runs each launch in a forked child, on guarded shared arrays; the sanitized
         # and racecheck builds run in a worker process already, on their sanitizer's own allocations.
         self.isolate = not sanitize and not racecheck
-        self._src = scan(self.source_path, tuple(name_expressions))
+        include_dirs = tuple(pathlib.Path(f[2:]) for f in extra_flags if f.startswith("-I"))  # headers' kernels
+        self._src = scan(self.source_path, tuple(name_expressions), include_dirs)
         self._exports = self._src.exports()  # kernel name or name expression -> library symbol
         self.kernel_names: list[str] = list(self._exports)
         self.library_path = build(self._src, sanitize=sanitize, racecheck=racecheck, extra_flags=tuple(extra_flags))

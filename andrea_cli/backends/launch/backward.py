@@ -27,6 +27,12 @@ def lse_variants(d_k: int, d_v: int) -> list[int]:
     return [v for v in fused_variants(d_k, d_v) if v in LSE_VARIANTS]
 
 
+def default_lse_variant(d_k: int, d_v: int) -> int:
+    """The forward the fused backward runs after: the fastest that also writes the logsumexp
+    (not default_variant's kernel3, which has no logsumexp twin)."""
+    return max(lse_variants(d_k, d_v))
+
+
 @dataclass
 class BackwardOutputs:
     dq: np.ndarray  # (H, T, d_k)
@@ -151,7 +157,7 @@ def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sca
     H, T, d_k = q.shape
     d_v = v.shape[-1]
     check_fused_shape(d_k, d_v)
-    variant = max(lse_variants(d_k, d_v)) if variant is None else variant
+    variant = default_lse_variant(d_k, d_v) if variant is None else variant
     if variant not in lse_variants(d_k, d_v):
         raise AndreaError(f"attention_fused_lse_kernel{variant} needs d_k and d_v divisible by 4 (got {d_k}, {d_v})")
     transfers = Transfers(dev)

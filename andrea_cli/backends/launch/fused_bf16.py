@@ -1,10 +1,12 @@
-"""Launch the tensor-core kernel (attention_fused_kernel4_d64/_d128): Q, K, V converted to bf16 on
-the device by to_bf16_kernel1 (Q pre-scaled by scale·log2 e), then one fused launch for every
-head. Drives cupy or the CPU build through the same `KernelDevice` as the fp32 launchers."""
+"""Launch a tensor-core kernel (attention_fused_kernel5_d64/_d128 by default, kernel4 on request):
+Q, K, V converted to bf16 on the device by to_bf16_kernel1 (Q pre-scaled by scale·log2 e), then one
+fused launch for every head. Drives cupy or the CPU build through the same `KernelDevice` as the
+fp32 launchers."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,6 +21,38 @@ BF16_DIMS = (64, 128)  # head sizes with an entry point: attention_fused_kernel4
 TC_ROWS = 64  # query rows per block (4 warps x 16): must match TC_ROWS in cuda/microgpt_cuda.cu
 TC_KEYS = 64  # keys per K/V tile: must match TC_KEYS
 TC_THREADS = 128
+
+
+@dataclass(frozen=True)
+class Bf16Kernel:
+    """What a launch and the error bound of bf16_attention need to know of one tensor-core kernel
+    (each figure must match the kernel file)."""
+
+    variant: int
+    rows: int  # query rows per block: TC_ROWS (kernel4), K5_ROWS (kernel5)
+    softmax_keys: dict[int, int]  # d -> keys per online-softmax step (a running max per step)
+    exp2_error_u: float  # its exp2's relative error bound, in units of u = 2^-24 (an ulp is <= 2u)
+    flushes_subnormals: bool  # ex2.approx.ftz: weights below 2^-126 become 0
+
+    def name(self, d: int) -> str:
+        return f"attention_fused_kernel{self.variant}_d{d}"
+
+
+# kernel4: exp2f, 2 ulp (the CUDA math library's stated bound): 4u. kernel5: ex2.approx.ftz, 2 ulp
+# from the correctly rounded result (the PTX manual), so 2.5 ulp from the exact one: 5u; it steps
+# through a 64-key tile 16 keys at a time at d 128 (STEP in the kernel)
+BF16_KERNELS = {4: Bf16Kernel(4, TC_ROWS, {64: TC_KEYS, 128: TC_KEYS}, 4.0, False),
+                5: Bf16Kernel(5, 128, {64: 64, 128: 16}, 5.0, True)}
+DEFAULT_BF16_VARIANT = 5  # the faster one wherever both apply (both run d 64 and 128)
+
+
+def bf16_kernel(variant: int | None) -> Bf16Kernel:
+    if variant is None:
+        return BF16_KERNELS[DEFAULT_BF16_VARIANT]
+    if variant not in BF16_KERNELS:
+        raise AndreaError(f"the tensor-core kernels are attention_fused_kernel{' and '.join(map(str, BF16_KERNELS))} "
+                          f"(got {variant})")
+    return BF16_KERNELS[variant]
 CONVERT_THREADS = 256
 LOG2E = math.log2(math.e)
 
@@ -29,10 +63,10 @@ def check_bf16_shape(d_k: int, d_v: int) -> None:
                           f"(got d_k {d_k}, d_v {d_v}): use --d-k 64 or 128, or --precision fp32")
 
 
-def shared_bytes_bf16(d: int) -> int:
-    """q_s (64, d+8) + k_s and v_s (2 stages, 64, d+8), bf16: 46,080 bytes at d = 64, 87,040 at
-    d = 128 (above the 48 KiB default: the cuda device opts in)."""
-    return 2 * (TC_ROWS + 4 * TC_KEYS) * (d + 8)
+def shared_bytes_bf16(d: int, variant: int | None = None) -> int:
+    """q_s (rows, d+8) + k_s and v_s (2 stages, 64, d+8), bf16. kernel4: 46,080 bytes at d = 64,
+    87,040 at d = 128; kernel5: 55,296 and 104,448 (above the 48 KiB default: the cuda device opts in)."""
+    return 2 * (bf16_kernel(variant).rows + 4 * TC_KEYS) * (d + 8)
 
 
 def q_multiplier(d_k: int, scaled: bool) -> float:
@@ -46,12 +80,14 @@ def launch_to_bf16(dev: KernelDevice, x, out, n: int, multiplier: float) -> None
                                         (x, out, np.int64(n), np.float32(multiplier)))
 
 
-def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int, *, mask: MaskSpec) -> None:
+def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int, *, mask: MaskSpec,
+                      variant: int | None = None) -> None:
     """One launch on bf16 arrays already on the device (bench times exactly this)."""
-    dev.get_function(f"attention_fused_kernel4_d{d}")(
-        (cdiv(T, TC_ROWS), 1, H), (TC_THREADS, 1, 1),
+    kernel = bf16_kernel(variant)
+    dev.get_function(kernel.name(d))(
+        (cdiv(T, kernel.rows), 1, H), (TC_THREADS, 1, 1),
         (qb, kb, vb, out, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
-        shared_mem=shared_bytes_bf16(d),
+        shared_mem=shared_bytes_bf16(d, variant),
     )
 
 
@@ -66,7 +102,8 @@ def convert_inputs(dev: KernelDevice, dq, dk, dv, shape: tuple[int, int, int], s
     return copies
 
 
-def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool) -> FusedOutputs:
+def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
+                   variant: int | None = None) -> FusedOutputs:
     """q, k, v: (H, T, d) float32 -> output (H, T, d) float32; timings of the conversion and the kernel."""
     H, T, d_k = q.shape
     check_bf16_shape(d_k, v.shape[-1])
@@ -81,7 +118,7 @@ def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool) 
         qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scaled)
         clock.stop("to_bf16")
         clock.start("fused")
-        launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask)
+        launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant)
         clock.stop("fused")
 
     timings = timed_runs(dev, launch)

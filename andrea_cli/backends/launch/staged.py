@@ -15,6 +15,7 @@ import numpy as np
 from andrea_cli.backends.base import StageOutputs
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
 
 TILE = 16  # must match TILE in cuda/microgpt_cuda.cu: scores_kernel1, mask_kernel1, av_kernel1
 SCORES2_TILE, AV2_TILE = 128, 64  # output tile edge of scores_kernel2 (256 threads), av_kernel2 (64)
@@ -102,7 +103,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
         clock.start("scale")
         dev.get_function("scale_kernel1")(
             (min(cdiv(n, 256), 4096), 1, 1), (256, 1, 1),
-            (buf.scores, buf.scaled, np.int64(n), f32(1.0 / np.sqrt(d_k))),
+            (buf.scores, buf.scaled, np.int64(n), f32(scale_for(d_k, scaled))),
         )
         clock.stop("scale")
 

@@ -15,9 +15,9 @@ from andrea_cli.errors import AndreaError
 
 # bf16 and tf32 mma.sync (m16n8k16, m16n8k8), bf16 conversions, ldmatrix and cp.async came
 # with Ampere. A kernel needs it when its name says bf16/tf32 or it is a tensor-core fused
-# kernel (attention_fused_kernel4_d64, _d128: FlashAttention-2 on mma.sync).
+# kernel (attention_fused_kernel4_d64, _d128, kernel5_d64, _d128: FlashAttention-2 on mma.sync).
 TENSOR_CORE_CC = (8, 0)
-TENSOR_CORE_TAGS = ("bf16", "tf32", "attention_fused_kernel4")
+TENSOR_CORE_TAGS = ("bf16", "tf32", "attention_fused_kernel4", "attention_fused_kernel5")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 from andrea_cli.backends.launch.backward import LSE_VARIANTS, launch_fused_backward, launch_fused_lse, \
     launch_staged_backward
 from andrea_cli.backends.launch.fused import fused_variants, launch_fused
-from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
+from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16
 from andrea_cli.backends.launch.staged import ALL_PLANS, allocate_stages, launch_stages
 from andrea_cli.errors import first_line
 from andrea_cli.masks import MaskSpec
@@ -98,7 +98,7 @@ class RecordingDevice:
 
 def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
     """Every path the launchers offer at one shape, by name: the staged plans, the fused
-    variants, the tensor-core kernel with its conversions, the staged and fused backward."""
+    variants, the tensor-core kernels with their conversions, the staged and fused backward."""
     q, k, v, d_out, out = (dev.empty((H, T, d)) for _ in range(5))
 
     def staged():
@@ -113,7 +113,8 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
     def tensor_cores():
         if d in BF16_DIMS:
             qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), True)
-            launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask)
+            for variant in BF16_KERNELS:  # kernel4, and kernel5 (the default)
+                launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask, variant=variant)
 
     def staged_backward():
         launch_staged_backward(dev, dev.empty((H, T, T)), q, k, v, d_out, dev.empty((H, T, T)),

@@ -1,0 +1,4 @@
+// cuBLASLt: see cublas_v2.h.
+#pragma once
+#include "cublas_v2.h"
+typedef struct cublasLtContext* cublasLtHandle_t;

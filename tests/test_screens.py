@@ -1,0 +1,189 @@
+"""Every table fits the screen without losing a verdict: drawn on consoles of a fixed width (80,
+the terminal a learner opens, and 120), no line is wider than the console, no cell is cut to
+"…", and a failing case still reads FAIL."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN, KERNEL1_PLAN
+from andrea_cli.masks import MaskSpec
+from andrea_cli.verification import FAMILIES, Case, CaseResult, StageCheck, VerifyReport
+
+WIDTHS = (80, 120)
+
+
+def draw(render, *args, width: int, **kwargs) -> str:
+    console = Console(width=width, record=True, file=io.StringIO(), highlight=False, color_system=None)
+    render(console, *args, **kwargs)
+    return console.export_text()
+
+
+def assert_fits(text: str, width: int) -> None:
+    for line in text.splitlines():
+        assert cell_len(line) <= width, f"wider than {width}: {line!r}"
+    assert "…" not in text, f"a cell was cut at {width} columns:\n{text}"
+
+
+def verify_report(failing_stage: str = "softmax") -> VerifyReport:
+    """Every stage of every family checked, one case failing at failing_stage, one that did not finish."""
+    stages = [name for family in FAMILIES for name in family.stages]
+    results = []
+    for n, (case, schedule) in enumerate([(Case(33, 256, 16, MaskSpec("window", 33), False, KERNEL1_PLAN), "forward"),
+                                          (Case(1024, 128, 128, MaskSpec("causal"), True), "reverse"),
+                                          (Case(7, 3, 5, MaskSpec("none"), True, DEFAULT_PLAN), "gpu")]):
+        r = CaseResult(case, schedule)
+        for i, name in enumerate(stages):
+            bad = n == 0 and name == failing_stage
+            r.stages[name] = StageCheck(max_abs_err=(3e-3 if bad else 1e-7 * (i + 1)), max_rel_err=0.0, tol=1e-3,
+                                        passed=not bad,
+                                        first_bad={"index": [0, 1, 2], "got": 1.0, "expected": 0.5, "tol": 1e-3}
+                                        if bad else None)
+        r.invariants = {"rows sum to 1": n != 0, "masked weights are 0": True}
+        results.append(r)
+    results.append(CaseResult(Case(64, 80, 64, MaskSpec("causal"), True), "forward", error="deadlock in softmax_kernel2"))
+    results.sort(key=lambda r: r.passed)
+    return VerifyReport("cpu", "CPU (x86_64), kernel file compiled with the CUDA-on-CPU runtime", "/k/microgpt_cuda.cu",
+                        results, 1.0)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_verify_table_fits_and_keeps_every_verdict(width):
+    from andrea_cli.render.verify import render_verify
+
+    text = draw(render_verify, verify_report(), width=width)
+    assert_fits(text, width)
+    verdicts = [(line.strip("│ ").split() or [""])[0] for line in text.splitlines()]
+    verdicts = [word for word in verdicts if word in ("ok", "FAIL")]
+    assert verdicts == ["FAIL", "FAIL", "ok", "ok"], text
+    assert "softmax" in text and "3.00" in text  # the failing stage's share of its tolerance, named
+    assert "FAILED (2 failing)" in text
+
+
+def test_verify_wide_console_shows_every_stage():
+    from andrea_cli.render.verify import render_verify
+    from andrea_cli.verification import STAGE_ORDER
+
+    text = draw(render_verify, verify_report(), width=220)
+    assert_fits(text, 220)
+    header = next(line for line in text.splitlines() if "invariants" in line)
+    assert all(name.split()[0] in header for name in STAGE_ORDER)
+
+
+def test_verify_layouts_narrow_with_the_console():
+    from andrea_cli.render.verify import compact_table, family_table, full_table, verify_table
+
+    report = verify_report()
+    chosen = {width: verify_table(Console(width=width, file=io.StringIO()), report).title
+              for width in (80, 120, 220)}
+    assert chosen == {80: compact_table(report).title, 120: family_table(report).title,
+                      220: full_table(report).title}
+
+
+@pytest.fixture(scope="module")
+def scaling_report():
+    from andrea_cli.commands.compare_scaling import ScalingOptions, run_compare_scaling
+
+    return run_compare_scaling(ScalingOptions(d_k="64,256,4096", T=48, backend="numpy"))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_compare_scaling_tables_fit(scaling_report, width):
+    from andrea_cli.render.scaling import render_scaling
+
+    text = draw(render_scaling, scaling_report, width=width)
+    assert_fits(text, width)
+    assert "The backward pass" in text and "quiet" in text
+    # every figure of the backward table is printed whole: the unscaled ‖dQ‖ at d_k 4096
+    from andrea_cli.render.common import fmt
+
+    assert fmt(scaling_report.rows[-1].gradients["unscaled"].dq_norm) in text
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_info_prints_the_kernel_path_whole(width):
+    from andrea_cli.commands.info import describe_environment
+    from andrea_cli.render.info import render_info
+
+    doc = describe_environment()
+    long_path = "/home/a-learner/.local/share/virtualenvs/andrea-course/lib/python3.11/site-packages/" \
+                "andrea_cli/cuda/microgpt_cuda.cu"
+    doc["kernel_file"] = long_path
+    console = Console(width=width, record=True, file=io.StringIO(), highlight=False, color_system=None)
+    render_info(console, doc)
+    text = console.export_text(styles=False)
+    assert long_path in text.replace("\n", "") and f"kernel file: {long_path}" in text.replace("\n", "")
+    table_part = text.split("kernel file:")[0]
+    assert_fits(table_part, width)
+
+
+def bench_result(with_peer: bool = True):
+    from andrea_cli.bench.sweep import BenchResult, Measurement
+
+    result = BenchResult("cpu", "CPU x86_64 (2 logical cores), NumPy 2.4", None, "numpy", 1, 5,
+                         notes=["BLAS/OpenMP threads pinned to 1 per measurement"], threads={"limit": 1, "libraries": {}})
+    names = ["numpy", "numpy_backward", "torch_sdpa", "cpu_build_fused", "cpu_build_fused_bf16",
+             "cpu_build_fused_backward"]
+    for causal in (False, True):
+        for T in (128, 1024):
+            for n, name in enumerate(names):
+                build = name.startswith("cpu_build")
+                ms = 0.0853 * (n + 1) * T / 128 * (300 if build else 1)
+                low = 0.0296 if T == 128 and name == "numpy" else ms * 0.9  # the widest min–max: 0.0296–1.07
+                result.measurements.append(Measurement(
+                    name, T, 64, 1, causal, ms, min_ms=low, max_ms=ms * 12.5, repeats=1 if build else 5,
+                    tflops=1e-3 * T, gbs=12.5, ratio=ms / 0.0853, max_abs_err=2.5e-7, speed_path=not build,
+                    vs_peer=1.25 if with_peer and name == "torch_sdpa" else None))
+    return result
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bench_table_fits_and_tells_the_implementations_apart(width):
+    from andrea_cli.render.bench import render_bench
+
+    result = bench_result()
+    text = draw(render_bench, result, width=width)
+    assert_fits(text, width)
+    for name in ("cpu_build_fused*", "cpu_build_fused_bf16*", "cpu_build_fused_backward*", "numpy_backward"):
+        assert f" {name} " in text
+    assert "1.23–17.1" in text  # numpy_backward at T = 1024: min–max of its repeats
+    if width == 80:
+        assert "TFLOP/s, GB/s, vs peer: in a wider terminal, or with --json" in text
+
+
+def test_bench_table_shows_every_column_when_wide():
+    from andrea_cli.render.bench import render_bench
+
+    text = draw(render_bench, bench_result(), width=200)
+    assert_fits(text, 200)
+    header = next(line for line in text.splitlines() if "impl" in line)
+    assert all(name in header for name in ("d_k", "mask", "min–max", "TFLOP/s", "GB/s", "× numpy", "max err", "vs peer"))
+
+
+def test_progress_is_one_transient_line_on_a_terminal_and_plain_lines_elsewhere():
+    from andrea_cli.render.progress import progress_lines
+
+    echoed = []
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=80)
+    with progress_lines(terminal, echoed.append) as progress:
+        for n in range(1, 4):
+            progress(f"[{n}/3] ok   T=7 d_k=3 d_v=5 causal scaled")
+    assert echoed == []  # nothing left on screen line by line: Rich redraws one line
+    drawn = terminal.file.getvalue()
+    assert "\x1b[2K" in drawn  # and erases it at the end (transient), leaving only what follows
+    piped = Console(file=io.StringIO(), force_terminal=False, width=80)
+    with progress_lines(piped, echoed.append) as progress:
+        progress("[1/1] ok   T=7")
+    assert echoed == ["[1/1] ok   T=7"] and piped.file.getvalue() == ""
+
+
+def test_verify_progress_lines_count_the_cases(run_main):
+    code, out, err = run_main("verify", "--backend", "cpu", "--T", "5", "--d-k", "3")
+    assert code == 0
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("[1/2] ok ") and lines[1].startswith("[2/2] ok ")  # forward and reverse schedules
+    assert "PASSED: 2 cases" in out
