@@ -166,3 +166,17 @@ __global__ void tiled_gemm(const float* a, const float* b, float* c, int n) {
     }
     c[row * n + col] = acc;
 }
+
+// A 64-thread tile (two warps) exchanging through shared memory behind tile.sync(): the tile's
+// sync orders both warps, its shuffles do not need to.
+__global__ void wide_tile_exchange(const float* x, float* out) {
+    __shared__ float s[128];
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<64> tile = cg::tiled_partition<64>(block);
+    const int t = block.thread_rank();
+    s[t] = x[blockIdx.x * blockDim.x + t];
+    tile.sync();
+    const float other = s[(t & ~63) + ((t + 32) & 63)];  // the other warp of the same tile
+    const float first = tile.shfl(other, 0);
+    out[blockIdx.x * blockDim.x + t] = other + first;
+}
