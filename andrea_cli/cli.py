@@ -90,6 +90,14 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def use_cpu_threads(threads: int | None) -> None:
+    """--threads: how many OS threads the CPU build spreads a launch's blocks over (None: every
+    core; set for each command, so one run's choice never carries over to the next in-process)."""
+    from andrea_cli.backends.cpu_runtime.module import use_threads
+
+    use_threads(threads)
+
+
 def fail_on(exc: AndreaError) -> typer.Exit:
     """Exit 1 when the kernel file did something wrong while it ran, 2 for bad usage."""
     return fail(str(exc), 1 if isinstance(exc, KernelError) else 2)
@@ -128,6 +136,7 @@ def attend(
                                   help="With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128)."),
     racecheck: bool = option(flags.RACECHECK),
     timeout: Optional[float] = option(flags.TIMEOUT),
+    threads: Optional[int] = option(flags.THREADS),
 ) -> None:
     """Run one attention head through the kernels and show shapes, statistics and timings.
 
@@ -143,6 +152,7 @@ def attend(
         show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot, precision=precision,
         timeout=timeout, head=head, racecheck=racecheck)
     try:
+        use_cpu_threads(threads)
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
 
@@ -227,6 +237,7 @@ def verify(
                                   "UndefinedBehaviorSanitizer: out-of-bounds accesses with the kernel file's line."),
     racecheck: bool = option(flags.RACECHECK),
     timeout: Optional[float] = option(flags.TIMEOUT),
+    threads: Optional[int] = option(flags.THREADS),
     as_json: bool = option(flags.JSON),
 ) -> None:
     """Check every stage of the kernel file against the float64 NumPy path over a sweep of shapes.
@@ -237,6 +248,7 @@ def verify(
     options = VerifyOptions(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, no_scale=no_scale,
                             kernel=kernel, sanitize=sanitize, racecheck=racecheck, timeout=timeout)
     try:
+        use_cpu_threads(threads)
         if as_json:
             report = run_verify_command(options)
         else:
@@ -269,6 +281,7 @@ def bench(
                                      help="CPU side: BLAS/OpenMP threads of NumPy and torch, pinned per measurement."),
     kernel: Optional[Path] = option(flags.KERNEL),
     timeout: Optional[float] = option(flags.TIMEOUT),
+    threads: Optional[int] = option(flags.THREADS),
     as_json: bool = option(flags.JSON, help="Print one JSON document instead of a table."),
     plot: Optional[Path] = option(flags.PLOT, help="Save time and TFLOP/s against T to FILE.png."),
     bound: bool = typer.Option(False, "--bound", help="No timing: each kernel's static bound on --gpu, read "
@@ -280,13 +293,14 @@ def bench(
         _bench_bound(bound, gpu, kernel, as_json, {"--side": side != "auto", "--T": bool(T), "--d-k": bool(d_k),
                      "--mask": mask != "both", "--heads": heads is not None, "--repeats": repeats != 5,
                      "--warmup": warmup != 1, "--no-cpu-build": no_cpu_build, "--timeout": timeout is not None,
-                     "--blas-threads": blas_threads != 1,
+                     "--blas-threads": blas_threads != 1, "--threads": threads is not None,
                      "--plot": plot is not None})
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
                            no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout, blas_threads=blas_threads)
     try:
+        use_cpu_threads(threads)
         if plot is not None:
             from andrea_cli.render.plot_common import check_plot_path
 

@@ -4,7 +4,8 @@
 // andrea_cli/backends/cpu_runtime/build.py writes that file, module.py and native.py launch it.
 //
 // Model: every CUDA thread of a block is a fiber (own mmap'd stack with a guard page) on one OS
-// thread; blocks run one after another. Fibers are created once and switched by a few lines of
+// thread; a launch's blocks are spread over LaunchOptions.threads OS threads, each block run
+// start to end by one of them. Fibers are created once and switched by a few lines of
 // assembly (x86-64; elsewhere makecontext + _setjmp/_longjmp), never swapcontext (a syscall per
 // switch). A scheduler runs each runnable fiber until it blocks; when nothing can run it
 // releases __syncthreads if every live thread waits there (returned threads count as arrived),
@@ -14,7 +15,7 @@
 // undefined on a GPU (a hang or garbage) and ends the launch with WARP_MISUSE here.
 // __shared__ is thread_local (a block-scope static per OS thread); the module's whole TLS block
 // is therefore shared memory and is poisoned with NaN bytes at each block start.
-// Launches of one library are serialized by a mutex, so the scheduler state is plain globals.
+// Launches of one library are serialized by a mutex; each OS thread has its own scheduler state.
 //
 // Where it lives: this file is the one force-included entry; the model is in cuda/cpu_runtime/,
 // one file per section, included below in order (each opens with what it emulates and what it
@@ -34,6 +35,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <climits>
+#include <condition_variable>
 #include <mutex>
 #include <new>
 #include <string>

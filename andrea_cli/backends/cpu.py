@@ -92,7 +92,14 @@ class CpuBackend(KernelFileBackend):
         return f"CPU ({platform.machine()}), kernel file compiled with the CUDA-on-CPU runtime, {self.schedule} schedule"
 
     def _load(self) -> _HostDevice:
+        from threadpoolctl import threadpool_limits
+
         from andrea_cli.backends.cpu_runtime.module import CpuModule
+
+        # The host's BLAS (NumPy's reference sums) on one thread: its idle threads spin-wait for
+        # the next call and took the cores the kernels run on (verify --quick: twice the CPU
+        # time; scripts/bench_cpu_runtime.py). The references are small; one thread does them.
+        threadpool_limits(1, user_api="blas")
 
         return _HostDevice(CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize,
                                      timeout=self.timeout, racecheck=self.racecheck))

@@ -43,6 +43,8 @@ RACECHECK = Flag(False, ("--racecheck",), "CPU build under ThreadSanitizer told 
                                           "a GPU could expose is an error naming both lines (slower).")
 TIMEOUT = Flag(None, ("--timeout",), "CPU build: the most CPU seconds one block of a launch may run "
                                      "(default: 2 s, more for a larger launch).", metavar="SECONDS")
+THREADS = Flag(None, ("--threads",), "CPU build: OS threads a launch's blocks are spread over "
+                                     "(default: every core).", metavar="N")
 
 # The multi-head layer, from x
 D_MODEL = Flag(None, ("--d-model",), "Run the whole multi-head layer from x (T, d_model).")

@@ -4,7 +4,7 @@
 // coalesced_threads, cg::reduce / inclusive_scan / exclusive_scan, cg::sync. A tile's sync and
 // collectives are warp collectives over the tile's lanes, as strict as __syncwarp: every lane of
 // the tile must reach them (a lane that returned early is reported). grid_group::sync needs all
-// blocks resident at once, which a CPU build running blocks one after another cannot give: it
+// blocks resident at once, which a CPU build running each block to its end cannot give: it
 // ends the launch with an error saying so.
 #pragma once
 

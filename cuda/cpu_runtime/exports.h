@@ -10,8 +10,8 @@ namespace {
 
 inline int launch(void (*entry)(void**), void** args, const unsigned* grid, const unsigned* block,
                   size_t shared_bytes, int reverse, const LaunchOptions* opts, LaunchInfo* info) {
-    Sched& s = sched();
-    std::lock_guard<std::mutex> lock(s.mu);
+    static std::mutex one_at_a_time;  // one launch at a time: the scheduler state is the library's
+    std::lock_guard<std::mutex> lock(one_at_a_time);
     const unsigned long long nthreads = (unsigned long long)block[0] * block[1] * block[2];
     if (nthreads == 0 || nthreads > 1024 || grid[0] == 0 || grid[1] == 0 || grid[2] == 0) {
         std::snprintf(info->message, sizeof info->message, "bad launch geometry");

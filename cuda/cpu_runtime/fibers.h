@@ -1,15 +1,19 @@
 // cpu_runtime/fibers.h — the scheduler's state and the fibers' lives: the built-in indices
-// (threadIdx, blockIdx, blockDim, gridDim as plain globals the scheduler sets), a fiber per
-// thread with its own mmap'd stack below a guard page, each warp's collective state, the launch's
-// guard state (see guard.h), yield/resume with AddressSanitizer's stack-switch hooks. A fiber runs
-// until it blocks: no preemption, so a schedule is reproducible (forward, or reversed on request).
+// (threadIdx, blockIdx per OS thread, blockDim, gridDim as plain globals the scheduler sets), a
+// fiber per thread with its own mmap'd stack below a guard page, each warp's collective state,
+// the launch's guard state (see guard.h), yield/resume with AddressSanitizer's stack-switch hooks.
+// A fiber runs until it blocks: no preemption, so a schedule is reproducible (forward, or
+// reversed on request). A launch may spread its blocks over several OS threads (launch.h): each
+// has its own scheduler, guard and tensor-core state (PerThread below), each block is run by one
+// of them start to end.
 // Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
 #pragma once
 
 // ---------------------------------------------------------------------------------------------
-// Built-in indices: plain globals, set by the scheduler before it resumes a fiber
+// Built-in indices: set by the scheduler before it resumes a fiber; per OS thread where they
+// differ between the blocks that run at once (the poisoning of shared memory skips them).
 
-static uint3 threadIdx, blockIdx;
+static thread_local uint3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
 
 namespace andrea {
@@ -19,8 +23,12 @@ enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE };
 enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4, WARP_MISUSE = 5, ASSERT = 6,
               TIMEOUT = 7, CRASHED = 8 };
 
+struct Sched;
+struct Guard;
+
 struct Fiber {
     Ctx ctx;
+    Sched* sched;      // the scheduler (of one OS thread) whose pool this fiber is in
     char* stack;      // lowest address, the guard page
     size_t stack_size;
     size_t colour;     // bytes left unused at the top of the stack
@@ -59,6 +67,7 @@ struct Sched {
     void (*entry)(void**) = nullptr;
     void** args = nullptr;
     int nthreads = 0, live = 0, at_barrier = 0, at_activemask = 0;
+    int sweep_pos = 0;  // the place in schedule order of the thread running now (run_block's sweep)
     uint64_t barrier_gen = 0;  // __syncthreads released so far (and blocks started): tags barrier votes
     // A misused warp sync, found inside a fiber: the scheduler ends the launch with it.
     bool misused = false;
@@ -75,12 +84,33 @@ struct Sched {
     bool fault_in_guard = false;
     pthread_t owner;
     std::vector<char> alt_stack;
-    std::mutex mu;
+    // __syncthreads_count/_and/_or: the count, tagged with the barrier generation (two buffers: a
+    // fast thread may arrive at the next vote before a slow one has read this one)
+    uint64_t vote_tag[2] = {~0ull, ~0ull};
+    int vote_count[2] = {0, 0}, vote_arrived[2] = {0, 0};
+    Guard* guard = nullptr;  // this OS thread's guard state (guard() makes it)
+    uint3* thread_idx = nullptr;  // this OS thread's threadIdx (set by each launch: a TLS look-up saved a switch)
 };
 
+struct TensorCoreState;
+
+// The state of the OS thread running blocks now: the launching thread's is the library's own
+// (one launch at a time), each extra OS thread of a launch has its own.
+struct PerThread {
+    Sched* sched = nullptr;
+    TensorCoreState* tensor_cores = nullptr;
+};
+thread_local PerThread per_thread;
+
 // (racecheck: never instrumented, so the static's guard is no atomic acquire at every call)
-ANDREA_NO_TSAN inline Sched& sched() {
+ANDREA_NO_TSAN inline Sched& main_sched() {
     static Sched* s = new Sched();  // never destroyed: fibers may outlive static destructors
+    return *s;
+}
+
+ANDREA_NO_TSAN inline Sched& sched() {
+    Sched*& s = per_thread.sched;
+    if (!s) s = &main_sched();
     return *s;
 }
 
@@ -91,6 +121,7 @@ struct LaunchOptions {  // from Python; andrea_options_size() checks the layout
     double base_s;      // the default: max(base_s, factor x the slowest block of the launch so far)
     double factor;
     int isolate;        // run the launch in a forked child process
+    int threads;        // OS threads the blocks are spread over (1: the launching thread alone)
 };
 
 struct Guard {
@@ -108,14 +139,16 @@ struct Guard {
 };
 
 ANDREA_NO_TSAN inline Guard& guard() {
-    static Guard* g = new Guard();
-    return *g;
+    Sched& s = sched();
+    if (!s.guard) s.guard = new Guard();
+    return *s.guard;
 }
 
 // Where every `extern __shared__` array of the kernel file starts during a launch: the CPU build
 // rewrites `extern __shared__ T name[];` into `T* const& name = ...(andrea::dyn_shared_base);`
-// on the same line (backends/cpu_runtime/build.py), so the runtime can place the launch's bytes against a guard page.
-char* dyn_shared_base = nullptr;
+// on the same line (backends/cpu_runtime/build.py), so the runtime can place the launch's bytes
+// against a guard page. One per OS thread: each runs its own block.
+thread_local char* dyn_shared_base = nullptr;
 
 // --- stack switching, with the AddressSanitizer hooks when instrumented -----------------------
 
@@ -134,22 +167,53 @@ inline void asan_finish(void* fake, const void** bottom, size_t* size) {
 #endif
 }
 
-// From a fiber back to the scheduler; returns when the scheduler resumes this fiber.
+// The next thread of this sweep in schedule order that can run, if nothing is pending that the
+// scheduler must see first (a misuse, an abort, a fault, the watchdog); its place becomes the
+// sweep's. The scheduler would resume exactly this one next.
+ANDREA_NO_TSAN inline Fiber* next_ready(Sched& s) {
+    if (s.misused || s.aborted || s.faulted || s.guard->timed_out) return nullptr;
+    const int n = s.nthreads;
+    for (int k = s.sweep_pos + 1; k < n; k++) {
+        Fiber* g = s.pool[s.reverse ? n - 1 - k : k];
+        if (g->state == READY) {
+            s.sweep_pos = k;
+            return g;
+        }
+    }
+    return nullptr;
+}
+
+// From a fiber to the next ready one of the sweep, or back to the scheduler (at the sweep's
+// end, or when it must see something); returns when this fiber is resumed. Straight from fiber
+// to fiber, a lane waiting at a warp collective costs one switch, not two. The guard treats the
+// switch as outside any fiber (in_fiber 0): a signal then cannot save into the wrong context.
 ANDREA_NO_TSAN __attribute__((noinline)) inline void yield(Fiber* f) {
-    Sched& s = sched();
+    Sched& s = *f->sched;
+    Guard& g = *s.guard;
     race_yield();
-    guard().in_fiber = 0;
+    g.in_fiber = 0;
+    // AddressSanitizer's stack-switch hooks assume every switch goes through the scheduler, and
+    // racecheck announces each switch to ThreadSanitizer there (race_yield / race_resume)
+#if !defined(ANDREA_ASAN) && !defined(ANDREA_TSAN)
+    if (Fiber* next = next_ready(s)) {
+        s.cur = next;
+        *s.thread_idx = next->tid;
+        ctx_switch(f->ctx, next->ctx);
+        g.in_fiber = 1;
+        return;
+    }
+#endif
     asan_start(&f->fake_stack, s.main_bottom, s.main_size);
     ctx_switch(f->ctx, s.ctx);
     asan_finish(f->fake_stack, &s.main_bottom, &s.main_size);
-    guard().in_fiber = 1;
+    g.in_fiber = 1;
 }
 
 // From the scheduler into a fiber; returns when the fiber yields.
 ANDREA_NO_TSAN __attribute__((noinline)) inline void resume(Fiber* f) {
-    Sched& s = sched();
+    Sched& s = *f->sched;
     s.cur = f;
-    threadIdx = f->tid;
+    *s.thread_idx = f->tid;
     race_resume(f->lid);
     asan_start(&s.sched_fake, f->stack, f->stack_size);
     ctx_switch(s.ctx, f->ctx);
@@ -158,7 +222,40 @@ ANDREA_NO_TSAN __attribute__((noinline)) inline void resume(Fiber* f) {
 
 inline void warp_exit(Fiber* f);
 
-// A fiber's life: "run the kernel, mark done, yield" for every block it is given.
+// The thread the scheduler would resume right after f returns, if it has not started yet:
+// f's fiber can run it at once on its own stack, without the two switches through the
+// scheduler. Nothing else may be pending (a misuse, an abort: the scheduler reports those).
+// Not in racecheck's build: the swap of identities would be a switch between CUDA threads that
+// ThreadSanitizer is never told of (race_yield / race_resume sit in the scheduler's switches).
+ANDREA_NO_TSAN inline Fiber* next_fresh(const Fiber* f) {
+#ifdef ANDREA_TSAN
+    (void)f;
+    return nullptr;
+#else
+    const Sched& s = *f->sched;
+    const int next = f->lid + (s.reverse ? -1 : 1);
+    if (next < 0 || next >= s.nthreads || s.misused || s.aborted || s.guard->timed_out) return nullptr;
+    Fiber* g = s.pool[next];
+    return g->state == READY && g->parked ? g : nullptr;
+#endif
+}
+
+// f (done) takes over g's thread, and g's untouched fiber stands for f's finished one: the two
+// swap identities and places in the pool, so the thread order is the scheduler's own.
+ANDREA_NO_TSAN inline void adopt(Fiber* f, Fiber* g) {
+    Sched& s = *f->sched;
+    std::swap(s.pool[f->lid], s.pool[g->lid]);
+    std::swap(f->lid, g->lid);
+    std::swap(f->tid, g->tid);
+    g->state = DONE;
+    f->state = READY;
+    *s.thread_idx = f->tid;
+    s.sweep_pos = s.reverse ? s.nthreads - 1 - f->lid : f->lid;  // f now stands where g stood
+}
+
+// A fiber's life: "run the kernel, mark done, yield" for every block it is given; a thread
+// that never blocks is followed by the next one on the same stack (see next_fresh), so a block
+// whose threads run straight through costs one switch, not two per thread.
 ANDREA_NO_TSAN inline void fiber_main() {
     Sched& s = sched();
     asan_finish(nullptr, &s.main_bottom, &s.main_size);  // first entry, from resume()
@@ -173,6 +270,10 @@ ANDREA_NO_TSAN inline void fiber_main() {
         f->state = DONE;
         s.live--;
         warp_exit(f);
+        if (Fiber* g = next_fresh(f)) {
+            adopt(f, g);
+            continue;
+        }
         f->parked = true;
         yield(f);
     }

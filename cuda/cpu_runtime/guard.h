@@ -21,9 +21,10 @@ namespace {
 //  - A watchdog: a block that runs past its budget is stopped (an endless loop?). The budget is
 //    --timeout, or else max(base, factor x the slowest block of the launch so far), so it grows
 //    with honest work and still stops a loop that never ends.
-//  - Isolation: with opts->isolate the launch runs in a forked child; the device arrays are
-//    MAP_SHARED (Python allocates them so), the report comes back in a shared page, and a stray
-//    write into the heap, an abort or a crash ends only the child.
+//  - Isolation: the launch runs in a launch worker (worker.cpp), or with opts->isolate in a
+//    forked child (isolation.h); the device arrays are MAP_SHARED (Python allocates them so), the
+//    report comes back in a shared page, and a stray write into the heap, an abort or a crash
+//    ends only that process.
 
 // The watchdog counts CPU seconds, not wall-clock ones: a loaded machine slows honest work down
 // but does not make it look endless.
@@ -34,7 +35,8 @@ inline double seconds(clockid_t clock) {
 }
 inline double cpu_now() { return seconds(CLOCK_THREAD_CPUTIME_ID); }
 
-struct SignalState { struct sigaction segv, bus, fpe, ill, abrt, alarm; stack_t alt; timer_t timer; bool timer_ok; };
+struct SignalState { struct sigaction segv, bus, fpe, ill, abrt, alarm; };  // the process's handlers before
+struct ThreadWatch { stack_t alt; timer_t timer; bool timer_ok; };  // one OS thread's, while it runs blocks
 
 // From a signal handler in a fiber back to the scheduler, for good: the fiber is restarted
 // before its next use.
@@ -82,15 +84,8 @@ inline void on_alarm(int, siginfo_t*, void*) {
     if (g.in_fiber) escape_fiber(SIGALRM);
 }
 
+// The handlers, for the whole process (one launch at a time installs them).
 inline void catch_faults(SignalState& old) {
-    Sched& s = sched();
-    s.owner = pthread_self();
-    s.faulted = 0;
-    if (s.alt_stack.empty()) s.alt_stack.resize(64 << 10);
-    stack_t alt{};
-    alt.ss_sp = s.alt_stack.data();
-    alt.ss_size = s.alt_stack.size();
-    sigaltstack(&alt, &old.alt);  // the faulting fiber's stack may be the problem
     struct sigaction sa {};
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
@@ -103,27 +98,43 @@ inline void catch_faults(SignalState& old) {
     sa.sa_sigaction = on_alarm;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigaction(SIGALRM, &sa, &old.alarm);
-    // The tick goes to this thread only (other threads of the caller must not take it).
-    sigevent ev{};
-    ev.sigev_notify = SIGEV_THREAD_ID;
-    ev.sigev_signo = SIGALRM;
-    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
-    old.timer_ok = timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &old.timer) == 0;
-    if (old.timer_ok) {
-        const itimerspec tick{{0, 25000000}, {0, 25000000}};
-        timer_settime(old.timer, 0, &tick, nullptr);
-    }
 }
 
 inline void restore_faults(const SignalState& old) {
-    if (old.timer_ok) timer_delete(old.timer);  // a tick already sent is delivered before this returns
     sigaction(SIGALRM, &old.alarm, nullptr);
     sigaction(SIGSEGV, &old.segv, nullptr);
     sigaction(SIGBUS, &old.bus, nullptr);
     sigaction(SIGFPE, &old.fpe, nullptr);
     sigaction(SIGILL, &old.ill, nullptr);
     sigaction(SIGABRT, &old.abrt, nullptr);
-    sigaltstack(&old.alt, nullptr);
+}
+
+// This OS thread, while it runs blocks: its faults land on an alternate stack (the faulting
+// fiber's stack may be the problem), and the watchdog's tick counts its own CPU time.
+inline void watch_thread(ThreadWatch& w) {
+    Sched& s = sched();
+    s.owner = pthread_self();
+    s.faulted = 0;
+    if (s.alt_stack.empty()) s.alt_stack.resize(64 << 10);
+    stack_t alt{};
+    alt.ss_sp = s.alt_stack.data();
+    alt.ss_size = s.alt_stack.size();
+    sigaltstack(&alt, &w.alt);
+    // The tick goes to this thread only (other threads of the caller must not take it).
+    sigevent ev{};
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGALRM;
+    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    w.timer_ok = timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &w.timer) == 0;
+    if (w.timer_ok) {
+        const itimerspec tick{{0, 25000000}, {0, 25000000}};
+        timer_settime(w.timer, 0, &tick, nullptr);
+    }
+}
+
+inline void unwatch_thread(const ThreadWatch& w) {
+    if (w.timer_ok) timer_delete(w.timer);  // a tick already sent is delivered before this returns
+    sigaltstack(&w.alt, nullptr);
 }
 
 // Dynamic shared memory for one launch; every `extern __shared__` name points at its start.

@@ -224,33 +224,33 @@ ANDREA_NO_TSAN inline void __threadfence_system() {
 
 // ---------------------------------------------------------------------------------------------
 // Atomics beyond add/sub/exch/cas/min/max (math_atomics.h): bitwise, wrapping inc/dec, and
-// the _block/_system scopes (one scope here: every block runs on the same OS thread).
+// the _block/_system scopes (one scope here: every atomic is a real atomic across OS threads).
 
 template <class T> inline T atomicAnd(T* p, std::type_identity_t<T> v) {
     andrea::RaceAtomic a(p);
-    return std::atomic_ref<T>(*p).fetch_and(v, andrea::relaxed);
+    return std::atomic_ref<T>(*p).fetch_and(v, andrea::atomic_order);
 }
 template <class T> inline T atomicOr(T* p, std::type_identity_t<T> v) {
     andrea::RaceAtomic a(p);
-    return std::atomic_ref<T>(*p).fetch_or(v, andrea::relaxed);
+    return std::atomic_ref<T>(*p).fetch_or(v, andrea::atomic_order);
 }
 template <class T> inline T atomicXor(T* p, std::type_identity_t<T> v) {
     andrea::RaceAtomic a(p);
-    return std::atomic_ref<T>(*p).fetch_xor(v, andrea::relaxed);
+    return std::atomic_ref<T>(*p).fetch_xor(v, andrea::atomic_order);
 }
 // ((old >= limit) ? 0 : old + 1), and ((old == 0 || old > limit) ? limit : old - 1)
 inline unsigned atomicInc(unsigned* p, unsigned limit) {
     andrea::RaceAtomic a(p);
     std::atomic_ref<unsigned> r(*p);
-    unsigned old = r.load(andrea::relaxed);
-    while (!r.compare_exchange_weak(old, old >= limit ? 0 : old + 1, andrea::relaxed)) {}
+    unsigned old = r.load(andrea::atomic_order);
+    while (!r.compare_exchange_weak(old, old >= limit ? 0 : old + 1, andrea::atomic_order)) {}
     return old;
 }
 inline unsigned atomicDec(unsigned* p, unsigned limit) {
     andrea::RaceAtomic a(p);
     std::atomic_ref<unsigned> r(*p);
-    unsigned old = r.load(andrea::relaxed);
-    while (!r.compare_exchange_weak(old, (old == 0 || old > limit) ? limit : old - 1, andrea::relaxed)) {}
+    unsigned old = r.load(andrea::atomic_order);
+    while (!r.compare_exchange_weak(old, (old == 0 || old > limit) ? limit : old - 1, andrea::atomic_order)) {}
     return old;
 }
 #define ANDREA_SCOPED(op)                                                                          \
@@ -271,30 +271,20 @@ ANDREA_SCOPED(atomicDec)
 
 // ---------------------------------------------------------------------------------------------
 // Block votes: __syncthreads that also counts a predicate over the threads that reach it.
-// The count is tagged with the barrier generation (two buffers: a fast thread may arrive at the
-// next vote before a slow one has read this one).
 
 namespace andrea {
 namespace {
-struct BlockVote {
-    uint64_t tag[2] = {~0ull, ~0ull};
-    int count[2] = {0, 0}, arrived[2] = {0, 0};
-};
-ANDREA_NO_TSAN inline BlockVote& block_vote_state() {
-    static BlockVote v;
-    return v;
-}
-// (threads whose predicate holds, threads that arrived)
+// (threads whose predicate holds, threads that arrived); the state is the scheduler's (Sched)
 inline std::pair<int, int> block_vote(int pred) {
     RaceQuiet quiet;  // the count is the runtime's; the barrier inside orders the threads
-    BlockVote& v = block_vote_state();
-    const uint64_t g = sched().barrier_gen;
+    Sched& v = sched();
+    const uint64_t g = v.barrier_gen;
     const int b = (int)(g & 1);
-    if (v.tag[b] != g) { v.tag[b] = g; v.count[b] = 0; v.arrived[b] = 0; }
-    v.count[b] += pred != 0;
-    v.arrived[b]++;
+    if (v.vote_tag[b] != g) { v.vote_tag[b] = g; v.vote_count[b] = 0; v.vote_arrived[b] = 0; }
+    v.vote_count[b] += pred != 0;
+    v.vote_arrived[b]++;
     __syncthreads();
-    return {v.count[b], v.arrived[b]};
+    return {v.vote_count[b], v.vote_arrived[b]};
 }
 }  // namespace
 }  // namespace andrea

@@ -1,7 +1,10 @@
 // cpu_runtime/isolation.h — a launch in a forked child process (LaunchOptions.isolate): the device
 // arrays are MAP_SHARED (Python allocates them so), the report comes back in a shared page, and a
 // crash, a heap corruption or a child that outlives its own watchdog ends only the child (CRASHED,
-// TIMEOUT).
+// TIMEOUT). The usual isolation is no longer this but the launch worker (worker.cpp, driven by
+// andrea_cli/backends/cpu_runtime/worker.py), which runs launches in-process in a long-lived
+// process of its own; a fork per launch remains where the worker cannot run, and for comparison
+// (ANDREA_CPU_ISOLATION=fork): it costs a copy of the caller's page tables per launch.
 // Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
 #pragma once
 
@@ -51,7 +54,9 @@ inline int launch_isolated(void (*entry)(void**), void** args, const unsigned* g
         signal(SIGINT, SIG_DFL);  // Ctrl-C ends the child too (the caller's handler is Python's)
         signal(SIGTERM, SIG_DFL);
         if (err >= 0) dup2(err, 2);
-        const int rc = launch_locked(entry, args, grid, block, shared_bytes, reverse, opts, shared);
+        LaunchOptions one = *opts;  // the pool's threads do not exist in a forked child
+        one.threads = 1;
+        const int rc = launch_locked(entry, args, grid, block, shared_bytes, reverse, &one, shared);
         if (rc == OK) probe_heap();  // a stray write into the heap's bookkeeping shows up here, not later
         std::fflush(nullptr);
         _exit(rc);

@@ -44,7 +44,8 @@
 #ifdef ANDREA_ASAN
 #include <sanitizer/common_interface_defs.h>
 // AddressSanitizer puts no redzones around thread_local variables; around statics it does. A
-// block-scope static is shared by every fiber just as thread_local is (one OS thread runs a launch).
+// block-scope static is shared by every fiber just as thread_local is (that build runs a launch on
+// one OS thread: launch.h).
 #undef __shared__
 #define __shared__ static
 #endif

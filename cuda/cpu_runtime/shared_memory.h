@@ -40,7 +40,10 @@ struct SharedLayout {  // this OS thread's shared memory, found once per launch
 // Everything thread_local in this library is shared memory: the static __shared__ arrays.
 // (`extern __shared__` arrays are not: see dyn_shared_base in fibers.h, mapped by guard.h.)
 inline void shared_layout(SharedLayout& out) {
-    std::vector<SharedLayout::Range> skip;
+    // the runtime's own thread-local state (fibers.h) is not shared memory: never poisoned
+    const auto range = [](auto& v) { return SharedLayout::Range{(char*)&v, (char*)&v + sizeof v}; };
+    std::vector<SharedLayout::Range> skip = {range(threadIdx), range(blockIdx), range(per_thread),
+                                             range(dyn_shared_base)};
     tls_anchor = 1;
     TlsQuery q{(const void*)&shared_layout, nullptr, 0};
     dl_iterate_phdr(find_tls, &q);

@@ -53,23 +53,38 @@ struct TensorCoreState {
     std::vector<CpAsyncQueue> copies;  // per thread of the block
     char* tls_lo = nullptr;            // this OS thread's shared memory (its TLS block)
     char* tls_hi = nullptr;
+    const void* tls_key = nullptr;     // the TLS block they were found for (see below)
 };
 
 ANDREA_NO_TSAN inline TensorCoreState& tensor_cores() {
-    static TensorCoreState* t = new TensorCoreState();
+    TensorCoreState*& t = per_thread.tensor_cores;
+    if (!t) {
+        static TensorCoreState* main_state = new TensorCoreState();
+        t = main_state;
+    }
     return *t;
 }
+
+inline TensorCoreState* new_tensor_core_state() { return new TensorCoreState(); }
 
 // Called by launch() at each block start: no copy or round of the previous block carries over.
 inline void tensor_core_block_start(int nthreads) {
     TensorCoreState& tc = tensor_cores();
     tc.rounds.resize((nthreads + 31) / 32);
     for (AlignedRound& r : tc.rounds) r.deposited = 0;
-    tc.copies.assign(nthreads, CpAsyncQueue{});
+    tc.copies.resize(nthreads);
+    for (CpAsyncQueue& q : tc.copies) {  // emptied, their storage kept for the next block
+        q.open.clear();
+        q.committed.clear();
+    }
+    // Found once per TLS block: a thread_local's address names this OS thread's block (a thread
+    // started later in the same place has the same layout).
+    if (tc.tls_key == (const void*)&tls_anchor) return;
     TlsQuery q{(const void*)&tensor_core_block_start, nullptr, 0};
     dl_iterate_phdr(find_tls, &q);
     tc.tls_lo = q.block;
     tc.tls_hi = q.block ? q.block + q.size : nullptr;
+    tc.tls_key = (const void*)&tls_anchor;
 }
 
 // Shared memory in the CPU build: the library's thread-local storage of this OS thread (static

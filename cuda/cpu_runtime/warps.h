@@ -67,7 +67,7 @@ inline const char* sync_kind(const char* what) {
 // A returned lane must not be one that lanes waiting at a warp sync named in their mask.
 inline void warp_exit(Fiber* f) {
     const int wi = f->lid >> 5, lane = f->lid & 31;
-    Warp& w = sched().warps[wi];
+    Warp& w = f->sched->warps[wi];
     const uint32_t bit = 1u << lane;
     w.live &= ~bit;
     uint32_t waiting = 0;

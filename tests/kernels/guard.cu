@@ -47,3 +47,9 @@ extern "C" __global__ void smash_heap(float* y) {
     if (threadIdx.x == 0) memset((void*)&andrea::sched(), 0x41, 256);
     y[threadIdx.x] = 1.0f;
 }
+
+// Reads through a pointer stored in device memory: right only where the launch sees each array
+// at the address the caller allocated it at (the launch worker maps them so).
+extern "C" __global__ void follow_pointer(const float* const* table, float* y) {
+    y[threadIdx.x] = table[0][threadIdx.x] * 2.0f;
+}

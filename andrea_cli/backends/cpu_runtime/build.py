@@ -22,6 +22,9 @@ HEADER = packaged_cuda_file("cuda_cpu_runtime.h")
 RUNTIME_DIR = HEADER.parent / "cpu_runtime"
 INCLUDE_DIR = RUNTIME_DIR / "include"
 
+WORKER_SOURCE = RUNTIME_DIR / "worker.cpp"  # the launch worker's program (worker.py starts it)
+WORKER_FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-U_FORTIFY_SOURCE"]
+
 MAX_DYNAMIC_SHARED = 228 * 1024  # bytes; the largest opt-in shared memory per block (H100)
 # -fno-extern-tls-init: an `extern __shared__` array declared inside a function is an extern
 # thread_local, whose init function g++ would call (a null weak symbol here: a fault at nil).
@@ -261,6 +264,37 @@ def _dependencies_key(files: list[str]) -> str:
         path = pathlib.Path(name)
         key.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"\1missing") + b"\0")
     return key.hexdigest()[:12]
+
+
+def build_worker() -> pathlib.Path:
+    """The launch worker's program, from the cache or compiled now (once per compiler)."""
+    cxx = find_compiler()
+    source = WORKER_SOURCE.read_text()
+    key = hashlib.sha256("\0".join((source, " ".join(WORKER_FLAGS), cxx, compiler_version(cxx))).encode())
+    out_dir = cache_dir()
+    exe = out_dir / f"andrea-worker-{key.hexdigest()[:24]}"
+    if exe.exists():
+        return exe
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".tmp", prefix=exe.name + ".", dir=out_dir)
+    os.close(fd)
+    try:
+        proc = subprocess.run([cxx, *WORKER_FLAGS, "-o", tmp, str(WORKER_SOURCE), "-ldl"],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise CpuCompileError(f"compiling the CPU build's launch worker failed: {_first_line(proc.stderr)}",
+                                  proc.stderr)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, exe)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return exe
+
+
+def _first_line(log: str) -> str:
+    lines = [line for line in log.splitlines() if "error" in line] or log.strip().splitlines() or ["no output"]
+    return lines[0].strip()
 
 
 _ASM_STRING = re.compile(r'\basm\s*(?:volatile\s*|__volatile__\s*|goto\s*)*\(\s*"\s*([\w.:]+)')

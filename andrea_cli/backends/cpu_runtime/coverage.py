@@ -3,7 +3,8 @@ The runtime header and its sections in cuda/cpu_runtime/ are what this summarise
 
 SUPPORTED = {
     "kernels": "extern \"C\" and C++ __global__ functions; template kernels through name_expressions",
-    "threads": "a fiber per CUDA thread; __syncthreads and __syncthreads_count/_and/_or; a reverse schedule",
+    "threads": "a fiber per CUDA thread; __syncthreads and __syncthreads_count/_and/_or; a reverse schedule; "
+               "blocks spread over --threads OS threads (real atomics, same bits without races)",
     "warps": "__shfl*_sync (any width), __ballot/__any/__all_sync, __syncwarp, __activemask, "
              "__reduce_*_sync, __match_any/all_sync; every mask must name only lanes that reach the sync",
     "cooperative groups": "this_thread_block (with block_tile_memory), tiled_partition<1..1024>, "
@@ -31,7 +32,7 @@ SUPPORTED = {
 REFUSED = {
     "inline PTX": "asm(\"...\") it cannot run: a one-line compile error naming the instruction "
                   "(keep it under #ifdef __CUDA_ARCH__ with a portable #else)",
-    "grid-wide sync": "grid_group::sync(): blocks run one after another; an error at run time",
+    "grid-wide sync": "grid_group::sync(): blocks are not all resident at once; an error at run time",
     "unknown functions": "anything neither the file nor the runtime defines: a one-line compile error naming it",
     "host-side APIs": "texture/surface objects, dynamic parallelism, module globals set from the host",
 }

@@ -2,14 +2,22 @@
 page, so one element past the end faults at that access (read or write), like the GPU's
 "illegal address" only sooner. The guard is 1 GiB of reserved address space on either side, so
 an index that is far off (a million elements) faults too, and is still named after its array.
-The mapping is MAP_SHARED: a launch that runs in a forked child writes straight into the
-caller's array. The bytes between the leading guard and the array's first byte are a canary
-(0xff, a NaN to any float read) checked after each launch."""
+The bytes between the leading guard and the array's first byte are a canary (0xff, a NaN to any
+float read) checked after each launch.
+
+Every array lives in one arena: a range of address space reserved once per process at a fixed
+address, backed by one memfd (file offset = address - arena base). A launch worker (worker.py)
+reserves the same range and maps each array's pages from the same file at the same address, so
+a kernel run there writes straight into the caller's array, and a pointer stored inside device
+memory means the same in both processes. A forked child shares the mappings as well."""
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import mmap
+import os
+import threading
 
 import numpy as np
 
@@ -21,11 +29,21 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 _MAP_FAILED = ctypes.c_void_p(-1).value
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
 _MAP_FIXED = 0x10  # Linux
+_MAP_FIXED_NOREPLACE = 0x100000  # Linux >= 4.17; older kernels take it as a hint (checked below)
+_FALLOC_PUNCH_HOLE = 0x01 | 0x02  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: give the pages back
 _PROT_NONE = 0
+_PROT_RW = mmap.PROT_READ | mmap.PROT_WRITE
 GUARD_BYTES = 1 << 30  # reserved, never backed: address space costs nothing until it is mapped
+# Where the arena goes: 16 TiB up, far below where Linux puts executables (~85 TiB), the heap
+# and shared libraries (~127 TiB) on x86-64 and aarch64 with 47-48-bit addresses, so a freshly
+# started worker finds the same range free. Smaller sizes where address space is limited
+# (ulimit -v); each array takes its size plus 2 GiB of guards.
+ARENA_BASE = 0x1000_0000_0000
+ARENA_SIZES = (16 << 40, 1 << 40, 64 << 30)
 # tracemalloc sees these arrays as it sees numpy's own (numpy's domain), so memory accounting
 # such as bench's peak estimates holds for the CPU build too
 _NUMPY_TRACE_DOMAIN = 389047
@@ -35,26 +53,117 @@ _untrack = ctypes.pythonapi.PyTraceMalloc_Untrack
 _untrack.argtypes = [ctypes.c_uint, ctypes.c_size_t]
 
 
+def _reserve(address: int | None, size: int, flags: int = 0) -> int | None:
+    """size bytes of inaccessible address space (at `address` exactly, if given), or None."""
+    got = _libc.mmap(address, size, _PROT_NONE,
+                     mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE | flags, -1, 0)
+    if got in (None, _MAP_FAILED):
+        return None
+    if address is not None and got != address:  # a kernel that ignored MAP_FIXED_NOREPLACE
+        _libc.munmap(got, size)
+        return None
+    return got
+
+
+class Arena:
+    """The process's device-array address range and the memfd behind it; first fit, with
+    neighbouring free slots merged. `live` maps each array's pages (address -> length): what a
+    worker must have mapped; `version` changes whenever `live` does."""
+
+    def __init__(self):
+        self.base = self.size = 0
+        for size in ARENA_SIZES:
+            got = _reserve(ARENA_BASE, size, _MAP_FIXED_NOREPLACE)
+            if got is not None:
+                self.base, self.size = got, size
+                break
+        self.fixed = bool(self.base)
+        if not self.fixed:  # the fixed range is taken: anywhere (a worker may then not match it)
+            for size in ARENA_SIZES:
+                got = _reserve(None, size)
+                if got is not None:
+                    self.base, self.size = got, size
+                    break
+        if not self.base:
+            raise MemoryError("cannot reserve address space for device arrays (is `ulimit -v` set?)")
+        self.fd = os.memfd_create("andrea-device-arrays", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, self.size)  # sparse: pages exist only where arrays are written
+        self._free = [(self.base, self.size)]  # (start, size), sorted, never adjacent
+        self._lock = threading.Lock()
+        self.live: dict[int, int] = {}
+        self.version = 0
+
+    def allocate(self, size: int) -> int:
+        with self._lock:
+            for i, (start, free) in enumerate(self._free):
+                if free >= size:
+                    self._free[i:i + 1] = [(start + size, free - size)] if free > size else []
+                    return start
+        raise MemoryError(f"the device-array arena ({self.size >> 30} GiB of address space) is full")
+
+    def release(self, start: int, size: int) -> None:
+        with self._lock:
+            i = bisect.bisect(self._free, (start, size))
+            if i < len(self._free) and self._free[i][0] == start + size:  # merge the next
+                size += self._free.pop(i)[1]
+            if i > 0 and sum(self._free[i - 1]) == start:  # and the previous
+                start, size = self._free[i - 1][0], self._free[i - 1][1] + size
+                i -= 1
+                self._free.pop(i)
+            self._free.insert(i, (start, size))
+
+    def map_data(self, address: int, length: int) -> bool:
+        got = _libc.mmap(address, length, _PROT_RW, mmap.MAP_SHARED | _MAP_FIXED, self.fd, address - self.base)
+        if got != address:
+            return False
+        with self._lock:
+            self.live[address] = length
+            self.version += 1
+        return True
+
+    def unmap_data(self, address: int, length: int) -> None:
+        """Back to reserved address space, the file's pages handed back to the system."""
+        with self._lock:
+            if self.live.pop(address, None) is not None:
+                self.version += 1
+        _libc.mmap(address, length, _PROT_NONE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE | _MAP_FIXED,
+                   -1, 0)
+        _libc.fallocate(self.fd, _FALLOC_PUNCH_HOLE, address - self.base, length)
+
+    def snapshot(self) -> tuple[int, dict[int, int]]:
+        with self._lock:
+            return self.version, dict(self.live)
+
+
+_arena: Arena | None = None
+_arena_lock = threading.Lock()
+
+
+def arena() -> Arena:
+    global _arena
+    if _arena is None:
+        with _arena_lock:
+            if _arena is None:
+                _arena = Arena()
+    return _arena
+
+
 class GuardedRegion:
-    """One reservation: [guard][canary bytes | the array's bytes][guard], the middle shared."""
+    """One slot of the arena: [guard][canary bytes | the array's bytes][guard], the middle shared."""
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
         self.shape, self.dtype = tuple(int(n) for n in shape), np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        data = -(-self.nbytes // PAGE) * PAGE
-        self.size = data + 2 * GUARD_BYTES
+        self.data = -(-self.nbytes // PAGE) * PAGE
+        self.size = self.data + 2 * GUARD_BYTES
         self.base, self._tracked = None, False
-        base = _libc.mmap(None, self.size, _PROT_NONE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE,
-                          -1, 0)
-        if base in (None, _MAP_FAILED):
-            raise MemoryError(f"cannot reserve {self.size} bytes of address space for a device array")
-        self.base = base
-        first = base + GUARD_BYTES
-        if data and _libc.mmap(first, data, mmap.PROT_READ | mmap.PROT_WRITE,
-                               mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | _MAP_FIXED, -1, 0) != first:
+        self._arena = arena()
+        self.base = self._arena.allocate(self.size)
+        first = self.base + GUARD_BYTES
+        if self.data and not self._arena.map_data(first, self.data):
             self._unmap()
-            raise MemoryError(f"cannot map {data} bytes for a device array")
-        self.start = first + data - self.nbytes  # the last byte touches the trailing guard
+            raise MemoryError(f"cannot map {self.data} bytes for a device array")
+        self.start = first + self.data - self.nbytes  # the last byte touches the trailing guard
         self.gap = self.start - first
         if self.gap:
             ctypes.memset(first, _CANARY, self.gap)
@@ -85,7 +194,9 @@ class GuardedRegion:
         if self.base is not None:
             if self._tracked:
                 _untrack(_NUMPY_TRACE_DOMAIN, self.start)
-            _libc.munmap(self.base, self.size)
+            if self.data:
+                self._arena.unmap_data(self.base + GUARD_BYTES, self.data)
+            self._arena.release(self.base, self.size)
             self.base = None
 
     def __del__(self):

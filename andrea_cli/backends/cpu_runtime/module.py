@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 
@@ -14,10 +15,16 @@ import numpy as np
 from andrea_cli.backends.cpu_runtime.build import MAX_DYNAMIC_SHARED, build, normalize_expression, scan
 from andrea_cli.backends.cpu_runtime.errors import CpuArgumentError, CpuFaultError, CpuLaunchError, CpuRuntimeError
 from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, region_of
-from andrea_cli.backends.cpu_runtime.native import SCALARS, LaunchOptions, NativeLibrary, raise_for
+from andrea_cli.backends.cpu_runtime.native import (SCALARS, LaunchInfo, LaunchOptions, NativeLibrary, arg_bytes,
+                                                    raise_for)
+from andrea_cli.backends.cpu_runtime.worker import LaunchWorker, WorkerUnavailable
 from andrea_cli.backends.cpu_runtime.pointers import lost_pointer
 
 SCHEDULES = {"forward": 0, "reverse": 1}
+# Where a launch of the plain build runs: a long-lived launch worker (the default), a child
+# forked per launch (the former way, for comparison), or this process (no isolation: a wrong
+# kernel can end it). ANDREA_CPU_ISOLATION chooses; scripts/bench_cpu_runtime.py compares them.
+ISOLATION_MODES = ("worker", "fork", "none")
 MAX_THREADS = 1024
 # The watchdog's default budget for one block, in CPU seconds: max(BASE + per MiB of the launch's
 # arrays, FACTOR x the slowest block of the launch so far). Measured: a block of the fused kernel
@@ -70,7 +77,9 @@ class CpuKernel:
                 nbytes = int(kind[1:])  # "s16": a struct such as float4 passed by value
                 if not (isinstance(arg, np.generic) and arg.nbytes == nbytes):
                     raise CpuArgumentError(f"{where} is a {nbytes}-byte struct, got {_describe(arg)}")
-        lost = lost_pointer(self.name, tuple(args), self.pointee, self.params, copies_every_array=self.module.sanitize)
+        lost = lost_pointer(self.name, tuple(args), self.pointee, self.params,
+                            copies_every_array=self.module.sanitize or self.module.racecheck,
+                            build_flag="racecheck=True" if self.module.racecheck else "sanitize=True")
         if lost:
             raise CpuArgumentError(lost)
 
@@ -123,8 +132,10 @@ class CpuModule:
 
     def __init__(self, source_path: pathlib.Path, *, schedule: str = "forward", sanitize: bool = False,
                  name_expressions: tuple[str, ...] = (), extra_flags: tuple[str, ...] = (),
-                 timeout: float | None = None, racecheck: bool = False):
-        """timeout: the most CPU seconds one block of a launch may run (None: the default budget).
+                 timeout: float | None = None, threads: int | None = None, racecheck: bool = False):
+        """timeout: the most CPU seconds one block of a launch may run (None: the default budget);
+        threads: the OS threads a launch's blocks are spread over (None: every core this process
+        may use; the sanitized and racecheck builds run on one);
         racecheck: the ThreadSanitizer build, every data race a GPU could expose an error."""
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, got {schedule!r}")
@@ -133,9 +144,14 @@ class CpuModule:
                                   "cannot share a process): pass one of them")
         self.source_path, self.schedule, self.sanitize = pathlib.Path(source_path).resolve(), schedule, sanitize
         self.timeout, self.racecheck = timeout, racecheck
-        # The plain build runs each launch in a forked child, on guarded shared arrays; the sanitized
-        # and racecheck builds run in a worker process already, on their sanitizer's own allocations.
-        self.isolate = not sanitize and not racecheck
+        if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+            raise CpuRuntimeError(f"threads={threads!r}: use a whole number of OS threads, at least 1")
+        self.threads = 1 if sanitize or racecheck else threads or default_threads()
+        # The plain build runs each launch in a launch worker (worker.py), on guarded shared arrays;
+        # the sanitized and racecheck builds run in a worker process of their own already, on their
+        # sanitizer's own allocations.
+        self.isolation = "none" if sanitize or racecheck else isolation_mode()
+        self.isolate = self.isolation != "none"
         include_dirs = tuple(pathlib.Path(f[2:]) for f in extra_flags if f.startswith("-I"))  # headers' kernels
         self._src = scan(self.source_path, tuple(name_expressions), include_dirs)
         self._exports = self._src.exports()  # kernel name or name expression -> library symbol
@@ -149,6 +165,7 @@ class CpuModule:
             self._native = SanitizedLibrary(self.library_path, list(self._exports.values()))
         else:
             self._native = NativeLibrary(self.library_path)
+        self._worker = LaunchWorker(self.library_path, LaunchInfo) if self.isolation == "worker" else None
         self._kernels: dict[str, CpuKernel] = {}
 
     def get_function(self, name: str) -> CpuKernel:
@@ -166,16 +183,28 @@ class CpuModule:
                                            self._src.parameters(key))
         return self._kernels[key]
 
-    def _options(self, args: tuple) -> LaunchOptions:
+    def _options(self, args: tuple, fork: bool) -> LaunchOptions:
         mib = sum(a.nbytes for a in args if isinstance(a, np.ndarray)) / 2**20
         return LaunchOptions(float(self.timeout or 0.0), WATCHDOG_BASE_S + WATCHDOG_S_PER_MIB * mib,
-                             WATCHDOG_FACTOR, int(self.isolate))
+                             WATCHDOG_FACTOR, int(fork), self.threads)
+
+    def _isolated_launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int, reverse: bool):
+        """In the launch worker, or in a forked child where a worker cannot run."""
+        if self._worker is not None:
+            try:
+                return self._worker.launch(kernel.symbol, arg_bytes(args, kernel.signature), grid, block,
+                                           shared_mem, reverse, self._options(args, fork=False))
+            except WorkerUnavailable:
+                self._worker = None
+                self.isolation = "fork"
+        return self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem, reverse,
+                                   self._options(args, fork=True))
 
     def _launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int) -> None:
         reverse = self.schedule == "reverse"
         if not self.isolate:
             rc, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem, reverse,
-                                           self._options(args))
+                                           self._options(args, fork=False))
             raise_for(kernel.name, rc, info)
             if self.racecheck:
                 self._native.raise_races(kernel.name, kernel.params, block)
@@ -183,8 +212,7 @@ class CpuModule:
         # Every array in its own guarded shared mapping: the caller's own when it is one already
         # (the backends allocate them so), else a copy, copied back if the kernel may write it.
         staged = tuple(a if not isinstance(a, np.ndarray) or region_of(a) else guarded_copy(a) for a in args)
-        rc, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, staged, shared_mem, reverse,
-                                       self._options(args))
+        rc, info = self._isolated_launch(kernel, grid, block, staged, shared_mem, reverse)
         arrays = {_param_name(kernel.params[i], i): region_of(a) for i, a in enumerate(staged)
                   if isinstance(a, np.ndarray)}
         raise_for(kernel.name, rc, info, arrays)
@@ -196,6 +224,33 @@ class CpuModule:
         for original, copy, writes in zip(args, staged, kernel.writes):
             if copy is not original and writes:
                 np.copyto(original, copy)
+
+
+_threads_chosen: int | None = None  # --threads, for every module made after it is set
+
+
+def use_threads(threads: int | None) -> None:
+    """--threads N: every CpuModule made from now on spreads a launch's blocks over N OS threads
+    (None: every core)."""
+    global _threads_chosen
+    if threads is not None and threads < 1:
+        raise CpuRuntimeError(f"--threads {threads}: give a whole number of OS threads, at least 1 "
+                              "(or leave it out for every core)")
+    _threads_chosen = threads
+
+
+def default_threads() -> int:
+    """--threads if given, else every core this process may run on."""
+    if _threads_chosen is not None:
+        return _threads_chosen
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def isolation_mode() -> str:
+    mode = os.environ.get("ANDREA_CPU_ISOLATION", "worker")
+    if mode not in ISOLATION_MODES:
+        raise CpuRuntimeError(f"ANDREA_CPU_ISOLATION={mode!r}: use one of {', '.join(ISOLATION_MODES)}")
+    return mode
 
 
 def _param_name(declaration: str, index: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import pathlib
 import signal
+import struct
 
 import numpy as np
 
@@ -28,10 +29,12 @@ class LaunchInfo(ctypes.Structure):
 
 class LaunchOptions(ctypes.Structure):
     """The watchdog's budget for one block (CPU seconds): timeout_s if > 0, else
-    max(base_s, factor x the slowest block of the launch so far); isolate: run in a forked child."""
+    max(base_s, factor x the slowest block of the launch so far); isolate: run in a forked child
+    (a launch worker runs its launches in its own process: isolate 0 there); threads: the OS
+    threads a launch's blocks are spread over."""
 
     _fields_ = [("timeout_s", ctypes.c_double), ("base_s", ctypes.c_double), ("factor", ctypes.c_double),
-                ("isolate", ctypes.c_int)]
+                ("isolate", ctypes.c_int), ("threads", ctypes.c_int)]
 
 
 # Parameter kind (from the C++ signature) -> the numpy type a kernel argument must have.
@@ -40,17 +43,23 @@ SCALARS = {"i1": np.int8, "u1": np.uint8, "i2": np.int16, "u2": np.uint16, "i4":
             "b1": np.bool_}
 
 
+def arg_bytes(args: tuple, signature: list[str]) -> list[bytes]:
+    """Each argument's value as the kernel receives it: a pointer's address (None: NULL), a
+    scalar's or a struct's bytes."""
+    out = []
+    for arg, kind in zip(args, signature):
+        if kind == "p8":
+            out.append(struct.pack("<Q", 0 if arg is None else arg.ctypes.data))
+        else:
+            out.append(np.asarray(arg, dtype=SCALARS.get(kind)).tobytes())  # a Python int -> int64 for "i8"
+    return out
+
+
 def _pack(args: tuple, signature: list[str]) -> tuple[ctypes.Array, list]:
     """cupy-style: one void* per parameter, pointing at the argument's value."""
-    keep: list = []
+    keep = [ctypes.create_string_buffer(raw, len(raw)) for raw in arg_bytes(args, signature)]
     argv = (ctypes.c_void_p * max(1, len(args)))()
-    for i, (arg, kind) in enumerate(zip(args, signature)):
-        if kind == "p8":
-            value = ctypes.c_void_p(None if arg is None else arg.ctypes.data)  # None: a NULL pointer
-        else:
-            raw = np.asarray(arg, dtype=SCALARS.get(kind)).tobytes()  # a Python int -> int64 for "i8"
-            value = ctypes.create_string_buffer(raw, len(raw))
-        keep.append(value)
+    for i, value in enumerate(keep):
         argv[i] = ctypes.addressof(value)
     return argv, keep
 

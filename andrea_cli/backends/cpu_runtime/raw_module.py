@@ -70,7 +70,9 @@ class RawModule:
     def __init__(self, code: str | None = None, path: str | os.PathLike | None = None, options=(),
                  backend: str = "nvrtc", translate_cucomplex: bool = False, enable_cooperative_groups: bool = False,
                  name_expressions=None, jitify: bool = False, *, schedule: str = "forward", sanitize: bool = False,
-                 racecheck: bool = False):
+                 threads: int | None = None, racecheck: bool = False):
+        """threads: the OS threads a launch's blocks are spread over (None: every core; the
+        sanitized and racecheck builds run on one)."""
         if (code is None) == (path is None):
             raise CpuRuntimeError("RawModule needs exactly one of code= (the source) or path= (a .cu file)")
         if schedule not in SCHEDULES:
@@ -84,9 +86,10 @@ class RawModule:
         self.code, self.path = code, str(path) if path is not None else None
         self.name_expressions = tuple(name_expressions or ())
         # enable_cooperative_groups: cooperative groups always work; a grid-wide sync is refused at
-        # run time (blocks run one after another here).
+        # run time (blocks are never all resident at once here).
         self._module = CpuModule(source, schedule=schedule, sanitize=sanitize, racecheck=racecheck,
-                                 name_expressions=self.name_expressions, extra_flags=compiler_options(options))
+                                 name_expressions=self.name_expressions, extra_flags=compiler_options(options),
+                                 threads=threads)
 
     @property
     def kernel_names(self) -> list[str]:
