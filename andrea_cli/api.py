@@ -320,6 +320,17 @@ def _check_plot(plot) -> Path | None:
     return plot
 
 
+def _use_threads(threads) -> None:
+    """threads=N, as --threads N: the OS threads the CPU build spreads a launch's blocks over, for
+    this call (None: every core)."""
+    from andrea_cli.backends.cpu_runtime.module import use_threads
+
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)):
+        raise AndreaError(f"threads={threads!r}: --threads takes a whole number of OS threads, at least 1; "
+                          "e.g. threads=2")
+    use_threads(threads)
+
+
 # ------------------------------------------------------------------------------------------------
 # The commands.
 
@@ -329,7 +340,7 @@ def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: boo
            seed: int = flags.SEED.default, qkv=None, d_model: int | None = None, n_head: int | None = None,
            preset: str | None = None, x=None, layer_weights=None, out=None, save_weights=None, plot=None,
            show_weights: bool = False, json: bool = False, timeout: float | None = None, head: int | None = None,
-           **more) -> AttendResult:
+           threads: int | None = None, **more) -> AttendResult:
     """softmax(mask(Q·K^T · scale))·V through the kernels, as `andrea attend` runs it.
 
     q, k: (..., T, d_k) and v: (..., T, d_v), any leading batch and head dims (run as heads of one
@@ -351,6 +362,7 @@ def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: boo
                  save_weights=save_weights, plot=plot, show_weights=show_weights, as_json=json, timeout=timeout,
                  head=head, **files)
     options = _options(AttendOptions, "attend", given, more)
+    _use_threads(threads)
     plot_path = _check_plot(options.plot)
     dims = ()
     data = None
@@ -423,7 +435,7 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, 
 def verify(*, backend: str = "auto", quick: bool = False, T: int | None = None, d_k: int | None = None,
            d_v: int | None = None, mask: str | None = None, scale: bool | None = None, kernel=None,
            sanitize: bool = False, timeout: float | None = None, json: bool = False,
-           progress: bool = False, **more) -> VerifyResult:
+           progress: bool = False, threads: int | None = None, **more) -> VerifyResult:
     """Every stage of the kernel file against the float64 NumPy path, as `andrea verify` runs it:
     the sweep (quick=True: a smaller one), or the one case T/d_k/d_v/mask/scale name (scale=False:
     unscaled). backend: "auto", "cuda" or "cpu"; sanitize: the CPU build under ASan/UBSan.
@@ -439,6 +451,7 @@ def verify(*, backend: str = "auto", quick: bool = False, T: int | None = None, 
                                                      timeout=timeout), more)
     if not isinstance(progress, bool):
         raise AndreaError(f"progress={progress!r}: pass True (a line per case on stderr) or False")
+    _use_threads(threads)
     report = run_verify_command(options, progress=(lambda line: print(line, file=sys.stderr, flush=True))
                                 if progress else None)
     if json:
@@ -480,7 +493,7 @@ def benchmark(*, side: str = "auto", T: Sequence[int] | int | None = None, d_k: 
           mask: str = "both", heads: int | None = None, repeats: int = 5, warmup: int = 1,
           no_cpu_build: bool = False, blas_threads: int = 1, kernel=None, timeout: float | None = None,
           plot=None, json: bool = False, bound: bool = False, gpu: str | None = None, progress: bool = False,
-          **more) -> BenchResult | BoundResult:
+          threads: int | None = None, **more) -> BenchResult | BoundResult:
     """`andrea bench`: time the fused kernel and its peers over a sweep of T (T, d_k: one or a list);
     bound=True: each kernel's static bound on `gpu` instead (no timing). Named benchmark, not
     bench, since andrea_cli.bench is the package that measures."""
@@ -501,6 +514,7 @@ def benchmark(*, side: str = "auto", T: Sequence[int] | int | None = None, d_k: 
             _print_json(report)
         return BoundResult(_document(report), report)
     plot_path = _check_plot(plot)
+    _use_threads(threads)
     result = run_bench(options, progress=(lambda line: print(line, file=sys.stderr, flush=True))
                        if progress else (lambda line: None))
     if plot_path is not None:

@@ -1,4 +1,5 @@
-"""Shared test helpers: a fixed console width, the CLI runner, and the GPU gate."""
+"""Shared test helpers: a fixed console width, one fresh build cache per run, the CPU build of the
+kernel file, the CLI runner, and the GPU gate."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ class Cli:
         return json.loads(result.stdout)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def isolated_cache(tmp_path_factory):
-    """A fresh CPU-build cache for the session: tests see real compiles and never litter ~/.cache."""
+    """One fresh CPU-build cache for the whole run, every test's: tests see real compiles (a cold
+    cache, as on a fresh clone), share what one of them built, and never litter ~/.cache. The
+    environment carries it to the `andrea` and script subprocesses a test starts."""
     path = tmp_path_factory.mktemp("andrea-cpu-cache")
     old = os.environ.get("ANDREA_CACHE_DIR")
     os.environ["ANDREA_CACHE_DIR"] = str(path)
@@ -38,6 +41,41 @@ def isolated_cache(tmp_path_factory):
         del os.environ["ANDREA_CACHE_DIR"]
     else:
         os.environ["ANDREA_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def cpu_backend():
+    """The packaged kernel file's CPU build, one backend per schedule for the whole run:
+    cpu_backend() runs each block's threads in order, cpu_backend("reverse") last to first (a
+    missing barrier shows). .device() is what its kernels launch on. Skips where the CPU build
+    cannot run (no C++ compiler), with the reason."""
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.kernel_file import packaged_kernel_path
+
+    backends = {}
+
+    def get(schedule: str = "forward") -> CpuBackend:
+        if schedule not in backends:
+            backend = CpuBackend(packaged_kernel_path(), schedule=schedule)
+            status = backend.available()
+            if not status.ok:
+                pytest.skip(f"the CPU build cannot run here: {status.reason}")
+            backends[schedule] = backend
+        return backends[schedule]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def cpu_device(cpu_backend):
+    """The packaged kernel file's CPU build, threads in order: get_function(name)(grid, block, args)."""
+    return cpu_backend().device()
+
+
+@pytest.fixture(params=["forward", "reverse"])
+def cpu_each_schedule(request, cpu_backend):
+    """cpu_backend in each schedule in turn: a test that takes it runs once per schedule."""
+    return cpu_backend(request.param)
 
 
 @pytest.fixture

@@ -137,6 +137,8 @@ def test_options_the_signature_does_not_list_still_reach_the_command_or_are_name
     (lambda: andrea_cli.benchmark(repeats="3"), "repeats='3': --repeats takes a whole number; e.g. repeats=5"),
     (lambda: andrea_cli.benchmark(side="cpu", blas_threads=0), "--blas-threads must be >= 1"),
     (lambda: andrea_cli.verify(scale=0.5), "verify checks the course's 1/sqrt(d_k)"),
+    (lambda: andrea_cli.attend(T=8, backend="numpy", threads=0), "--threads 0: give a whole number of OS threads"),
+    (lambda: andrea_cli.verify(threads="2"), "threads='2': --threads takes a whole number of OS threads"),
     (lambda: andrea_cli.attend(np.ones((2, 8, 4)), np.ones((2, 8, 4)), np.ones((2, 8, 4)), backend="numpy",
                                plot="w.png"), "plot draws one head's (T, T) weights"),
 ])

@@ -7,17 +7,7 @@ import numpy as np
 import pytest
 
 from andrea_cli import reference_backward
-from andrea_cli.backends.cpu import CpuBackend
-from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
-
-
-@pytest.fixture(scope="module", params=["forward", "reverse"])
-def cpu(request):
-    backend = CpuBackend(packaged_kernel_path(), schedule=request.param)
-    if not backend.available().ok:
-        pytest.skip(backend.available().reason)
-    return backend
 
 
 def inputs(H, T, d_k, d_v, seed=0):
@@ -39,9 +29,10 @@ def rel_err(got, expected) -> float:
     (70, 40, 36, MaskSpec("window", 33), True),  # two columns per lane; a window across tiles
     (65, 128, 64, MaskSpec("causal"), True),  # the widest head the fused kernels take
 ])
-def test_backward_matches_numpy(cpu, T, d_k, d_v, mask, scaled):
+def test_backward_matches_numpy(cpu_each_schedule, T, d_k, d_v, mask, scaled):
     q, k, v, d_out = inputs(2, T, d_k, d_v)
     exact = reference_backward.backward(q, k, v, d_out, mask, scaled)
+    cpu = cpu_each_schedule
     staged = cpu.attention_backward(q, k, v, d_out, mask=mask, scaled=scaled)
     fused = cpu.attention_backward_fused(q, k, v, d_out, mask=mask, scaled=scaled)
     for got in (staged, fused):
@@ -52,9 +43,9 @@ def test_backward_matches_numpy(cpu, T, d_k, d_v, mask, scaled):
 
 
 @pytest.mark.parametrize("variant", [1, 2])
-def test_lse_kernels_write_the_same_output_and_the_logsumexp(cpu, variant):
+def test_lse_kernels_write_the_same_output_and_the_logsumexp(cpu_each_schedule, variant):
     q, k, v, d_out = inputs(2, 45, 16, 8, seed=1)
-    mask = MaskSpec("causal")
+    cpu, mask = cpu_each_schedule, MaskSpec("causal")
     plain = cpu.attention_fused(q, k, v, mask=mask, scaled=True, variant=variant).output
     with_lse = cpu.attention_backward_fused(q, k, v, d_out, mask=mask, scaled=True, variant=variant)
     s = np.where(mask.visible(45), np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) / 4, -np.inf)

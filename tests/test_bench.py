@@ -80,18 +80,16 @@ def test_bench_refuses_a_gpu_it_does_not_have():
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_gpu_side_implementations_run_through_the_cpu_build(causal):
+def test_gpu_side_implementations_run_through_the_cpu_build(cpu_backend, causal):
     """The GPU bench's kernel launchers only need a KernelDevice: drive them with the CPU build,
     so their argument lists and buffer shapes are checked here, not first on a GPU."""
     from andrea_cli import reference
-    from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.bench.gpu import fused_gpu_impl, staged_gpu_impl
-    from andrea_cli.kernel_file import packaged_kernel_path
     from andrea_cli.masks import MaskSpec
 
     from andrea_cli.backends.launch.staged import KERNEL1_PLAN
 
-    backend = CpuBackend(packaged_kernel_path())
+    backend = cpu_backend()
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 40, 64), dtype=np.float32) for _ in range(3))  # d 64: every variant
     expected = reference.attention(q, k, v, MaskSpec("causal" if causal else "none"))
@@ -211,21 +209,19 @@ def test_the_previous_implementation_is_freed_before_the_next_prepares():
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_peak_estimates_cover_what_the_implementations_allocate(causal):
+def test_peak_estimates_cover_what_the_implementations_allocate(cpu_backend, causal):
     """NumPy reports its allocations to tracemalloc: the numpy path, and the staged GPU launcher
     driven through the CPU build, must stay within the bytes they declare."""
     import tracemalloc
 
-    from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.bench.gpu import staged_gpu_impl
-    from andrea_cli.kernel_file import packaged_kernel_path
 
     H, T, d_k = 2, 96, 8
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((H, T, d_k), dtype=np.float32) for _ in range(3))
     from andrea_cli.bench.backward import numpy_backward_impl, staged_backward_impl
 
-    backend = CpuBackend(packaged_kernel_path())
+    backend = cpu_backend()
     for impl in (numpy_impl(), staged_gpu_impl(backend), numpy_backward_impl(), staged_backward_impl(backend)):
         tracemalloc.start()
         impl.prepare(q, k, v, causal)()
@@ -264,13 +260,11 @@ def test_tiny_cpu_bench_times_the_backward():
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_gpu_side_backward_implementations_run_through_the_cpu_build(causal):
-    from andrea_cli.backends.cpu import CpuBackend
+def test_gpu_side_backward_implementations_run_through_the_cpu_build(cpu_backend, causal):
     from andrea_cli.bench.sweep import sample_dq_error
     from andrea_cli.bench.backward import fused_backward_impl, numpy_backward_impl, staged_backward_impl
-    from andrea_cli.kernel_file import packaged_kernel_path
 
-    backend = CpuBackend(packaged_kernel_path())
+    backend = cpu_backend()
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 40, 16), dtype=np.float32) for _ in range(3))
     for impl in (numpy_backward_impl(), staged_backward_impl(backend), fused_backward_impl(backend)):

@@ -50,12 +50,10 @@ def test_bad_precision_is_one_line_exit_2(run_main, args, match):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_gpu_bench_bf16_launcher_runs_through_the_cpu_build(causal):
-    from andrea_cli.backends.cpu import CpuBackend
+def test_gpu_bench_bf16_launcher_runs_through_the_cpu_build(cpu_backend, causal):
     from andrea_cli.bench.gpu import fused_bf16_gpu_impl
-    from andrea_cli.kernel_file import packaged_kernel_path
 
-    impl = fused_bf16_gpu_impl(CpuBackend(packaged_kernel_path()))
+    impl = fused_bf16_gpu_impl(cpu_backend())
     assert impl.precision == "bf16" and impl.peer == "torch_sdpa_bf16" and impl.only_d_ks == (64, 128)
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((2, 70, 64), dtype=np.float32) for _ in range(3))

@@ -155,12 +155,9 @@ def test_backward_pass_measures_vanishing_gradients(report):
     assert f"{last['unscaled'].dq_norm:.3g}" in report.conclusion and "backward pass" in report.conclusion
 
 
-def test_backward_kernels_measure_what_numpy_measures():
-    from andrea_cli.backends.cpu import CpuBackend
-    from andrea_cli.kernel_file import packaged_kernel_path
-
+def test_backward_kernels_measure_what_numpy_measures(cpu_backend):
     args = ([16, 256], 48, MaskSpec("causal"), "normal")
-    kernels = compare_scaling(CpuBackend(packaged_kernel_path()), *args, seed=2)
+    kernels = compare_scaling(cpu_backend(), *args, seed=2)
     numpy = compare_scaling(NumpyBackend(), *args, seed=2)
     for a, b in zip(kernels.rows, numpy.rows):
         for which in ("unscaled", "scaled"):

@@ -19,18 +19,13 @@ BASICS = KERNELS / "basics.cu"
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def cache_dir(isolated_cache):
-    return isolated_cache  # conftest's fresh CPU-build cache: real compiles, nothing left in ~/.cache
-
-
 @pytest.fixture(scope="session")
-def basics(cache_dir):
+def basics():
     return CpuModule(BASICS)
 
 
 @pytest.fixture(scope="session")
-def basics_reverse(cache_dir):
+def basics_reverse():
     return CpuModule(BASICS, schedule="reverse")
 
 
@@ -335,7 +330,7 @@ def test_project_softmax_matches_numpy():
 
 
 @pytest.mark.slow  # builds the kernels with ASan+UBSan (~10 s) and starts worker processes
-def test_sanitizer_catches_out_of_bounds_read(cache_dir):
+def test_sanitizer_catches_out_of_bounds_read():
     if subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip() \
             in ("", "libasan.so"):
         pytest.skip("g++ has no libasan")

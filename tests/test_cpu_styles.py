@@ -13,8 +13,6 @@ from andrea_cli.backends.cpu_runtime import RawModule
 STYLES = pathlib.Path(__file__).parent / "kernels" / "styles.cu"
 BF16_EPS = 2.0 ** -8  # half an ulp of bfloat16, relative: one rounding of a result to bf16
 
-pytestmark = pytest.mark.usefixtures("isolated_cache")
-
 
 @pytest.fixture(scope="module", params=["forward", "reverse"])
 def mod(request):

@@ -17,8 +17,6 @@ SURFACE = pathlib.Path(__file__).parent / "kernels" / "surface.cu"
 NAME_EXPRESSIONS = ("scale_by<float, 3>", "scale_by<int, 2>", "tile_reduce<8>", "tile_reduce<32>",
                     "narrow_arith<__half, __half2>", "narrow_arith<__nv_bfloat16, __nv_bfloat162>")
 
-pytestmark = pytest.mark.usefixtures("isolated_cache")
-
 
 @pytest.fixture(scope="module")
 def mod():

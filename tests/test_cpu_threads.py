@@ -15,8 +15,6 @@ from andrea_cli.backends.cpu_runtime.errors import CpuFaultError, CpuRuntimeErro
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.kernel_file import packaged_kernel_path
 
-pytestmark = pytest.mark.usefixtures("isolated_cache")
-
 CODE = r'''
 extern "C" __global__ void count(unsigned long long* total, int* per_block) {
     atomicAdd(total, 1ull);  // every thread of every block, from every OS thread at once

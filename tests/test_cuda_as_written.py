@@ -13,8 +13,6 @@ import pytest
 from andrea_cli.backends.cpu_runtime import RawModule
 from andrea_cli.backends.cpu_runtime.errors import CpuArgumentError
 
-pytestmark = pytest.mark.usefixtures("isolated_cache")
-
 
 def _standard_headers() -> list[str]:
     """Every header of the C++ standard library the installed g++ ships (its top-level files)."""

@@ -122,6 +122,7 @@ def test_auto_fallback_names_the_extra_when_cupy_and_driver_disagree(monkeypatch
     assert "cuda12 extra" in notice and "\n" not in notice
 
 
+@pytest.mark.slow  # NVRTC compiles the whole kernel file to a cubin
 def test_kernel_file_compiles_to_a_cached_cubin_for_the_oldest_gpu(tmp_path, monkeypatch):
     """sm_75 (Turing), the oldest CUDA 13 compiles for: the whole file must build for it, so a
     kernel that needs a newer GPU is refused by andrea in one line, never by the compiler."""

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from andrea_cli import reference
+from andrea_cli.backends.cpu import CpuBackend
 from andrea_cli.backends.launch.fused import default_variant, run_fused, shared_bytes
 from andrea_cli.backends.launch.device import cdiv
 from andrea_cli.backends.launch.staged import AV2_TILE, DEFAULT_PLAN, SCORES2_TILE, SOFTMAX3_PER_THREAD, run_staged
@@ -17,21 +18,6 @@ from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import tolerances
 
 REAL = packaged_kernel_path().read_text()
-
-
-def _device(path, schedule="forward"):
-    from andrea_cli.backends.cpu import CpuBackend
-
-    backend = CpuBackend(path, schedule=schedule)
-    status = backend.available()
-    if not status.ok:
-        pytest.skip(f"the CPU build cannot run here: {status.reason}")
-    return backend.device()
-
-
-@pytest.fixture(scope="module")
-def dev():
-    return _device(packaged_kernel_path())
 
 
 def scores2(dev, q, k):
@@ -102,28 +88,28 @@ def check_fused(dev, T, d, mask, scaled, seed=0) -> bool:
 
 # T: 1, one short of / one past a 64 tile, past a 128 tile; d_k: 1, odd, 8 (one k-slice), 80
 @pytest.mark.parametrize("T,d_k", [(1, 1), (5, 3), (63, 8), (65, 80), (130, 64), (200, 17)])
-def test_scores_kernel2(dev, T, d_k):
-    assert check_scores(dev, T, d_k)
+def test_scores_kernel2(cpu_device, T, d_k):
+    assert check_scores(cpu_device, T, d_k)
 
 
 @pytest.mark.parametrize("T", [1, 6, 33, 64, 131, 260])
 @pytest.mark.parametrize("mask", [MaskSpec("causal"), MaskSpec("none"), MaskSpec("window", 5)], ids=str)
-def test_softmax_kernel3(dev, T, mask):
-    assert check_softmax(dev, T, mask)
+def test_softmax_kernel3(cpu_device, T, mask):
+    assert check_softmax(cpu_device, T, mask)
 
 
-def test_softmax_kernel3_many_warps_and_fully_masked_rows(dev):
+def test_softmax_kernel3_many_warps_and_fully_masked_rows(cpu_device):
     """8 warps per row (the block reduction through shared memory); a row of -inf gets zeros."""
-    assert check_softmax(dev, 100, MaskSpec("causal"), threads=256)
+    assert check_softmax(cpu_device, 100, MaskSpec("causal"), threads=256)
     x = np.full((1, 9, 9), -np.inf, np.float32)
     x[0, 3, 2] = 1.0
-    got = softmax3(dev, x)
+    got = softmax3(cpu_device, x)
     assert got[0, 3, 2] == 1.0 and (np.delete(got.reshape(-1), 3 * 9 + 2) == 0).all()
 
 
 @pytest.mark.parametrize("T,d_v,causal", [(1, 1, 1), (7, 5, 0), (64, 64, 1), (65, 64, 0), (130, 128, 1), (150, 70, 1)])
-def test_av_kernel2(dev, T, d_v, causal):
-    assert check_av(dev, T, d_v, causal)
+def test_av_kernel2(cpu_device, T, d_v, causal):
+    assert check_av(cpu_device, T, d_v, causal)
 
 
 FUSED_CASES = [(1, 64, MaskSpec("causal"), True), (17, 128, MaskSpec("none"), False),
@@ -133,27 +119,27 @@ FUSED_CASES = [(1, 64, MaskSpec("causal"), True), (17, 128, MaskSpec("none"), Fa
 
 
 @pytest.mark.parametrize("T,d,mask,scaled", FUSED_CASES, ids=lambda x: str(x))
-def test_attention_fused_kernel3(dev, T, d, mask, scaled):
-    assert check_fused(dev, T, d, mask, scaled)
+def test_attention_fused_kernel3(cpu_device, T, d, mask, scaled):
+    assert check_fused(cpu_device, T, d, mask, scaled)
 
 
-def test_fused3_reverse_schedule():
+def test_fused3_reverse_schedule(cpu_backend):
     """Threads in reverse order: a missing barrier between the P store and the P·V reads shows."""
-    rev = _device(packaged_kernel_path(), "reverse")
+    rev = cpu_backend("reverse").device()
     assert check_fused(rev, 130, 64, MaskSpec("causal"), True)
     assert check_scores(rev, 130, 16) and check_av(rev, 130, 64, 1) and check_softmax(rev, 70, MaskSpec("causal"))
 
 
-def test_launchers_pick_the_register_tiled_kernels(dev):
+def test_launchers_pick_the_register_tiled_kernels(cpu_device):
     assert [default_variant(d_k, d_v) for d_k, d_v in ((64, 64), (128, 128), (64, 48), (80, 80), (3, 5))] == [3, 3, 2, 2, 1]
     assert (DEFAULT_PLAN.gemm_variant, DEFAULT_PLAN.softmax_variant) == (2, 3)
     assert DEFAULT_PLAN.softmax_for(16384) == 3 and DEFAULT_PLAN.softmax_for(16385) == 2
     assert shared_bytes(64, 64, variant=3) == 50176 and shared_bytes(128, 128, variant=3) == 99328
     q, k, v = (_rand((1, 40, 64), n) for n in range(3))
-    fused = run_fused(dev, q, k, v, mask=MaskSpec("causal"), scaled=True)  # the default: kernel3
-    staged = run_staged(dev, q, k, v, mask=MaskSpec("causal"), scaled=True)
+    fused = run_fused(cpu_device, q, k, v, mask=MaskSpec("causal"), scaled=True)  # the default: kernel3
+    staged = run_staged(cpu_device, q, k, v, mask=MaskSpec("causal"), scaled=True)
     assert np.abs(fused.output - staged.output).max() < 1e-5
-    assert np.abs(fused.output - fused3(dev, q, k, v, MaskSpec("causal"), True)).max() == 0
+    assert np.abs(fused.output - fused3(cpu_device, q, k, v, MaskSpec("causal"), True)).max() == 0
 
 
 def test_cuda_launch_opts_in_to_large_shared_memory():
@@ -211,6 +197,6 @@ def test_checks_catch_broken_copies(tmp_path, copy):
         text = text.replace(old, new)
     broken = tmp_path / "broken.cu"
     broken.write_text(text)
-    dev = _device(broken)
+    dev = CpuBackend(broken).device()
     caught = {bug: not check(dev) for bug, (_, _, check) in BROKEN_COPIES[copy].items()}
     assert all(caught.values()), caught

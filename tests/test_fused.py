@@ -19,25 +19,6 @@ from andrea_cli.masks import MaskSpec
 os.environ.setdefault("COLUMNS", "120")
 
 
-def _cpu_device(schedule: str):
-    try:
-        from andrea_cli.backends.cpu_runtime.module import CpuModule  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"the CPU runtime (andrea_cli/backends/cpu_runtime/) is not importable here: {exc}")
-    from andrea_cli.backends.cpu import CpuBackend
-
-    backend = CpuBackend(packaged_kernel_path(), schedule=schedule)
-    status = backend.available()
-    if not status.ok:
-        pytest.skip(f"the CPU build cannot run here: {status.reason}")
-    return backend.device()
-
-
-@pytest.fixture(scope="module")
-def cpu_dev():
-    return _cpu_device("forward")
-
-
 def _qkv(H, T, d_k, d_v, seed=0):
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((H, T, d_k), dtype=np.float32),
@@ -52,13 +33,13 @@ SHAPES += [(T, d_k, d_v, 2) for T in (1, 17, 33, 65) for d_k, d_v in ((4, 8), (6
 
 
 @pytest.mark.parametrize("T,d_k,d_v,variant", SHAPES)
-def test_fused_matches_reference(cpu_dev, T, d_k, d_v, variant):
+def test_fused_matches_reference(cpu_device, T, d_k, d_v, variant):
     from andrea_cli.backends.launch.fused import run_fused
 
     q, k, v = _qkv(2, T, d_k, d_v, seed=T * 1000 + d_k)
     for mask in MASKS:
         for scaled in (True, False):
-            got = run_fused(cpu_dev, q, k, v, mask=mask, scaled=scaled, variant=variant)
+            got = run_fused(cpu_device, q, k, v, mask=mask, scaled=scaled, variant=variant)
             want = reference.attention(q, k, v, mask, scaled)
             assert got.output.shape == (2, T, d_v) and got.output.dtype == np.float32
             np.testing.assert_allclose(got.output, want, rtol=1e-4, atol=1e-5,
@@ -66,11 +47,11 @@ def test_fused_matches_reference(cpu_dev, T, d_k, d_v, variant):
             assert set(got.timings_ms) == {"fused", "total"}
 
 
-def test_fused_reverse_schedule_and_widest_head():
+def test_fused_reverse_schedule_and_widest_head(cpu_backend):
     """Threads run in reverse order: a missing __syncthreads would show. d = 128 is the limit."""
     from andrea_cli.backends.launch.fused import run_fused
 
-    dev = _cpu_device("reverse")
+    dev = cpu_backend("reverse").device()
     q, k, v = _qkv(1, 40, FUSED_MAX_D, FUSED_MAX_D, seed=7)
     for mask, variant in ((m, n) for m in MASKS for n in (1, 2)):
         got = run_fused(dev, q, k, v, mask=mask, scaled=True, variant=variant)
@@ -87,6 +68,7 @@ def test_fused_refuses_wide_heads_and_sizes_shared_memory():
     assert shared_bytes(128, 128, variant=2) <= 48 * 1024  # no opt-in attribute needed on any GPU
 
 
+@pytest.mark.slow  # NVRTC compiles the whole kernel file
 def test_fused_compiles_through_nvrtc_without_spills():
     pytest.importorskip("cupy", reason="cupy (for its NVRTC bindings) is not installed")
     from cupy.cuda import nvrtc
@@ -146,7 +128,7 @@ def test_attend_fused_refuses_the_numpy_path_and_auto_runs_the_kernel():
         assert doc["backend"] == "cpu" and any("--backend cpu" in n or "cpu" in n for n in doc["notices"])
 
 
-def test_attend_fused_cpu_matches_staged(tmp_path, cpu_dev):
+def test_attend_fused_cpu_matches_staged(tmp_path, cpu_device):
     from typer.testing import CliRunner
 
     from andrea_cli.cli import app

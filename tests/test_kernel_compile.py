@@ -10,6 +10,7 @@ from andrea_cli.kernel_file import kernel_names, packaged_kernel_path, register_
 pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings): pip install '.[test,bound]'")
 
 
+@pytest.mark.slow  # NVRTC compiles the whole kernel file per architecture
 @pytest.mark.parametrize("arch", TARGET_ARCHS)
 def test_kernel_file_compiles_without_spills(arch):
     path = packaged_kernel_path()

@@ -70,3 +70,25 @@ def test_forked_launches_remain_as_the_fallback(monkeypatch):
         module.get_function("smash_heap")((1,), (32,), (guarded_empty(32),))
     x, y = copy_n(module, 10)
     np.testing.assert_array_equal(y, x + 1)
+
+
+def test_an_array_the_garbage_collector_frees_inside_the_arenas_lock_cannot_deadlock():
+    # A collection can start at any allocation, also inside the arena's locked sections, and run
+    # a region's __del__ there: it must queue the release, not wait on the lock it is under.
+    import threading
+
+    from andrea_cli.backends.cpu_runtime.guarded_memory import GUARD_BYTES, arena
+
+    region = guarded_empty(1024, np.float32).base  # the GuardedRegion behind the array
+    data_at = region.base + GUARD_BYTES
+    done = threading.Event()
+
+    def collect_under_the_lock():
+        with arena()._lock:
+            region.__del__()
+        done.set()
+
+    threading.Thread(target=collect_under_the_lock, daemon=True).start()
+    assert done.wait(10), "a region freed under the arena's lock waited on that lock"
+    guarded_empty(16, np.float32)  # the next allocation releases the queued slot
+    assert data_at not in arena().snapshot()[1]

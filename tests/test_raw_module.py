@@ -15,7 +15,6 @@ from andrea_cli.backends.cpu_runtime import RawKernel, RawModule
 from andrea_cli.backends.cpu_runtime.errors import CpuRuntimeError
 from andrea_cli.backends.cpu_runtime.raw_module import compiler_options
 
-pytestmark = pytest.mark.usefixtures("isolated_cache")
 REFERENCE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "reference.md"  # moved from the README
 
 

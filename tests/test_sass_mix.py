@@ -54,6 +54,7 @@ def _hot(loops):
     return max(sass_mix.innermost(loops), key=lambda lp: lp.counts.get("FFMA", 0))
 
 
+@pytest.mark.slow  # NVRTC compiles the whole kernel file, cuobjdump disassembles it
 def test_register_tiling_shows_in_the_instruction_mix():
     loops = _real_loops()
     # one output per thread: two scalar shared loads per FMA
@@ -89,6 +90,7 @@ def test_tensor_core_counts_and_the_integer_share():
     assert sass_mix.tensor_core_hot_loop([loop]) is loop
 
 
+@pytest.mark.slow  # NVRTC compiles the whole kernel file, cuobjdump disassembles it
 def test_kernel5_hot_loop_meets_the_static_targets():
     # issue 22's targets, read from the sm_90 SASS: each ldmatrix feeds >= 3.5 mma, at most 20% of
     # the loop is integer work; kernel4 (the step before) for contrast

@@ -16,8 +16,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts" /
 from cuda_source import device_half, host_half  # noqa: E402
 from host import HostSource, build_host, run_program  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("isolated_cache")
-
 PROGRAM = r"""#include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>

@@ -27,6 +27,7 @@ def sass_by_kernel(arch: str) -> dict[str, str]:
     return dict(zip(parts[1::2], parts[2::2]))
 
 
+@pytest.mark.slow  # NVRTC compiles the whole kernel file per architecture, cuobjdump disassembles it
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_kernel4_is_tensor_core_code(arch, isolated_cache):
     if find_cuobjdump() is None or find_nvdisasm() is None:

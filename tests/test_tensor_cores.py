@@ -33,9 +33,10 @@ def checks(tmp_path_factory):
     return CpuModule(path)
 
 
-@pytest.fixture(scope="module", params=["forward", "reverse"])
-def kernels(request):
-    return CpuModule(packaged_kernel_path(), schedule=request.param)
+@pytest.fixture
+def kernels(cpu_each_schedule):
+    """The kernel file's CPU build in each thread schedule (conftest's cpu_each_schedule)."""
+    return cpu_each_schedule.device()
 
 
 # --- independent roundings: np.frexp and np.rint, not the bit tricks of the emulation -------------

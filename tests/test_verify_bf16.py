@@ -83,6 +83,7 @@ def verify_broken(cli, tmp_path, old: str, new: str, T: int, d: int, mask: str, 
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow  # a CPU build per broken copy, and every family on a case of up to T = 300: ~10 s each
 @pytest.mark.parametrize("bug", BROKEN)
 def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug):
     variants, old, new, (T, d, mask, scaled) = BROKEN[bug]

@@ -14,7 +14,9 @@ memory means the same in both processes. A forked child shares the mappings as w
 from __future__ import annotations
 
 import bisect
+import collections
 import ctypes
+import functools
 import mmap
 import os
 import threading
@@ -92,8 +94,25 @@ class Arena:
         self._lock = threading.Lock()
         self.live: dict[int, int] = {}
         self.version = 0
+        # Slots of arrays the garbage collector freed, released at the next allocate/snapshot: a
+        # collection can start at any allocation, inside this class's own locked sections too, so
+        # __del__ must never take the lock (it would wait on itself). deque.append takes none.
+        self._dead: collections.deque = collections.deque()
+
+    def bury(self, release) -> None:
+        """Queue a freed slot's release (a callable), for a __del__ to call safely."""
+        self._dead.append(release)
+
+    def _release_dead(self) -> None:
+        while True:
+            try:
+                release = self._dead.popleft()
+            except IndexError:
+                return
+            release()
 
     def allocate(self, size: int) -> int:
+        self._release_dead()
         with self._lock:
             for i, (start, free) in enumerate(self._free):
                 if free >= size:
@@ -131,6 +150,7 @@ class Arena:
         _libc.fallocate(self.fd, _FALLOC_PUNCH_HOLE, address - self.base, length)
 
     def snapshot(self) -> tuple[int, dict[int, int]]:
+        self._release_dead()
         with self._lock:
             return self.version, dict(self.live)
 
@@ -192,15 +212,24 @@ class GuardedRegion:
 
     def _unmap(self) -> None:
         if self.base is not None:
-            if self._tracked:
-                _untrack(_NUMPY_TRACE_DOMAIN, self.start)
-            if self.data:
-                self._arena.unmap_data(self.base + GUARD_BYTES, self.data)
-            self._arena.release(self.base, self.size)
+            _release_slot(self._arena, self.base, self.size, self.data, self.start if self._tracked else None)
             self.base = None
 
     def __del__(self):
-        self._unmap()
+        # Possibly inside an arena method (see Arena._dead): the arena releases the slot later.
+        if self.base is not None:
+            self._arena.bury(functools.partial(_release_slot, self._arena, self.base, self.size, self.data,
+                                               self.start if self._tracked else None))
+            self.base = None
+
+
+def _release_slot(arena_: Arena, base: int, size: int, data: int, tracked_start: int | None) -> None:
+    """A slot back to the arena: its data pages unmapped and handed back, the range free again."""
+    if tracked_start is not None:
+        _untrack(_NUMPY_TRACE_DOMAIN, tracked_start)
+    if data:
+        arena_.unmap_data(base + GUARD_BYTES, data)
+    arena_.release(base, size)
 
 
 def guarded_empty(shape, dtype=np.float32) -> np.ndarray:
