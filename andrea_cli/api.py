@@ -394,11 +394,13 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, 
          backend: str = flags.BACKEND.default, kernel=None, fused: bool = False, T: int | None = None,
          d_k: int | None = None, d_v: int | None = None, seed: int = flags.SEED.default, qkv=None,
          d_model: int | None = None, n_head: int | None = None, preset: str | None = None, x=None,
-         layer_weights=None, out=None, json: bool = False, **more) -> GradResult:
+         layer_weights=None, out=None, json: bool = False, precision: str = flags.PRECISION.default,
+         **more) -> GradResult:
     """The backward pass through the kernels, as `andrea grad` runs it: dQ, dK, dV from the upstream
     gradient d_out (..., T, d_v) (seeded N(0, 1) when not given; a .npy path as --d-out). q, k, v:
     NumPy arrays (..., T, d), any leading dims, or .npy paths; or none for the command's random
-    inputs of size T, d_k, d_v from `seed`, or the layer's. The other keywords as in attend()."""
+    inputs of size T, d_k, d_v from `seed`, or the layer's. The other keywords as in attend();
+    precision="bf16" with fused=True: the tensor-core forward and backward (d_k = d_v = 64 or 128)."""
     from andrea_cli.commands.grad import GradOptions, run_grad
     from andrea_cli.inputs import as_matrix, qkv_from_arrays
 
@@ -406,7 +408,7 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, 
     d_out_path = d_out if _is_path(d_out) else None
     given = dict(mask=mask, **_scale_fields(scale), backend=backend, kernel=kernel, fused=fused, T=T, d_k=d_k,
                  d_v=d_v, seed=seed, qkv=qkv, d_model=d_model, n_head=n_head, preset=preset, x=x,
-                 layer_weights=layer_weights, out=out, as_json=json, d_out=d_out_path, **files)
+                 layer_weights=layer_weights, out=out, as_json=json, d_out=d_out_path, precision=precision, **files)
     options = _options(GradOptions, "grad", given, more)
     data = upstream = None
     dims = ()

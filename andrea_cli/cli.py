@@ -132,8 +132,7 @@ def attend(
                                   "FILE.png; for the layer every head in a grid (--head N: head N alone)."),
     head: Optional[int] = typer.Option(None, "--head", metavar="N",
                                        help="With the layer's --plot: draw head N (from 0) alone."),
-    precision: str = typer.Option("fp32", "--precision",
-                                  help="With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128)."),
+    precision: str = option(flags.PRECISION),
     racecheck: bool = option(flags.RACECHECK),
     timeout: Optional[float] = option(flags.TIMEOUT),
     threads: Optional[int] = option(flags.THREADS),
@@ -190,6 +189,8 @@ def grad(
     kernel: Optional[Path] = option(flags.KERNEL),
     as_json: bool = option(flags.JSON),
     fused: bool = typer.Option(False, "--fused", help="The fused backward kernels; no T×T matrix (cuda, cpu)."),
+    precision: str = option(flags.PRECISION, help="With --fused: fp32, or bf16 (the tensor-core forward and "
+                                                     "backward; d_k = d_v = 64 or 128)."),
     d_out: Optional[Path] = typer.Option(None, "--d-out", help="The upstream gradient dO from a .npy (T, d_v)."),
     out: Optional[Path] = typer.Option(None, help="Save dq, dk, dv (the layer: dx, dw_q...) to one .npz."),
     d_model: Optional[int] = option(flags.D_MODEL, help="The whole layer's backward, from x (T, d_model)."),
@@ -209,7 +210,7 @@ def grad(
     options = GradOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, q=q, k=k, v=v, qkv=qkv, mask=mask, no_scale=no_scale,
                           backend=backend, kernel=kernel, as_json=as_json, fused=fused, d_out=d_out, out=out,
                           d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
-                          racecheck=racecheck)
+                          precision=precision, racecheck=racecheck)
     try:
         report = run_grad(options)
     except AndreaError as exc:

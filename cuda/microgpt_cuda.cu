@@ -108,6 +108,14 @@
 //                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   dk_kernel1       dK = scale · dS^T · Q (dv_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
 //                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
+//   dv_kernel2, dq_kernel2, dk_kernel2   the same dV, dQ, dK, 64x64 outputs per block, 8x8 per
+//                    thread (av_kernel2's tile; dV and dK read P and dS transposed): 4 float4
+//                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1. Causal: the
+//                    tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
+//                    (__launch_bounds__(64, 8)); registers <= 128, <= 128, <= 128
+//   dp_kernel2       the same dP, scores_kernel2's tile: 128x128 outputs per block.
+//                    grid (ceil(T/128), ceil(T/128), H), block (256) (__launch_bounds__(256, 2));
+//                    registers <= 128
 //
 // Fused backward, FlashAttention-2 style: P recomputed from Q, K and the saved lse, no T×T matrix
 // (so training memory grows with T, not T^2); d_k, d_v <= 128:
@@ -125,6 +133,28 @@
 //                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1))); registers <= 64
 //                    (56 before the causal block order: its division by H moves the head's
 //                    pointers off the uniform registers on sm_80)
+//
+// Backward on tensor cores, FlashAttention-2's on mma.sync (bf16 operands, fp32 sums; sm_80+),
+// after the rowsum term by attention_backward_delta_kernel1; d_k = d_v = d = 64 or 128:
+//
+//   attention_fused_lse_kernel4_d64, attention_fused_lse_kernel4_d128   kernel4, also writing
+//                    each row's logsumexp (H, T) for the backward; kernel4's geometry.
+//                    registers <= 144, <= 192
+//   attention_backward_dkdv_kernel2_d64, attention_backward_dkdv_kernel2_d128   dK, dV from the
+//                    forward's bf16 Q (pre-scaled), K, V, a bf16 dO, lse and delta. 4 warps x 16
+//                    keys per block, walking the query tiles that see them (QT = 64 queries at
+//                    d = 64, 32 at d = 128), double-buffered with cp.async. S^T = K·Q^T and
+//                    dP^T = V·dO^T by mma, so P^T and dS^T sit in the A-fragment layout of
+//                    dV += P^T·dO and dK += dS^T·Q (ldmatrix.trans for dO and Q): rounded to bf16,
+//                    never stored; dK, dV in fp32 registers. Against dkdv_kernel1: tensor cores,
+//                    and each Q/dO value read from shared memory feeds 16 keys (kernel1: 1).
+//                    grid (ceil(T/64), 1, H), block (128), shared_mem = 2 * (128 + 4 * QT) * (d + 8)
+//                    + 16 * QT bytes (56,320; 70,144: the launcher opts in); registers <= 200, <= 255
+//   attention_backward_dq_kernel2_d64, attention_backward_dq_kernel2_d128   dQ: 4 warps x 16
+//                    queries per block walking their key tiles as kernel4 does; S, dP by mma, dS
+//                    rounded to bf16 as dQ += dS·K's A operand. A pass of its own, not atomics: the
+//                    same bits on every run. grid (ceil(T/64), 1, H), block (128),
+//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 216
 //
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every
@@ -236,13 +266,17 @@ __device__ __forceinline__ float exp2_approx_ftz(float x) {
 //   A: (M, k_end..) row-major with row stride lda
 //   B_NK:  B is given as (N, K) row-major (K^T in Q·K^T: both operands are read along k)
 //   !B_NK: B is given as (K, N) row-major (V in P·V)
+//   A_KM:  A is given as (K, M) row-major: C = A^T·B (P^T·dO and dS^T·Q in the backward)
+// k runs from k_begin (a causal backward skips the rows that see none of the tile) to k_end;
+// C = scale · (A·B) on the store.
 // Two shared-memory stages: the next k-slice is loaded into one while the FMAs read the other,
 // so one barrier per slice suffices.
-template <int BM, int BN, bool B_NK>
+template <int BM, int BN, bool B_NK, bool A_KM = false>
 __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int lda,
                                               const float* __restrict__ B, int ldb,
                                               float* __restrict__ C, int ldc,
-                                              int M, int N, int k_end, int row0, int col0) {
+                                              int M, int N, int k_end, int row0, int col0,
+                                              int k_begin = 0, float scale = 1.0f) {
     constexpr int THREADS = (BM / 8) * (BN / 8);
     // a_s[stage][k][i] = A[row0 + i][k0 + k] (transposed, so a thread's rows are one float4);
     // b_s[stage][k][j] = B(k0 + k, col0 + j). The +4 keeps the transposing stores off shared
@@ -254,19 +288,25 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 
     // Which elements this thread copies: the same k (or column) every time, rows `step` apart,
     // addressed from one pointer per operand (eight pointers would cost sixteen registers).
-    constexpr int A_STEP = THREADS / GEMM_BK;                   // rows between a thread's A elements
+    constexpr int A_STEP = A_KM ? THREADS / BM : THREADS / GEMM_BK;  // A rows (k if A_KM) between its elements
     constexpr int B_STEP = B_NK ? THREADS / GEMM_BK : THREADS / BN;
-    const int a_i = tid / GEMM_BK, a_k = tid % GEMM_BK;          // consecutive threads: consecutive k
+    // consecutive threads: consecutive k (A_KM: consecutive i, along A's rows)
+    const int a_i = A_KM ? tid % BM : tid / GEMM_BK, a_k = A_KM ? tid / BM : tid % GEMM_BK;
     const int b_r = B_NK ? tid / GEMM_BK : tid / BN;            // B row (N row if B_NK, else k)
     const int b_c = B_NK ? tid % GEMM_BK : tid % BN;            // B column (k if B_NK, else N)
-    const float* a_src = A + (long)(row0 + a_i) * lda + a_k;
+    const float* a_src = A_KM ? A + (long)a_k * lda + row0 + a_i : A + (long)(row0 + a_i) * lda + a_k;
     const float* b_src = B_NK ? B + (long)(col0 + b_r) * ldb + b_c : B + (long)b_r * ldb + col0 + b_c;
 
     auto load = [&](int stage, int k0) {
 #pragma unroll
         for (int n = 0; n < BM * GEMM_BK / THREADS; ++n) {
-            const int i = a_i + n * A_STEP;
-            a_s[stage][a_k][i] = (row0 + i < M && k0 + a_k < k_end) ? a_src[(long)n * A_STEP * lda + k0] : 0.0f;
+            if (A_KM) {  // row k of A is row k of the tile
+                const int k = a_k + n * A_STEP;
+                a_s[stage][k][a_i] = (k0 + k < k_end && row0 + a_i < M) ? a_src[(long)(k0 + n * A_STEP) * lda] : 0.0f;
+            } else {
+                const int i = a_i + n * A_STEP;
+                a_s[stage][a_k][i] = (row0 + i < M && k0 + a_k < k_end) ? a_src[(long)n * A_STEP * lda + k0] : 0.0f;
+            }
         }
 #pragma unroll
         for (int n = 0; n < BN * GEMM_BK / THREADS; ++n) {
@@ -284,9 +324,9 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 #pragma unroll
         for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
 
-    load(0, 0);
+    load(0, k_begin);
     int stage = 0;
-    for (int k0 = 0; k0 < k_end; k0 += GEMM_BK, stage ^= 1) {
+    for (int k0 = k_begin; k0 < k_end; k0 += GEMM_BK, stage ^= 1) {
         __syncthreads();  // slice `stage` is complete, and everyone is done reading the other one
         if (k0 + GEMM_BK < k_end) load(stage ^ 1, k0 + GEMM_BK);
 
@@ -313,7 +353,8 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int j = col0 + half * (BN / 2) + 4 * tx;
-            const float* v = &acc[r][4 * half];
+            const float v[4] = {acc[r][4 * half] * scale, acc[r][4 * half + 1] * scale, acc[r][4 * half + 2] * scale,
+                                acc[r][4 * half + 3] * scale};
             float* dst = C + (long)i * ldc + j;
             if (aligned && j + 3 < N) {
                 *(float4*)dst = make_float4(v[0], v[1], v[2], v[3]);
@@ -1260,6 +1301,8 @@ extern "C" __global__ void to_bf16_kernel1(const float* __restrict__ in,     // 
 // Shared memory (dynamic, bf16): q_s (64, d+8), k_s (2, 64, d+8), v_s (2, 64, d+8).
 
 #define TC_WARPS 4
+#define TC_LN2 0.6931471805599453f  // log2 units -> natural log (the lse kernels, dK)
+#define TC_LOG2E 1.4426950408889634f
 #define TC_ROWS (16 * TC_WARPS)  // query rows per block
 #define TC_KEYS 64               // keys per K/V tile
 #define TC_PAD 8                 // bf16 of padding per shared-memory row (16 bytes)
@@ -1282,7 +1325,8 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
                                                         const unsigned short* __restrict__ k,  // (H, T, D)
                                                         const unsigned short* __restrict__ v,  // (H, T, D)
                                                         float* __restrict__ out,               // (H, T, D)
-                                                        int T, int causal, int window, unsigned short* smem) {
+                                                        int T, int causal, int window, unsigned short* smem,
+                                                        float* __restrict__ lse = nullptr) {   // (H, T)
     constexpr int S = D + TC_PAD;  // row stride of every shared tile, in bf16
     unsigned short* q_s = smem;                   // (TC_ROWS, S)
     unsigned short* k_s = q_s + TC_ROWS * S;      // (2, TC_KEYS, S)
@@ -1421,6 +1465,8 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
         sum += __shfl_xor_sync(0xffffffff, sum, 1);
         sum += __shfl_xor_sync(0xffffffff, sum, 2);
         if (rows[r] >= T) continue;
+        // the lse kernels' logsumexp, natural log like row_logsumexp: m and the sum are in log2 units
+        if (lse != nullptr && t == 0) lse[head * T + rows[r]] = sum > 0.0f ? (m[r] + log2f(sum)) * TC_LN2 : INFINITY;
         // sum = 0 only for a row that saw no key: zeros, like the other kernels, not 0/0
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         float* o = out + (long)rows[r] * D + 2 * t;
@@ -1867,6 +1913,53 @@ extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, T, T
 }
 
 // ------------------------------------------------------------------------------------------------
+// The same four products through the register-tiled GEMM tile (BUILDING BLOCKS), 8x8 outputs per
+// thread: dp_kernel2 is scores_kernel2's product, dq_kernel2 av_kernel2's, dv_kernel2 and
+// dk_kernel2 av_kernel2's with A read transposed (A_KM): a k-slice of P or dS is a row segment,
+// read coalesced along the key rows the block owns. Causal: dq stops at the diagonal as
+// av_kernel2 does; dv and dk start there (query rows before the block's first key see none of it).
+
+extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __restrict__ weights,  // (H, T, T)
+                                                               const float* __restrict__ d_out,    // (H, T, d_v)
+                                                               float* __restrict__ dv,             // (H, T, d_v)
+                                                               int T, int d_v, int causal) {
+    const long head = blockIdx.z;
+    const int row0 = blockIdx.y * 64;  // key rows row0 .. row0 + 63 of dV
+    gemm_tile_8x8<64, 64, false, true>(weights + head * T * T, T, d_out + head * T * d_v, d_v, dv + head * T * d_v,
+                                       d_v, T, d_v, T, row0, blockIdx.x * 64, causal ? row0 : 0);
+}
+
+extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __restrict__ ds,  // (H, T, T)
+                                                               const float* __restrict__ k,   // (H, T, d_k)
+                                                               float* __restrict__ dq,        // (H, T, d_k)
+                                                               int T, int d_k, float scale, int causal) {
+    const long head = blockIdx.z;
+    const int row0 = blockIdx.y * 64;
+    const int j_end = causal ? min(T, row0 + 64) : T;  // dS[i][j] = 0 for j > i: no key past the last row
+    gemm_tile_8x8<64, 64, false>(ds + head * T * T, T, k + head * T * d_k, d_k, dq + head * T * d_k, d_k, T, d_k,
+                                 j_end, row0, blockIdx.x * 64, 0, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __restrict__ ds,  // (H, T, T)
+                                                               const float* __restrict__ q,   // (H, T, d_k)
+                                                               float* __restrict__ dk,        // (H, T, d_k)
+                                                               int T, int d_k, float scale, int causal) {
+    const long head = blockIdx.z;
+    const int row0 = blockIdx.y * 64;
+    gemm_tile_8x8<64, 64, false, true>(ds + head * T * T, T, q + head * T * d_k, d_k, dk + head * T * d_k, d_k, T,
+                                       d_k, T, row0, blockIdx.x * 64, causal ? row0 : 0, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __restrict__ d_out,  // (H, T, d_v)
+                                                                const float* __restrict__ v,      // (H, T, d_v)
+                                                                float* __restrict__ dp,           // (H, T, T)
+                                                                int T, int d_v) {
+    const long head = blockIdx.z;
+    gemm_tile_8x8<128, 128, true>(d_out + head * T * d_v, d_v, v + head * T * d_v, d_v, dp + head * T * T, T,
+                                  T, T, d_v, blockIdx.y * 128, blockIdx.x * 128);
+}
+
+// ------------------------------------------------------------------------------------------------
 // Fused backward, in the manner of FlashAttention-2: no T×T matrix. P is recomputed tile by tile
 // from Q, K and the forward's row logsumexp (P[i][j] = exp(s_ij − lse_i), exact softmax weights
 // in one exp, no running max needed), and the rowsum term comes from the outputs:
@@ -2117,4 +2210,380 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         const int c = lane + 32 * t;
         if (c < d_k) dq[(long)i * d_k + c] = acc[t] * scale;
     }
+}
+
+// ================================================================================================
+// BACKWARD ON TENSOR CORES
+//
+// The fused backward on tensor cores: FlashAttention-2's backward with bf16 operands and fp32
+// accumulators (sm_80+), from the bf16 copies the forward read (Q pre-scaled by scale·log2 e, so
+// scores are in log2 units as in kernel4), bf16 dO, and kernel4's row logsumexp.
+//
+// Per tile the products are the fused FP32 backward's, each one mma chain:
+//     S  = Q·K^T (log2 units)      P  = exp2(S − lse·log2 e)     (exact softmax weights, no max)
+//     dP = dO·V^T                  dS = P ∘ (dP − delta)          (delta = rowsum(dO ∘ O))
+//     dV += P^T·dO                 dK += dS^T·Q                   dQ += dS·K
+// P and dS are rounded to bf16 as the A operands of the products after them; everything else
+// stays fp32. Two kernels, as in the FP32 fused backward: dkdv owns 64 keys and walks the query
+// tiles that see them; dq owns 64 queries and walks their key tiles. Splitting dQ off computes
+// S and dP a second time, 7 products per tile instead of FlashAttention-2's 5 (1.4x the mma
+// work), where FA2 adds each key block's share of dQ into global memory with fp32 atomicAdd:
+// atomics add in whatever order the blocks happen to finish, so dQ would differ from run to run
+// in its last bits. The split keeps the backward bit-reproducible, as the FP32 fused backward is,
+// which verify's comparisons and the finite-difference checks rely on.
+//
+// The trick that keeps P and dS in registers in the dK/dV kernel: it computes the transposes,
+// S^T = K·Q^T and dP^T = V·dO^T (keys as the m16 rows). Their accumulator tiles, two n8 tiles
+// at a time, are exactly the A fragments of P^T·dO and dS^T·Q, as S's are of P·V in kernel4.
+// Warp w owns keys 16w .. 16w+15 of the block, so dK and dV rows never cross warps: no shared
+// memory reduction, no atomics.
+
+// ------------------------------------------------------------------------------------------------
+// attention_fused_lse_kernel4_d64, _d128: kernel4 also writing each row's logsumexp (natural
+// log, as attention_fused_lse_kernel1 writes it), the forward this backward needs. kernel4's body
+// with lse not nullptr; grid, block and shared memory as kernel4's.
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                const unsigned short* __restrict__ v, float* __restrict__ out,
+                                float* __restrict__ lse, int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused_kernel4<64>(q, k, v, out, T, causal, window, tc_smem, lse);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                 const unsigned short* __restrict__ v, float* __restrict__ out,
+                                 float* __restrict__ lse, int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused_kernel4<128>(q, k, v, out, T, causal, window, tc_smem, lse);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The building blocks of both backward kernels: the two products a warp makes, on 16 rows.
+
+// acc (16 x N, fp32 n8 tiles) += A·B^T. A: 16 rows of a row-major bf16 tile (stride S) in shared
+// memory; B: N rows of one, both KD wide. Per k16 step one ldmatrix.x4 gives A's fragment and one
+// more gives two n8 tiles of B (kernel4's K loads): each A fragment feeds N/8 mma.
+template <int KD, int N, int S>
+__device__ __forceinline__ void tc_warp_abt(float acc[N / 8][4], const unsigned short* a, const unsigned short* b) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kk = 0; kk < KD / 16; ++kk) {
+        u32 af[4];
+        ldmatrix<4, false>(af, a + ((lane / 8 % 2) * 8 + lane % 8) * S + 16 * kk + (lane / 16) * 8);
+#pragma unroll
+        for (int nt = 0; nt < N / 8; nt += 2) {
+            u32 bf[4];
+            ldmatrix<4, false>(bf, b + (8 * nt + (lane / 16) * 8 + lane % 8) * S + 16 * kk + (lane / 8 % 2) * 8);
+            mma_bf16_m16n8k16(acc[nt], af, bf, acc[nt]);
+            mma_bf16_m16n8k16(acc[nt + 1], af, bf + 2, acc[nt + 1]);
+        }
+    }
+}
+
+// acc (16 x N) += bf16(X)·B. X: 16 x KK fp32 in accumulator layout (the registers of a product
+// just made), rounded to bf16 here as A fragments; B: KK rows of a row-major bf16 tile (stride S)
+// by ldmatrix.trans (kernel4's V loads).
+template <int KK, int N, int S>
+__device__ __forceinline__ void tc_warp_xb(float acc[N / 8][4], const float x[KK / 8][4], const unsigned short* b) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kk = 0; kk < KK / 16; ++kk) {
+        const u32 xf[4] = {pack_bf16x2(x[2 * kk][0], x[2 * kk][1]), pack_bf16x2(x[2 * kk][2], x[2 * kk][3]),
+                           pack_bf16x2(x[2 * kk + 1][0], x[2 * kk + 1][1]),
+                           pack_bf16x2(x[2 * kk + 1][2], x[2 * kk + 1][3])};
+#pragma unroll
+        for (int c = 0; c < N / 8; c += 2) {
+            u32 bf[4];
+            ldmatrix<4, true>(bf, b + (16 * kk + (lane / 8 % 2) * 8 + lane % 8) * S + 8 * c + (lane / 16) * 8);
+            mma_bf16_m16n8k16(acc[c], xf, bf, acc[c]);
+            mma_bf16_m16n8k16(acc[c + 1], xf, bf + 2, acc[c + 1]);
+        }
+    }
+}
+
+// Query rows [i0, i0 + QT) of Q and dO by cp.async (the caller commits), and their lse (in log2
+// units) and delta by plain loads; rows past T zero.
+template <int D, int QT>
+__device__ __forceinline__ void tc_bwd_load_queries(unsigned short* q_s, unsigned short* o_s, float* lse_s,
+                                                    float* delta_s, const unsigned short* q,
+                                                    const unsigned short* d_out, const float* lse,
+                                                    const float* delta, int i0, int T) {
+    tc_load_rows<D>(q_s, q, i0, QT, T);
+    tc_load_rows<D>(o_s, d_out, i0, QT, T);
+    for (int x = threadIdx.x; x < QT; x += 32 * TC_WARPS) {
+        const bool inside = i0 + x < T;
+        lse_s[x] = inside ? lse[i0 + x] * TC_LOG2E : 0.0f;
+        delta_s[x] = inside ? delta[i0 + x] : 0.0f;
+    }
+}
+
+// QT query rows per tile: 64 at D = 64; 32 at D = 128, where P^T and dS^T of 64 queries
+// (32 + 32 registers) beside dK and dV (64 + 64) would spill.
+#define TC_BWD_QUERIES_D64 64
+#define TC_BWD_QUERIES_D128 32
+// Shared memory (dynamic): k_s, v_s (64, D+8) bf16 for the block's keys; q_s, o_s (2, QT, D+8)
+// bf16, double-buffered query tiles of Q and dO; lse_s, delta_s (2, QT) float.
+template <int D, int QT>
+__device__ __forceinline__ void attention_backward_dkdv_kernel2(
+    const unsigned short* __restrict__ q,      // (H, T, D) bf16, Q·scale·log2 e
+    const unsigned short* __restrict__ k,      // (H, T, D) bf16
+    const unsigned short* __restrict__ v,      // (H, T, D) bf16
+    const unsigned short* __restrict__ d_out,  // (H, T, D) bf16
+    const float* __restrict__ lse,             // (H, T) natural log
+    const float* __restrict__ delta,           // (H, T)
+    float* __restrict__ dk, float* __restrict__ dv,  // (H, T, D)
+    int T, int causal, int window, unsigned short* smem) {
+    constexpr int S = D + TC_PAD;
+    unsigned short* k_s = smem;                // (TC_KEYS, S)
+    unsigned short* v_s = k_s + TC_KEYS * S;   // (TC_KEYS, S)
+    unsigned short* q_s = v_s + TC_KEYS * S;   // (2, QT, S)
+    unsigned short* o_s = q_s + 2 * QT * S;    // (2, QT, S)
+    float* lse_s = (float*)(o_s + 2 * QT * S);  // (2, QT)
+    float* delta_s = lse_s + 2 * QT;            // (2, QT)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    const int j0 = blockIdx.x * TC_KEYS;  // causal: the first key blocks have the most query tiles
+    const long head = blockIdx.z;
+    q += head * T * D;
+    k += head * T * D;
+    v += head * T * D;
+    d_out += head * T * D;
+    lse += head * T;
+    delta += head * T;
+    dk += head * T * D;
+    dv += head * T * D;
+
+    // Query rows that see any of the block's keys; the tiles outside are never loaded. (A window
+    // implies causal: query i sees i-window+1 .. i.)
+    const int i_begin = causal ? j0 : 0;
+    const int i_end = window > 0 ? min(T, j0 + TC_KEYS - 1 + window) : T;
+    const int n_tiles = (i_end - i_begin + QT - 1) / QT;
+
+    tc_load_rows<D>(k_s, k, j0, TC_KEYS, T);
+    tc_load_rows<D>(v_s, v, j0, TC_KEYS, T);
+    tc_bwd_load_queries<D, QT>(q_s, o_s, lse_s, delta_s, q, d_out, lse, delta, i_begin, T);
+    cp_async_commit();
+
+    const int w_key0 = j0 + 16 * warp;           // this warp's first key
+    const int w_last = min(w_key0 + 15, T - 1);  // and its last inside T (< w_key0: none)
+    const int keys[2] = {w_key0 + g, w_key0 + g + 8};  // the keys (rows) of this lane's accumulators
+
+    float dk_acc[D / 8][4], dv_acc[D / 8][4];  // n8 tile c: columns 8c .. 8c+7
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dk_acc[c][e] = dv_acc[c][e] = 0.0f;
+
+    for (int n = 0; n < n_tiles; ++n) {
+        const int i0 = i_begin + n * QT, stage = n & 1;
+        if (n + 1 < n_tiles) {  // start the next tile's copy, then wait for this one's
+            const int next = (stage ^ 1) * QT;
+            tc_bwd_load_queries<D, QT>(q_s + next * S, o_s + next * S, lse_s + next, delta_s + next, q, d_out, lse,
+                                   delta, i0 + QT, T);
+            cp_async_commit();
+            cp_async_wait<1>();  // this tile has landed; the next one may still be in flight
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();  // every thread's copies of this tile (and, first, of K and V) are visible
+        const unsigned short* qs = q_s + stage * QT * S;
+        const unsigned short* os = o_s + stage * QT * S;
+        const float* ls = lse_s + stage * QT;
+        const float* dl = delta_s + stage * QT;
+
+        // Whole-warp decisions: does a query of the tile see a key of this warp, and does the
+        // mask (or T) cut through the tile, so that pairs must be tested one by one?
+        const int i_last = min(i0 + QT, T) - 1;
+        const bool any = w_key0 <= w_last && (!causal || i_last >= w_key0) && (window <= 0 || i0 - w_last < window);
+        const bool edge = i0 + QT > T || w_key0 + 16 > T || (causal && i0 < w_key0 + 15)
+                          || (window > 0 && i0 + QT - 1 - w_key0 >= window);
+        if (any) {
+            float p[QT / 8][4], ds[QT / 8][4];  // P^T, then dP^T -> dS^T: keys x queries
+#pragma unroll
+            for (int nt = 0; nt < QT / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) p[nt][e] = ds[nt][e] = 0.0f;
+            tc_warp_abt<D, QT, S>(p, k_s + 16 * warp * S, qs);   // S^T = K·Q^T, log2 units
+            tc_warp_abt<D, QT, S>(ds, v_s + 16 * warp * S, os);  // dP^T = V·dO^T
+#pragma unroll
+            for (int nt = 0; nt < QT / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int x = 8 * nt + 2 * t + e % 2;  // the query, within the tile
+                    float pe = exp2f(p[nt][e] - ls[x]);
+                    if (edge) {
+                        const int i = i0 + x, j = keys[e / 2];
+                        const bool visible = i < T && j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                        if (!visible) pe = 0.0f;  // no gradient through a hidden key
+                    }
+                    p[nt][e] = pe;
+                    ds[nt][e] = pe * (ds[nt][e] - dl[x]);
+                }
+            tc_warp_xb<QT, D, S>(dv_acc, p, os);   // dV += bf16(P^T)·dO
+            tc_warp_xb<QT, D, S>(dk_acc, ds, qs);  // dK += bf16(dS^T)·Q (Q scaled by scale·log2 e)
+        }
+        __syncthreads();  // every warp is done with this stage before it is refilled
+    }
+
+    // dK = scale · dS^T·Q, and the Q here carries scale·log2 e: one factor ln 2 takes log2 e off.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (keys[r] >= T) continue;
+        const long at = (long)keys[r] * D + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c) {
+            *(float2*)(dv + at + 8 * c) = make_float2(dv_acc[c][2 * r], dv_acc[c][2 * r + 1]);
+            *(float2*)(dk + at + 8 * c) = make_float2(dk_acc[c][2 * r] * TC_LN2, dk_acc[c][2 * r + 1] * TC_LN2);
+        }
+    }
+}
+
+// Shared memory (dynamic, bf16): q_s, o_s (64, D+8) for the block's queries and their dO;
+// k_s, v_s (2, 64, D+8), double-buffered key tiles.
+template <int D>
+__device__ __forceinline__ void attention_backward_dq_kernel2(
+    const unsigned short* __restrict__ q,      // (H, T, D) bf16, Q·scale·log2 e
+    const unsigned short* __restrict__ k,      // (H, T, D) bf16
+    const unsigned short* __restrict__ v,      // (H, T, D) bf16
+    const unsigned short* __restrict__ d_out,  // (H, T, D) bf16
+    const float* __restrict__ lse,             // (H, T) natural log
+    const float* __restrict__ delta,           // (H, T)
+    float* __restrict__ dq,                    // (H, T, D)
+    int T, float scale, int causal, int window, unsigned short* smem) {
+    constexpr int S = D + TC_PAD;
+    unsigned short* q_s = smem;                   // (TC_ROWS, S)
+    unsigned short* o_s = q_s + TC_ROWS * S;      // (TC_ROWS, S)
+    unsigned short* k_s = o_s + TC_ROWS * S;      // (2, TC_KEYS, S)
+    unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
+    const int row0 = tile * TC_ROWS;
+    const long head = blockIdx.z;
+    q += head * T * D;
+    k += head * T * D;
+    v += head * T * D;
+    d_out += head * T * D;
+    lse += head * T;
+    delta += head * T;
+    dq += head * T * D;
+
+    // Key tiles any row of the block can see (kernel4's rule); the others are never loaded.
+    const int j_end = causal ? min(row0 + TC_ROWS, T) : T;
+    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
+    const int n_tiles = (j_end - j_begin + TC_KEYS - 1) / TC_KEYS;
+
+    tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
+    tc_load_rows<D>(o_s, d_out, row0, TC_ROWS, T);
+    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, T);
+    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, T);
+    cp_async_commit();
+
+    const int w_row0 = row0 + 16 * warp;
+    const int w_last = min(w_row0 + 15, T - 1);
+    const int rows[2] = {w_row0 + g, w_row0 + g + 8};
+    float lse2[2], dl[2];  // the rows' lse in log2 units, and delta
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        lse2[r] = rows[r] < T ? lse[rows[r]] * TC_LOG2E : 0.0f;
+        dl[r] = rows[r] < T ? delta[rows[r]] : 0.0f;
+    }
+
+    float acc[D / 8][4];  // dQ / scale
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+
+    for (int n = 0; n < n_tiles; ++n) {
+        const int j0 = j_begin + n * TC_KEYS, stage = n & 1;
+        if (n + 1 < n_tiles) {
+            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, T);
+            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, T);
+            cp_async_commit();
+            cp_async_wait<1>();  // this tile has landed; the next one may still be in flight
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const unsigned short* ks = k_s + stage * TC_KEYS * S;
+        const unsigned short* vs = v_s + stage * TC_KEYS * S;
+
+        const int j_last = min(j0 + TC_KEYS, T) - 1;
+        const bool any = w_row0 <= w_last && (!causal || j0 <= w_last) && (window <= 0 || j_last > w_row0 - window);
+        const bool edge = w_row0 + 16 > T || j0 + TC_KEYS > T || (causal && j0 + TC_KEYS - 1 > w_row0)
+                          || (window > 0 && j0 <= w_last - window);
+        if (any) {
+            float s[TC_KEYS / 8][4], ds[TC_KEYS / 8][4];  // S, then dP -> dS: queries x keys
+#pragma unroll
+            for (int nt = 0; nt < TC_KEYS / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[nt][e] = ds[nt][e] = 0.0f;
+            tc_warp_abt<D, TC_KEYS, S>(s, q_s + 16 * warp * S, ks);   // S = Q·K^T, log2 units
+            tc_warp_abt<D, TC_KEYS, S>(ds, o_s + 16 * warp * S, vs);  // dP = dO·V^T
+#pragma unroll
+            for (int nt = 0; nt < TC_KEYS / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float pe = exp2f(s[nt][e] - lse2[e / 2]);
+                    if (edge) {
+                        const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
+                        const bool visible = i < T && j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                        if (!visible) pe = 0.0f;
+                    }
+                    ds[nt][e] = pe * (ds[nt][e] - dl[e / 2]);
+                }
+            tc_warp_xb<TC_KEYS, D, S>(acc, ds, ks);  // dQ += bf16(dS)·K
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (rows[r] >= T) continue;
+        float* o = dq + (long)rows[r] * D + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c)
+            *(float2*)(o + 8 * c) = make_float2(acc[c][2 * r] * scale, acc[c][2 * r + 1] * scale);
+    }
+}
+
+// Entry points, one per head size. grid (ceil(T / 64), 1, H), block (128) for both;
+// dkdv shared_mem = 2 * (128 + 4 * QT) * (d + 8) + 16 * QT bytes (56,320 at d = 64, QT = 64;
+// 70,144 at d = 128, QT = 32); dq shared_mem = 2 * 6 * 64 * (d + 8) bytes (55,296; 104,448).
+// All above the 48 KiB default: the launcher opts in.
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_backward_dkdv_kernel2_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                    const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
+                                    const float* __restrict__ lse, const float* __restrict__ delta,
+                                    float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_backward_dkdv_kernel2<64, TC_BWD_QUERIES_D64>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_backward_dkdv_kernel2_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                     const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
+                                     const float* __restrict__ lse, const float* __restrict__ delta,
+                                     float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_backward_dkdv_kernel2<128, TC_BWD_QUERIES_D128>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_backward_dq_kernel2_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                  const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
+                                  const float* __restrict__ lse, const float* __restrict__ delta,
+                                  float* __restrict__ dq, int T, float scale, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, T, scale, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
+attention_backward_dq_kernel2_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                                   const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
+                                   const float* __restrict__ lse, const float* __restrict__ delta,
+                                   float* __restrict__ dq, int T, float scale, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, T, scale, causal, window, tc_smem);
 }

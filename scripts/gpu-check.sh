@@ -4,7 +4,7 @@
 #     PYTHONPATH=. bash scripts/gpu-check.sh RESULTS_DIR
 # It runs the tensor-core building blocks native against emulated, the gpu tests, verify on cuda,
 # cuda against the CPU build, attend at T 128/1024/4096, the ANDREA-120M layer, the fused kernels
-# (fp32 and bf16) at long T, the backward (grad, staged and fused; verify and bench include it
+# (fp32 and bf16) at long T, the backward (grad, staged, fused and bf16; verify and bench include it
 # too), a bench with 12 heads and the static bound of each kernel for this GPU (bench --bound), and writes
 # RESULTS_DIR/<device>-<date>.json (device, versions, date, results) and a .log beside it.
 # Without a GPU it runs the same steps on the CPU build at small sizes, to check the script itself.

@@ -103,6 +103,10 @@ def main() -> int:
                                                           "--backend", backend, "--json"], 300)
     step("fused_bf16_long", f"fused bf16 T={fused_T}", [*ANDREA, "attend", "--fused", "--precision", "bf16", "--T", fused_T,
                                                         "--backend", backend, "--sample-rows", "32", "--json"], 300)
+    # the tensor-core backward at the longest T its float64 check (and the bf16 autograd yardstick) runs
+    grad_bf16_T = "2048" if gpu else "128"
+    step("grad_bf16", f"grad --fused --precision bf16 T={grad_bf16_T}", [*ANDREA, "grad", "--fused", "--precision", "bf16",
+                                                                       "--T", grad_bf16_T, "--backend", backend, "--json"], 300)
     # 12 heads, d_k 64 and 128, causal and not: the fp32 kernels, the bf16 tensor-core kernel and
     # torch SDPA in both precisions; the cupy peer at T = 16,384 holds 13 GB per (12, T, T) array
     bench_T = ["--T", "1024", "--T", "4096", "--T", "16384"] if gpu else ["--T", "64", "--T", "128"]

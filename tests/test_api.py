@@ -156,6 +156,11 @@ def test_grad_matches_its_command_and_the_float64_backward(cli):
     with pytest.raises(andrea_cli.AndreaError, match="dO must have the output's shape"):
         andrea_cli.grad(q, k, v, d_out[:3])
     assert "GradResult" in repr(g) and "<pre" in g._repr_html_()
+    # bf16 on tensor cores, as `grad --fused --precision bf16` runs it
+    from_cli = cli.json("grad", "--T", "70", "--d-k", "64", "--seed", "4", "--backend", "cpu", "--fused",
+                        "--precision", "bf16")
+    result = andrea_cli.grad(T=70, d_k=64, seed=4, backend="cpu", fused=True, precision="bf16")
+    assert without_timings(result.report) == without_timings(from_cli) and from_cli["precision"] == "bf16"
 
 
 def test_results_show_the_terminal_tables_in_jupyter_and_rich():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from andrea_cli import reference_backward
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN, KERNEL1_PLAN
 from andrea_cli.masks import MaskSpec
 
 
@@ -28,18 +29,22 @@ def rel_err(got, expected) -> float:
     (33, 5, 7, MaskSpec("none"), False),  # widths no tile divides; kernel1 only
     (70, 40, 36, MaskSpec("window", 33), True),  # two columns per lane; a window across tiles
     (65, 128, 64, MaskSpec("causal"), True),  # the widest head the fused kernels take
+    (130, 64, 70, MaskSpec("causal"), True),  # past the staged kernel2's 64 and 128-wide tiles
 ])
 def test_backward_matches_numpy(cpu_each_schedule, T, d_k, d_v, mask, scaled):
     q, k, v, d_out = inputs(2, T, d_k, d_v)
     exact = reference_backward.backward(q, k, v, d_out, mask, scaled)
     cpu = cpu_each_schedule
-    staged = cpu.attention_backward(q, k, v, d_out, mask=mask, scaled=scaled)
+    # the staged products register-tiled (dv/dp/dq/dk_kernel2, the default) and one per thread
+    staged = [cpu.attention_backward(q, k, v, d_out, mask=mask, scaled=scaled, plan=plan)
+              for plan in (DEFAULT_PLAN, KERNEL1_PLAN)]
     fused = cpu.attention_backward_fused(q, k, v, d_out, mask=mask, scaled=scaled)
-    for got in (staged, fused):
+    for got in (*staged, fused):
         for name in ("dq", "dk", "dv"):
             assert rel_err(getattr(got, name), getattr(exact, name)) < 1e-5, name
-    assert rel_err(staged.d_scores, exact.d_scores) < 1e-5
-    assert (staged.d_scores[:, ~mask.visible(T)] == 0).all()  # exactly 0 where the mask hid a key
+    for got in staged:
+        assert rel_err(got.d_scores, exact.d_scores) < 1e-5
+        assert (got.d_scores[:, ~mask.visible(T)] == 0).all()  # exactly 0 where the mask hid a key
 
 
 @pytest.mark.parametrize("variant", [1, 2])

@@ -101,6 +101,12 @@ def test_tensor_core_kernels_are_refused_below_sm_80_in_one_line():
         check_kernel_runs("attention_fused_kernel4_d128", (7, 5))
     message = str(caught.value)
     assert "\n" not in message and "compute capability 8.0" in message and "this GPU has 7.5" in message
+    # the bf16 backward and the forward that feeds it are tensor-core code too; the FP32 backward is not
+    check_kernel_runs("attention_backward_dkdv_kernel1", (7, 5))
+    for name in ("attention_fused_lse_kernel4_d64", "attention_backward_dkdv_kernel2_d128",
+                 "attention_backward_dq_kernel2_d64"):
+        with pytest.raises(AndreaError, match=f"{name} uses Ampere instructions"):
+            check_kernel_runs(name, (7, 5))
 
 
 def test_auto_fallback_names_the_extra_when_cupy_and_driver_disagree(monkeypatch):

@@ -49,6 +49,35 @@ def test_gradients_match_the_float64_backward(cli, head_files, args):
     assert max(doc["max_rel_error"].values()) < 1e-5
     if "--fused" in args:
         assert doc["grad_norms"]["d_scores"] is None and set(doc["timings_ms"]) == {"forward", "delta", "dkdv", "dq", "total"}
+    kernels = {"numpy": None, "cpu": "dv_kernel2, dp_kernel2, ds_kernel1, dq_kernel2, dk_kernel2"}[args[1]]
+    if "--fused" in args:
+        kernels = "attention_backward_dkdv_kernel1 + attention_backward_dq_kernel1"
+    assert (doc["precision"], doc["kernel"]) == ("fp32", kernels)
+
+
+@pytest.mark.parametrize("d, mask", [(64, "causal"), (128, "window:40")])
+def test_bf16_on_tensor_cores(cli, tmp_path, d, mask):
+    """--fused --precision bf16: the tensor-core forward and backward; the JSON names both; its
+    max_rel_error is the saved gradients' (measured here against float64), a bf16-sized error
+    within 3x of the emulated bf16 autograd's it reports beside it (FlashAttention's rule)."""
+    rng = np.random.default_rng(d)
+    q, k, v, d_out = (rng.standard_normal((90, d), dtype=np.float32) for _ in range(4))
+    np.savez(tmp_path / "qkv.npz", q=q, k=k, v=v)
+    np.save(tmp_path / "d_out.npy", d_out)
+    out = tmp_path / "grads.npz"
+    doc = cli.json("grad", "--qkv", tmp_path / "qkv.npz", "--d-out", tmp_path / "d_out.npy", "--out", out,
+                   "--backend", "cpu", "--fused", "--precision", "bf16", "--mask", mask)
+    assert (doc["fused"], doc["precision"]) == (True, "bf16")
+    assert doc["kernel"] == f"attention_backward_dkdv_kernel2_d{d} + attention_backward_dq_kernel2_d{d}"
+    assert set(doc["timings_ms"]) == {"to_bf16", "forward", "delta", "dkdv", "dq", "total"}
+    spec = MaskSpec("window", 40) if mask == "window:40" else MaskSpec("causal")
+    exact = reference_backward.backward(q[None], k[None], v[None], d_out[None], spec, True)
+    with np.load(out) as saved:
+        for name in ("dq", "dk", "dv"):
+            expected = getattr(exact, name)[0]
+            err = np.abs(saved[name] - expected).max() / np.abs(expected).max()
+            assert err == pytest.approx(doc["max_rel_error"][name])
+            assert 1e-4 < err <= 3 * doc["autograd_bf16_rel_error"][name], name  # bf16, and within 3x
 
 
 def test_table(cli):
@@ -90,6 +119,9 @@ def test_preset_layer(cli):
     (("--T", 8, "--out", "grads.npy"), "must end in .npz"),
     (("--T", 8, "--d-k", 129, "--fused", "--backend", "cpu"), "d_k <= 128"),
     (("--T", 8, "--mask", "diagonal"), "--mask"),
+    (("--T", 8, "--d-k", 64, "--precision", "bf16"), "add --fused"),
+    (("--T", 8, "--d-k", 64, "--fused", "--precision", "fp16", "--backend", "cpu"), "--precision 'fp16'"),
+    (("--T", 8, "--d-k", 80, "--fused", "--precision", "bf16", "--backend", "cpu"), "--d-k 64 or 128"),
 ])
 def test_bad_input_is_one_line_and_exit_2(run_main, tmp_path, args, needle):
     wrong = tmp_path / "wrong.npy"

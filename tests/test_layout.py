@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import andrea_cli
-from andrea_cli.backends.launch import backward, fused, fused_bf16, staged
+from andrea_cli.backends.launch import backward, backward_bf16, fused, fused_bf16, staged
 from andrea_cli.kernel_file import integer_defines, packaged_kernel_path
 
 # The modules and packages at andrea_cli/'s root. A new one here is a conscious choice: most new
@@ -34,6 +34,7 @@ def test_launch_constants_are_the_kernel_file_defines():
     assert (fused.FUSED3_ROWS, fused.FUSED3_THREADS) == (defines["FUSED3_ROWS"], defines["FUSED3_THREADS"])
     assert (fused_bf16.TC_ROWS, fused_bf16.TC_KEYS) == (defines["TC_ROWS"], defines["TC_KEYS"])
     assert backward.FUSED_BWD_ROWS == defines["FUSED_BWD_ROWS"]
+    assert backward_bf16.TC_BWD_QUERIES == {d: defines[f"TC_BWD_QUERIES_D{d}"] for d in (64, 128)}
 
 
 def test_integer_defines_evaluate_names_and_skip_the_rest():

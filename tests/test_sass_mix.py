@@ -61,9 +61,12 @@ def test_register_tiling_shows_in_the_instruction_mix():
     for name in ("scores_kernel1", "av_kernel1"):
         assert _hot(loops[name]).loads_per_ffma() == 2.0, name
     # 8x8 per thread: per k-slice of 8, 8 x (2 + 2) float4 loads feed 8 x 64 FMAs
-    for name in ("scores_kernel2", "av_kernel2"):
+    # the staged backward's products through the same tile (issue 24: >= 4 FMAs per shared load)
+    for name in ("scores_kernel2", "av_kernel2", "dv_kernel2", "dp_kernel2", "dq_kernel2", "dk_kernel2"):
         hot = _hot(loops[name])
         assert hot.counts["FFMA"] == 512 and hot.counts["LDS.128"] == 32 and hot.shared_loads == 32, name
+    for name in ("dv_kernel1", "dp_kernel1", "dq_kernel1", "dk_kernel1"):
+        assert _hot(loops[name]).loads_per_ffma() == 2.0, name
     # the fused kernel's Q·K^T loop: 12 float4 loads per 128 FMAs (4 keys + 8 rows, 4 steps of k)
     s_loop = _hot(loops["attention_fused_kernel3_d64"])
     assert s_loop.loads_per_ffma() == pytest.approx(12 / 128) and s_loop.counts.get("SHFL", 0) == 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from andrea_cli.backends.base import StageOutputs
 from andrea_cli.backends.launch.backward import BackwardOutputs, run_fused_backward, run_staged_backward
+from andrea_cli.backends.launch.backward_bf16 import run_backward_bf16
 from andrea_cli.backends.launch.device import KernelDevice
 from andrea_cli.backends.launch.fused import FusedOutputs, run_fused
 from andrea_cli.backends.launch.fused_bf16 import run_fused_bf16
@@ -51,15 +52,21 @@ class KernelFileBackend:
         result.load_ms = self._load_ms
         return result
 
-    def attention_backward(self, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
-        """The staged forward, then dv, dp, ds, dq, dk: every intermediate comes back."""
-        result = run_staged_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled)
+    def attention_backward(self, q, k, v, d_out, *, mask: MaskSpec, scaled: bool,
+                           plan: LaunchPlan | None = None) -> BackwardOutputs:
+        """The staged forward, then dv, dp, ds, dq, dk (plan: the forward's kernels and geometry, and
+        the backward products' GEMM variant): every intermediate comes back."""
+        result = run_staged_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, plan=plan or self.plan)
         result.load_ms = self._load_ms
         return result
 
     def attention_backward_fused(self, q, k, v, d_out, *, mask: MaskSpec, scaled: bool,
-                                 variant: int | None = None) -> BackwardOutputs:
-        """The fused forward with its logsumexp, then the fused backward (variant: the forward's)."""
-        result = run_fused_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, variant=variant)
+                                 variant: int | None = None, precision: str = "fp32") -> BackwardOutputs:
+        """The fused forward with its logsumexp, then the fused backward (variant: the forward's);
+        precision bf16: the tensor-core forward and backward instead."""
+        if precision == "bf16":
+            result = run_backward_bf16(self.device(), q, k, v, d_out, mask=mask, scaled=scaled)
+        else:
+            result = run_fused_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, variant=variant)
         result.load_ms = self._load_ms
         return result

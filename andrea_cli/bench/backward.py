@@ -49,8 +49,9 @@ def numpy_backward_impl() -> Impl:
                 + io_bytes(H, T, d_k, IO_ARRAYS))
 
 
-def staged_backward_impl(backend) -> Impl:
-    """The staged backward kernels (dv, dp, ds, dq, dk), P from the staged forward in prepare."""
+def staged_backward_impl(backend, gemm_variant: int = 2) -> Impl:
+    """The staged backward kernels (dv, dp, ds, dq, dk), P from the staged forward in prepare;
+    gemm_variant 2: dv/dp/dq/dk_kernel2 (register-tiled), 1: their kernel1 (one output per thread)."""
     from andrea_cli.backends.launch.backward import launch_staged_backward
     from andrea_cli.backends.launch.staged import allocate_stages, launch_stages
 
@@ -67,13 +68,13 @@ def staged_backward_impl(backend) -> Impl:
 
         def run():
             launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k, d_v=d_k,
-                                   H=H, mask=mask, scaled=True)
+                                   H=H, mask=mask, scaled=True, gemm_variant=gemm_variant)
             return dq
 
         return run
 
     # the forward's scores, scaled, weights (and masked when causal), and dS: (H, T, T) each
-    return Impl("staged_backward", prepare, to_host=dev.to_host, direction="backward",
+    return Impl("staged_backward" if gemm_variant == 2 else f"staged_backward_kernel{gemm_variant}", prepare, to_host=dev.to_host, direction="backward",
                 peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 4 + causal) + io_bytes(H, T, d_k, IO_ARRAYS))
 
 
@@ -103,3 +104,38 @@ def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bo
     return Impl(name, prepare, to_host=dev.to_host, direction="backward", speed_path=speed_path,
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D, **limits,
                 peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, IO_ARRAYS) + 8.0 * H * T)
+
+
+def fused_bf16_backward_impl(backend, *, name: str = "fused_bf16_backward", speed_path: bool = True,
+                             peer: str | None = "torch_sdpa_bf16_backward", **limits) -> Impl:
+    """The bf16 backward on tensor cores (delta, dkdv_kernel2, dq_kernel2) on bf16 copies of Q, K,
+    V and dO made in prepare, O and the logsumexp from attention_fused_lse_kernel4 there too (torch's
+    bf16 backward is timed the same way: its inputs bf16 before the clock starts)."""
+    from andrea_cli.backends.launch.backward_bf16 import launch_backward_bf16, launch_fused_lse_bf16
+    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_to_bf16
+
+    dev = backend.device()
+
+    def prepare(q, k, v, causal):
+        H, T, d_k = q.shape
+        gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
+        qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d_k), scaled=True)
+        dob = dev.empty((H, T, d_k), dtype=np.uint16)
+        launch_to_bf16(dev, gdo, dob, H * T * d_k, 1.0)
+        mask = _mask(causal)
+        out, lse, delta = dev.empty((H, T, d_k)), dev.empty((H, T)), dev.empty((H, T))
+        launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d_k, mask=mask)
+        dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
+
+        def run():
+            launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d_k,
+                                 mask=mask, scaled=True)
+            return dq
+
+        return run
+
+    # float32 Q, K, V, dO, O, dQ, dK, dV and four bf16 copies (two float32 arrays' worth)
+    return Impl(name, prepare, to_host=dev.to_host, direction="backward", speed_path=speed_path,
+                only_d_ks=BF16_DIMS, precision="bf16", peer=peer, **limits,
+                peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, IO_ARRAYS + 1) + 8.0 * H * T)
+

@@ -139,7 +139,7 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.inputs import available_memory_bytes
 
-    from andrea_cli.bench.backward import fused_backward_impl, numpy_backward_impl
+    from andrea_cli.bench.backward import fused_backward_impl, fused_bf16_backward_impl, numpy_backward_impl
     from andrea_cli.bench.torch_sdpa import torch_backward_impl
 
     impls = [numpy_impl(), numpy_backward_impl()]
@@ -161,6 +161,10 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
             impls.append(fused_backward_impl(CpuBackend(kernel_path, timeout=timeout), name="cpu_build_fused_backward", speed_path=False,
                                              max_T=CPU_BUILD_MAX_T, repeats=1,
                                              why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}"))
+            impls.append(fused_bf16_backward_impl(
+                CpuBackend(kernel_path, timeout=timeout), name="cpu_build_fused_bf16_backward", speed_path=False,
+                peer=None, max_T=CPU_BUILD_MAX_T, repeats=1,
+                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}"))
             notes.append(f"cpu_build_fused(_bf16, _backward) is the kernel file compiled for the CPU: a correctness tool, "
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:

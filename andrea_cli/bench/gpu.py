@@ -184,13 +184,15 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     backend = CudaBackend(kernel_path)
     props = gpu_properties()
     peak = peak_from_properties(props)
-    from andrea_cli.bench.backward import fused_backward_impl, staged_backward_impl
+    from andrea_cli.bench.backward import fused_backward_impl, fused_bf16_backward_impl, staged_backward_impl
     from andrea_cli.bench.torch_sdpa import torch_backward_impl
 
     # the defaults, then the older steps of each progression (the same run gives the ratios)
     impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1),
              fused_bf16_gpu_impl(backend), staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN),
-             cupy_impl(), fused_backward_impl(backend), staged_backward_impl(backend)]
+             cupy_impl(), fused_backward_impl(backend), staged_backward_impl(backend),
+             staged_backward_impl(backend, gemm_variant=1),
+             fused_bf16_backward_impl(backend)]
     notes = [f"GPU side: CUDA events, L2 ({props['l2CacheSize'] / 2**20:.0f} MiB) flushed before every repeat; "
              f"peak {peak.peak_tflops:.1f} FP32 TFLOP/s = {peak.sms} SMs × {peak.lanes_per_sm} lanes × 2 × "
              f"{peak.clock_ghz:.2f} GHz; memory {peak.peak_gbs:.0f} GB/s",
@@ -198,10 +200,12 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
              "2.5 × the forward's FLOPs",
              "bf16 rows: % of the dense bf16 tensor-core peak ("
              + (f"{peak.bf16_tflops:.0f} TFLOP/s" if peak.bf16_tflops else "unknown for this device") + "); "
-             "vs peer = torch_sdpa_bf16 ms / fused_bf16 ms (> 1: faster)"]
+             "vs peer = torch_sdpa_bf16 ms / fused_bf16 ms (> 1: faster; the backward: "
+             "torch_sdpa_bf16_backward's / fused_bf16_backward's)"]
     reason = torch_reason("cuda")
     if reason is None:
-        impls += [torch_impl("cuda"), torch_impl("cuda", "bf16"), torch_backward_impl("cuda")]
+        impls += [torch_impl("cuda"), torch_impl("cuda", "bf16"), torch_backward_impl("cuda"),
+                  torch_backward_impl("cuda", "bf16")]
     else:
         notes.append(f"torch SDPA not measured: {reason}")
     side = Side("gpu", backend.device_name(), event_timer_with_l2_flush(props["l2CacheSize"]),

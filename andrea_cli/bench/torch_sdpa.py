@@ -45,16 +45,18 @@ def torch_impl(device: str, precision: str = "fp32") -> Impl:
                 to_host=lambda t: t[0].float().cpu().numpy(), peak_bytes=torch_peak_bytes, precision=precision)
 
 
-def torch_backward_impl(device: str) -> Impl:
-    """torch SDPA's backward through autograd: the forward in prepare, the graph kept for every repeat."""
+def torch_backward_impl(device: str, precision: str = "fp32") -> Impl:
+    """torch SDPA's backward through autograd: the forward in prepare, the graph kept for every
+    repeat. precision bf16: bf16 leaves and dO, the peer of the tensor-core backward."""
 
     def prepare(q, k, v, causal):
         import torch
         import torch.nn.functional as F
 
         # (1, H, T, d) as the forward's peer; leaves that require grad, so autograd returns dQ
-        tq, tk, tv = (torch.as_tensor(a[None], device=device).requires_grad_() for a in (q, k, v))
-        t_do = torch.as_tensor(upstream_gradient(q)[None], device=device)
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        tq, tk, tv = (torch.as_tensor(a[None], device=device).to(dtype).requires_grad_() for a in (q, k, v))
+        t_do = torch.as_tensor(upstream_gradient(q)[None], device=device).to(dtype)
         out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
 
         def run():
@@ -63,5 +65,6 @@ def torch_backward_impl(device: str) -> Impl:
         return run
 
     # what the forward keeps for autograd, and as much again for the backward's temporaries
-    return Impl("torch_sdpa_backward", prepare, to_host=lambda t: t[0].cpu().numpy(), direction="backward",
-                peak_bytes=lambda H, T, d_k, causal: 2 * torch_peak_bytes(H, T, d_k, causal))
+    name = "torch_sdpa_backward" if precision == "fp32" else f"torch_sdpa_{precision}_backward"
+    return Impl(name, prepare, to_host=lambda t: t[0].float().cpu().numpy(), direction="backward",
+                peak_bytes=lambda H, T, d_k, causal: 2 * torch_peak_bytes(H, T, d_k, causal), precision=precision)

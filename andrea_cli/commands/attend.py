@@ -27,7 +27,6 @@ class AttendOptions(RunOptions):
     show_weights: bool = False
     sample_rows: int = 0
     plot: Path | None = None  # drawn by the CLI from the report (render/attend_plot.py)
-    precision: str = "fp32"
     timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
     head: int | None = None  # the layer's --plot: this head alone (None: every head in a grid)
 
@@ -43,10 +42,7 @@ def check_combinations(o: AttendOptions) -> None:
         raise AndreaError("--plot draws the T×T weights, which --fused never builds: drop one of them")
     if o.fused and o.show_weights:
         raise AndreaError("--show-weights draws the T×T weights, which --fused never builds: drop one of them")
-    if o.precision not in PRECISIONS:
-        raise AndreaError(f"--precision {o.precision!r} is not one of {', '.join(PRECISIONS)}: e.g. --precision bf16")
-    if o.precision != "fp32" and not o.fused:
-        raise AndreaError(f"--precision {o.precision} runs the tensor-core fused kernel: add --fused")
+    check_precision(o)
     if o.fused and o.save_weights is not None:
         raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
     if o.wants_layer and o.has_qkv_files:
@@ -64,6 +60,14 @@ def check_combinations(o: AttendOptions) -> None:
                           "or drop the layer flags")
 
 
+def check_precision(o) -> None:
+    """--precision, for attend and grad (RunOptions): a known one, and only with --fused."""
+    if o.precision not in PRECISIONS:
+        raise AndreaError(f"--precision {o.precision!r} is not one of {', '.join(PRECISIONS)}: e.g. --precision bf16")
+    if o.precision != "fp32" and not o.fused:
+        raise AndreaError(f"--precision {o.precision} runs the tensor-core fused kernels: add --fused")
+
+
 def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
     """Q, K, V from files, or random at the requested sizes. The run's one memory check: before
     drawing, or once the files are read. `o`: RunOptions (attend's or grad's)."""
@@ -79,7 +83,7 @@ def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
         check_sizes(T, d_k, d_v)
     if o.fused:
         check_fused_shape(d_k, d_v)
-    if getattr(o, "precision", "fp32") == "bf16":  # GradOptions has no --precision
+    if o.precision == "bf16":
         check_bf16_shape(d_k, d_v)
     # the fused kernels never hold T×T
     check_fits_in_memory(1, T, d_k, d_v, square=not o.fused, bytes_per_score=bytes_per_score)

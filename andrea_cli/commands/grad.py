@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from andrea_cli.commands.attend import check_given_arrays, head_inputs
+from andrea_cli.commands.attend import check_given_arrays, check_precision, head_inputs
 from andrea_cli.commands.backend import choose_backend
 from andrea_cli.commands.options import RunOptions
 from andrea_cli.errors import AndreaError
@@ -40,6 +40,7 @@ def check_combinations(o: GradOptions) -> None:
     if o.fused and o.backend == "numpy":
         raise AndreaError("--fused runs the fused backward kernels, on --backend cuda or cpu; the NumPy path has "
                           "no fused kernel (drop --fused to run it)")
+    check_precision(o)
 
 
 def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarray:
@@ -54,12 +55,25 @@ def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarr
 
 
 def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | None, mask: MaskSpec,
-                  scaled: bool, fused: bool = False, racecheck: bool = False):
-    """One head's backward (also the Python API's), staged or fused, on the backend named."""
-    from andrea_cli.runs.head_backward import run_backward
+                  scaled: bool, fused: bool = False, precision: str = "fp32",
+                  racecheck: bool = False):
+    """One head's backward (also the Python API's), staged or fused (fp32 or bf16), on the backend
+    named. bf16: the report also gets an emulated bf16 autograd's error, the yardstick its own
+    error is read against (FlashAttention's rule: within 3x of it)."""
+    from andrea_cli.runs.head_backward import CHECK_MAX_T, relative_errors, run_backward
 
     chosen, notices = choose_backend(backend, kernel, fused=fused, racecheck=racecheck)
-    return run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=notices)
+    report = run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=notices,
+                          precision=precision)
+    if precision == "bf16" and data.T <= CHECK_MAX_T:
+        from andrea_cli.verification.bf16_backward import autograd_bf16, exact_gradients
+
+        q, k, v, do = (a[None] for a in (data.q, data.k, data.v, d_out))
+        emulated, exact = autograd_bf16(q, k, v, do, mask, scaled), exact_gradients(q, k, v, do, mask, scaled)
+        report.autograd_bf16_rel_error = relative_errors(
+            {name: getattr(emulated, name) for name in ("dq", "dk", "dv")},
+            {name: getattr(exact, name) for name in ("dq", "dk", "dv")})
+    return report
 
 
 def run_grad(o: GradOptions, data: QKV | None = None, d_out: np.ndarray | None = None):
@@ -87,7 +101,7 @@ def run_grad(o: GradOptions, data: QKV | None = None, d_out: np.ndarray | None =
             if data.H is not None:  # every head the same seeded dO
                 d_out = np.broadcast_to(d_out, (data.H, data.T, data.d_v)).copy()
         report = run_grad_head(data, d_out, backend=o.backend, kernel=o.kernel, mask=mask, scaled=o.scaled,
-                               fused=o.fused, racecheck=o.racecheck)
+                               fused=o.fused, precision=o.precision, racecheck=o.racecheck)
     if o.out is not None:
         save_npz_atomic(o.out, report.arrays())
     return report

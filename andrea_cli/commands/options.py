@@ -57,6 +57,9 @@ LAYER_WEIGHTS = Flag(None, ("--weights",), "w_q, w_k, w_v, w_o from one .npz.")
 JSON = Flag(False, ("--json",), "Print one JSON document instead of tables.")
 PLOT = Flag(None, ("--plot",), "Save the weights, row entropy and largest weight to FILE.png.")
 
+# The kernels' arithmetic
+PRECISION = Flag("fp32", ("--precision",), "With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128).")
+
 
 @dataclass
 class RunOptions:
@@ -84,6 +87,7 @@ class RunOptions:
     preset: str | None = None
     x: Path | None = None
     layer_weights: Path | None = None
+    precision: str = PRECISION.default  # with fused: the FP32 kernels, or the tensor-core (bf16) ones
 
     @property
     def scaled(self) -> bool | float:

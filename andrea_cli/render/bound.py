@@ -12,6 +12,12 @@ from andrea_cli.bench.bound.report import NOT_MEASURED, BoundReport, KernelBound
 
 NEAR_TIE = 0.95  # a runner-up this close to the bottleneck is shown beside it: either may bind
 SHORT_PREFIX = "attention_"  # dropped from the kernel column, which must fit
+SHORT_BACKWARD = ("backward_", "bwd_")  # and abbreviated there: attention_backward_dkdv_kernel2_d128 is long
+
+
+def short_name(kernel: str) -> str:
+    """A kernel's name as the table shows it."""
+    return kernel.removeprefix(SHORT_PREFIX).replace(*SHORT_BACKWARD)
 
 
 def binds(k: KernelBound) -> str:
@@ -43,7 +49,7 @@ def render_bound(console: Console, r: BoundReport) -> None:
     for k in r.kernels:
         b = k.full
         table.add_row(
-            escape(k.kernel.removeprefix(SHORT_PREFIX)) + ("[red]*[/red]" if k.spill_bytes else ""),
+            escape(short_name(k.kernel)) + ("[red]*[/red]" if k.spill_bytes else ""),
             str(k.registers), f"{k.shared_bytes / 1024:.0f}",
             "-" if k.warps_per_sm is None else str(k.warps_per_sm), binds(k),
             "-" if b is None or b.tflops is None else f"{b.tflops:.1f}",
@@ -56,7 +62,8 @@ def render_bound(console: Console, r: BoundReport) -> None:
                   f"{g.shared_bytes_per_clock} B/clk/SM; sources in andrea_cli/bench/bound/gpus.py")
     console.print("binds: the pipe the hot loop saturates first (a/b: within 5%); next: the runner-up's "
                   "load then. TFLOP/s: FlashAttention's count; KB: shared memory per block; w/SM: "
-                  f"resident warps; kernel names less '{SHORT_PREFIX}'")
+                  f"resident warps; kernel names less '{SHORT_PREFIX}', '{SHORT_BACKWARD[0]}' as "
+                  f"'{SHORT_BACKWARD[1]}'")
     for note in r.notes:
         console.print(f"[yellow]no geometry from {escape(note)}[/yellow]")
     for k in r.kernels:

@@ -23,11 +23,27 @@ NORM_LABELS = {  # what each gradient is, in the order the chain rule meets them
 }
 
 
+# FlashAttention's rule for a bf16 backward: its error within this many times a bf16 autograd's
+AUTOGRAD_FACTOR = 3
+
+
+def print_bf16_verdict(console: Console, errors: dict[str, float], yardstick: dict[str, float]) -> None:
+    """The bf16 run's max |error| / max |exact| per gradient beside an emulated bf16 autograd's."""
+    ratios = {name: errors[name] / yardstick[name] if yardstick[name] else (0.0 if not errors[name] else float("inf"))
+              for name in errors}
+    parts = ", ".join(f"{name} {fmt(errors[name])} ({ratios[name]:.2f}x)" for name in errors)
+    ok = max(ratios.values()) <= AUTOGRAD_FACTOR
+    console.print(f"against the float64 NumPy backward, max |error| / max |exact| (x a bf16 autograd's, "
+                  f"emulated): {parts}" + (f" [green](within {AUTOGRAD_FACTOR}x: bf16 rounding)[/green]" if ok
+                                           else f" [bold red](over {AUTOGRAD_FACTOR}x)[/bold red]"))
+
+
 def render_grad(console: Console, r) -> None:
     """A GradReport (one head) or a LayerGradReport (the layer: it has n_head)."""
     layer = hasattr(r, "n_head")
     what = (f"the layer, d_model={r.d_model}, {r.n_head} heads of d_k={r.d_k}" if layer else
-            f"d_k={r.d_k} d_v={r.d_v}{', fused kernels' if r.fused else ''}")
+            f"d_k={r.d_k} d_v={r.d_v}{', fused kernels' if r.fused else ''}"
+            f"{', bf16 on tensor cores' if getattr(r, 'precision', 'fp32') == 'bf16' else ''}")
     print_header(console, r.notices,
                  f"[bold]Backward: dQ, dK, dV of softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  T={r.T} {what} "
                  f"mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
@@ -48,7 +64,10 @@ def render_grad(console: Console, r) -> None:
                       f"the softmax passes on to the scores")
         console.print(f"{r.quiet_rows:.1%} of rows pass back almost nothing (‖dS_i‖ < 1% of ‖P_i ∘ dP_i‖: "
                       f"a saturated softmax, whose gradient vanishes)")
-    if r.max_rel_error is not None:
+    yardstick = getattr(r, "autograd_bf16_rel_error", None)
+    if r.max_rel_error is not None and yardstick is not None:
+        print_bf16_verdict(console, r.max_rel_error, yardstick)
+    elif r.max_rel_error is not None:
         worst = max(r.max_rel_error.values())
         parts = ", ".join(f"{name} {fmt(e)}" for name, e in r.max_rel_error.items())
         console.print(f"against the float64 NumPy backward, max |error| / max |exact|: {parts}"

@@ -19,6 +19,8 @@ CHECK_MAX_T = 2048  # the float64 check builds (T, T) float64 matrices: beyond t
 @dataclass
 class GradReport(RunHeader):  # its scale is applied once more to dQ and dK
     fused: bool
+    precision: str  # fp32, or bf16: the tensor-core kernels' bf16 operands (fused only)
+    kernel: str | None  # the backward's kernels, by name (None: the NumPy path)
     grad_norms: dict[str, float | None]  # d_weights and d_scores are None on the fused path
     score_share: float | None  # ||dS|| / ||dP||
     quiet_rows: float | None  # share of rows whose softmax passes back almost nothing
@@ -30,6 +32,8 @@ class GradReport(RunHeader):  # its scale is applied once more to dQ and dK
     dq: np.ndarray | None = field(default=None, repr=False)  # (T, d_k)
     dk: np.ndarray | None = field(default=None, repr=False)  # (T, d_k)
     dv: np.ndarray | None = field(default=None, repr=False)  # (T, d_v)
+    # bf16: an emulated bf16 autograd's max_rel_error, the yardstick for this run's (commands/grad.py)
+    autograd_bf16_rel_error: dict[str, float] | None = None
 
     def arrays(self) -> dict[str, np.ndarray]:
         """What --out saves."""
@@ -37,10 +41,11 @@ class GradReport(RunHeader):  # its scale is applied once more to dQ and dK
 
     def to_json(self) -> dict:
         return {
-            **self.header_json(after_scale={"fused": self.fused}),
+            **self.header_json(after_scale={"fused": self.fused, "precision": self.precision,
+                                            "kernel": self.kernel}),
             "grad_norms": self.grad_norms,
             "score_share": self.score_share, "quiet_rows": self.quiet_rows,
-            "max_rel_error": self.max_rel_error,
+            "max_rel_error": self.max_rel_error, "autograd_bf16_rel_error": self.autograd_bf16_rel_error,
             "timings_ms": self.timings_ms, "transfer_ms": self.transfer_ms, "load_ms": self.load_ms,
             "notices": self.notices,
         }
@@ -56,15 +61,34 @@ def relative_errors(got: dict[str, np.ndarray], exact: dict[str, np.ndarray]) ->
     return errors
 
 
+def backward_kernel_name(backend, fused: bool, precision: str, d_k: int) -> str | None:
+    """The kernels that compute dQ, dK, dV (the forward and delta that feed the fused ones aside);
+    None on the NumPy path, which runs none."""
+    if precision == "bf16":
+        return f"attention_backward_dkdv_kernel2_d{d_k} + attention_backward_dq_kernel2_d{d_k}"
+    if fused:
+        return "attention_backward_dkdv_kernel1 + attention_backward_dq_kernel1"
+    plan = getattr(backend, "plan", None)  # the kernel-file backends' launch plan
+    if plan is None:
+        return None
+    n = plan.gemm_variant
+    return f"dv_kernel{n}, dp_kernel{n}, ds_kernel1, dq_kernel{n}, dk_kernel{n}"
+
+
 def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: bool, fused: bool,
-                 notices: list[str] | None = None) -> GradReport:
+                 notices: list[str] | None = None, precision: str = "fp32") -> GradReport:
     """qkv: (T, d_k), (T, d_k), (T, d_v); d_out: (T, d_v), dL/dO. Or, from the Python API, H
-    heads' (H, T, d) each, run in one launch per stage."""
+    heads' (H, T, d) each, run in one launch per stage. precision bf16 (fused only): the
+    tensor-core forward and backward."""
     notices = list(notices or [])
     one = qkv.H is None
     q, k, v, do = (a[None] if one else a for a in (qkv.q, qkv.k, qkv.v, d_out))  # one head: H = 1
     if fused:
-        out = backend.attention_backward_fused(q, k, v, do, mask=mask, scaled=scaled)
+        out = backend.attention_backward_fused(q, k, v, do, mask=mask, scaled=scaled, precision=precision)
+        if precision == "bf16":
+            notices.append("--precision bf16: Q, K, V, dO, and the weights P and dS as operands, are rounded "
+                           "to bf16 (8 significant bits) for the tensor cores, with fp32 sums: expect about "
+                           "1e-2 from the float64 gradients")
     else:
         out = backend.attention_backward(q, k, v, do, mask=mask, scaled=scaled)
     T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
@@ -89,7 +113,7 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
         **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
                         shapes={name: ([] if one else [qkv.H]) + shape for name, shape in
                                 (("dq", [T, d_k]), ("dk", [T, d_k]), ("dv", [T, d_v]), ("d_scores", [T, T]))}),
-        fused=fused,
+        fused=fused, precision=precision, kernel=backward_kernel_name(backend, fused, precision, d_k),
         grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,
         timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms, notices=notices,
         dq=out.dq[0] if one else out.dq, dk=out.dk[0] if one else out.dk, dv=out.dv[0] if one else out.dv,

@@ -12,7 +12,7 @@ from andrea_cli import reference, reference_backward
 from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.launch.backward import LSE_VARIANTS, lse_variants
 from andrea_cli.backends.launch.fused import FUSED_MAX_D
-from andrea_cli.backends.launch.staged import DEFAULT_PLAN
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN, KERNEL1_PLAN
 from andrea_cli.errors import AndreaError
 from andrea_cli.verification import tolerances, tolerances_backward as tb
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
@@ -26,12 +26,16 @@ MAX_T = 256
 
 
 def applies(backend, case: Case) -> bool:
-    """Once per shape (the default geometry only) up to MAX_T, on a backend with the backward kernels."""
-    return case.plan == DEFAULT_PLAN and case.T <= MAX_T and hasattr(backend, "attention_backward")
+    """Up to MAX_T, on a backend with the backward kernels: on every shape (the default geometry,
+    whose staged products are the register-tiled dv/dp/dq/dk_kernel2) and on the shapes the
+    one-output-per-thread plan runs (dv/dp/dq/dk_kernel1)."""
+    return case.plan in (DEFAULT_PLAN, KERNEL1_PLAN) and case.T <= MAX_T and hasattr(backend, "attention_backward")
 
 
 def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
-    variants = lse_variants(case.d_k, case.d_v) if max(case.d_k, case.d_v) <= FUSED_MAX_D else []
+    # the fused backward does not depend on the plan: once per shape, with the default
+    fused = case.plan == DEFAULT_PLAN and max(case.d_k, case.d_v) <= FUSED_MAX_D
+    variants = lse_variants(case.d_k, case.d_v) if fused else []
     stages, invariants, result.error = check_backward(backend, case, x.q, x.k, x.v, x.d_out, variants)
     result.stages.update(stages)
     result.invariants.update(invariants)
@@ -44,7 +48,7 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
     exact = reference_backward.backward(q, k, v, d_out, case.mask, case.scaled)
     factor = scale_for(case.d_k, case.scaled)
     try:
-        got = backend.attention_backward(q, k, v, d_out, mask=case.mask, scaled=case.scaled)
+        got = backend.attention_backward(q, k, v, d_out, mask=case.mask, scaled=case.scaled, plan=case.plan)
     except DeviceFault:
         raise
     except AndreaError as exc:
@@ -65,6 +69,8 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
         stages[f"backward_{name}"] = compare(getattr(got, name), getattr(exact, name), end[name])
     invariants["masked_gradient_exactly_zero"] = bool((got.d_scores[:, ~visible] == 0).all())
 
+    if not fused_variants:
+        return stages, invariants, None
     out_tol = tolerances.fused_tol(q, k, v, exact.weights, visible, case.d_k, case.scaled)
     fused_end = tb.fused_end_to_end_tol(exact, q, k, v, d_out, visible, case.d_k, case.scaled, out_tol)
     lse_exact = _logsumexp(q, k, case)

@@ -4,6 +4,7 @@ A new family is its own module with a FAMILY (see case.Family) and one line in e
 from __future__ import annotations
 
 from andrea_cli.verification.backward import FAMILY as BACKWARD
+from andrea_cli.verification.backward_bf16 import FAMILY as BACKWARD_BF16
 from andrea_cli.verification.fused import FAMILY as FUSED
 from andrea_cli.verification.fused_bf16 import FAMILY as FUSED_BF16
 from andrea_cli.verification.staged import FAMILY as STAGED
@@ -13,6 +14,7 @@ FAMILIES = (
     FUSED,
     FUSED_BF16,
     BACKWARD,
+    BACKWARD_BF16,
 )
 
 STAGE_ORDER = tuple(name for family in FAMILIES for name in family.table_columns)  # verify's table columns

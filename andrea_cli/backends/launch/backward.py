@@ -10,7 +10,8 @@ import numpy as np
 
 from andrea_cli.backends.launch.fused import FUSED_KEYS, ROWS_PER_BLOCK, check_fused_shape, fused_variants, shared_bytes
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
-from andrea_cli.backends.launch.staged import TILE, allocate_stages, launch_stages
+from andrea_cli.backends.launch.staged import (AV2_TILE, DEFAULT_PLAN, SCORES2_TILE, TILE, LaunchPlan,
+                                               allocate_stages, launch_stages)
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
@@ -64,34 +65,47 @@ def _float32(*arrays) -> list[np.ndarray]:
 
 
 def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, dq, dk, dv, *, T: int,
-                           d_k: int, d_v: int, H: int, mask: MaskSpec, scaled: bool, clock=None) -> None:
-    """One launch per backward stage on arrays already on the device (bench times exactly this)."""
+                           d_k: int, d_v: int, H: int, mask: MaskSpec, scaled: bool, clock=None,
+                           gemm_variant: int = DEFAULT_PLAN.gemm_variant) -> None:
+    """One launch per backward stage on arrays already on the device (bench times exactly this).
+    gemm_variant: dv, dp, dq and dk's kernel, as the forward's plan picks scores and av's (1: one
+    output per thread; 2: the register-tiled 8x8 per thread)."""
     clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
     scale = f32(scale_for(d_k, scaled))
     causal = i32(mask.hides_future)
-    block = (TILE, TILE, 1)
     rows = DS_ROWS_PER_BLOCK
+    n = gemm_variant
+    if n == 2:  # 64x64 outputs per block of 64 threads (av_kernel2's tile); dP 128x128 per 256
+        def width_grid(width: int):
+            return (cdiv(width, AV2_TILE), cdiv(T, AV2_TILE), H), (64, 1, 1)
+        dp_grid, dp_block = (cdiv(T, SCORES2_TILE), cdiv(T, SCORES2_TILE), H), (256, 1, 1)
+    else:  # 16x16 outputs per block, one per thread
+        def width_grid(width: int):
+            return (cdiv(width, TILE), cdiv(T, TILE), H), (TILE, TILE, 1)
+        dp_grid, dp_block = (cdiv(T, TILE), cdiv(T, TILE), H), (TILE, TILE, 1)
 
     clock.start("dv")
-    dev.get_function("dv_kernel1")((cdiv(d_v, TILE), cdiv(T, TILE), H), block, (weights, d_out, dv, i32(T), i32(d_v), causal))
+    dev.get_function(f"dv_kernel{n}")(*width_grid(d_v), (weights, d_out, dv, i32(T), i32(d_v), causal))
     clock.stop("dv")
     clock.start("dp")
-    dev.get_function("dp_kernel1")((cdiv(T, TILE), cdiv(T, TILE), H), block, (d_out, v, dp, i32(T), i32(d_v)))
+    dev.get_function(f"dp_kernel{n}")(dp_grid, dp_block, (d_out, v, dp, i32(T), i32(d_v)))
     clock.stop("dp")
     clock.start("ds")
     dev.get_function("ds_kernel1")((cdiv(T, rows), 1, H), (32, rows, 1), (weights, dp, ds, i32(T)))
     clock.stop("ds")
     clock.start("dq")
-    dev.get_function("dq_kernel1")((cdiv(d_k, TILE), cdiv(T, TILE), H), block, (ds, k, dq, i32(T), i32(d_k), scale, causal))
+    dev.get_function(f"dq_kernel{n}")(*width_grid(d_k), (ds, k, dq, i32(T), i32(d_k), scale, causal))
     clock.stop("dq")
     clock.start("dk")
-    dev.get_function("dk_kernel1")((cdiv(d_k, TILE), cdiv(T, TILE), H), block, (ds, q, dk, i32(T), i32(d_k), scale, causal))
+    dev.get_function(f"dk_kernel{n}")(*width_grid(d_k), (ds, q, dk, i32(T), i32(d_k), scale, causal))
     clock.stop("dk")
 
 
-def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
-    """q, k: (H, T, d_k); v, d_out: (H, T, d_v). The staged forward runs first for P."""
+def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool,
+                        plan: LaunchPlan = DEFAULT_PLAN) -> BackwardOutputs:
+    """q, k: (H, T, d_k); v, d_out: (H, T, d_v). The staged forward runs first for P, with `plan`;
+    the backward's products take its GEMM variant."""
     H, T, d_k = q.shape
     d_v = v.shape[-1]
     transfers = Transfers(dev)
@@ -102,9 +116,10 @@ def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sc
     dq, dk, dv = dev.empty((H, T, d_k)), dev.empty((H, T, d_k)), dev.empty((H, T, d_v))
 
     def launch(clock):
-        launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scaled=scaled, clock=clock)
+        launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scaled=scaled, clock=clock,
+                      plan=plan)
         launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k, d_v=d_v, H=H,
-                               mask=mask, scaled=scaled, clock=clock)
+                               mask=mask, scaled=scaled, clock=clock, gemm_variant=plan.gemm_variant)
 
     stage_ms = timed_runs(dev, launch)
     timings = {"forward": sum(ms for name, ms in stage_ms.items() if name not in BACKWARD_STAGES)}

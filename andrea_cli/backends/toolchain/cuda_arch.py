@@ -15,9 +15,11 @@ from andrea_cli.errors import AndreaError
 
 # bf16 and tf32 mma.sync (m16n8k16, m16n8k8), bf16 conversions, ldmatrix and cp.async came
 # with Ampere. A kernel needs it when its name says bf16/tf32 or it is a tensor-core fused
-# kernel (attention_fused_kernel4_d64, _d128, kernel5_d64, _d128: FlashAttention-2 on mma.sync).
+# kernel (attention_fused_kernel4_d64, _d128 and its lse variant, kernel5_d64, _d128: FlashAttention-2
+# on mma.sync; the backward's attention_backward_dkdv_kernel2_d64, _d128 and dq_kernel2_d64, _d128).
 TENSOR_CORE_CC = (8, 0)
-TENSOR_CORE_TAGS = ("bf16", "tf32", "attention_fused_kernel4", "attention_fused_kernel5")
+TENSOR_CORE_TAGS = ("bf16", "tf32", "attention_fused_kernel4", "attention_fused_kernel5", "attention_fused_lse_kernel4",
+                    "attention_backward_dkdv_kernel2", "attention_backward_dq_kernel2")
 
 
 @dataclass(frozen=True)

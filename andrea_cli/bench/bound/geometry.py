@@ -12,7 +12,8 @@ import numpy as np
 from andrea_cli.backends.launch.backward import LSE_VARIANTS, launch_fused_backward, launch_fused_lse, \
     launch_staged_backward
 from andrea_cli.backends.launch.fused import fused_variants, launch_fused
-from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16
+from andrea_cli.backends.launch.backward_bf16 import launch_backward_bf16, launch_fused_lse_bf16
+from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16, launch_to_bf16
 from andrea_cli.backends.launch.staged import ALL_PLANS, allocate_stages, launch_stages
 from andrea_cli.errors import first_line
 from andrea_cli.masks import MaskSpec
@@ -98,7 +99,8 @@ class RecordingDevice:
 
 def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
     """Every path the launchers offer at one shape, by name: the staged plans, the fused
-    variants, the tensor-core kernels with their conversions, the staged and fused backward."""
+    variants, the tensor-core kernels with their conversions, the staged and fused backward, the
+    bf16 backward with its forward."""
     q, k, v, d_out, out = (dev.empty((H, T, d)) for _ in range(5))
 
     def staged():
@@ -117,9 +119,11 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
                 launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask, variant=variant)
 
     def staged_backward():
-        launch_staged_backward(dev, dev.empty((H, T, T)), q, k, v, d_out, dev.empty((H, T, T)),
-                               dev.empty((H, T, T)), dev.empty((H, T, d)), dev.empty((H, T, d)),
-                               dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
+        for gemm_variant in sorted({plan.gemm_variant for plan in ALL_PLANS}):
+            launch_staged_backward(dev, dev.empty((H, T, T)), q, k, v, d_out, dev.empty((H, T, T)),
+                                   dev.empty((H, T, T)), dev.empty((H, T, d)), dev.empty((H, T, d)),
+                                   dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True,
+                                   gemm_variant=gemm_variant)
 
     def fused_backward():
         lse, delta = dev.empty((H, T)), dev.empty((H, T))
@@ -130,8 +134,17 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
         launch_fused_backward(dev, q, k, v, out, d_out, lse, delta, dev.empty((H, T, d)), dev.empty((H, T, d)),
                               dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
 
+    def bf16_backward():
+        if d in BF16_DIMS:
+            qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), True)
+            dob, lse, delta = dev.empty((H, T, d), np.uint16), dev.empty((H, T)), dev.empty((H, T))
+            launch_to_bf16(dev, d_out, dob, H * T * d, 1.0)
+            launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d, mask=mask)
+            launch_backward_bf16(dev, qb, kb, vb, dob, out, d_out, lse, delta, dev.empty((H, T, d)),
+                                 dev.empty((H, T, d)), dev.empty((H, T, d)), H=H, T=T, d=d, mask=mask, scaled=True)
+
     return {"staged": staged, "fused": fused, "tensor-core": tensor_cores, "staged backward": staged_backward,
-            "fused backward": fused_backward}
+            "fused backward": fused_backward, "bf16 backward": bf16_backward}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,104 @@
+"""Launch the bf16 backward on tensor cores: Q, K, V and dO converted to bf16 on the device
+(to_bf16_kernel1, Q pre-scaled by scale·log2 e), the forward with its logsumexp
+(attention_fused_lse_kernel4_d64/_d128), the rowsum term (attention_backward_delta_kernel1),
+then attention_backward_dkdv_kernel2 and attention_backward_dq_kernel2. Drives cupy or the CPU
+build through the same `KernelDevice` as the other launchers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from andrea_cli.backends.launch.backward import DS_ROWS_PER_BLOCK, BackwardOutputs
+from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
+from andrea_cli.backends.launch.fused_bf16 import (TC_KEYS, TC_ROWS, TC_THREADS, check_bf16_shape, convert_inputs,
+                                                   launch_to_bf16, shared_bytes_bf16)
+from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import scale_for
+
+# The forward that saves the logsumexp: attention_fused_lse_kernel4, kernel4's body (kernel5 has no
+# lse twin yet)
+LSE_FORWARD_VARIANT = 4
+# What one run of it times, in launch order
+BF16_BACKWARD_STAGES = ("to_bf16", "forward", "delta", "dkdv", "dq")
+
+
+TC_BWD_QUERIES = {64: 64, 128: 32}  # must match TC_BWD_QUERIES_D64, _D128 in cuda/microgpt_cuda.cu
+
+
+def dkdv_queries(d: int) -> int:
+    """Query rows per tile of the dK/dV kernel: its template argument QT (64 at d = 64; 32 at
+    d = 128, where 64 would spill)."""
+    return TC_BWD_QUERIES[d]
+
+
+def dkdv_shared_bytes_bf16(d: int) -> int:
+    """k_s, v_s (64, d+8) + q_s, o_s (2, QT, d+8), bf16, + lse_s, delta_s (2, QT) float:
+    56,320 bytes at d = 64, 70,144 at d = 128 (the cuda device opts in above 48 KiB)."""
+    qt = dkdv_queries(d)
+    return 2 * (2 * TC_KEYS + 4 * qt) * (d + 8) + 4 * 4 * qt
+
+
+def dq_shared_bytes_bf16(d: int) -> int:
+    """q_s, o_s (64, d+8) + k_s, v_s (2, 64, d+8), bf16: 55,296 bytes at d = 64, 104,448 at d = 128."""
+    return 2 * (2 * TC_ROWS + 4 * TC_KEYS) * (d + 8)
+
+
+def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, delta, dq, dk, dv, *, H: int,
+                         T: int, d: int, mask: MaskSpec, scaled: bool, clock=None) -> None:
+    """delta, dkdv, dq on arrays already on the device: bf16 qb (pre-scaled), kb, vb, dob; the
+    forward's out and lse; float32 d_out for the rowsum term."""
+    clock = clock or NoClock()
+    i32 = np.int32
+    mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
+    clock.start("delta")
+    dev.get_function("attention_backward_delta_kernel1")(
+        (cdiv(T, DS_ROWS_PER_BLOCK), 1, H), (32, DS_ROWS_PER_BLOCK, 1), (d_out, out, delta, i32(T), i32(d)))
+    clock.stop("delta")
+    clock.start("dkdv")
+    dev.get_function(f"attention_backward_dkdv_kernel2_d{d}")(
+        (cdiv(T, TC_KEYS), 1, H), (TC_THREADS, 1, 1), (qb, kb, vb, dob, lse, delta, dk, dv, i32(T), *mask_args),
+        shared_mem=dkdv_shared_bytes_bf16(d))
+    clock.stop("dkdv")
+    clock.start("dq")
+    scale = np.float32(scale_for(d, scaled))
+    dev.get_function(f"attention_backward_dq_kernel2_d{d}")(
+        (cdiv(T, TC_ROWS), 1, H), (TC_THREADS, 1, 1), (qb, kb, vb, dob, lse, delta, dq, i32(T), scale, *mask_args),
+        shared_mem=dq_shared_bytes_bf16(d))
+    clock.stop("dq")
+
+
+def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T: int, d: int, mask: MaskSpec) -> None:
+    dev.get_function(f"attention_fused_lse_kernel4_d{d}")(
+        (cdiv(T, TC_ROWS), 1, H), (TC_THREADS, 1, 1),
+        (qb, kb, vb, out, lse, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        shared_mem=shared_bytes_bf16(d, LSE_FORWARD_VARIANT))
+
+
+def run_backward_bf16(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
+    """q, k, v, d_out: (H, T, d) float32, d = 64 or 128 -> dQ, dK, dV (H, T, d) float32, with the
+    forward's output and logsumexp; no (T, T) array anywhere."""
+    H, T, d = q.shape
+    check_bf16_shape(d, v.shape[-1])
+    transfers = Transfers(dev)
+    gq, gk, gv, gdo = transfers.upload(*(np.ascontiguousarray(a, dtype=np.float32) for a in (q, k, v, d_out)))
+
+    out, lse, delta = dev.empty((H, T, d)), dev.empty((H, T)), dev.empty((H, T))
+    dq, dk, dv = dev.empty((H, T, d)), dev.empty((H, T, d)), dev.empty((H, T, d))
+    dob = dev.empty((H, T, d), dtype=np.uint16)
+
+    def launch(clock):
+        clock.start("to_bf16")
+        qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d), scaled)
+        launch_to_bf16(dev, gdo, dob, H * T * d, 1.0)
+        clock.stop("to_bf16")
+        clock.start("forward")
+        launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d, mask=mask)
+        clock.stop("forward")
+        launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d, mask=mask,
+                             scaled=scaled, clock=clock)
+
+    stage_ms = timed_runs(dev, launch)
+    timings = {name: stage_ms[name] for name in BF16_BACKWARD_STAGES}
+    timings["total"] = sum(timings.values())
+    host = transfers.download(dq, dk, dv, lse, out)
+    return BackwardOutputs(*host[:3], timings, lse=host[3], output=host[4], transfer_ms=transfers.elapsed_ms())
