@@ -133,6 +133,7 @@ def attend(
     head: Optional[int] = typer.Option(None, "--head", metavar="N",
                                        help="With the layer's --plot: draw head N (from 0) alone."),
     precision: str = option(flags.PRECISION),
+    racecheck: bool = option(flags.RACECHECK),
     timeout: Optional[float] = option(flags.TIMEOUT),
     threads: Optional[int] = option(flags.THREADS),
 ) -> None:
@@ -148,7 +149,7 @@ def attend(
         backend=backend, out=out, save_weights=save_weights, kernel=kernel, as_json=as_json,
         d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
         show_weights=show_weights, fused=fused, sample_rows=sample_rows, plot=plot, precision=precision,
-        timeout=timeout, head=head)
+        timeout=timeout, head=head, racecheck=racecheck)
     try:
         use_cpu_threads(threads)
         if plot is not None:
@@ -197,6 +198,7 @@ def grad(
     preset: Optional[str] = option(flags.PRESET),
     x: Optional[Path] = option(flags.X),
     layer_weights: Optional[Path] = option(flags.LAYER_WEIGHTS),
+    racecheck: bool = option(flags.RACECHECK),
 ) -> None:
     """The backward pass through the kernels: dQ, dK, dV from an upstream gradient dO.
 
@@ -208,7 +210,7 @@ def grad(
     options = GradOptions(T=T, d_k=d_k, d_v=d_v, seed=seed, q=q, k=k, v=v, qkv=qkv, mask=mask, no_scale=no_scale,
                           backend=backend, kernel=kernel, as_json=as_json, fused=fused, d_out=d_out, out=out,
                           d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights,
-                          precision=precision)
+                          precision=precision, racecheck=racecheck)
     try:
         report = run_grad(options)
     except AndreaError as exc:
@@ -234,6 +236,7 @@ def verify(
     kernel: Optional[Path] = option(flags.KERNEL, help="Verify an edited copy of the kernel file."),
     sanitize: bool = typer.Option(False, "--sanitize", help="The CPU build under AddressSanitizer and "
                                   "UndefinedBehaviorSanitizer: out-of-bounds accesses with the kernel file's line."),
+    racecheck: bool = option(flags.RACECHECK),
     timeout: Optional[float] = option(flags.TIMEOUT),
     threads: Optional[int] = option(flags.THREADS),
     as_json: bool = option(flags.JSON),
@@ -244,7 +247,7 @@ def verify(
     from andrea_cli.commands.verify import VerifyOptions, run_verify_command
 
     options = VerifyOptions(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask, no_scale=no_scale,
-                            kernel=kernel, sanitize=sanitize, timeout=timeout)
+                            kernel=kernel, sanitize=sanitize, racecheck=racecheck, timeout=timeout)
     try:
         use_cpu_threads(threads)
         if as_json:

@@ -174,14 +174,15 @@ def test_a_pointer_stored_in_device_memory_reaches_the_same_array():
 
 
 @pytest.mark.slow
-def test_a_stored_pointer_in_the_sanitized_build_is_refused():
+@pytest.mark.parametrize("build, flag", [("sanitized", "sanitize"), ("racecheck", "racecheck")])
+def test_a_stored_pointer_in_a_sanitizer_build_is_refused(build, flag):
     # Its worker process runs the kernel on copies, device arrays included.
     from andrea_cli import device
     nodes = device.zeros(2, _NODES)
     nodes["next"][0] = nodes.ptr + _NODES.itemsize
-    with pytest.raises(CpuArgumentError, match=r"follow: argument 0 \(n\) holds a pointer into argument 0 \(n\), "
-                                               r"and the sanitized build"):
-        RawModule(code=_LINKED, sanitize=True).get_function("follow")((1,), (1,), (nodes,))
+    with pytest.raises(CpuArgumentError, match=rf"follow: argument 0 \(n\) holds a pointer into argument 0 \(n\), "
+                                               rf"and the {build} build .* run this launch without {flag}=True$"):
+        RawModule(code=_LINKED, **{flag: True}).get_function("follow")((1,), (1,), (nodes,))
 
 
 def test_a_pointer_into_a_copied_array_is_refused():

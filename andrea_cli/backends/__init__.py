@@ -18,9 +18,13 @@ def check_timeout(timeout: float | None) -> None:
                           "block of a kernel launch may run on the CPU build")
 
 
-def make_backend(name: str, kernel_path: Path, *, timeout: float | None = None) -> Backend:
+def make_backend(name: str, kernel_path: Path, *, timeout: float | None = None, racecheck: bool = False) -> Backend:
     """Construct without checking availability (that may be slow: it asks the driver). timeout:
-    the CPU build's watchdog limit per block (None: its default); a GPU kernel cannot be stopped."""
+    the CPU build's watchdog limit per block (None: its default); a GPU kernel cannot be stopped.
+    racecheck: the CPU build under ThreadSanitizer (only --backend cpu has it)."""
+    if racecheck and name != "cpu":
+        raise AndreaError(f"--racecheck runs the CPU build under ThreadSanitizer, not --backend {name}: pass "
+                          "--backend cpu (on a GPU, compute-sanitizer --tool racecheck sees shared memory only)")
     if name == "numpy":
         from andrea_cli.backends.numpy_backend import NumpyBackend
 
@@ -32,7 +36,7 @@ def make_backend(name: str, kernel_path: Path, *, timeout: float | None = None) 
     if name == "cpu":
         from andrea_cli.backends.cpu import CpuBackend
 
-        return CpuBackend(kernel_path, timeout=timeout)
+        return CpuBackend(kernel_path, timeout=timeout, racecheck=racecheck)
     raise AndreaError(f"--backend {name!r} is not a backend: use one of {', '.join(BACKEND_NAMES)}")
 
 
@@ -45,12 +49,13 @@ def require_available(backend: Backend, flag: str) -> Backend:
 
 
 def select_backend(name: str, kernel_path: Path, *, auto_order: tuple[str, ...] = ("cuda", "numpy"),
-                   timeout: float | None = None) -> tuple[Backend, str | None]:
+                   timeout: float | None = None, racecheck: bool = False) -> tuple[Backend, str | None]:
     """The backend to run on, and for `auto` a one-line notice saying which and why.
 
     An explicitly named backend that cannot run here is an error naming what to install."""
-    if name != "auto":
-        return require_available(make_backend(name, kernel_path, timeout=timeout), f"--backend {name}"), None
+    if name != "auto" or racecheck:
+        return require_available(make_backend(name, kernel_path, timeout=timeout, racecheck=racecheck),
+                                 f"--backend {name}"), None
     reasons = []
     for candidate in auto_order:
         backend = make_backend(candidate, kernel_path, timeout=timeout)

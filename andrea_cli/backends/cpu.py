@@ -64,12 +64,14 @@ class CpuBackend(KernelFileBackend):
     name = "cpu"
 
     def __init__(self, kernel_path: Path, plan: LaunchPlan = DEFAULT_PLAN, *, schedule: str = "forward",
-                 sanitize: bool = False, timeout: float | None = None):
-        """timeout: the most CPU seconds one block of a launch may run (None: the watchdog's default)."""
+                 sanitize: bool = False, timeout: float | None = None, racecheck: bool = False):
+        """timeout: the most CPU seconds one block of a launch may run (None: the watchdog's default).
+        racecheck: the ThreadSanitizer build; a data race a GPU could expose is an error."""
         super().__init__(kernel_path, plan)
         self.schedule = schedule
         self.sanitize = sanitize
         self.timeout = timeout
+        self.racecheck = racecheck
 
     def available(self) -> Availability:
         try:
@@ -100,4 +102,4 @@ class CpuBackend(KernelFileBackend):
         threadpool_limits(1, user_api="blas")
 
         return _HostDevice(CpuModule(self.kernel_path, schedule=self.schedule, sanitize=self.sanitize,
-                                     timeout=self.timeout))
+                                     timeout=self.timeout, racecheck=self.racecheck))

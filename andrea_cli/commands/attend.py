@@ -109,7 +109,7 @@ def check_given_arrays(o: RunOptions, data: QKV, bytes_per_score: int = HOST_BYT
 
 
 def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, scaled: bool, fused: bool = False,
-             sample_rows: int = 0, precision: str = "fp32", timeout: float | None = None):
+             sample_rows: int = 0, precision: str = "fp32", timeout: float | None = None, racecheck: bool = False):
     """One head (or, from the Python API, H heads at once), staged or fused, on the backend named."""
     if fused and backend == "numpy":
         raise AndreaError("--fused runs the fused kernel, on --backend cuda or cpu; the NumPy path has "
@@ -117,7 +117,8 @@ def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, sc
     if data.on_device and backend not in ("auto", "cuda"):
         raise AndreaError(f"Q, K, V are GPU arrays, which the cuda backend runs where they are: use backend "
                           f"'cuda' (or 'auto'), or pass NumPy arrays to run them on {backend}")
-    chosen, notices = choose_backend(backend, kernel, fused=fused, on_device=data.on_device, timeout=timeout)
+    chosen, notices = choose_backend(backend, kernel, fused=fused, on_device=data.on_device, timeout=timeout,
+                                     racecheck=racecheck)
     if fused:
         from andrea_cli.runs.fused import run_fused_attention
 
@@ -143,13 +144,14 @@ def run_attend(o: AttendOptions, data: QKV | None = None):
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed)
         check_head(o.head, n_head)
-        backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout)
+        backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout, racecheck=o.racecheck)
         report = run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
     else:
         if data is not None:
             check_given_arrays(o, data)
         report = run_head(data or head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=o.scaled,
-                          fused=o.fused, sample_rows=o.sample_rows, precision=o.precision, timeout=o.timeout)
+                          fused=o.fused, sample_rows=o.sample_rows, precision=o.precision, timeout=o.timeout,
+                          racecheck=o.racecheck)
     if o.out is not None:
         save_npy_atomic(o.out, report.output)  # (T, d_v); the layer's (T, d_model)
     if o.save_weights is not None:

@@ -55,13 +55,14 @@ def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarr
 
 
 def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | None, mask: MaskSpec,
-                  scaled: bool, fused: bool = False, precision: str = "fp32"):
+                  scaled: bool, fused: bool = False, precision: str = "fp32",
+                  racecheck: bool = False):
     """One head's backward (also the Python API's), staged or fused (fp32 or bf16), on the backend
     named. bf16: the report also gets an emulated bf16 autograd's error, the yardstick its own
     error is read against (FlashAttention's rule: within 3x of it)."""
     from andrea_cli.runs.head_backward import CHECK_MAX_T, relative_errors, run_backward
 
-    chosen, notices = choose_backend(backend, kernel, fused=fused)
+    chosen, notices = choose_backend(backend, kernel, fused=fused, racecheck=racecheck)
     report = run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=notices,
                           precision=precision)
     if precision == "bf16" and data.T <= CHECK_MAX_T:
@@ -88,7 +89,7 @@ def run_grad(o: GradOptions, data: QKV | None = None, d_out: np.ndarray | None =
         inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
                                       o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
         d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
-        backend, notices = choose_backend(o.backend, o.kernel)
+        backend, notices = choose_backend(o.backend, o.kernel, racecheck=o.racecheck)
         report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=o.scaled, notices=notices)
     else:
         if data is not None:
@@ -100,7 +101,7 @@ def run_grad(o: GradOptions, data: QKV | None = None, d_out: np.ndarray | None =
             if data.H is not None:  # every head the same seeded dO
                 d_out = np.broadcast_to(d_out, (data.H, data.T, data.d_v)).copy()
         report = run_grad_head(data, d_out, backend=o.backend, kernel=o.kernel, mask=mask, scaled=o.scaled,
-                               fused=o.fused, precision=o.precision)
+                               fused=o.fused, precision=o.precision, racecheck=o.racecheck)
     if o.out is not None:
         save_npz_atomic(o.out, report.arrays())
     return report

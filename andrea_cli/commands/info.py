@@ -10,7 +10,7 @@ import numpy as np
 from andrea_cli import __version__
 from andrea_cli.backends import make_backend
 from andrea_cli.backends.cpu_runtime.build import cache_dir, compiler_version, find_compiler
-from andrea_cli.backends.cpu_runtime.coverage import REFUSED, SUPPORTED
+from andrea_cli.backends.cpu_runtime.coverage import RACECHECK, REFUSED, SUPPORTED
 from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError
 from andrea_cli.backends.cuda import cupy_versions
 from andrea_cli.backends.toolchain.cuda_setup import read_cuda_setup
@@ -77,5 +77,5 @@ def describe_environment() -> dict:
         "cpu_build_cache": str(cache_dir()),
         "kernels": kernel_names(kernel),
         "backends": backends,
-        "cpu_build": {"supports": SUPPORTED, "refuses": REFUSED},
+        "cpu_build": {"supports": SUPPORTED, "refuses": REFUSED, "racecheck": RACECHECK},
     }

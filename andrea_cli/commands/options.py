@@ -39,6 +39,8 @@ MASK = Flag("causal", ("--mask",), "causal, none, or window:W (query i sees i-W+
 NO_SCALE = Flag(False, ("--no-scale",), "Skip the division by sqrt(d_k).")
 BACKEND = Flag("auto", ("--backend",), "auto, cuda, cpu or numpy.")
 KERNEL = Flag(None, ("--kernel",), "Run an edited copy of the kernel file.")
+RACECHECK = Flag(False, ("--racecheck",), "CPU build under ThreadSanitizer told CUDA's memory model: a data race "
+                                          "a GPU could expose is an error naming both lines (slower).")
 TIMEOUT = Flag(None, ("--timeout",), "CPU build: the most CPU seconds one block of a launch may run "
                                      "(default: 2 s, more for a larger launch).", metavar="SECONDS")
 THREADS = Flag(None, ("--threads",), "CPU build: OS threads a launch's blocks are spread over "
@@ -76,6 +78,7 @@ class RunOptions:
     scale: float | None = None  # the Python API's factor, used as given (PyTorch's SDPA scale=); None: 1/sqrt(d_k)
     backend: str = BACKEND.default
     kernel: Path | None = None
+    racecheck: bool = False  # the CPU build under ThreadSanitizer (--backend cpu)
     as_json: bool = False
     fused: bool = False
     out: Path | None = None

@@ -16,18 +16,25 @@ from andrea_cli.masks import parse_mask
 from andrea_cli.verification import H_VERIFY, Case, CaseResult, VerifyReport, run_verify, sweep
 
 
-def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False,
+def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False, racecheck: bool = False,
                     timeout: float | None = None) -> list[tuple[str, object]]:
     """The kernels are what is verified, so the NumPy path is no backend here. On the CPU build,
     every case runs twice: threads in order, and in reverse to expose a missing barrier.
-    sanitize: the CPU build with AddressSanitizer and UndefinedBehaviorSanitizer."""
+    sanitize: the CPU build with AddressSanitizer and UndefinedBehaviorSanitizer; racecheck: with
+    ThreadSanitizer told CUDA's memory model (a data race is the case's failure)."""
     if name == "numpy":
         raise AndreaError("--backend numpy is the reference itself: verify the kernels with --backend cpu or cuda")
+    if sanitize and racecheck:
+        raise AndreaError("--sanitize and --racecheck are two builds (AddressSanitizer and ThreadSanitizer cannot "
+                          "share a process): pass one of them")
     if sanitize and name == "cuda":
         raise AndreaError("--sanitize runs the CPU build under AddressSanitizer: pass --backend cpu (on a GPU, "
                           "run compute-sanitizer on the process instead)")
+    if racecheck and name == "cuda":
+        raise AndreaError("--racecheck runs the CPU build under ThreadSanitizer: pass --backend cpu (on a GPU, "
+                          "compute-sanitizer --tool racecheck sees shared memory only)")
     if name == "auto":
-        name = "cpu" if sanitize or not make_backend("cuda", kernel_path).available().ok else "cuda"
+        name = "cpu" if sanitize or racecheck or not make_backend("cuda", kernel_path).available().ok else "cuda"
     if name == "cuda":
         backend = require_available(make_backend("cuda", kernel_path), "--backend cuda")
         backend.device()  # compile now: a compile error is the user's to fix (exit 2), not a failed case
@@ -35,7 +42,8 @@ def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False,
     if name == "cpu":
         from andrea_cli.backends.cpu import CpuBackend
 
-        pairs = [(schedule, CpuBackend(kernel_path, schedule=schedule, sanitize=sanitize, timeout=timeout))
+        pairs = [(schedule, CpuBackend(kernel_path, schedule=schedule, sanitize=sanitize, timeout=timeout,
+                                       racecheck=racecheck))
                  for schedule in ("forward", "reverse")]
         require_available(pairs[0][1], "--backend cpu")
         for _, backend in pairs:
@@ -63,6 +71,7 @@ class VerifyOptions:
     no_scale: bool = False
     kernel: Path | None = None
     sanitize: bool = False
+    racecheck: bool = False  # the CPU build under ThreadSanitizer: a data race fails the case
     timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
 
 
@@ -87,7 +96,8 @@ def run_verify_command(o: VerifyOptions, progress: Callable[[str], None] | None 
     else:
         cases = sweep(o.quick)
     kernel_path = resolve_kernel_path(o.kernel)
-    backends = verify_backends(o.backend, kernel_path, sanitize=o.sanitize, timeout=o.timeout)
+    backends = verify_backends(o.backend, kernel_path, sanitize=o.sanitize, racecheck=o.racecheck,
+                               timeout=o.timeout)
     each_case = None
     if progress is not None:
         total, done = len(cases) * len(backends), iter(range(1, 10**9))

@@ -46,3 +46,10 @@ def render_info(console: Console, doc: dict) -> None:
     for what, detail in doc["cpu_build"]["refuses"].items():
         surface.add_row(f"[red]refuses[/red] {escape(what)}", escape(detail))
     console.print(surface)
+    races = Table(title="racecheck (verify --racecheck, --backend cpu --racecheck): data races a GPU "
+                  "could expose", title_justify="left", show_header=False)
+    races.add_column("", style="bold")
+    races.add_column("")
+    for what, detail in doc["cpu_build"].get("racecheck", {}).items():
+        races.add_row(escape(what), escape(detail))
+    console.print(races)

@@ -30,7 +30,8 @@ def check_bf16(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult)
         except DeviceFault:
             raise
         except AndreaError as exc:
-            result.error = f"{BF16_KERNELS[variant].name(case.d_k)}: {str(exc).splitlines()[0]}"
+            kernel, message = BF16_KERNELS[variant].name(case.d_k), str(exc).splitlines()[0]
+            result.error = message if message.startswith(kernel) else f"{kernel}: {message}"
             return
         result.stages[stage] = compare(out.output, want, tol)
 

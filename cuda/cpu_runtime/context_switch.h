@@ -43,7 +43,7 @@ andrea_ctx_switch:
 )");
 extern "C" void andrea_ctx_switch(void** save_sp, void* load_sp);
 
-inline void ctx_switch(Ctx& from, const Ctx& to) { andrea_ctx_switch(&from.sp, to.sp); }
+ANDREA_NO_TSAN inline void ctx_switch(Ctx& from, const Ctx& to) { andrea_ctx_switch(&from.sp, to.sp); }
 
 // A context that starts fn on the stack below top (fn must never return).
 inline void ctx_make(Ctx& c, char* top, void (*fn)()) {

@@ -49,7 +49,9 @@ inline unsigned char (&tile_slots())[1024][32] {
     static unsigned char slots[1024][32];
     return slots;
 }
-template <unsigned N> inline void multi_warp_sync() {
+// orders: the tile's sync orders its members' memory (racecheck); an exchange's does not (a shuffle).
+template <unsigned N> inline void multi_warp_meet(bool orders) {
+    andrea::RaceQuiet quiet;
     const unsigned tile = linear_rank() / N;
     const unsigned long long block = (unsigned long long)blockDim.x * blockDim.y * blockDim.z;
     const unsigned members = (unsigned)std::min<unsigned long long>(N, block - (unsigned long long)tile * N);
@@ -60,19 +62,26 @@ template <unsigned N> inline void multi_warp_sync() {
     if (++b.arrived == members) {
         b.arrived = 0;
         b.round++;
+        if (orders) {
+            int lids[1024];
+            for (unsigned i = 0; i < members; i++) lids[i] = (int)(tile * N + i);
+            andrea::race_meet(lids, (int)members);
+        }
         return;
     }
     while (b.round == round) andrea::yield(s.cur);  // an endless wait (a member returned) trips the watchdog
 }
+template <unsigned N> inline void multi_warp_sync() { multi_warp_meet<N>(true); }
 // Every member writes v; each reads the value of tile rank `src` (its own if src < 0).
 template <unsigned N, class T> inline T multi_warp_exchange(T v, int src) {
     static_assert(sizeof(T) <= 32, "tiles of more than 32 threads exchange values of up to 32 bytes");
+    andrea::RaceQuiet quiet;  // the slots are the runtime's; an exchange orders no memory
     const unsigned me = linear_rank(), first = me / N * N;
     std::memcpy(tile_slots()[me], &v, sizeof(T));
-    multi_warp_sync<N>();
+    multi_warp_meet<N>(false);
     T out = v;
     if (src >= 0) std::memcpy(&out, tile_slots()[first + (unsigned)src], sizeof(T));
-    multi_warp_sync<N>();
+    multi_warp_meet<N>(false);
     return out;
 }
 }  // namespace details

@@ -19,6 +19,7 @@ inline bool in_kernel() {
 
 [[noreturn]] inline void device_abort(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] inline void device_abort(const char* fmt, ...) {
+    RaceQuiet quiet;
     Sched& s = sched();
     va_list ap;
     va_start(ap, fmt);

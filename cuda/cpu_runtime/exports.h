@@ -76,4 +76,17 @@ ANDREA_EXPORT int andrea_launch(void (*entry)(void**), void** args, const unsign
     return andrea::launch(entry, args, grid, block, shared_bytes, reverse, opts, info);
 }
 ANDREA_EXPORT int andrea_info_size() { return (int)sizeof(andrea::LaunchInfo); }
+// Racecheck: where the last launch's shared memory was (static base and size, dynamic base and
+// size), and the fences no atomic followed ("bx by bz tx ty tz file:line" lines); 0 elsewhere.
+ANDREA_EXPORT int andrea_racecheck(unsigned long long* layout, char* fences, int size) {
+#ifdef ANDREA_TSAN
+    const andrea::RaceState& r = andrea::race();
+    for (int i = 0; i < 4; i++) layout[i] = r.layout[i];
+    std::snprintf(fences, (size_t)size, "%s", r.fences.c_str());
+    return 1;
+#else
+    (void)layout; (void)fences; (void)size;
+    return 0;
+#endif
+}
 ANDREA_EXPORT int andrea_options_size() { return (int)sizeof(andrea::LaunchOptions); }

@@ -102,12 +102,13 @@ struct PerThread {
 };
 thread_local PerThread per_thread;
 
-inline Sched& main_sched() {
+// (racecheck: never instrumented, so the static's guard is no atomic acquire at every call)
+ANDREA_NO_TSAN inline Sched& main_sched() {
     static Sched* s = new Sched();  // never destroyed: fibers may outlive static destructors
     return *s;
 }
 
-inline Sched& sched() {
+ANDREA_NO_TSAN inline Sched& sched() {
     Sched*& s = per_thread.sched;
     if (!s) s = &main_sched();
     return *s;
@@ -137,7 +138,7 @@ struct Guard {
     size_t dyn_bytes = 0, dyn_slack = 0;
 };
 
-inline Guard& guard() {
+ANDREA_NO_TSAN inline Guard& guard() {
     Sched& s = sched();
     if (!s.guard) s.guard = new Guard();
     return *s.guard;
@@ -169,7 +170,7 @@ inline void asan_finish(void* fake, const void** bottom, size_t* size) {
 // The next thread of this sweep in schedule order that can run, if nothing is pending that the
 // scheduler must see first (a misuse, an abort, a fault, the watchdog); its place becomes the
 // sweep's. The scheduler would resume exactly this one next.
-inline Fiber* next_ready(Sched& s) {
+ANDREA_NO_TSAN inline Fiber* next_ready(Sched& s) {
     if (s.misused || s.aborted || s.faulted || s.guard->timed_out) return nullptr;
     const int n = s.nthreads;
     for (int k = s.sweep_pos + 1; k < n; k++) {
@@ -186,11 +187,14 @@ inline Fiber* next_ready(Sched& s) {
 // end, or when it must see something); returns when this fiber is resumed. Straight from fiber
 // to fiber, a lane waiting at a warp collective costs one switch, not two. The guard treats the
 // switch as outside any fiber (in_fiber 0): a signal then cannot save into the wrong context.
-__attribute__((noinline)) inline void yield(Fiber* f) {
+ANDREA_NO_TSAN __attribute__((noinline)) inline void yield(Fiber* f) {
     Sched& s = *f->sched;
     Guard& g = *s.guard;
+    race_yield();
     g.in_fiber = 0;
-#ifndef ANDREA_ASAN  // AddressSanitizer's stack-switch hooks assume every switch goes through the scheduler
+    // AddressSanitizer's stack-switch hooks assume every switch goes through the scheduler, and
+    // racecheck announces each switch to ThreadSanitizer there (race_yield / race_resume)
+#if !defined(ANDREA_ASAN) && !defined(ANDREA_TSAN)
     if (Fiber* next = next_ready(s)) {
         s.cur = next;
         *s.thread_idx = next->tid;
@@ -206,10 +210,11 @@ __attribute__((noinline)) inline void yield(Fiber* f) {
 }
 
 // From the scheduler into a fiber; returns when the fiber yields.
-__attribute__((noinline)) inline void resume(Fiber* f) {
+ANDREA_NO_TSAN __attribute__((noinline)) inline void resume(Fiber* f) {
     Sched& s = *f->sched;
     s.cur = f;
     *s.thread_idx = f->tid;
+    race_resume(f->lid);
     asan_start(&s.sched_fake, f->stack, f->stack_size);
     ctx_switch(s.ctx, f->ctx);
     asan_finish(s.sched_fake, nullptr, nullptr);
@@ -220,17 +225,24 @@ inline void warp_exit(Fiber* f);
 // The thread the scheduler would resume right after f returns, if it has not started yet:
 // f's fiber can run it at once on its own stack, without the two switches through the
 // scheduler. Nothing else may be pending (a misuse, an abort: the scheduler reports those).
-inline Fiber* next_fresh(const Fiber* f) {
+// Not in racecheck's build: the swap of identities would be a switch between CUDA threads that
+// ThreadSanitizer is never told of (race_yield / race_resume sit in the scheduler's switches).
+ANDREA_NO_TSAN inline Fiber* next_fresh(const Fiber* f) {
+#ifdef ANDREA_TSAN
+    (void)f;
+    return nullptr;
+#else
     const Sched& s = *f->sched;
     const int next = f->lid + (s.reverse ? -1 : 1);
     if (next < 0 || next >= s.nthreads || s.misused || s.aborted || s.guard->timed_out) return nullptr;
     Fiber* g = s.pool[next];
     return g->state == READY && g->parked ? g : nullptr;
+#endif
 }
 
 // f (done) takes over g's thread, and g's untouched fiber stands for f's finished one: the two
 // swap identities and places in the pool, so the thread order is the scheduler's own.
-inline void adopt(Fiber* f, Fiber* g) {
+ANDREA_NO_TSAN inline void adopt(Fiber* f, Fiber* g) {
     Sched& s = *f->sched;
     std::swap(s.pool[f->lid], s.pool[g->lid]);
     std::swap(f->lid, g->lid);
@@ -244,14 +256,16 @@ inline void adopt(Fiber* f, Fiber* g) {
 // A fiber's life: "run the kernel, mark done, yield" for every block it is given; a thread
 // that never blocks is followed by the next one on the same stack (see next_fresh), so a block
 // whose threads run straight through costs one switch, not two per thread.
-inline void fiber_main() {
+ANDREA_NO_TSAN inline void fiber_main() {
     Sched& s = sched();
     asan_finish(nullptr, &s.main_bottom, &s.main_size);  // first entry, from resume()
     guard().in_fiber = 1;
     for (;;) {
         Fiber* f = s.cur;
         f->parked = false;
+        race_kernel_enter();
         s.entry(s.args);
+        race_kernel_leave();
         f = s.cur;
         f->state = DONE;
         s.live--;

@@ -40,9 +40,10 @@ struct ThreadWatch { stack_t alt; timer_t timer; bool timer_ok; };  // one OS th
 
 // From a signal handler in a fiber back to the scheduler, for good: the fiber is restarted
 // before its next use.
-inline void escape_fiber(int sig) {
+ANDREA_NO_TSAN inline void escape_fiber(int sig) {
     Sched& s = sched();
     Fiber* f = s.cur;
+    race_yield();
     guard().in_fiber = 0;
     sigset_t unblock;
     sigemptyset(&unblock);

@@ -217,26 +217,40 @@ template <class T> inline void __stwb(T* p, T v) { *p = v; }
 template <class T> inline void __stcg(T* p, T v) { *p = v; }
 template <class T> inline void __stcs(T* p, T v) { *p = v; }
 template <class T> inline void __stwt(T* p, T v) { *p = v; }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+ANDREA_NO_TSAN inline void __threadfence_system() {
+    andrea::race_fence(__builtin_return_address(0));
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Atomics beyond add/sub/exch/cas/min/max (math_atomics.h): bitwise, wrapping inc/dec, and
 // the _block/_system scopes (one scope here: every atomic is a real atomic across OS threads).
 
-template <class T> inline T atomicAnd(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_and(v); }
-template <class T> inline T atomicOr(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_or(v); }
-template <class T> inline T atomicXor(T* p, std::type_identity_t<T> v) { return std::atomic_ref<T>(*p).fetch_xor(v); }
+template <class T> inline T atomicAnd(T* p, std::type_identity_t<T> v) {
+    andrea::RaceAtomic a(p);
+    return std::atomic_ref<T>(*p).fetch_and(v, andrea::atomic_order);
+}
+template <class T> inline T atomicOr(T* p, std::type_identity_t<T> v) {
+    andrea::RaceAtomic a(p);
+    return std::atomic_ref<T>(*p).fetch_or(v, andrea::atomic_order);
+}
+template <class T> inline T atomicXor(T* p, std::type_identity_t<T> v) {
+    andrea::RaceAtomic a(p);
+    return std::atomic_ref<T>(*p).fetch_xor(v, andrea::atomic_order);
+}
 // ((old >= limit) ? 0 : old + 1), and ((old == 0 || old > limit) ? limit : old - 1)
 inline unsigned atomicInc(unsigned* p, unsigned limit) {
+    andrea::RaceAtomic a(p);
     std::atomic_ref<unsigned> r(*p);
-    unsigned old = r.load();
-    while (!r.compare_exchange_weak(old, old >= limit ? 0 : old + 1)) {}
+    unsigned old = r.load(andrea::atomic_order);
+    while (!r.compare_exchange_weak(old, old >= limit ? 0 : old + 1, andrea::atomic_order)) {}
     return old;
 }
 inline unsigned atomicDec(unsigned* p, unsigned limit) {
+    andrea::RaceAtomic a(p);
     std::atomic_ref<unsigned> r(*p);
-    unsigned old = r.load();
-    while (!r.compare_exchange_weak(old, (old == 0 || old > limit) ? limit : old - 1)) {}
+    unsigned old = r.load(andrea::atomic_order);
+    while (!r.compare_exchange_weak(old, (old == 0 || old > limit) ? limit : old - 1, andrea::atomic_order)) {}
     return old;
 }
 #define ANDREA_SCOPED(op)                                                                          \
@@ -262,6 +276,7 @@ namespace andrea {
 namespace {
 // (threads whose predicate holds, threads that arrived); the state is the scheduler's (Sched)
 inline std::pair<int, int> block_vote(int pred) {
+    RaceQuiet quiet;  // the count is the runtime's; the barrier inside orders the threads
     Sched& v = sched();
     const uint64_t g = v.barrier_gen;
     const int b = (int)(g & 1);
@@ -315,6 +330,7 @@ inline long long clock64() {  // nanoseconds of a monotonic clock: counts up, as
 }
 inline unsigned long long __globaltimer() { return (unsigned long long)clock64(); }
 inline void __nanosleep(unsigned) {
+    andrea::RaceQuiet quiet;
     andrea::Sched& s = andrea::sched();
     if (andrea::in_kernel()) andrea::yield(s.cur);
 }

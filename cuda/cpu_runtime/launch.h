@@ -69,6 +69,12 @@ inline int run_block(LaunchInfo* info) {
             return FAULT;
         }
         if (s.at_barrier == s.live) {
+#ifdef ANDREA_TSAN
+            std::vector<int> waiting;
+            for (int i = 0; i < n; i++)
+                if (s.pool[i]->state == AT_BARRIER) waiting.push_back(i);
+            race_meet(waiting.data(), (int)waiting.size());
+#endif
             for (int i = 0; i < n; i++)
                 if (s.pool[i]->state == AT_BARRIER) s.pool[i]->state = READY;
             s.at_barrier = 0;
@@ -153,6 +159,21 @@ inline void run_share(LaunchShared& L) {
         f->tid = uint3{(unsigned)(i % block[0]), (unsigned)(i / block[0] % block[1]),
                        (unsigned)(i / (block[0] * block[1]))};
     }
+    std::vector<uint3> race_tids(n);
+    for (int i = 0; i < n; i++) race_tids[i] = s.pool[i]->tid;
+#ifdef ANDREA_TSAN
+    // racecheck: the other fiber sets (racecheck.h), made ready as the pool is; s.pool is set 0.
+    // (One OS thread runs every block of racecheck's build: these and racecheck's state are its.)
+    static std::vector<Fiber*> race_pools[kRaceSets];
+    int race_set = 0;
+    for (int k = 1; k < kRaceSets; k++) {
+        std::swap(s.pool, race_pools[k]);
+        const int ready = prepare_pool(n, &mine);
+        for (int i = 0; i < (int)s.pool.size() && i < n; i++) { s.pool[i]->lid = i; s.pool[i]->tid = race_tids[i]; }
+        std::swap(s.pool, race_pools[k]);
+        if (ready) return record_failure(L, -1, ready, mine);  // nothing to undo yet
+    }
+#endif
     s.entry = L.entry;
     s.args = L.args;
     s.nthreads = n;
@@ -178,6 +199,20 @@ inline void run_share(LaunchShared& L) {
         mine.block[0] = L.info->block[0] = (int)bx;
         mine.block[1] = L.info->block[1] = (int)by;
         mine.block[2] = L.info->block[2] = (int)bz;
+#ifdef ANDREA_TSAN
+        const int set = (int)(b % kRaceSets);
+        if (set != race_set) {
+            std::swap(s.pool, race_pools[race_set]);
+            std::swap(s.pool, race_pools[set]);
+            race_set = set;
+        }
+#else
+        const int set = 0;
+#endif
+        race_block_begin(n, blockIdx, set, race_tids.data(),
+                         layout.fill.empty() ? nullptr : layout.fill[0].lo,
+                         layout.fill.empty() ? 0 : (size_t)(layout.fill.back().hi - layout.fill[0].lo),
+                         g.dyn_base, g.dyn_bytes);
         poison_shared(layout);
         tensor_core_block_start(n);
         for (int i = 0; i < n; i++) s.pool[i]->state = READY;
@@ -197,6 +232,7 @@ inline void run_share(LaunchShared& L) {
         g.block_start = cpu_now();
         mine.block_start = L.info->block_start = seconds(CLOCK_PROCESS_CPUTIME_ID);  // the clock the parent can read
         const int rc = run_block(&mine);
+        race_block_end(n, blockIdx, race_tids.data());
         const double took = cpu_now() - g.block_start;
         for (double was = L.slowest.load(); took > was && !L.slowest.compare_exchange_weak(was, took);) {}
         if (rc != OK) {
@@ -205,6 +241,12 @@ inline void run_share(LaunchShared& L) {
             break;
         }
     }
+#ifdef ANDREA_TSAN
+    if (race_set != 0) {  // s.pool is set 0 between launches
+        std::swap(s.pool, race_pools[race_set]);
+        std::swap(s.pool, race_pools[0]);
+    }
+#endif
     unwatch_thread(watch);
     dyn_unmap();
 }
@@ -284,15 +326,19 @@ inline int launch_locked(void (*entry)(void**), void** args, const unsigned* gri
     L.nblocks = (long)grid[0] * grid[1] * grid[2];
     blockDim = dim3(block[0], block[1], block[2]);
     gridDim = dim3(grid[0], grid[1], grid[2]);
-#ifdef ANDREA_ASAN
-    const int threads = 1;  // __shared__ is a plain static there: one OS thread runs every block
+#if defined(ANDREA_ASAN) || defined(ANDREA_TSAN)
+    // AddressSanitizer's build: __shared__ is a plain static there; racecheck's: its fiber sets
+    // and its ThreadSanitizer state are one thread's. One OS thread runs every block.
+    const int threads = 1;
 #else
     const int threads = (int)std::max(1L, std::min<long>(opts->threads, L.nblocks));
 #endif
     SignalState old;
     catch_faults(old);
+    race_launch_begin();
     if (threads > 1) run_on_threads(L, threads);
     else run_share(L);
+    race_launch_end();
     restore_faults(old);
     if (L.result != OK) std::memcpy((void*)info, (const void*)&L.result_info, sizeof(LaunchInfo));
     return L.result;

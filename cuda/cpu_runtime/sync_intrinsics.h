@@ -8,6 +8,7 @@
 // Barriers and warp intrinsics
 
 inline void __syncthreads() {
+    andrea::RaceQuiet quiet;
     andrea::Sched& s = andrea::sched();
     s.cur->state = andrea::AT_BARRIER;
     s.at_barrier++;

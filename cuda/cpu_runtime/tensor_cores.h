@@ -56,7 +56,7 @@ struct TensorCoreState {
     const void* tls_key = nullptr;     // the TLS block they were found for (see below)
 };
 
-inline TensorCoreState& tensor_cores() {
+ANDREA_NO_TSAN inline TensorCoreState& tensor_cores() {
     TensorCoreState*& t = per_thread.tensor_cores;
     if (!t) {
         static TensorCoreState* main_state = new TensorCoreState();
@@ -101,6 +101,7 @@ inline bool is_shared(const void* p, size_t bytes) {
 // sees every lane's operands; reports misuse (and never returns) if the warp is not converged.
 __attribute__((noinline)) inline void aligned_round(const char* what, const void* site, void* o0, void* o1,
                                                     void* o2, void* o3, void (*body)(AlignedRound&)) {
+    RaceQuiet quiet;  // the round reads and writes other lanes' registers: the runtime's business
     Sched& s = sched();
     Fiber* f = s.cur;
     const int wi = f->lid >> 5, lane = f->lid & 31;
@@ -132,7 +133,7 @@ __attribute__((noinline)) inline void aligned_round(const char* what, const void
         r.completed++;
         r.deposited = 0;
     }
-    warp_sync(0xffffffffu, what);  // refuses a partial warp or a returned lane
+    warp_sync(0xffffffffu, what, false);  // refuses a partial warp or a returned lane; orders no memory
     if (r.completed == mine) {     // released by a lane at some other warp sync
         warp_misuse(wi, 0xffffffffu, bit, "%s in warp %d: lane %d waits there while lanes %s went on "
                     "from another warp collective: a .aligned instruction needs all 32 lanes of the warp at "
@@ -253,6 +254,7 @@ __attribute__((noinline)) inline void mma_m16n8k8_tf32(float* d, const unsigned*
 // ldmatrix.sync.aligned.m8n8.x{N}[.trans].shared.b16 {r}, [row]
 template <int N, bool TRANS> __attribute__((noinline)) inline void ldmatrix(unsigned* r, const void* row) {
     static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4 matrices");
+    if (andrea::lane_id() < 8 * N && andrea::is_shared(row, 16)) andrea::race_read(row, 16);  // racecheck: this lane's row
     static const std::string what = std::string("ldmatrix.sync.aligned.m8n8.x") + std::to_string(N) +
                                     (TRANS ? ".trans" : "") + ".shared.b16";
     andrea::aligned_round(what.c_str(), __builtin_return_address(0), r, const_cast<void*>(row), nullptr, nullptr,
@@ -275,13 +277,18 @@ inline void cp_async_cg_16(void* dst, const void* src, int src_bytes) {
         andrea::warp_fail(f);
     }
     andrea::PendingCopy c{dst, {}, 16};
-    if (src_bytes) std::memcpy(c.data, src, src_bytes);
-    andrea::tensor_cores().copies[f->lid].open.push_back(c);
-    std::memset(dst, 0xff, 16);
+    if (src_bytes) std::memcpy(c.data, src, src_bytes);  // the source is read now
+    {
+        andrea::RaceQuiet quiet;
+        andrea::tensor_cores().copies[f->lid].open.push_back(c);
+    }
+    std::memset(dst, 0xff, 16);  // the destination is written from now until the wait retires it
+    andrea::race_write(dst, 16);
 }
 
 // cp.async.commit_group: the copies issued since the last commit become one group.
 inline void cp_async_commit_group() {
+    andrea::RaceQuiet quiet;
     andrea::CpAsyncQueue& q = andrea::tensor_cores().copies[andrea::sched().cur->lid];
     q.committed.push_back(std::move(q.open));
     q.open.clear();
@@ -289,12 +296,19 @@ inline void cp_async_commit_group() {
 
 // cp.async.wait_group n: every group of this thread but the newest n has landed.
 inline void cp_async_wait_group(int n) {
-    andrea::CpAsyncQueue& q = andrea::tensor_cores().copies[andrea::sched().cur->lid];
-    const size_t keep = (size_t)std::max(n, 0);
-    size_t retire = q.committed.size() > keep ? q.committed.size() - keep : 0;
-    for (size_t g = 0; g < retire; g++)
-        for (const andrea::PendingCopy& c : q.committed[g]) std::memcpy(c.dst, c.data, c.bytes);
-    q.committed.erase(q.committed.begin(), q.committed.begin() + retire);
+    std::vector<andrea::PendingCopy> landing;
+    {
+        andrea::RaceQuiet quiet;
+        andrea::CpAsyncQueue& q = andrea::tensor_cores().copies[andrea::sched().cur->lid];
+        const size_t keep = (size_t)std::max(n, 0);
+        size_t retire = q.committed.size() > keep ? q.committed.size() - keep : 0;
+        for (size_t g = 0; g < retire; g++) landing.insert(landing.end(), q.committed[g].begin(), q.committed[g].end());
+        q.committed.erase(q.committed.begin(), q.committed.begin() + retire);
+    }
+    for (const andrea::PendingCopy& c : landing) {  // written by this thread, now
+        std::memcpy(c.dst, c.data, c.bytes);
+        andrea::race_write(c.dst, c.bytes);
+    }
 }
 
 // fp32 -> bf16 bits, round to nearest even (cvt.rn.bf16.f32); a NaN becomes the canonical 0x7fff.

@@ -36,6 +36,7 @@ inline std::string lanes_text(uint32_t m) {
 inline void warp_misuse(int warp, uint32_t mask, uint32_t lanes, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 inline void warp_misuse(int warp, uint32_t mask, uint32_t lanes, const char* fmt, ...) {
+    RaceQuiet quiet;
     Sched& s = sched();
     if (s.misused) return;  // the first one found is the one reported
     s.misused = true;
@@ -50,6 +51,7 @@ inline void warp_misuse(int warp, uint32_t mask, uint32_t lanes, const char* fmt
 
 // From inside the kernel: this fiber never goes on (it is restarted before its next use).
 [[noreturn]] inline void warp_fail(Fiber* f) {
+    RaceQuiet quiet;
     f->state = AT_WARP;
     for (;;) yield(f);
 }
@@ -163,7 +165,8 @@ inline bool complete(Warp& w, int wi, uint32_t mask, int op, int size) {
 // Lane offers `value` (and, for a shuffle, the lane it reads: -1 for its own value) to the
 // collective `op` of the lanes in mask; returns its result once every one of them has arrived.
 __attribute__((noinline)) inline uint64_t collective(uint32_t mask, const char* what, int op, uint64_t value,
-                                                     int src = -1, int size = 4) {
+                                                     int src = -1, int size = 4, bool orders = true) {
+    RaceQuiet quiet;
     Sched& s = sched();
     Fiber* f = s.cur;
     const int wi = f->lid >> 5, lane = f->lid & 31;
@@ -210,6 +213,11 @@ __attribute__((noinline)) inline uint64_t collective(uint32_t mask, const char* 
     w.src[lane] = src;
     if ((w.arrived & mask) == mask) {
         if (!complete(w, wi, mask, op, size)) warp_fail(f);
+        if (op == C_SYNC && orders) {  // __syncwarp and tile syncs order the lanes' memory
+            int lids[32], k = 0;
+            for (uint32_t m = mask; m; m &= m - 1) lids[k++] = wi * 32 + __builtin_ctz(m);
+            race_meet(lids, k);
+        }
         for (uint32_t m = mask & ~bit; m; m &= m - 1) {
             Fiber* g = s.pool[wi * 32 + __builtin_ctz(m)];
             if (g->state == AT_WARP) g->state = READY;
@@ -222,7 +230,10 @@ __attribute__((noinline)) inline uint64_t collective(uint32_t mask, const char* 
     return w.result[lane];
 }
 
-inline void warp_sync(uint32_t mask, const char* what) { collective(mask, what, C_SYNC, 0); }
+// orders: false for the .aligned tensor-core instructions, which meet but order no memory
+inline void warp_sync(uint32_t mask, const char* what, bool orders = true) {
+    collective(mask, what, C_SYNC, 0, -1, 4, orders);
+}
 
 template <class T> inline T shfl(uint32_t mask, T v, int src, const char* what) {
     return from_bits<T>(collective(mask, what, C_SHFL, to_bits(v), src));
@@ -235,6 +246,7 @@ inline uint32_t vote(uint32_t mask, int pred, const char* what) {
 // __activemask: the live lanes of the warp at the same call site, found once no lane of the
 // block can run on (a fiber has no program counter to compare, the call site stands in).
 inline uint32_t activemask(const void* site) {
+    RaceQuiet quiet;
     Sched& s = sched();
     Fiber* f = s.cur;
     f->site = site;

@@ -35,6 +35,9 @@ BASE_FLAGS = ["-x", "c++", "-std=c++20", "-O2", "-fPIC", "-shared", "-fno-strict
 LINK_FLAGS = ["-Wl,-z,defs"]
 SANITIZE_FLAGS = ["-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
                   "-fno-sanitize-recover=all"]
+# racecheck: ThreadSanitizer (cpu_runtime/racecheck.h tells it CUDA's ordering rules); -g for the
+# kernel file's lines in its reports
+RACECHECK_FLAGS = ["-g", "-fsanitize=thread"]
 
 
 @dataclass(frozen=True)
@@ -184,8 +187,10 @@ def cache_dir() -> pathlib.Path:
     return cache_root() / "cpu"
 
 
-def flags_for(sanitize: bool) -> list[str]:
-    # -z defs would need ASan's runtime linked into the library, which the sanitized worker preloads.
+def flags_for(sanitize: bool, racecheck: bool = False) -> list[str]:
+    # -z defs would need the sanitizer's runtime linked into the library, which its worker preloads.
+    if racecheck:
+        return BASE_FLAGS + RACECHECK_FLAGS
     return BASE_FLAGS + (SANITIZE_FLAGS if sanitize else LINK_FLAGS)
 
 
@@ -195,9 +200,11 @@ def runtime_text() -> str:
     return "\0".join(f"{p.relative_to(HEADER.parent)}\0{p.read_text()}" for p in files)
 
 
-def build(src: KernelSource, *, sanitize: bool, extra_flags: tuple[str, ...] = ()) -> pathlib.Path:
+def build(src: KernelSource, *, sanitize: bool, racecheck: bool = False,
+          extra_flags: tuple[str, ...] = ()) -> pathlib.Path:
     """The compiled library for this kernel file, from the cache or compiled now. extra_flags:
-    -D/-U/-I options a RawModule passes on (the macros as lines of the wrapper, -I to g++).
+    -D/-U/-I options a RawModule passes on (the macros as lines of the wrapper, -I to g++);
+    sanitize (ASan) and racecheck (TSan) are flavours.
 
     The cache key covers the kernel file, the runtime, the flags and the compiler, and then every
     header the last build of that key read (g++'s -MMD list, kept beside the library): an edited
@@ -205,13 +212,14 @@ def build(src: KernelSource, *, sanitize: bool, extra_flags: tuple[str, ...] = (
     cxx = find_compiler()
     macros = tuple(f for f in extra_flags if f.startswith(("-D", "-U")))
     wrapper = wrapper_source(src, macros)
-    flags = flags_for(sanitize) + [f for f in extra_flags if f not in macros]
+    flags = flags_for(sanitize, racecheck) + [f for f in extra_flags if f not in macros]
     key = hashlib.sha256()
     for part in (src.text, runtime_text(), wrapper, " ".join(flags), cxx, compiler_version(cxx)):
         key.update(part.encode())
         key.update(b"\0")
     out_dir = cache_dir()
-    stem = f"{src.path.stem}-{key.hexdigest()[:24]}{'-asan' if sanitize else ''}"
+    flavour = "-tsan" if racecheck else "-asan" if sanitize else ""
+    stem = f"{src.path.stem}-{key.hexdigest()[:24]}{flavour}"
     deps_file = out_dir / f"{stem}.deps"
     if deps_file.exists():
         lib = out_dir / f"{stem}-{_dependencies_key(deps_file.read_text().splitlines())}.so"

@@ -36,3 +36,19 @@ REFUSED = {
     "unknown functions": "anything neither the file nor the runtime defines: a one-line compile error naming it",
     "host-side APIs": "texture/surface objects, dynamic parallelism, module globals set from the host",
 }
+
+# racecheck (verify --racecheck, attend/grad --backend cpu --racecheck, RawModule(racecheck=True)):
+# ThreadSanitizer told CUDA's ordering rules (cuda/cpu_runtime/racecheck.h)
+RACECHECK = {
+    "finds": "two accesses to one byte by different threads, one a write, that nothing orders: "
+             "global memory, static and dynamic __shared__; one line each (kind, memory, both threads, "
+             "both lines, the rule)",
+    "orders": "__syncthreads (and _count/_and/_or, cg::sync) within a block; __syncwarp and tile syncs "
+              "for the lanes they name; cp.async at its wait; a __threadfence() then an atomic that "
+              "another thread's atomic reads; the launch's start and end with the host",
+    "does not order": "shuffles, votes, reduces, matches and mma/ldmatrix (they meet, they order no "
+                      "memory); an atomic alone (relaxed); a fence with no atomic after it (said in the report)",
+    "cannot see": "races that need an interleaving of atomics the one schedule never takes, the "
+                  "order of floating-point atomics (a different sum, not a race), blocks more than "
+                  "one apart in launch order (each block is compared with the one before it)",
+}

@@ -71,3 +71,12 @@ class CpuSanitizerError(CpuRuntimeError, KernelError):
     def __init__(self, message: str, report: str):
         super().__init__(message)
         self.report = report
+
+
+class CpuRaceError(CpuRuntimeError, KernelError):
+    """racecheck found data races a GPU could expose: `hazards` holds one line each (kind, memory,
+    both threads, both lines of the kernel file, the rule), `report` ThreadSanitizer's own words."""
+
+    def __init__(self, message: str, kernel: str, hazards: list[str], report: str):
+        super().__init__(message)
+        self.kernel, self.hazards, self.report = kernel, hazards, report

@@ -77,7 +77,9 @@ class CpuKernel:
                 nbytes = int(kind[1:])  # "s16": a struct such as float4 passed by value
                 if not (isinstance(arg, np.generic) and arg.nbytes == nbytes):
                     raise CpuArgumentError(f"{where} is a {nbytes}-byte struct, got {_describe(arg)}")
-        lost = lost_pointer(self.name, tuple(args), self.pointee, self.params, copies_every_array=self.module.sanitize)
+        lost = lost_pointer(self.name, tuple(args), self.pointee, self.params,
+                            copies_every_array=self.module.sanitize or self.module.racecheck,
+                            build_flag="racecheck=True" if self.module.racecheck else "sanitize=True")
         if lost:
             raise CpuArgumentError(lost)
 
@@ -130,27 +132,35 @@ class CpuModule:
 
     def __init__(self, source_path: pathlib.Path, *, schedule: str = "forward", sanitize: bool = False,
                  name_expressions: tuple[str, ...] = (), extra_flags: tuple[str, ...] = (),
-                 timeout: float | None = None, threads: int | None = None):
+                 timeout: float | None = None, threads: int | None = None, racecheck: bool = False):
         """timeout: the most CPU seconds one block of a launch may run (None: the default budget);
         threads: the OS threads a launch's blocks are spread over (None: every core this process
-        may use; the sanitized build runs on one)."""
+        may use; the sanitized and racecheck builds run on one);
+        racecheck: the ThreadSanitizer build, every data race a GPU could expose an error."""
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, got {schedule!r}")
+        if sanitize and racecheck:
+            raise CpuRuntimeError("sanitize and racecheck are two builds (AddressSanitizer and ThreadSanitizer "
+                                  "cannot share a process): pass one of them")
         self.source_path, self.schedule, self.sanitize = pathlib.Path(source_path).resolve(), schedule, sanitize
-        self.timeout = timeout
+        self.timeout, self.racecheck = timeout, racecheck
         if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
             raise CpuRuntimeError(f"threads={threads!r}: use a whole number of OS threads, at least 1")
-        self.threads = 1 if sanitize else threads or default_threads()
+        self.threads = 1 if sanitize or racecheck else threads or default_threads()
         # The plain build runs each launch in a launch worker (worker.py), on guarded shared arrays;
-        # the sanitized build runs in a worker process already, on AddressSanitizer's own allocations.
-        self.isolation = "none" if sanitize else isolation_mode()
+        # the sanitized and racecheck builds run in a worker process of their own already, on their
+        # sanitizer's own allocations.
+        self.isolation = "none" if sanitize or racecheck else isolation_mode()
         self.isolate = self.isolation != "none"
         include_dirs = tuple(pathlib.Path(f[2:]) for f in extra_flags if f.startswith("-I"))  # headers' kernels
         self._src = scan(self.source_path, tuple(name_expressions), include_dirs)
         self._exports = self._src.exports()  # kernel name or name expression -> library symbol
         self.kernel_names: list[str] = list(self._exports)
-        self.library_path = build(self._src, sanitize=sanitize, extra_flags=tuple(extra_flags))
-        if sanitize:
+        self.library_path = build(self._src, sanitize=sanitize, racecheck=racecheck, extra_flags=tuple(extra_flags))
+        if racecheck:
+            from andrea_cli.backends.cpu_runtime.racecheck import RacecheckLibrary
+            self._native = RacecheckLibrary(self.library_path, list(self._exports.values()))
+        elif sanitize:
             from andrea_cli.backends.cpu_runtime.sanitize import SanitizedLibrary
             self._native = SanitizedLibrary(self.library_path, list(self._exports.values()))
         else:
@@ -196,6 +206,8 @@ class CpuModule:
             rc, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem, reverse,
                                            self._options(args, fork=False))
             raise_for(kernel.name, rc, info)
+            if self.racecheck:
+                self._native.raise_races(kernel.name, kernel.params, block)
             return
         # Every array in its own guarded shared mapping: the caller's own when it is one already
         # (the backends allocate them so), else a copy, copied back if the kernel may write it.

@@ -29,9 +29,10 @@ def may_hold_pointers(arg: np.ndarray, pointee: str | None) -> bool:
 
 
 def lost_pointer(kernel: str, args: tuple, pointees: list[str | None], params: list[str],
-                 copies_every_array: bool = False) -> str | None:
+                 copies_every_array: bool = False, build_flag: str = "sanitize=True") -> str | None:
     """The one-line error for the first argument that holds a pointer into a copied argument.
-    copies_every_array: the sanitized build, whose worker process gets a copy of device arrays too."""
+    copies_every_array: a sanitized or racecheck build, whose worker process gets a copy of device
+    arrays too; build_flag: the option that chose that build, for the error's fix."""
     copied = [(i, a.ctypes.data, a.ctypes.data + a.nbytes) for i, a in enumerate(args)
               if isinstance(a, np.ndarray) and a.nbytes and (copies_every_array or region_of(a) is None)]
     if not copied:
@@ -47,9 +48,10 @@ def lost_pointer(kernel: str, args: tuple, pointees: list[str | None], params: l
             if np.any((raw >= lo) & (raw < hi)):
                 holder, target = parameter_name(params[j], j), parameter_name(params[i], i)
                 if copies_every_array:
-                    return (f"{kernel}: {holder} holds a pointer into {target}, and the sanitized build runs "
+                    build = "racecheck" if build_flag.startswith("racecheck") else "sanitized"
+                    return (f"{kernel}: {holder} holds a pointer into {target}, and the {build} build runs "
                             "the kernel on copies of every array in its worker process, where that address "
-                            "is not the array: run this launch without sanitize=True")
+                            f"is not the array: run this launch without {build_flag}")
                 return (f"{kernel}: {holder} holds a pointer into {target}, a NumPy array the launch copies "
                         f"into device memory, so the kernel would follow it to the caller's copy: allocate "
                         f"{target.split('(')[-1].rstrip(')')} with andrea_cli.device.asarray(...) (one address "

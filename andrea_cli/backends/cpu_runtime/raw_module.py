@@ -5,7 +5,8 @@ without a GPU, on NumPy arrays, with CUDA's rules checked (warp syncs, barriers,
     mod.get_function("reduce<float, 256>")((blocks,), (256,), (x, out, np.int32(n)), shared_mem=1024)
 
 Beyond cupy: `schedule="reverse"` runs each block's threads last to first (a missing barrier
-shows), `sanitize=True` builds with AddressSanitizer and UndefinedBehaviorSanitizer.
+shows), `sanitize=True` builds with AddressSanitizer and UndefinedBehaviorSanitizer,
+`racecheck=True` with ThreadSanitizer: a data race a GPU could expose is a CpuRaceError.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ class RawModule:
     def __init__(self, code: str | None = None, path: str | os.PathLike | None = None, options=(),
                  backend: str = "nvrtc", translate_cucomplex: bool = False, enable_cooperative_groups: bool = False,
                  name_expressions=None, jitify: bool = False, *, schedule: str = "forward", sanitize: bool = False,
-                 threads: int | None = None):
-        """threads: the OS threads a launch's blocks are spread over (None: every core)."""
+                 threads: int | None = None, racecheck: bool = False):
+        """threads: the OS threads a launch's blocks are spread over (None: every core; the
+        sanitized and racecheck builds run on one)."""
         if (code is None) == (path is None):
             raise CpuRuntimeError("RawModule needs exactly one of code= (the source) or path= (a .cu file)")
         if schedule not in SCHEDULES:
@@ -85,7 +87,7 @@ class RawModule:
         self.name_expressions = tuple(name_expressions or ())
         # enable_cooperative_groups: cooperative groups always work; a grid-wide sync is refused at
         # run time (blocks are never all resident at once here).
-        self._module = CpuModule(source, schedule=schedule, sanitize=sanitize,
+        self._module = CpuModule(source, schedule=schedule, sanitize=sanitize, racecheck=racecheck,
                                  name_expressions=self.name_expressions, extra_flags=compiler_options(options),
                                  threads=threads)
 
@@ -102,9 +104,10 @@ class RawKernel:
 
     def __init__(self, code: str, name: str, options=(), backend: str = "nvrtc", translate_cucomplex: bool = False,
                  enable_cooperative_groups: bool = False, jitify: bool = False, *, schedule: str = "forward",
-                 sanitize: bool = False):
+                 sanitize: bool = False, racecheck: bool = False):
         self.code, self.name = code, name
         self._kernel = RawModule(code=code, options=options, backend=backend, schedule=schedule, sanitize=sanitize,
+                                 racecheck=racecheck,
                                  translate_cucomplex=translate_cucomplex, jitify=jitify).get_function(name)
 
     def __call__(self, grid, block, args, shared_mem: int = 0) -> None:
