@@ -340,7 +340,7 @@ def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: boo
            seed: int = flags.SEED.default, qkv=None, d_model: int | None = None, n_head: int | None = None,
            preset: str | None = None, x=None, layer_weights=None, out=None, save_weights=None, plot=None,
            show_weights: bool = False, json: bool = False, timeout: float | None = None, head: int | None = None,
-           threads: int | None = None, **more) -> AttendResult:
+           threads: int | None = None, racecheck: bool = False, **more) -> AttendResult:
     """softmax(mask(Q·K^T · scale))·V through the kernels, as `andrea attend` runs it.
 
     q, k: (..., T, d_k) and v: (..., T, d_v), any leading batch and head dims (run as heads of one
@@ -360,7 +360,7 @@ def attend(q=None, k=None, v=None, *, mask: str = flags.MASK.default, scale: boo
                  sample_rows=sample_rows, precision=precision, T=T, d_k=d_k, d_v=d_v, seed=seed, qkv=qkv,
                  d_model=d_model, n_head=n_head, preset=preset, x=x, layer_weights=layer_weights, out=out,
                  save_weights=save_weights, plot=plot, show_weights=show_weights, as_json=json, timeout=timeout,
-                 head=head, **files)
+                 head=head, racecheck=racecheck, **files)
     options = _options(AttendOptions, "attend", given, more)
     _use_threads(threads)
     plot_path = _check_plot(options.plot)
@@ -395,7 +395,7 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, 
          d_k: int | None = None, d_v: int | None = None, seed: int = flags.SEED.default, qkv=None,
          d_model: int | None = None, n_head: int | None = None, preset: str | None = None, x=None,
          layer_weights=None, out=None, json: bool = False, precision: str = flags.PRECISION.default,
-         **more) -> GradResult:
+         racecheck: bool = False, **more) -> GradResult:
     """The backward pass through the kernels, as `andrea grad` runs it: dQ, dK, dV from the upstream
     gradient d_out (..., T, d_v) (seeded N(0, 1) when not given; a .npy path as --d-out). q, k, v:
     NumPy arrays (..., T, d), any leading dims, or .npy paths; or none for the command's random
@@ -408,7 +408,8 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, 
     d_out_path = d_out if _is_path(d_out) else None
     given = dict(mask=mask, **_scale_fields(scale), backend=backend, kernel=kernel, fused=fused, T=T, d_k=d_k,
                  d_v=d_v, seed=seed, qkv=qkv, d_model=d_model, n_head=n_head, preset=preset, x=x,
-                 layer_weights=layer_weights, out=out, as_json=json, d_out=d_out_path, precision=precision, **files)
+                 layer_weights=layer_weights, out=out, as_json=json, d_out=d_out_path, precision=precision,
+                 racecheck=racecheck, **files)
     options = _options(GradOptions, "grad", given, more)
     data = upstream = None
     dims = ()
@@ -437,10 +438,12 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, 
 def verify(*, backend: str = "auto", quick: bool = False, T: int | None = None, d_k: int | None = None,
            d_v: int | None = None, mask: str | None = None, scale: bool | None = None, kernel=None,
            sanitize: bool = False, timeout: float | None = None, json: bool = False,
-           progress: bool = False, threads: int | None = None, **more) -> VerifyResult:
+           progress: bool = False, threads: int | None = None, racecheck: bool = False,
+           **more) -> VerifyResult:
     """Every stage of the kernel file against the float64 NumPy path, as `andrea verify` runs it:
     the sweep (quick=True: a smaller one), or the one case T/d_k/d_v/mask/scale name (scale=False:
-    unscaled). backend: "auto", "cuda" or "cpu"; sanitize: the CPU build under ASan/UBSan.
+    unscaled). backend: "auto", "cuda" or "cpu"; sanitize: the CPU build under ASan/UBSan;
+    racecheck: under ThreadSanitizer, a data race fails its case; threads: --threads.
     `.passed` is the command's exit status 0; progress=True prints a line per case to stderr."""
     from andrea_cli.commands.verify import VerifyOptions, run_verify_command
 
@@ -450,7 +453,7 @@ def verify(*, backend: str = "auto", quick: bool = False, T: int | None = None, 
                           "scaling (False); a factor of your own is attend's and grad's")
     options = _options(VerifyOptions, "verify", dict(backend=backend, quick=quick, T=T, d_k=d_k, d_v=d_v, mask=mask,
                                                      no_scale=not scaled, kernel=kernel, sanitize=sanitize,
-                                                     timeout=timeout), more)
+                                                     timeout=timeout, racecheck=racecheck), more)
     if not isinstance(progress, bool):
         raise AndreaError(f"progress={progress!r}: pass True (a line per case on stderr) or False")
     _use_threads(threads)
