@@ -23,7 +23,7 @@ import numpy as np
 from andrea_cli.backends.cpu_runtime import race_report
 from andrea_cli.backends.cpu_runtime.build import find_compiler
 from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuRuntimeError
-from andrea_cli.backends.cpu_runtime.native import LaunchInfo, LaunchOptions, NativeLibrary
+from andrea_cli.backends.cpu_runtime.native import LaunchOptions, NativeLibrary
 from andrea_cli.backends.cpu_runtime.sanitize import SanitizedLibrary
 
 # halt_on_error=0 / exitcode=0: every race of a launch is reported and the worker lives on;
@@ -50,35 +50,19 @@ class RacecheckLibrary(SanitizedLibrary):
         self.last: dict = {}
         super().__init__(path, kernel_names)
 
-    def _start(self) -> None:
-        # one BLAS thread: every thread of the worker widens ThreadSanitizer's vector clocks
-        env = dict(os.environ, LD_PRELOAD=libtsan(), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                   TSAN_OPTIONS=f"{_OPTIONS}:log_path={self._log_dir.name}/tsan")
-        package_root = str(pathlib.Path(__file__).resolve().parents[3])
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-        self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([sys.executable, "-m", "andrea_cli.backends.cpu_runtime.racecheck",
-                                       str(self.path), ",".join(self.kernel_names)],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
-        self._signatures = self._receive()
+    WORKER = "andrea_cli.backends.cpu_runtime.racecheck"
 
-    def launch(self, name, signature, grid, block, args, shared_mem, reverse, options):
-        if self._proc is None:
-            self._start()
-        try:
-            pickle.dump((name, signature, grid, block, args, shared_mem, reverse, bytes(options)), self._proc.stdin)
-            self._proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # the worker is gone: _receive raises with what it left on stderr
-        rc, info_bytes, results, self.last = self._receive()
-        for arg, result in zip(args, results):
-            if result is not None:
-                np.copyto(arg, result)
+    def _environment(self) -> dict[str, str]:
+        # one BLAS thread: every thread of the worker widens ThreadSanitizer's vector clocks
+        return dict(os.environ, LD_PRELOAD=libtsan(), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                    TSAN_OPTIONS=f"{_OPTIONS}:log_path={self._log_dir.name}/tsan")
+
+    def _launched(self, reply: tuple) -> None:
+        self.last = reply[3]  # the launch's reports and what names an address in them
         if self.last["report"]:
             # ThreadSanitizer reports one pair of lines once per process: a fresh worker for the
             # next launch, so that a race it repeats is reported again.
-            SanitizedLibrary.close(self)
-        return rc, LaunchInfo.from_buffer_copy(info_bytes)
+            SanitizedLibrary.close(self)  # the worker only: its log folder stays for the next
 
     def raise_races(self, kernel: str, params: list[str], block: tuple[int, int, int]) -> None:
         """CpuRaceError naming the last launch's races, if it had any; params: the kernel's

@@ -32,24 +32,29 @@ _ENV = {
 class SanitizedLibrary:
     """NativeLibrary's interface, served by a worker process (restarted after a report)."""
 
+    WORKER = "andrea_cli.backends.cpu_runtime.sanitize"  # the module the worker runs (python -m)
+
     def __init__(self, path: pathlib.Path, kernel_names: list[str]):
         self.path, self.kernel_names = path, kernel_names
         self._proc: subprocess.Popen | None = None
         self._signatures: dict[str, str] = {}
         self._start()
 
-    def _start(self) -> None:
+    def _environment(self) -> dict[str, str]:
+        """The worker's environment: the sanitizer's runtime preloaded, its options."""
         libasan = subprocess.run([find_compiler(), "-print-file-name=libasan.so"], capture_output=True,
                                  text=True, check=False).stdout.strip()
         if not os.path.isabs(libasan):
             raise CpuRuntimeError("the C++ compiler has no libasan.so: install it (e.g. `apt-get install "
                                   "libasan8`) or run without sanitize")
-        env = dict(os.environ, LD_PRELOAD=libasan, **_ENV)
+        return dict(os.environ, LD_PRELOAD=libasan, **_ENV)
+
+    def _start(self) -> None:
+        env = self._environment()
         package_root = str(pathlib.Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([sys.executable, "-m", "andrea_cli.backends.cpu_runtime.sanitize", str(self.path),
-                                       ",".join(self.kernel_names)],
+        self._proc = subprocess.Popen([sys.executable, "-m", self.WORKER, str(self.path), ",".join(self.kernel_names)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
         self._signatures = self._receive()
 
@@ -74,11 +79,16 @@ class SanitizedLibrary:
             self._proc.stdin.flush()
         except BrokenPipeError:
             pass  # the worker is gone: _receive raises with what it left on stderr
-        rc, info_bytes, results = self._receive()
+        reply = self._receive()
+        rc, info_bytes, results = reply[:3]
         for arg, result in zip(args, results):
             if result is not None:
                 np.copyto(arg, result)
+        self._launched(reply)
         return rc, LaunchInfo.from_buffer_copy(info_bytes)
+
+    def _launched(self, reply: tuple) -> None:
+        """What a worker of another flavour sends after (rc, info, results): nothing here."""
 
     def close(self) -> None:
         """End the worker: it leaves its loop when its input closes."""
