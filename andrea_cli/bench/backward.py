@@ -5,6 +5,7 @@ Costs by FlashAttention's convention: 2.5 × the forward's FLOPs (roofline.backw
 
 from __future__ import annotations
 
+from functools import partial
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def staged_backward_impl(backend, gemm_variant: int = 2) -> Impl:
 
     dev = backend.device()
 
-    def prepare(q, k, v, causal):
+    def prepare_on(dev, q, k, v, causal):
         H, T, d_k = q.shape
         gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
         mask = _mask(causal)
@@ -74,7 +75,7 @@ def staged_backward_impl(backend, gemm_variant: int = 2) -> Impl:
         return run
 
     # the forward's scores, scaled, weights (and masked when causal), and dS: (H, T, T) each
-    return Impl("staged_backward" if gemm_variant == 2 else f"staged_backward_kernel{gemm_variant}", prepare, to_host=dev.to_host, direction="backward",
+    return Impl("staged_backward" if gemm_variant == 2 else f"staged_backward_kernel{gemm_variant}", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, direction="backward",
                 peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 4 + causal) + io_bytes(H, T, d_k, IO_ARRAYS))
 
 
@@ -85,7 +86,7 @@ def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bo
 
     dev = backend.device()
 
-    def prepare(q, k, v, causal):
+    def prepare_on(dev, q, k, v, causal):
         H, T, d_k = q.shape
         gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
         mask = _mask(causal)
@@ -101,7 +102,7 @@ def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bo
 
         return run
 
-    return Impl(name, prepare, to_host=dev.to_host, direction="backward", speed_path=speed_path,
+    return Impl(name, partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, direction="backward", speed_path=speed_path,
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D, **limits,
                 peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, IO_ARRAYS) + 8.0 * H * T)
 
@@ -116,7 +117,7 @@ def fused_bf16_backward_impl(backend, *, name: str = "fused_bf16_backward", spee
 
     dev = backend.device()
 
-    def prepare(q, k, v, causal):
+    def prepare_on(dev, q, k, v, causal):
         H, T, d_k = q.shape
         gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
         qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d_k), scaled=True)
@@ -135,7 +136,7 @@ def fused_bf16_backward_impl(backend, *, name: str = "fused_bf16_backward", spee
         return run
 
     # float32 Q, K, V, dO, O, dQ, dK, dV and four bf16 copies (two float32 arrays' worth)
-    return Impl(name, prepare, to_host=dev.to_host, direction="backward", speed_path=speed_path,
+    return Impl(name, partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, direction="backward", speed_path=speed_path,
                 only_d_ks=BF16_DIMS, precision="bf16", peer=peer, **limits,
                 peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, IO_ARRAYS + 1) + 8.0 * H * T)
 

@@ -3,6 +3,8 @@ timed with CUDA events and an L2 flush between repeats. cupy is imported only in
 
 from __future__ import annotations
 
+from functools import partial
+
 import sys
 
 import numpy as np
@@ -77,7 +79,7 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
 
     dev = backend.device()
 
-    def prepare(q, k, v, causal):
+    def prepare_on(dev, q, k, v, causal):
         H, T, d_k = q.shape
         dq, dk, dv = (dev.to_device(a) for a in (q, k, v))
         out = dev.empty((H, T, d_k))
@@ -89,7 +91,7 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
 
         return run
 
-    return Impl("fused" if variant is None else f"fused_kernel{variant}", prepare, to_host=dev.to_host,
+    return Impl("fused" if variant is None else f"fused_kernel{variant}", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host,
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
@@ -101,7 +103,7 @@ def fused_bf16_gpu_impl(backend) -> Impl:
 
     dev = backend.device()
 
-    def prepare(q, k, v, causal):
+    def prepare_on(dev, q, k, v, causal):
         H, T, d_k = q.shape
         dq, dk, dv = (dev.to_device(a) for a in (q, k, v))
         qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scaled=True)
@@ -114,7 +116,7 @@ def fused_bf16_gpu_impl(backend) -> Impl:
 
         return run
 
-    return Impl("fused_bf16", prepare, to_host=dev.to_host, only_d_ks=BF16_DIMS, precision="bf16",
+    return Impl("fused_bf16", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, only_d_ks=BF16_DIMS, precision="bf16",
                 peer="torch_sdpa_bf16", peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, 5.5))
 
 
@@ -127,7 +129,7 @@ def staged_gpu_impl(backend, plan=None) -> Impl:
 
     dev = backend.device()
 
-    def prepare(q, k, v, causal):
+    def prepare_on(dev, q, k, v, causal):
         H, T, d_k = q.shape
         dq, dk, dv = (dev.to_device(a) for a in (q, k, v))
         mask = MaskSpec("causal" if causal else "none")
@@ -141,7 +143,7 @@ def staged_gpu_impl(backend, plan=None) -> Impl:
         return run
 
     # scores, scaled and weights, and masked when causal: (H, T, T) each; Q, K, V and the output
-    return Impl("staged" if plan is None else f"staged_kernel{plan.gemm_variant}", prepare, to_host=dev.to_host,
+    return Impl("staged" if plan is None else f"staged_kernel{plan.gemm_variant}", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host,
                 peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 3 + causal) + io_bytes(H, T, d_k))
 
 
@@ -214,4 +216,9 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks, causals=causals, H=H, warmup=warmup, repeats=repeats,
                        baseline="fused", peak=peak, progress=progress)
     result.notes = notes + result.notes
+    # each kernel row's static bound for this GPU's model at the row's shape, beside its figure
+    from andrea_cli.bench.bound.measured import attach_bounds
+
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    attach_bounds(result, impls, name, int(props["multiProcessorCount"]), kernel_path)
     return result

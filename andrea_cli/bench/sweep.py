@@ -51,6 +51,10 @@ class Measurement:
     direction: str = "forward"  # or "backward": dQ, dK, dV from dO, with the backward's FLOPs
     precision: str = "fp32"  # what it multiplies: fp32, or bf16 (tensor cores)
     vs_peer: float | None = None  # the peer's median_ms / this median_ms: > 1 is faster than the peer
+    # GPU side, the kernel file's paths on a modelled GPU: the static bound of what run() launches at
+    # this shape (useful FLOPs / the bound's time), and tflops / it (1 would reach the bound)
+    bound_tflops: float | None = None
+    measured_over_bound: float | None = None
 
 
 @dataclass
@@ -112,6 +116,9 @@ class Impl:
     only_d_ks: tuple[int, ...] | None = None  # head sizes it is built for (the tensor-core kernel)
     precision: str = "fp32"
     peer: str | None = None  # the implementation its vs_peer compares with (same precision)
+    # prepare_on(dev, q, k, v, causal): prepare on any KernelDevice; one of the kernel file's paths
+    # has it, so the static bound can record what its run() launches (bench/bound/measured.py)
+    prepare_on: Callable | None = None
 
 
 def costs(direction: str, H: int, T: int, d_k: int, causal: bool) -> tuple[float, float]:

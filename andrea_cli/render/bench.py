@@ -33,14 +33,16 @@ def _spread(m) -> str:
 
 def _columns(r: BenchResult, layout: int) -> list[str]:
     """layout 0: every column; 1: a table per (d_k, mask), no GB/s; 2 (80 columns): time, spread,
-    ratio and error only."""
+    ratio and error only. "÷ bound" (measured / static bound) is there only on a modelled GPU."""
     gpu, peers = r.peak is not None, any(m.vs_peer is not None for m in r.measurements)
+    bounds = any(m.measured_over_bound is not None for m in r.measurements)
     columns = ["impl"] + (["d_k", "mask"] if layout == 0 else []) + ["T", "ms", "min–max"]
     columns += ["TFLOP/s"] if layout < 2 else []
     columns += ["GB/s"] if layout == 0 else []
     columns += ["% peak", "roofline ms"] if gpu and layout < 2 else []
     columns += [f"× {r.baseline}", "max err"]
     columns += ["vs peer"] if peers and layout < 2 else []
+    columns += ["÷ bound"] if bounds and layout < 2 else []
     return columns
 
 
@@ -51,6 +53,7 @@ def _cells(r: BenchResult, m, columns: list[str]) -> list[str]:
         "TFLOP/s": _num(m.tflops, ".3f"), "GB/s": _num(m.gbs, ".1f"), "% peak": _num(m.pct_peak, ".1f"),
         "roofline ms": "-" if m.roofline_ms is None else f"{m.roofline_ms:.3f} {m.bound[:3]}",
         f"× {r.baseline}": "-" if m.ratio is None else _ms(m.ratio), "max err": _num(m.max_abs_err, ".1e"), "vs peer": _num(m.vs_peer, ".2f"),
+        "÷ bound": _num(m.measured_over_bound, ".2f"),
     }
     return [values[name] for name in columns]
 

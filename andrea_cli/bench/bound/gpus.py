@@ -90,3 +90,23 @@ def gpu_spec(key: str) -> GpuSpec:
         return GPUS[key.lower()]
     except KeyError:
         raise AndreaError(f"--gpu {key!r} is not a GPU the bound knows: use {', '.join(GPUS)}") from None
+
+
+# Parts sold under a modelled name with other SM counts, clocks or memory: the model would be wrong for them.
+OTHER_PARTS = {"h100": ("pcie", "nvl")}
+
+
+def spec_for_device(name: str, sms: int) -> tuple[GpuSpec | None, str]:
+    """The modelled GPU a device is ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"),
+    by its name and checked by its SM count; (None, why) for one the model does not describe."""
+    lowered = name.lower()
+    for key, spec in GPUS.items():
+        if key not in lowered:
+            continue
+        other = next((part for part in OTHER_PARTS.get(key, ()) if part in lowered), None)
+        if other:
+            return None, f"{name} is the {key.upper()} {other.upper()} part; the model describes the {spec.name}"
+        if sms != spec.sms:
+            return None, f"{name} has {sms} SMs; the model's {spec.name} has {spec.sms}"
+        return spec, ""
+    return None, f"no model of {name}: the bound knows {', '.join(s.name for s in GPUS.values())}"
