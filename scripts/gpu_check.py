@@ -57,6 +57,14 @@ def device_slug(info_step: dict, gpu: bool) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
+def measured_over_bound(bench_step: dict) -> list[dict]:
+    """bench's kernel rows that carry a static bound (a GPU the model knows): measured TFLOP/s, the
+    bound's, and measured / bound, the figure that calibrates the model."""
+    rows = ((bench_step.get("result") or {}).get("measurements")) or []
+    return [{key: m[key] for key in ("impl", "T", "d_k", "H", "causal", "tflops", "bound_tflops", "measured_over_bound")}
+            for m in rows if m.get("measured_over_bound") is not None]
+
+
 def has_gpu() -> tuple[bool, str]:
     sys.path.insert(0, ".")
     from andrea_cli.backends.cuda import cuda_availability
@@ -113,6 +121,12 @@ def main() -> int:
     heads = ["--heads", "12"] if gpu else []
     step("bench", "bench", [*ANDREA, "bench", "--side", "gpu" if gpu else "cpu", *bench_T, *heads,
                             "--repeats", "5" if gpu else "3", "--json"], 420)
+    summary["measured_over_bound"] = measured_over_bound(steps["bench"])
+    save()
+    for row in summary["measured_over_bound"]:
+        print(f"   {row['impl']} T={row['T']} d_k={row['d_k']} {'causal' if row['causal'] else 'none'}: "
+              f"{row['tflops']:.1f} TFLOP/s measured / {row['bound_tflops']:.1f} static bound = "
+              f"{row['measured_over_bound']:.2f}", flush=True)
     step("gpu_tests", "gpu tests", [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"], 300, parse_json=False)
     step("cuda_vs_cpu", "cuda vs cpu", [sys.executable, "scripts/compare_backends.py", backend], 300)
     # the static bound of every kernel for this GPU's model (no GPU used): beside bench's measured
