@@ -357,6 +357,29 @@ def test_an_unknown_gpu_or_missing_tools_leave_the_bound_out_in_one_line(monkeyp
     assert m.bound_tflops is None and m.measured_over_bound is None
 
 
+def test_a_row_whose_launches_cannot_be_recorded_loses_its_bound_only(monkeypatch):
+    from andrea_cli.bench import gpu as bench_gpu
+    from andrea_cli.bench.bound import measured
+    from andrea_cli.bench.sweep import Impl
+
+    def refuses(dev, q, k, v, causal):
+        raise ValueError("no such launch")
+
+    impls = [Impl("broken", None, prepare_on=refuses), bench_gpu.fused_gpu_impl(_RecordingBackend())]
+    result = _gpu_rows(impls, [(2, 256, 64, False)], 1.0)
+
+    class Bounds:  # a bound of 0.5 ms for whatever the fused row launches
+        def tflops(self, impl, m):
+            assert measured.recorded_launches(impl, m.H, m.T, m.d_k, m.causal)
+            return 2.0 * m.tflops
+
+    monkeypatch.setattr(measured, "find_cuobjdump", lambda: "cuobjdump")
+    measured.attach_bounds(result, impls, "NVIDIA H200", 132, packaged_kernel_path(), compile_bounds=lambda p, s: Bounds())
+    broken, fused = result.measurements
+    assert broken.bound_tflops is None and fused.measured_over_bound == pytest.approx(0.5)
+    assert "no static bound for 1 row(s), first broken at T=256 d_k=64: no such launch" in result.notes
+
+
 @pytest.mark.slow
 def test_bench_rows_on_an_h200_carry_their_bound_at_their_own_shape(isolated_cache):
     """The fused row at T 4096, 12 heads, d 64 is the reference launch `bench --bound` reads, so its

@@ -164,6 +164,30 @@ def test_bench_table_shows_every_column_when_wide():
     assert all(name in header for name in ("d_k", "mask", "min–max", "TFLOP/s", "GB/s", "× numpy", "max err", "vs peer"))
 
 
+@pytest.mark.parametrize("width", (80, 120, 200))
+def test_a_gpu_bench_table_with_bounds_fits_and_shows_the_ratio_where_it_can(width):
+    """On a modelled GPU the kernel rows carry measured / static bound: the one wide table shows it
+    as "÷ bound"; the per-panel layouts drop it first and name it among what a wider terminal shows."""
+    from andrea_cli.bench.roofline import DevicePeak
+    from andrea_cli.render.bench import render_bench
+
+    result = bench_result()
+    result.side, result.device, result.baseline = "gpu", "NVIDIA H200 (sm_90, 132 SMs)", "fused"
+    result.peak = DevicePeak("NVIDIA H200", 132, 128, 1.98, 66.9, 4800.0, 989.0)
+    for n, m in enumerate(result.measurements):
+        m.impl = m.impl.replace("cpu_build_", "").replace("numpy", "fused")
+        m.speed_path, m.pct_peak, m.roofline_ms, m.bound = True, 12.5, 0.123, "compute"
+        if m.impl != "torch_sdpa":
+            m.bound_tflops, m.measured_over_bound = 44.6, 0.25 + n / 100
+    text = draw(render_bench, result, width=width)
+    assert_fits(text, width)
+    header = next(line for line in text.splitlines() if "impl" in line)
+    if width < 200:  # per-panel tables: the ratio goes first, and the note says where it is
+        assert "÷ bound" not in header and "÷ bound: in a wider terminal, or with --json" in " ".join(text.split())
+    else:
+        assert "÷ bound" in header and " 0.28 " in text  # the fourth row's ratio (the third is torch: none)
+
+
 def test_progress_is_one_transient_line_on_a_terminal_and_plain_lines_elsewhere():
     from andrea_cli.render.progress import progress_lines
 

@@ -32,16 +32,17 @@ def _spread(m) -> str:
 
 
 def _columns(r: BenchResult, layout: int) -> list[str]:
-    """layout 0: every column; 1: a table per (d_k, mask), no GB/s; 2 (80 columns): time, spread,
-    ratio and error only. "÷ bound" (measured / static bound) is there only on a modelled GPU."""
+    """layout 0: every column; 1: a table per (d_k, mask), no GB/s; 2: that without "÷ bound"
+    (measured / static bound, there only on a modelled GPU); 3 (80 columns): time, spread, ratio
+    and error only."""
     gpu, peers = r.peak is not None, any(m.vs_peer is not None for m in r.measurements)
     bounds = any(m.measured_over_bound is not None for m in r.measurements)
     columns = ["impl"] + (["d_k", "mask"] if layout == 0 else []) + ["T", "ms", "min–max"]
-    columns += ["TFLOP/s"] if layout < 2 else []
+    columns += ["TFLOP/s"] if layout < 3 else []
     columns += ["GB/s"] if layout == 0 else []
-    columns += ["% peak", "roofline ms"] if gpu and layout < 2 else []
+    columns += ["% peak", "roofline ms"] if gpu and layout < 3 else []
     columns += [f"× {r.baseline}", "max err"]
-    columns += ["vs peer"] if peers and layout < 2 else []
+    columns += ["vs peer"] if peers and layout < 3 else []
     columns += ["÷ bound"] if bounds and layout < 2 else []
     return columns
 
@@ -79,11 +80,11 @@ def bench_tables(console: Console, r: BenchResult) -> list[Table]:
     if _fits(console, wide):
         return [wide]
     panels = dict.fromkeys((m.d_k, m.causal) for m in measured)
-    for layout in (1, 2):
+    for layout in (1, 2, 3):
         tables = [_table(r, [m for m in measured if (m.d_k, m.causal) == panel], _columns(r, layout),
                          title=f"d_k = {panel[0]}, {'causal' if panel[1] else 'no'} mask", box=box.SIMPLE_HEAD)
                   for panel in panels]
-        if layout == 2 or all(_fits(console, t) for t in tables):
+        if layout == 3 or all(_fits(console, t) for t in tables):
             return tables
     raise AssertionError("unreachable")
 
