@@ -91,6 +91,7 @@ class GradResult(Result):
     dq: Any = None  # (T, d_k)
     dk: Any = None  # (T, d_k)
     dv: Any = None  # (T, d_v)
+    grads: Any = None  # the layer (d_model/n_head/preset): dx, dw_q, dw_k, dw_v, dw_o
     _renderer = "render_grad_result"
 
 
@@ -431,6 +432,8 @@ def grad(q=None, k=None, v=None, d_out=None, *, mask: str = flags.MASK.default, 
     report = run_grad(options, data, upstream)
     if options.as_json:
         _print_json(report)
+    if not hasattr(report, "dq"):  # the layer's backward: dx and the gradients of W_Q, W_K, W_V, W_O
+        return GradResult(_document(report), report, grads=dict(report.arrays()))
     return GradResult(_document(report), report, dq=_unfold(report.dq, dims), dk=_unfold(report.dk, dims),
                       dv=_unfold(report.dv, dims))
 

@@ -66,15 +66,14 @@ def load_weights(path: Path) -> dict[str, np.ndarray]:
     return load_npz_matrices(path, "--weights", WEIGHT_NAMES)
 
 
-def check_layer(inputs: LayerInputs, n_head: int) -> None:
-    d_model = inputs.d_model
+def check_weights(weights: dict[str, np.ndarray], T: int, d_model: int) -> None:
+    """Each weight (d_model, d_model) for x (T, d_model): checked once, before anything is drawn."""
     for name in WEIGHT_NAMES:
-        shape = inputs.weights[name].shape
+        shape = weights[name].shape
         if shape != (d_model, d_model):
             raise AndreaError(
-                f"{name} is {shape} but x is {inputs.x.shape}: each weight must be (d_model, d_model) = ({d_model}, {d_model})"
+                f"{name} is {shape} but x is {(T, d_model)}: each weight must be (d_model, d_model) = ({d_model}, {d_model})"
             )
-    check_heads(d_model, n_head)
 
 
 def check_heads(d_model: int, n_head: int) -> None:
@@ -143,6 +142,8 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
     check_fits_in_memory(n_head, T, d_model // n_head, d_model // n_head, bytes_per_score=bytes_per_score)
     require_memory(4 * d_model * d_model * HOST_BYTES_PER_INPUT, f"d_model={d_model} with its four weight matrices",
                    "use a smaller --d-model")
+    if w is not None:
+        check_weights(w, T, d_model)
     rng = np.random.default_rng(seed)
     if x is None:
         x = rng.standard_normal((T, d_model), dtype=np.float32)
@@ -150,6 +151,4 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
         w = random_weights(d_model, rng)
     source = (f"x {'from ' + str(x_path) if x_path else 'random N(0, 1)'}, "
               f"weights {'from ' + str(weights_path) if weights_path else _init_text()} (seed {seed})")
-    inputs = LayerInputs(x, w, source)
-    check_layer(inputs, n_head)
-    return inputs, n_head
+    return LayerInputs(x, w, source), n_head

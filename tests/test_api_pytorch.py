@@ -158,3 +158,12 @@ def test_bench_and_info_are_functions_too():
     assert {m["impl"] for m in r.report["measurements"]} >= {"numpy", "numpy_backward"}
     assert r.report["threads"]["limit"] == 1
     assert "numpy" in andrea_cli.info().report["backends"]
+
+
+def test_grad_with_the_layer_options_returns_the_layers_gradients():
+    r = andrea_cli.grad(d_model=32, n_head=2, T=8, backend="numpy")
+    assert r.dq is None
+    assert {name: a.shape for name, a in r.grads.items()} == {
+        "dx": (8, 32), "dw_q": (32, 32), "dw_k": (32, 32), "dw_v": (32, 32), "dw_o": (32, 32)}
+    # the report's own check of these arrays against the float64 layer backward
+    assert max(r.report["max_rel_error"].values()) < 1e-4

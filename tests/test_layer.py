@@ -76,7 +76,7 @@ def test_initialisation_gives_scores_of_order_one():
     assert abs(inputs.weights["w_q"].std() - 0.02) < 1e-3
     assert abs(inputs.weights["w_o"].std() - W_O_STD) < 1e-4
     report = run_layer(inputs, 12, NumpyBackend(), MaskSpec("none"), scaled=True)
-    assert 0.1 < report.attention.weight_stats.magnitude_scaled.std < 1.0
+    assert 0.1 < report.weight_stats.magnitude_scaled.std < 1.0
 
 
 def _run(*args):

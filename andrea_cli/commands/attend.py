@@ -1,5 +1,6 @@
 """What `andrea attend` runs: one head (staged or fused) or the whole multi-head layer, chosen
-from its options; inputs made or loaded, the backend selected, outputs saved."""
+from its options. One direction: every option checked, the inputs made or loaded, the backend
+chosen, the kernels run, one report made, the outputs saved."""
 
 from __future__ import annotations
 
@@ -108,52 +109,70 @@ def check_given_arrays(o: RunOptions, data: QKV, bytes_per_score: int = HOST_BYT
     check_fits_in_memory(data.H or 1, data.T, data.d_k, data.d_v, square=not o.fused, bytes_per_score=bytes_per_score)
 
 
-def run_head(data: QKV, *, backend: str, kernel: Path | None, mask: MaskSpec, scaled: bool, fused: bool = False,
-             sample_rows: int = 0, precision: str = "fp32", timeout: float | None = None, racecheck: bool = False):
-    """One head (or, from the Python API, H heads at once), staged or fused, on the backend named."""
-    if fused and backend == "numpy":
-        raise AndreaError("--fused runs the fused kernel, on --backend cuda or cpu; the NumPy path has "
-                          "no fused kernel (drop --fused to run it)")
-    if data.on_device and backend not in ("auto", "cuda"):
-        raise AndreaError(f"Q, K, V are GPU arrays, which the cuda backend runs where they are: use backend "
-                          f"'cuda' (or 'auto'), or pass NumPy arrays to run them on {backend}")
-    chosen, notices = choose_backend(backend, kernel, fused=fused, on_device=data.on_device, timeout=timeout,
-                                     racecheck=racecheck)
-    if fused:
-        from andrea_cli.runs.fused import run_fused_attention
-
-        return run_fused_attention(data, chosen, mask, scaled, sample_rows, notices=notices, precision=precision)
-    from andrea_cli.runs.head import run_attention
-
-    return run_attention(data, chosen, mask, scaled=scaled, notices=notices)
-
-
-def run_attend(o: AttendOptions, data: QKV | None = None):
-    """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags). data: Q, K, V
-    the Python API was given as arrays (instead of sizes or files)."""
+def check_options(o: AttendOptions) -> MaskSpec:
+    """The options, alone and together, before anything is drawn or loaded; the mask it names.
+    (Whether the backend takes the head's inputs is checked once they are built: check_backend_takes.)"""
     check_combinations(o)
     check_timeout(o.timeout)
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out")
     check_writable(o.save_weights, "--save-weights")
     check_distinct(("--out", o.out), ("--save-weights", o.save_weights), ("--plot", o.plot))
-    if o.wants_layer:
-        from andrea_cli.runs.layer import run_layer
-        from andrea_cli.layer_inputs import LayerFlags, layer_inputs
+    return mask
 
-        inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
-                                      o.x, o.layer_weights, o.seed)
-        check_head(o.head, n_head)
-        backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout, racecheck=o.racecheck)
-        report = run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
-    else:
-        if data is not None:
-            check_given_arrays(o, data)
-        report = run_head(data or head_inputs(o), backend=o.backend, kernel=o.kernel, mask=mask, scaled=o.scaled,
-                          fused=o.fused, sample_rows=o.sample_rows, precision=o.precision, timeout=o.timeout,
-                          racecheck=o.racecheck)
+
+def run_attend(o: AttendOptions, data: QKV | None = None):
+    """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags), in one
+    direction: the options checked, the inputs built, the backend chosen, the kernels run, one
+    report made, the outputs saved (rendering is the caller's). data: Q, K, V the Python API was
+    given as arrays (instead of sizes or files)."""
+    mask = check_options(o)
+    report = attend_layer(o, mask) if o.wants_layer else attend_head(o, mask, data)
     if o.out is not None:
         save_npy_atomic(o.out, report.output)  # (T, d_v); the layer's (T, d_model)
     if o.save_weights is not None:
         save_npy_atomic(o.save_weights, report.weights)  # (T, T); the layer's (H, T, T)
     return report
+
+
+def attend_layer(o: AttendOptions, mask: MaskSpec):
+    """x and the weights built (and checked) once, then every head on the backend chosen."""
+    from andrea_cli.layer_inputs import LayerFlags, layer_inputs
+    from andrea_cli.runs.layer import run_layer
+
+    inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
+                                  o.x, o.layer_weights, o.seed)
+    check_head(o.head, n_head)
+    backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout, racecheck=o.racecheck)
+    return run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
+
+
+def check_backend_takes(o: AttendOptions, data: QKV) -> None:
+    """The backend named can run this head: a fused kernel, arrays where they are. Checked once the
+    inputs are built, where it always was, so that of two wrong things the same one is named."""
+    if o.fused and o.backend == "numpy":
+        raise AndreaError("--fused runs the fused kernel, on --backend cuda or cpu; the NumPy path has "
+                          "no fused kernel (drop --fused to run it)")
+    if data.on_device and o.backend not in ("auto", "cuda"):
+        raise AndreaError(f"Q, K, V are GPU arrays, which the cuda backend runs where they are: use backend "
+                          f"'cuda' (or 'auto'), or pass NumPy arrays to run them on {o.backend}")
+
+
+def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None):
+    """One head (or, from the Python API, H heads at once), staged or fused: Q, K, V built (or the
+    API's arrays checked) once, then run on the backend chosen."""
+    if data is not None:
+        check_given_arrays(o, data)
+    else:
+        data = head_inputs(o)
+    check_backend_takes(o, data)
+    backend, notices = choose_backend(o.backend, o.kernel, fused=o.fused, on_device=data.on_device,
+                                      timeout=o.timeout, racecheck=o.racecheck)
+    if o.fused:
+        from andrea_cli.runs.fused import run_fused_attention
+
+        return run_fused_attention(data, backend, mask, o.scaled, o.sample_rows, notices=notices,
+                                   precision=o.precision)
+    from andrea_cli.runs.head import run_attention
+
+    return run_attention(data, backend, mask, scaled=o.scaled, notices=notices)

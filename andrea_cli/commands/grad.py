@@ -1,5 +1,6 @@
 """What `andrea grad` runs: the backward pass of one head (staged or fused) or of the whole layer,
-from `attend`'s inputs and an upstream gradient dO; inputs made or loaded, the backend selected,
+from `attend`'s inputs and an upstream gradient dO. One direction, as attend's: every option
+checked, the inputs and dO made or loaded, the backend chosen, the kernels run, one report made,
 the gradients saved."""
 
 from __future__ import annotations
@@ -76,32 +77,48 @@ def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | 
     return report
 
 
-def run_grad(o: GradOptions, data: QKV | None = None, d_out: np.ndarray | None = None):
-    """GradReport (one head, staged or fused) or LayerGradReport (layer flags). data, d_out: what
-    the Python API was given as arrays (d_out: (..., T, d_v), else --d-out or seeded)."""
+def check_options(o: GradOptions) -> MaskSpec:
+    """Every option, alone and together, before anything is drawn or loaded; the mask it names."""
     check_combinations(o)
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out", suffix=".npz")
-    if o.wants_layer:
-        from andrea_cli.runs.layer_backward import run_layer_backward
-        from andrea_cli.layer_inputs import LayerFlags, layer_inputs
+    return mask
 
-        inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
-                                      o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
-        d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
-        backend, notices = choose_backend(o.backend, o.kernel, racecheck=o.racecheck)
-        report = run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=o.scaled, notices=notices)
-    else:
-        if data is not None:
-            check_given_arrays(o, data, BACKWARD_BYTES_PER_SCORE)
-        else:
-            data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
-        if d_out is None:
-            d_out = upstream_gradient(o, data.T, data.d_v, "output")
-            if data.H is not None:  # every head the same seeded dO
-                d_out = np.broadcast_to(d_out, (data.H, data.T, data.d_v)).copy()
-        report = run_grad_head(data, d_out, backend=o.backend, kernel=o.kernel, mask=mask, scaled=o.scaled,
-                               fused=o.fused, precision=o.precision, racecheck=o.racecheck)
+
+def run_grad(o: GradOptions, data: QKV | None = None, d_out: np.ndarray | None = None):
+    """GradReport (one head, staged or fused) or LayerGradReport (layer flags), in one direction:
+    the options checked, the inputs and dO built, the backend chosen, the kernels run, one report
+    made, the gradients saved. data, d_out: what the Python API was given as arrays (d_out:
+    (..., T, d_v), else --d-out or seeded)."""
+    mask = check_options(o)
+    report = grad_layer(o, mask) if o.wants_layer else grad_head(o, mask, data, d_out)
     if o.out is not None:
         save_npz_atomic(o.out, report.arrays())
     return report
+
+
+def grad_layer(o: GradOptions, mask: MaskSpec):
+    """x, the weights and dO built (and checked) once, then every head's backward on the backend chosen."""
+    from andrea_cli.layer_inputs import LayerFlags, layer_inputs
+    from andrea_cli.runs.layer_backward import run_layer_backward
+
+    inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
+                                  o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
+    d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
+    backend, notices = choose_backend(o.backend, o.kernel, racecheck=o.racecheck)
+    return run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=o.scaled, notices=notices)
+
+
+def grad_head(o: GradOptions, mask: MaskSpec, data: QKV | None, d_out: np.ndarray | None):
+    """One head's backward (or, from the Python API, H heads'): Q, K, V and dO built (or the API's
+    arrays checked) once, then run on the backend chosen."""
+    if data is not None:
+        check_given_arrays(o, data, BACKWARD_BYTES_PER_SCORE)
+    else:
+        data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
+    if d_out is None:
+        d_out = upstream_gradient(o, data.T, data.d_v, "output")
+        if data.H is not None:  # every head the same seeded dO
+            d_out = np.broadcast_to(d_out, (data.H, data.T, data.d_v)).copy()
+    return run_grad_head(data, d_out, backend=o.backend, kernel=o.kernel, mask=mask, scaled=o.scaled,
+                         fused=o.fused, precision=o.precision, racecheck=o.racecheck)

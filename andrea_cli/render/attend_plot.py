@@ -129,7 +129,6 @@ def save_attend_report_plot(report, path: Path, head: int | None = None) -> None
     run, weights, which = report, report.weights, ""
     layer = isinstance(report, LayerReport)
     if layer:
-        run = report.attention
         if head is not None:
             weights, which = report.weights[head], f", head {head} of {report.n_head}"
         else:

@@ -11,7 +11,7 @@ from andrea_cli.runs.layer import LayerReport
 
 
 def render_layer(console: Console, report: LayerReport) -> None:
-    r = report.attention
+    r = report
     print_header(console, r.notices,
                  f"[bold]output = concat(head_1 .. head_{report.n_head}) · W_O,  "
                  f"head_h = softmax(mask(Q_h·K_h^T / sqrt(d_k))) · V_h,  Q = x·W_Q[/bold]\n"

@@ -61,27 +61,24 @@ def scaled_scores(out: StageOutputs, d_k: int, scaled: bool) -> np.ndarray:
     return out.scaled if scaled else out.scores * np.float32(scale_for(d_k, True))
 
 
-def report_from_outputs(out: StageOutputs, backend: Backend, *, source: str, d_k: int, mask: MaskSpec,
-                        scaled: bool, shapes: dict[str, list[int]], output: np.ndarray,
-                        scaled_view: np.ndarray | None = None, notices: list[str] | None = None) -> AttentionReport:
-    """The report of one staged run, its statistics over every head together (one head: H = 1,
-    and the weights kept are that head's (T, T)). `scaled_view`: scaled_scores(), if the caller
-    has it already."""
-    H, T, _ = out.weights.shape
+def report_fields(out: StageOutputs, backend: Backend, *, source: str, d_k: int, mask: MaskSpec, scaled: bool,
+                  shapes: dict[str, list[int]], scaled_view: np.ndarray | None = None,
+                  notices: list[str] | None = None) -> dict:
+    """An AttentionReport's header, statistics and timings for one staged run, the statistics over
+    every head together; the arrays it keeps are the caller's to add. The layer's report
+    (runs/layer.py) is made from the same fields and its own, once. `scaled_view`:
+    scaled_scores(), if the caller has it already."""
+    T = out.weights.shape[1]
     scaled_view = scaled_scores(out, d_k, scaled) if scaled_view is None else scaled_view
-    visible = mask.visible(T)
-    return AttentionReport(
+    return dict(
         **header_fields(backend, source=source, T=T, d_k=d_k, d_v=out.output.shape[-1], mask=mask, scaled=scaled,
                         shapes=shapes),
-        weight_stats=stats.weight_stats(out.scores, scaled_view, out.weights, visible),
+        weight_stats=stats.weight_stats(out.scores, scaled_view, out.weights, mask.visible(T)),
         timings_ms=out.timings_ms,
         transfer_ms=out.transfer_ms,
         load_ms=out.load_ms,
         corner=out.weights[0, :CORNER, :CORNER].astype(float).round(6).tolist(),  # head 0
         notices=list(notices or []),
-        weights=out.weights[0] if H == 1 else out.weights,
-        output=output,
-        scores=out.scores[0] if H == 1 else out.scores,
     )
 
 
@@ -95,9 +92,13 @@ def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
     shapes = {**input_shapes(qkv), "scores": lead + [T, T], "weights": lead + [T, T], "output": lead + [T, d_v]}
     one = qkv.H is None
     overflow = overflow_notice(qkv.q, qkv.k)
-    report = report_from_outputs(out, backend, source=qkv.source, d_k=qkv.d_k, mask=mask, scaled=scaled,
-                                 shapes=shapes, output=out.output[0] if one else out.output,
-                                 notices=list(notices or []) + ([overflow] if overflow else []))
+    report = AttentionReport(**report_fields(out, backend, source=qkv.source, d_k=qkv.d_k, mask=mask, scaled=scaled,
+                                             shapes=shapes,
+                                             notices=list(notices or []) + ([overflow] if overflow else [])),
+                             output=out.output[0] if one else out.output,
+                             # one head's (T, T), also of (1, T, d) inputs; several heads' (H, T, T)
+                             weights=out.weights[0] if len(out.weights) == 1 else out.weights,
+                             scores=out.scores[0] if len(out.scores) == 1 else out.scores)
     if out.device_output is not None and qkv.on_device:
         report.device_output = out.device_output[0] if one else out.device_output
     return report

@@ -12,15 +12,15 @@ one launch per stage (heads on the grid's z dimension).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from andrea_cli import reference, stats
 from andrea_cli.backends.base import Backend
-from andrea_cli.layer_inputs import LayerInputs, check_layer
+from andrea_cli.layer_inputs import LayerInputs
 from andrea_cli.masks import MaskSpec
-from andrea_cli.runs.head import AttentionReport, report_from_outputs, scaled_scores
+from andrea_cli.runs.head import AttentionReport, report_fields, scaled_scores
 
 
 def split_heads(a: np.ndarray, n_head: int) -> np.ndarray:
@@ -54,22 +54,20 @@ class HeadStats:
         return {"head": self.head, "columns": list(self.columns), **self.weight_stats.to_json()}
 
 
-@dataclass
-class LayerReport:
-    """The whole layer's report: `attention` holds the single-head contract's fields computed over
-    all heads together (its `output` is the layer's output), plus the per-head statistics."""
+@dataclass(kw_only=True)
+class LayerReport(AttentionReport):
+    """The whole layer's report, made once: the single-head contract's fields computed over all
+    heads together (its `output` is the layer's output (T, d_model), its `weights` every head's
+    (H, T, T)), plus the layer's sizes, the per-head statistics and the host work."""
 
-    attention: AttentionReport
     n_head: int
     d_model: int
     heads: list[HeadStats]
     host_timings_ms: dict[str, float]  # host work (projections, split, concat, w_o), the attention, the total
-    output: np.ndarray = field(repr=False)  # (T, d_model)
-    weights: np.ndarray = field(repr=False)  # (H, T, T)
 
     def to_json(self) -> dict:
         return {
-            **self.attention.to_json(),
+            **super().to_json(),
             "n_head": self.n_head,
             "d_model": self.d_model,
             "heads": [h.to_json() for h in self.heads],
@@ -79,8 +77,8 @@ class LayerReport:
 
 def run_layer(inputs: LayerInputs, n_head: int, backend: Backend, mask: MaskSpec, scaled: bool,
               notices: list[str] | None = None) -> LayerReport:
-    """x to the layer's output. The caller has checked that it fits (layer_inputs does, before drawing)."""
-    check_layer(inputs, n_head)
+    """x to the layer's output. The inputs were checked where they were built (layer_inputs: the
+    weights' shapes, n_head, and that it fits, before drawing)."""
     T, d_model = inputs.T, inputs.d_model
     d_k = d_model // n_head
     w = inputs.weights
@@ -114,6 +112,7 @@ def run_layer(inputs: LayerInputs, n_head: int, backend: Backend, mask: MaskSpec
               "q": [n_head, T, d_k], "k": [n_head, T, d_k], "v": [n_head, T, d_k],
               "scores": [n_head, T, T], "weights": [n_head, T, T], "heads": [n_head, T, d_k],
               "concat": [T, d_model], "w_o": w_shape, "output": [T, d_model]}
-    attention = report_from_outputs(out, backend, source=inputs.source, d_k=d_k, mask=mask, scaled=scaled,
-                                    shapes=shapes, output=output, scaled_view=scaled_view, notices=notices)
-    return LayerReport(attention, n_head, d_model, heads, host, output=output, weights=out.weights)
+    return LayerReport(**report_fields(out, backend, source=inputs.source, d_k=d_k, mask=mask, scaled=scaled,
+                                       shapes=shapes, scaled_view=scaled_view, notices=notices),
+                       weights=out.weights, output=output,  # (H, T, T) even for one head; (T, d_model)
+                       n_head=n_head, d_model=d_model, heads=heads, host_timings_ms=host)

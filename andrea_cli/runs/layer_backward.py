@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from andrea_cli import reference_backward, stats
-from andrea_cli.layer_inputs import LayerInputs, check_layer
+from andrea_cli.layer_inputs import LayerInputs
 from andrea_cli.masks import MaskSpec
 from andrea_cli.runs.head_backward import CHECK_MAX_T, relative_errors
 from andrea_cli.runs.header import RunHeader, header_fields
@@ -73,8 +73,8 @@ class LayerGradReport(RunHeader):  # d_v = d_k: the layer's heads are square
 
 def run_layer_backward(inputs: LayerInputs, n_head: int, d_out: np.ndarray, backend, mask: MaskSpec,
                        scaled: bool, notices: list[str] | None = None) -> LayerGradReport:
-    """d_out: (T, d_model), dL/d(the layer's output)."""
-    check_layer(inputs, n_head)
+    """d_out: (T, d_model), dL/d(the layer's output). The inputs were checked where they were built
+    (layer_inputs)."""
     notices = list(notices or [])
     x, w = inputs.x, inputs.weights
     T, d_model = x.shape
