@@ -78,3 +78,21 @@ def test_a_program_runs_unchanged_with_its_launches_on_the_cpu_build(tmp_path, o
     else:  # one float past the end: andrea names the kernel, the argument and the byte (cudaMalloc's
         # arrays are bytes: it knows no type)
         assert verdict in result.launch_error and result.launch_error.startswith("CpuFaultError: saxpy: thread")
+
+
+def test_an_apps_library_headers_come_from_pkg_config(tmp_path, monkeypatch):
+    # be's header includes <opencv2/opencv.hpp>: its include folders are pkg-config's, as the
+    # app's CMake find_package gives them; none where pkg-config knows no such package
+    import os
+
+    import run_heteromark
+
+    fake = tmp_path / "pkg-config"
+    fake.write_text('#!/bin/sh\n[ "$2" = opencv4 ] && echo "-I/opt/cv/include/opencv4 -I/opt/cv/extra" || exit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert run_heteromark.package_includes("be") == [pathlib.Path("/opt/cv/include/opencv4"),
+                                                     pathlib.Path("/opt/cv/extra")]
+    assert run_heteromark.package_includes("bs") == []
+    monkeypatch.setitem(run_heteromark.APP_PACKAGES, "bs", "nosuchlib")
+    assert run_heteromark.package_includes("bs") == []

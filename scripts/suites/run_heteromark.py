@@ -7,7 +7,7 @@ and its own main, option parser, CPU reference and Verify() run them (host.py) w
 
 --root: a checkout of https://github.com/NUCAR-DEV/Hetero-Mark. The apps that read an input
 file get a small one generated here (seeded) in the format the app's loader reads, since the
-suite's data download is gone; be needs OpenCV and a video. An app passes when it exits 0,
+suite's data download is gone; be needs OpenCV (its include folder from pkg-config) and a video. An app passes when it exits 0,
 andrea raised nothing, and its Verify() printed its success line. One line per app, then totals.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import random
+import subprocess
 import sys
 import tempfile
 
@@ -97,6 +98,25 @@ HOST_FIXES = {
 }
 
 
+# Libraries an app's own build finds with CMake's find_package: their include folders, from
+# pkg-config, go to RawModule and the host build as -I (be's header includes <opencv2/opencv.hpp>).
+APP_PACKAGES = {"be": "opencv4"}
+
+
+def package_includes(app: str) -> list[pathlib.Path]:
+    """The include folders pkg-config gives for the app's library; none where it has none (the
+    compile then names the missing header)."""
+    package = APP_PACKAGES.get(app)
+    if package is None:
+        return []
+    try:
+        flags = subprocess.run(["pkg-config", "--cflags-only-I", package], capture_output=True, text=True,
+                               check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [pathlib.Path(f[2:]) for f in flags if f.startswith("-I")]
+
+
 def host_sources(root: pathlib.Path, app: str) -> list[HostSource]:
     """The app's main, its CUDA benchmark's host half, its shared benchmark code and the suite's
     common library (no tests)."""
@@ -112,12 +132,14 @@ def host_sources(root: pathlib.Path, app: str) -> list[HostSource]:
 def run_one(root: pathlib.Path, app: str, work: pathlib.Path) -> tuple[str, str, str]:
     options, make_input, success = APPS[app]
     cu = next((root / "src" / app / "cuda").glob("*_cuda_benchmark.cu"))
+    includes = [root, *package_includes(app)]
     try:
-        kernels = RawModule(code=device_half(cu.read_text()), options=("-I", str(root)))
+        kernels = RawModule(code=device_half(cu.read_text()),
+                            options=tuple(arg for d in includes for arg in ("-I", str(d))))
     except CpuRuntimeError as exc:
         return "no", "-", str(exc).splitlines()[0]
     try:
-        lib = build_host(host_sources(root, app), [root], [], work)
+        lib = build_host(host_sources(root, app), includes, [], work)
     except HostBuildError as exc:
         return "yes", "not run", str(exc)
     inputs = work / app
