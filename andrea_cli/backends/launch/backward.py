@@ -131,6 +131,14 @@ def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sc
                            output=host[6], transfer_ms=transfers.elapsed_ms())
 
 
+def launch_delta(dev: KernelDevice, d_out, out, delta, *, T: int, d_v: int, H: int, clock) -> None:
+    """delta_i = dO[i] · O[i], the rowsum term every fused backward (fp32 and bf16) starts from."""
+    clock.start("delta")
+    dev.get_function("attention_backward_delta_kernel1")(
+        (cdiv(T, DS_ROWS_PER_BLOCK), 1, H), (32, DS_ROWS_PER_BLOCK, 1), (d_out, out, delta, np.int32(T), np.int32(d_v)))
+    clock.stop("delta")
+
+
 def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq, dk, dv, *, T: int, d_k: int,
                           d_v: int, H: int, mask: MaskSpec, scaled: bool, clock=None, rows: int = ROWS_PER_BLOCK) -> None:
     """delta, dkdv, dq on arrays already on the device; out and lse from attention_fused_lse_kernel*."""
@@ -138,10 +146,7 @@ def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq
     i32 = np.int32
     scale = np.float32(scale_for(d_k, scaled))
     mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
-    clock.start("delta")
-    dev.get_function("attention_backward_delta_kernel1")(
-        (cdiv(T, DS_ROWS_PER_BLOCK), 1, H), (32, DS_ROWS_PER_BLOCK, 1), (d_out, out, delta, i32(T), i32(d_v)))
-    clock.stop("delta")
+    launch_delta(dev, d_out, out, delta, T=T, d_v=d_v, H=H, clock=clock)
     clock.start("dkdv")
     dev.get_function("attention_backward_dkdv_kernel1")(
         (cdiv(T, FUSED_KEYS), 1, H), (32, FUSED_BWD_ROWS, 1),

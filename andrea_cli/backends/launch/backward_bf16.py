@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from andrea_cli.backends.launch.backward import DS_ROWS_PER_BLOCK, BackwardOutputs
+from andrea_cli.backends.launch.backward import BackwardOutputs, launch_delta
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
 from andrea_cli.backends.launch.fused_bf16 import (TC_KEYS, TC_ROWS, TC_THREADS, check_bf16_shape, convert_inputs,
                                                    launch_to_bf16, shared_bytes_bf16)
@@ -50,10 +50,7 @@ def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, de
     clock = clock or NoClock()
     i32 = np.int32
     mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
-    clock.start("delta")
-    dev.get_function("attention_backward_delta_kernel1")(
-        (cdiv(T, DS_ROWS_PER_BLOCK), 1, H), (32, DS_ROWS_PER_BLOCK, 1), (d_out, out, delta, i32(T), i32(d)))
-    clock.stop("delta")
+    launch_delta(dev, d_out, out, delta, T=T, d_v=d, H=H, clock=clock)
     clock.start("dkdv")
     dev.get_function(f"attention_backward_dkdv_kernel2_d{d}")(
         (cdiv(T, TC_KEYS), 1, H), (TC_THREADS, 1, 1), (qb, kb, vb, dob, lse, delta, dk, dv, i32(T), *mask_args),
