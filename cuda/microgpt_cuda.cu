@@ -1503,8 +1503,7 @@ attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigne
 // What makes it faster than kernel4:
 //   - 32 query rows per warp (two m16 tiles), 128 per block: each K or V fragment ldmatrix reads
 //     feeds two mma instead of one, 4 HMMA per LDSM.x4 where kernel4 has 1.78, so the tile's
-//     bound moves from shared-memory bandwidth towards the tensor pipe (bench --bound: still
-//     shared memory at 4 HMMA per LDSM, every warp reading all of K and V)
+//     bound moves from shared-memory bandwidth towards the tensor pipe (see "What bounds it")
 //   - Q's fragments are read once and stay in registers. At d = 128 (Q 64 + O 128 registers)
 //     that leaves room for the scores of 16 keys: the online softmax steps through each 64-key
 //     tile 16 keys at a time (32 at a time spills on sm_80 and sm_90; re-reading Q from shared
@@ -1514,20 +1513,37 @@ attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigne
 //     test cost the registers d = 128 does not have
 //   - each thread's cp.async pieces are the same (row, column) of every tile: their addresses
 //     are computed once, the source advances by 64 rows per tile and the rest are immediates;
-//     only a tile that crosses T tests its rows
+//     only a tile that crosses T tests its rows. At d = 64 the hot loop stops one tile before
+//     the last tile wholly below T, so its copies are never tested and its code holds one copy
+//     path (8 LDGSTS per tile; two paths put 16 in its SASS). At d = 128 that extra copy of the
+//     tile costs the 4 bytes of spill the registers have no room for: one tested path there.
 //   - exp2 as ex2.approx.ftz, one MUFU.EX2 (exp2_approx_ftz above)
 //   - the key tiles a mask edge crosses (the window's far end first, the diagonal and T last)
 //     run in loops of their own that test keys one by one; the loop over the tiles between
 //     them, the hot one, holds no mask code
 //   - causal blocks ordered longest first across all heads (causal_block_order)
 // Shared memory (dynamic, bf16): q_s (128, d+8), k_s (2, 64, d+8), v_s (2, 64, d+8).
+//
+// What bounds it (bench --bound --gpu h200: static, from the sm_90 SASS, not a measurement). Per
+// warp and 64-key tile at d = 64 the hot loop issues 128 HMMA, 138 SM clocks of tensor pipe at
+// the datasheet's 989 TFLOP/s; 32 LDSM.x4, 128 clocks of shared-memory bandwidth on their own;
+// 8 LDGSTS, 32 more; 68 MUFU.EX2, 136 clocks; 596 instructions, 149 clocks of issue. With
+// mma.sync every warp brings all of K and V through ldmatrix into its own registers, so at 32
+// rows per warp shared memory is 92% of the tensor pipe before cp.async writes a byte, and the
+// exponentials are 98% of it (one per score whatever the tiling: H100's 16 MUFU results per
+// clock against 4,096 flops). 48 rows per warp would tip shared memory below the tensor pipe
+// at d = 64, but the issue slots would then bound it (about 9 instructions per score for the
+// softmax), and at d = 128 O alone would take 192 of the 255 registers. The bound stays shared
+// memory: 816 TFLOP/s at d = 64, 779 at d = 128 (kernel4: 413 / 469). FlashAttention-3's step
+// past it is Hopper's wgmma, whose tensor cores read K and V from shared memory themselves.
 
 #define K5_WARP_ROWS 32                      // query rows per warp: two m16 tiles
 #define K5_ROWS (K5_WARP_ROWS * TC_WARPS)   // query rows per block
 
-// A compile-time bool a generic lambda can take: the masked and unmasked copies of a step.
+// A compile-time bool a generic lambda can take: the masked and unmasked copies of a step, the
+// whole and row-tested copies of a tile's loads, the hot loop's tile and the others.
 template <bool B>
-struct MaskedFlag {
+struct StaticFlag {
     static constexpr bool value = B;
 };
 
@@ -1573,28 +1589,23 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     // K and V share one layout: one offset (in bf16, within the head) addresses both tiles' rows
     int kv_src = (j_begin + cp_row) * D + cp_col;
     // Key tile n into stage n & 1, one commit group; the source then moves on to tile n + 1.
-    auto load_kv = [&](int n) {
-        const int rows_left = T - (j_begin + n * TC_KEYS);
+    // WHOLE: the tile lies below T, no row is tested (the hot loop's copies: 8 LDGSTS at d = 64 and
+    // nothing else but their addresses); otherwise a row past T reads nothing and lands as zeros.
+    auto load_kv = [&](auto whole, int n) {
+        constexpr bool WHOLE = decltype(whole)::value;
+        const int rows_left = T - (j_begin + n * TC_KEYS) - cp_row;  // this thread's rows still < T
         unsigned short* kd = k_s + (n & 1) * TC_KEYS * S + cp_dst;
         unsigned short* vd = v_s + (n & 1) * TC_KEYS * S + cp_dst;
-        if (rows_left >= TC_KEYS) {  // every tile but one that crosses T: no row tests
 #pragma unroll
-            for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
-                cp_async16(kd + p * ROW_STEP * S, k + kv_src + p * ROW_STEP * D, true);
-                cp_async16(vd + p * ROW_STEP * S, v + kv_src + p * ROW_STEP * D, true);
-            }
-        } else {
-#pragma unroll
-            for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
-                const bool valid = cp_row + p * ROW_STEP < rows_left;
-                cp_async16(kd + p * ROW_STEP * S, k + kv_src + p * ROW_STEP * D, valid);
-                cp_async16(vd + p * ROW_STEP * S, v + kv_src + p * ROW_STEP * D, valid);
-            }
+        for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
+            const bool valid = WHOLE || p * ROW_STEP < rows_left;
+            cp_async16(kd + p * ROW_STEP * S, k + kv_src + p * ROW_STEP * D, valid);
+            cp_async16(vd + p * ROW_STEP * S, v + kv_src + p * ROW_STEP * D, valid);
         }
         cp_async_commit();
         kv_src += TC_KEYS * D;
     };
-    load_kv(0);
+    load_kv(StaticFlag<false>(), 0);
     cp_async_wait<1>();  // Q has landed (tile 0 may still be in flight)
     __syncthreads();     // every thread's share of Q
 
@@ -1710,10 +1721,15 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
             }
         }
     };
-    // Key tile n: start tile n + 1's copy, wait for n's, run its steps.
-    auto tile = [&](auto masked, int n) {
-        if (n + 1 < n_tiles) {
-            load_kv(n + 1);
+    // Key tile n: start tile n + 1's copy, wait for n's, run its steps. HOT: tile n + 1 exists and
+    // lies below T, so its copy needs neither the test for a next tile nor row tests: the hot
+    // loop's code holds one copy path (two would put both paths' LDGSTS in its SASS).
+    auto tile = [&](auto masked, auto hot, int n) {
+        if (decltype(hot)::value) {
+            load_kv(StaticFlag<true>(), n + 1);
+            cp_async_wait<1>();
+        } else if (n + 1 < n_tiles) {
+            load_kv(StaticFlag<false>(), n + 1);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -1735,9 +1751,12 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     const int j0_max = causal ? min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked tile's j0
     const int n_last = j0_max < j_begin ? n_first : max(n_first, min(n_tiles, (j0_max - j_begin) / TC_KEYS + 1));
     int n = 0;
-    for (; n < n_first; ++n) tile(MaskedFlag<true>(), n);
-    for (; n < n_last; ++n) tile(MaskedFlag<false>(), n);  // the hot loop
-    for (; n < n_tiles; ++n) tile(MaskedFlag<true>(), n);
+    // the hot loop stops one tile short of the last tile wholly below T: its next copy is whole
+    const int n_hot = D == 64 ? min(n_last, (T - j_begin) / TC_KEYS - 1) : n_first;
+    for (; n < n_first; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
+    for (; n < n_hot; ++n) tile(StaticFlag<false>(), StaticFlag<true>(), n);  // the hot loop
+    for (; n < n_last; ++n) tile(StaticFlag<false>(), StaticFlag<false>(), n);
+    for (; n < n_tiles; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
 
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
