@@ -62,11 +62,15 @@ def sdpa_backend_of(op_names) -> str | None:
 
 def sdpa_chooser(run) -> str:
     """Run once under torch.profiler and name the backend SDPA's default dispatched to."""
-    from torch.profiler import ProfilerActivity, profile
+    try:  # the row is timed already: a profiler that fails costs this annotation, not the row
+        from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        run()
-    return sdpa_backend_of(event.name for event in prof.events()) or "unknown (no aten SDPA operator in the profile)"
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            run()
+        names = [event.name for event in prof.events()]
+    except Exception as exc:
+        return f"unknown (the profiler failed: {type(exc).__name__})"
+    return sdpa_backend_of(names) or "unknown (no aten SDPA operator in the profile)"
 
 
 def why_no_kernel(exc: BaseException, caught: list) -> str:
@@ -98,9 +102,13 @@ def torch_impl(device: str, precision: str = "fp32", backend: str | None = None,
 
         if backend is None:
             return run
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+        try:  # torch.nn.attention came with torch 2.3, SDPBackend.CUDNN_ATTENTION with 2.4
+            from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        pinned = getattr(SDPBackend, PINNED[backend])
+            pinned = getattr(SDPBackend, PINNED[backend])
+        except (ImportError, AttributeError):
+            raise AndreaError(f"torch {torch.__version__} cannot pin SDPA to {backend}: "
+                              f"no torch.nn.attention.SDPBackend.{PINNED[backend]}") from None
 
         def run_pinned():
             # entering sdpa_kernel sets a few flags on the host, microseconds against the kernel's
