@@ -271,3 +271,20 @@ def test_torch_sdpa_pinned_and_default_on_the_cpu_where_torch_imports():
     default = torch_impl("cpu", "bf16")
     run = default.prepare(q, k, v, True)
     assert default.chooser(run) in ("flash", "math")
+
+
+def test_the_bench_screen_says_which_backend_the_default_ran():
+    from rich.console import Console
+
+    from andrea_cli.bench.sweep import BenchResult
+    from andrea_cli.render.bench import render_bench
+
+    result = BenchResult("gpu", "a GPU", None, "fused", 1, 5)
+    result.measurements = [Measurement("fused", T, 64, 12, False, 1.0, repeats=5) for T in (1024, 4096)]
+    result.measurements += [Measurement("torch_sdpa_bf16", 1024, 64, 12, False, 0.5, repeats=5, chose="flash"),
+                            Measurement("torch_sdpa_bf16", 4096, 64, 12, False, 2.0, repeats=5, chose="cudnn")]
+    console = Console(width=80, record=True)
+    render_bench(console, result)
+    text = console.export_text()
+    assert "torch_sdpa_bf16 ran SDPA's flash backend at T=1024" in text
+    assert "torch_sdpa_bf16 ran SDPA's cudnn backend at T=4096" in text
