@@ -14,6 +14,8 @@ from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
 from andrea_cli.reference import scale_for
 
 CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
+# its rows' names, which --impl accepts even where the CPU build cannot run (a note says why)
+CPU_BUILD_NAMES = ("cpu_build_fused", "cpu_build_fused_bf16", "cpu_build_fused_backward", "cpu_build_fused_bf16_backward")
 
 
 def numpy_peak_bytes(H, T, d_k, causal):
@@ -106,7 +108,8 @@ def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
 
 
 def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
-    """attention_fused_kernel4 (tensor cores, emulated) through the CPU build: reported, never a speed figure."""
+    """The default tensor-core kernel (attention_fused_kernel5, its mma emulated) through the CPU
+    build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
     from andrea_cli.masks import MaskSpec
@@ -157,7 +160,6 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
         impls += torch_impls
     else:
         notes.append(f"torch SDPA (CPU) not measured: {reason}")
-    cpu_build_names = ["cpu_build_fused", "cpu_build_fused_bf16", "cpu_build_fused_backward", "cpu_build_fused_bf16_backward"]
     if with_cpu_build:
         from andrea_cli.backends.cpu import CpuBackend
 
@@ -175,7 +177,7 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")
-    unavailable = [impl.name for impl in torch_impls] + cpu_build_names  # named, but no rows here: a note says why
+    unavailable = [impl.name for impl in torch_impls] + list(CPU_BUILD_NAMES)
     impls = select_impls(impls, only, "numpy", "cpu", unavailable)
     side = Side("cpu", cpu_device_name(), pinned_timer(blas_threads), available_memory_bytes)
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks,

@@ -197,8 +197,8 @@ def check_baseline_fits(impls: list[Impl], baseline: str, H: int, Ts, d_ks, caus
 
 def select_impls(impls: list[Impl], only, baseline: str, side: str, unavailable=()) -> list[Impl]:
     """--impl: the implementations named, in the sweep's order, and the baseline (the ratios divide
-    by it); None: all but those run only on request. unavailable: names this side has but cannot run here (torch not
-    importable, no C++ compiler): accepted, the notes say why they have no rows."""
+    by it); None: all but those run only on request. unavailable: names this side has but cannot
+    run here (torch not importable, no C++ compiler): accepted, the notes say why they have no rows."""
     if not only:
         return [impl for impl in impls if not impl.on_request]
     names = [impl.name for impl in impls]
