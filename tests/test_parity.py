@@ -129,7 +129,7 @@ def test_without_torch_every_sdpa_figure_says_torch_is_not_importable():
     for p in report["points"]:
         for role in ("sdpa_flash", "sdpa_cudnn", "sdpa_default"):
             assert p["measured"][role] == {"tflops": None, "why": "torch is not importable (ModuleNotFoundError)",
-                                           "speed_path": True, "chose": None}
+                                           "speed_path": True, "chose": None, "max_abs_err": None}
         assert p["measured"]["kernel4"]["why"] == "no fused_bf16_kernel4 row in bench's output"
     got = ratios(report)
     assert got[64, False, "kernel5 / SDPA flash"]["verdict"] == "not judged"

@@ -42,6 +42,7 @@ class Figure:
     why: str = ""  # why there is no figure ("" when there is one)
     speed_path: bool = True  # False: the CPU build of the kernel file, a correctness tool
     chose: str | None = None  # SDPA's default: the backend it ran
+    max_abs_err: float | None = None  # bench's check of sampled rows against float64: a fast wrong kernel is no pass
 
 
 @dataclass
@@ -65,7 +66,7 @@ def figure(doc: dict, role: str, d_k: int, causal: bool, T: int) -> Figure:
         return Figure(None, f"no {' or '.join(ROLES[role])} row in bench's output")
     if m.get("tflops") is None:
         return Figure(None, m.get("skipped") or "not timed", m.get("speed_path", True))
-    return Figure(m["tflops"], "", m.get("speed_path", True), m.get("chose"))
+    return Figure(m["tflops"], "", m.get("speed_path", True), m.get("chose"), m.get("max_abs_err"))
 
 
 def ratio(label: str, kernel: Figure, peer: Figure, target: float | None) -> Ratio:
