@@ -170,6 +170,7 @@ def test_the_parity_screen_fits_80_columns_with_every_verdict():
     assert verdicts.count("pass") == 7 and verdicts.count("short") == 1 and verdicts.count("judged") == 4
     assert "parity verdict: short" in text
     assert "torch 2.9.0, CUDA 12.8, cuDNN 91002" in text and "not measured here" in text
+    assert "measured on NVIDIA H200" in text
     assert "300.0" in text and "0.90" in text  # kernel5's figure and the short ratio, as computed
     no_torch = parity_report({"side": "cpu", "torch": {"reason": "torch is not importable (ModuleNotFoundError)"},
                               "measurements": []})

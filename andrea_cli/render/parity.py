@@ -44,6 +44,7 @@ def _ratio_line(r: dict) -> str:
 
 def parity_lines(report: dict) -> list[str]:
     lines = [f"parity at T={report['T']}, H={report['H']}: bf16 forward TFLOP/s (4·T²·d·H, causal halved)",
+             *_wrapped(f"measured on {report['device'] or 'an unnamed device'}", ""),
              _torch_line(report["torch"]),
              f"d_k mask   {'  '.join(f'{name:>8}' for _, name in COLUMNS)} chose    FA2 pub"]
     for p in report["points"]:
