@@ -526,6 +526,136 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// ------------------------------------------------------------------------------------------------
+// wgmma (Hopper, sm_90a only): one warpGROUP (4 consecutive warps, 128 threads, the first warp a
+// multiple of 4) computes D (64 x N, fp32) = A (64 x 16, bf16) · B (16 x N, bf16) (+ D), each
+// warp w % 4 its own 16 rows 16(w % 4) .. +15. A comes from registers: each warp's a[4] is the
+// mma.m16n8k16 A fragment of its 16 rows (above). B is read by the tensor cores from shared
+// memory, described by a 64-bit matrix descriptor (wgmma_desc), never through the registers:
+// what mma.sync's ldmatrix costs every warp, the four warps' tensor cores are fed once.
+// D per thread: N/2 floats, n8 tile c in d[4c .. 4c+3] laid out as mma's C: d[4c], d[4c+1] =
+// D[g][8c+2t, +1], d[4c+2], d[4c+3] = D[g+8][8c+2t, +1] of the warp's 16 rows.
+// The instruction is asynchronous: wgmma_fence() before the first wgmma that reads registers
+// written since (A, and D when accumulating), wgmma_commit() closes a group, wgmma_wait<n>()
+// returns once at most n groups are in flight; only then may D be read, or B's shared memory be
+// written. Shared memory written by ordinary stores or cp.async must be published to the tensor
+// cores' (async) proxy with fence_proxy_async() before the barrier that precedes the wgmma.
+//
+// B's layout without swizzling (the PTX ISA's canonical "interleaved" layout): B is cut into
+// "core matrices" of 8 rows x 16 bytes (8 bf16), each 128 contiguous bytes, row r at 16r.
+//   K-major (TRANS_B false; K^T in Q·K^T: a key's d values contiguous): a core matrix holds 8
+//     n (keys) x 8 k (d); element (k, n) at (n / 8)·SBO + (k / 8)·LBO + (n % 8)·16 + (k % 8)·2.
+//   MN-major (TRANS_B true; V in P·V: a key's d values contiguous, keys are k): a core matrix
+//     holds 8 k x 8 n; element (k, n) at (n / 8)·SBO + (k / 8)·LBO + (k % 8)·16 + (n % 8)·2.
+// LBO (leading byte offset) steps between core matrices along K, SBO (stride) along N.
+// Descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 start address >> 4 (the shared
+// window's address), 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0), 62-63 swizzle (0: none).
+// The CPU build (cuda/cpu_runtime/tensor_cores.h) emulates all of it, descriptors of dynamic
+// shared memory included; scripts/tensor_core_check.py holds the emulation to the hardware.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WGMMA_PTX 1
+#else
+#define WGMMA_PTX 0  // the CPU build (emulated), or a GPU / an arch without sm_90a's features
+#endif
+
+__device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, u32 lbo_bytes, u32 sbo_bytes) {
+#if WGMMA_PTX
+    const u32 addr = (u32)__cvta_generic_to_shared(smem);
+#elif defined(__CUDA_ARCH__)
+    const u32 addr = 0;  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
+#else
+    const u32 addr = ptx_emulated::shared_window_address(smem);
+#endif
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)((lbo_bytes & 0x3FFFF) >> 4) << 16 |
+           (unsigned long long)((sbo_bytes & 0x3FFFF) >> 4) << 32;
+}
+
+// D (N/2 floats per thread) = A·B (+ D when accumulate); N 64 or 128 (64 keys of S; d of O).
+template <int N, bool TRANS_B>
+__device__ __forceinline__ void wgmma_bf16_m64nNk16(float* d, const u32 a[4], unsigned long long desc_b, bool accumulate) {
+    static_assert(N == 64 || N == 128, "the kernels use N = 64 and 128");
+#if WGMMA_PTX
+    if constexpr (N == 64) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                     "{%32, %33, %34, %35}, %37, p, 1, 1, %38;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"((u32)accumulate), "l"(desc_b), "n"((int)TRANS_B));
+    }
+    if constexpr (N == 128) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                     "{%64, %65, %66, %67}, %69, p, 1, 1, %70;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"((u32)accumulate), "l"(desc_b), "n"((int)TRANS_B));
+    }
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
+#else
+    ptx_emulated::wgmma_m64nNk16_bf16(N, TRANS_B, d, a, desc_b, accumulate);
+#endif
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if WGMMA_PTX
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::wgmma_fence();
+#endif
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+#if WGMMA_PTX
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::wgmma_commit_group();
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#if WGMMA_PTX
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::wgmma_wait_group(N);
+#endif
+}
+
+// The registers a wgmma in flight writes: the compiler must neither read them early nor keep a
+// copy across the wait (an empty asm that "changes" them, CUTLASS's warpgroup_fence_operand).
+__device__ __forceinline__ void wgmma_hold(float& r) {
+#if WGMMA_PTX
+    asm volatile("" : "+f"(r)::"memory");
+#endif
+}
+
+// Generic-proxy writes to shared memory (stores, cp.async) made visible to the async proxy wgmma reads through.
+__device__ __forceinline__ void fence_proxy_async() {
+#if WGMMA_PTX
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif !defined(__CUDA_ARCH__)
+    ptx_emulated::fence_proxy_async_shared();
+#endif
+}
+
 // ================================================================================================
 // STAGED ATTENTION: one launch per stage of the equation, each writing its (H, T, T) or (H, T, d)
 // result to memory, every variant of a stage next to the others.
