@@ -93,6 +93,16 @@
 //                    block (128), shared_mem = 768 * (d + 8) bytes (55,296 at d = 64; 104,448 at
 //                    d = 128: opt-ins); registers <= 255, <= 255 (all a block of 128 may use: two
 //                    blocks, 8 warps, per SM)
+//   attention_fused_kernel6_d64, attention_fused_kernel6_d128   kernel5's output on Hopper's wgmma
+//                    (sm_90a only; andrea's default for --precision bf16 on an H100 / H200):
+//                    2 warpgroups x 64 query rows; S = Q·K^T and O += P·V by wgmma.m64nNk16, Q and
+//                    P from registers, K and V read by the tensor cores from shared memory through
+//                    matrix descriptors (no ldmatrix: the shared-memory bound kernel5 hits is
+//                    gone, bench --bound puts it on the tensor pipe); K and V tiles unpadded in
+//                    the descriptors' canonical layout; the softmax steps 64 keys at both d.
+//                    grid (ceil(T/128), 1, H), block (256), shared_mem = 2 * (128 * (d + 8) +
+//                    256 * d) bytes (51,200 at d = 64; 100,352 at d = 128: opt-ins);
+//                    registers <= 136, <= 184
 //
 // Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
 //
@@ -1677,6 +1687,41 @@ struct StaticFlag {
     static constexpr bool value = B;
 };
 
+// The key tiles one block of query rows [row0, row0 + rows) visits: 64 keys each from j_begin;
+// the tiles before it hold no key any row can see, and are never loaded.
+struct KeyTiles {
+    int row0, last_row, j_begin, n_tiles;
+};
+
+__device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int T, int causal, int window) {
+    const int last_row = min(row0 + rows, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;
+    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
+    return {row0, last_row, j_begin, (j_end - j_begin + TC_KEYS - 1) / TC_KEYS};
+}
+
+// Run tile(masked, hot, n) over the block's key tiles, each loop a copy of the tile's code of its
+// own. A mask edge crosses the first n_first tiles (the window's far end, for some row) and those
+// from n_last on (keys past the block's first row under a causal mask, or past T); the ones
+// between see no mask. HOT: the hot loop, the unmasked tiles but the last tile wholly below T
+// and those after it, copies tile n + 1 as a whole tile (no row tests, one copy path in its
+// code); without HOT the unmasked loop is the tested copy. (Computed here, after the kernel's
+// set-up, so the loop bounds hold no registers while Q's fragments are loaded.)
+template <bool HOT, typename Tile>
+__device__ __forceinline__ void for_each_key_tile(const KeyTiles& kt, int T, int causal, int window, Tile&& tile) {
+    int n_first = 0;
+    if (window > 0 && kt.last_row - window >= kt.j_begin)
+        n_first = min(kt.n_tiles, (kt.last_row - window - kt.j_begin) / TC_KEYS + 1);
+    const int j0_max = causal ? min(T - TC_KEYS, kt.row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked tile's j0
+    const int n_last = j0_max < kt.j_begin ? n_first : max(n_first, min(kt.n_tiles, (j0_max - kt.j_begin) / TC_KEYS + 1));
+    const int n_hot = HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS - 1) : n_first;
+    int n = 0;
+    for (; n < n_first; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
+    for (; n < n_hot; ++n) tile(StaticFlag<false>(), StaticFlag<true>(), n);  // the hot loop
+    for (; n < n_last; ++n) tile(StaticFlag<false>(), StaticFlag<false>(), n);
+    for (; n < kt.n_tiles; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
+}
+
 template <int D>
 __device__ __forceinline__ void attention_fused5(const unsigned short* __restrict__ q,  // (H, T, D), scaled
                                                  const unsigned short* __restrict__ k,  // (H, T, D)
@@ -1881,7 +1926,9 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     const int j0_max = causal ? min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked tile's j0
     const int n_last = j0_max < j_begin ? n_first : max(n_first, min(n_tiles, (j0_max - j_begin) / TC_KEYS + 1));
     int n = 0;
-    // the hot loop stops one tile short of the last tile wholly below T: its next copy is whole
+    // the hot loop stops one tile short of the last tile wholly below T: its next copy is whole.
+    // (for_each_key_tile below runs the same schedule; kernel5 keeps it inline: written with it,
+    // its d = 128 copy spills, the register allocator being at its 255-register edge there)
     const int n_hot = D == 64 ? min(n_last, (T - j_begin) / TC_KEYS - 1) : n_first;
     for (; n < n_first; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
     for (; n < n_hot; ++n) tile(StaticFlag<false>(), StaticFlag<true>(), n);  // the hot loop
@@ -1920,6 +1967,232 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
                              int T, int causal, int window) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_fused5<128>(q, k, v, out, T, causal, window, tc_smem);
+}
+
+// ------------------------------------------------------------------------------------------------
+// attention_fused_kernel6: FlashAttention-3's step past kernel5 on Hopper (sm_90a only): the same
+// inputs, outputs, masks and bf16 roundings, so the same verify family checks it.
+//
+// What makes it faster than kernel5:
+//   - S = Q·K^T and O += P·V by wgmma, one instruction per 16 of the reduction for the whole
+//     warpgroup's 64 rows: the tensor cores read K and V from shared memory themselves, through a
+//     matrix descriptor, where kernel5's every warp copies all of K and V into its registers with
+//     ldmatrix (128 of a 64-key tile's shared-memory clocks at d = 64 against 138 of tensor pipe).
+//     Q (A of Q·K^T) and P (A of P·V) stay in registers: kernel5's fragments, 16 rows per warp.
+//   - 8 warps, two warpgroups of 64 query rows, 128 rows per block: one copy of each K and V
+//     tile serves twice the rows per warp that kernel5's does, in registers half its size (16
+//     rows per warp: O 32 or 64 floats, S 32)
+//   - K and V tiles in the descriptor's canonical layout (no swizzle): 8-key x 8-column core
+//     matrices of 128 contiguous bytes; the one layout serves K (K-major B: the reduction over d
+//     runs along a core matrix's rows) and V (MN-major, transposed B: the reduction over keys runs
+//     across its rows), only the descriptor's two strides differ
+//   - the softmax steps a whole 64-key tile at both head sizes (S is 32 floats per thread)
+// What it keeps from kernel5: cp.async double buffering with offsets computed once, ex2.approx.ftz,
+// mask-edge tiles in loops of their own, causal blocks longest first across all heads.
+// Not (yet) FlashAttention-3's: warp specialisation (a producer warp issuing TMA copies) and the
+// ping-pong that overlaps one warpgroup's softmax with the other's wgmma; the waits here are
+// synchronous, so a warpgroup idles its tensor cores during its softmax.
+// Shared memory (dynamic, bf16): q_s (128, d+8) padded for ldmatrix; k_s, v_s (2, 64·d) each,
+// the canonical layout: key r, columns 8c..8c+7 at (r / 8)·16d + 128c + 16(r % 8) bytes.
+
+#define K6_THREADS 256  // two warpgroups
+#define K6_ROWS 128     // query rows per block: 16 per warp
+
+template <int D>
+__device__ __forceinline__ void attention_fused6(const unsigned short* __restrict__ q,  // (H, T, D), scaled
+                                                 const unsigned short* __restrict__ k,  // (H, T, D)
+                                                 const unsigned short* __restrict__ v,  // (H, T, D)
+                                                 float* __restrict__ out,               // (H, T, D)
+                                                 int T, int causal, int window, unsigned short* smem) {
+    constexpr int QS = D + TC_PAD;                  // q_s's row stride, in bf16
+    constexpr int KV_TILE = TC_KEYS * D;               // one K or V tile, in bf16
+    constexpr int CHUNKS = D / 8;                   // 16-byte pieces per row
+    constexpr int ROW_STEP = K6_THREADS / CHUNKS;   // rows the block's threads copy in one pass
+    constexpr u32 GROUP_BYTES = 16 * D;             // 8 keys' rows: the stride between key groups
+    unsigned short* q_s = smem;                     // (K6_ROWS, QS)
+    unsigned short* k_s = q_s + K6_ROWS * QS;       // (2, KV_TILE)
+    unsigned short* v_s = k_s + 2 * KV_TILE;           // (2, KV_TILE)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    const BlockWork work = causal_block_order(causal, true);
+    const int row0 = work.tile * K6_ROWS;
+    const long head = work.head;
+    q += head * T * D;
+    k += head * T * D;
+    v += head * T * D;
+    out += head * T * D;
+
+    const KeyTiles kt = key_tiles(row0, K6_ROWS, T, causal, window);
+    const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
+
+    // This thread's pieces: rows cp_row + p·ROW_STEP, columns cp_col..+7, in both layouts
+    const int cp_row = threadIdx.x / CHUNKS, cp_col = 8 * (threadIdx.x % CHUNKS);
+    {
+        const unsigned short* src = q + (long)(row0 + cp_row) * D + cp_col;
+#pragma unroll
+        for (int p = 0; p < K6_ROWS / ROW_STEP; ++p)
+            cp_async16(q_s + (cp_row + p * ROW_STEP) * QS + cp_col, src + p * ROW_STEP * D,
+                       row0 + cp_row + p * ROW_STEP < T);
+        cp_async_commit();
+    }
+    // (row r, column c) of a tile at (r / 8)·8D + 8·(c / 8)·8 + 8·(r % 8) + c % 8, in bf16; ROW_STEP
+    // is a multiple of 8, so pass p adds p·ROW_STEP·D
+    const int kv_dst = (cp_row / 8) * 8 * D + cp_col * 8 + (cp_row % 8) * 8;
+    int kv_global = (j_begin + cp_row) * D + cp_col;
+    // Key tile n into stage n & 1 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's)
+    auto copy_kv = [&](auto whole, int n) {
+        constexpr bool WHOLE = decltype(whole)::value;
+        const int rows_left = T - (j_begin + n * TC_KEYS) - cp_row;
+        unsigned short* kd = k_s + (n & 1) * KV_TILE + kv_dst;
+        unsigned short* vd = v_s + (n & 1) * KV_TILE + kv_dst;
+#pragma unroll
+        for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
+            const bool valid = WHOLE || p * ROW_STEP < rows_left;
+            cp_async16(kd + p * ROW_STEP * D, k + kv_global + p * ROW_STEP * D, valid);
+            cp_async16(vd + p * ROW_STEP * D, v + kv_global + p * ROW_STEP * D, valid);
+        }
+        cp_async_commit();
+        kv_global += TC_KEYS * D;
+    };
+    copy_kv(StaticFlag<false>(), 0);
+    cp_async_wait<1>();
+    __syncthreads();
+
+    const int w_row0 = row0 + 16 * warp;  // this warp's first query row (its warpgroup's 16·(warp % 4))
+    u32 qf[D / 16][4];                    // Q's A fragments, k16 step kk
+    {
+        const int q_ld = (16 * warp + (lane / 8 % 2) * 8 + lane % 8) * QS + (lane / 16) * 8;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) ldmatrix<4, false>(qf[kk], q_s + q_ld + 16 * kk);
+    }
+
+    float acc[D / 2];  // O, unnormalised: n8 tile c in acc[4c .. 4c+3] (rows g, g + 8)
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows w_row0 + g, + 8
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
+
+    auto tile = [&](auto masked, auto hot, int n) {
+        constexpr bool MASKED = decltype(masked)::value;
+        if (decltype(hot)::value) {
+            copy_kv(StaticFlag<true>(), n + 1);
+            cp_async_wait<1>();
+        } else if (n + 1 < n_tiles) {
+            copy_kv(StaticFlag<false>(), n + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        fence_proxy_async();  // this thread's copies, visible to the tensor cores' reads
+        __syncthreads();      // and every other thread's
+        const unsigned short* ks = k_s + (n & 1) * KV_TILE;
+        const unsigned short* vs = v_s + (n & 1) * KV_TILE;
+        const int js = j_begin + n * TC_KEYS;
+
+        // S = Q·K^T over the tile's 64 keys: K-major B, LBO 128 (the next 8 columns of d), SBO
+        // 16d (the next 8 keys); each k16 step starts 256 bytes on
+        float s[32];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            wgmma_bf16_m64nNk16<64, false>(s, qf[kk], wgmma_desc(ks + 16 * kk * 8, 128, GROUP_BYTES), kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
+
+        if (MASKED) {  // element (c, e): query w_row0 + g + 8(e/2), key js + 8c + 2t + e%2
+            const int diff0 = w_row0 + g - js - 2 * t, keys_left = T - js - 2 * t;
+#pragma unroll
+            for (int c = 0; c < 8; ++c)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int diff = diff0 + 8 * (e / 2) - 8 * c - e % 2;
+                    const bool visible = 8 * c + e % 2 < keys_left && (!causal || diff >= 0)
+                                         && (window <= 0 || diff < window);
+                    if (!visible) s[4 * c + e] = -INFINITY;
+                }
+        }
+        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float mx = m[h];
+#pragma unroll
+            for (int c = 0; c < 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+            const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
+            const float alpha = exp2_approx_ftz(m[h] - m_use);
+            m[h] = mx;
+            float sum = 0.0f;
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                s[4 * c + 2 * h] = exp2_approx_ftz(s[4 * c + 2 * h] - m_use);
+                s[4 * c + 2 * h + 1] = exp2_approx_ftz(s[4 * c + 2 * h + 1] - m_use);
+                sum += s[4 * c + 2 * h] + s[4 * c + 2 * h + 1];
+            }
+            l[h] = l[h] * alpha + sum;
+#pragma unroll
+            for (int c = 0; c < D / 8; ++c) {
+                acc[4 * c + 2 * h] *= alpha;
+                acc[4 * c + 2 * h + 1] *= alpha;
+            }
+        }
+        // O += P·V: P's A fragment for keys 16kk.. is S's n8 tiles 2kk and 2kk + 1, as bf16; V is
+        // MN-major B (transposed): LBO 16d (the next 8 keys), SBO 128 (the next 8 columns)
+        u32 pf[4][4];
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            pf[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
+            pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+            pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+            pf[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc(vs + 2 * kk * 8 * D, GROUP_BYTES, 128), true);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        __syncthreads();  // every warp is done with this stage before it is refilled
+    };
+
+    for_each_key_tile<true>(kt, T, causal, window, tile);
+
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = w_row0 + 8 * h + g;
+        float sum = l[h];
+        sum += __shfl_xor_sync(0xffffffff, sum, 1);
+        sum += __shfl_xor_sync(0xffffffff, sum, 2);
+        if (row >= T) continue;
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float* o = out + (long)row * D + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c)
+            *(float2*)(o + 8 * c) = make_float2(acc[4 * c + 2 * h] * inv, acc[4 * c + 2 * h + 1] * inv);
+    }
+}
+
+// grid (ceil(T / 128), 1, H), block (256), shared_mem = 2 · (128 · (d + 8) + 4 · 64 · d) bytes
+// (d = 64: 51,200; d = 128: 100,352; both above the 48 KiB default: the launcher opts in).
+extern "C" __global__ void __launch_bounds__(K6_THREADS)
+attention_fused_kernel6_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                            const unsigned short* __restrict__ v, float* __restrict__ out,
+                            int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused6<64>(q, k, v, out, T, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(K6_THREADS)
+attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                             const unsigned short* __restrict__ v, float* __restrict__ out,
+                             int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused6<128>(q, k, v, out, T, causal, window, tc_smem);
 }
 
 // ================================================================================================
