@@ -20,6 +20,9 @@
 //                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   scores_kernel2   the same S, 128x128 outputs per block, 8x8 per thread (register tiling):
 //                    4 float4 shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1.
+//                    The next k-slice's global loads are held in registers across the FMAs of
+//                    this one (a register prefetch: their latency hides behind 512 FMAs of the
+//                    same warp), as float4s where d_k % 4 == 0; 8 registers of the 128.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256); registers <= 128
 //                    (__launch_bounds__(256, 2): two blocks per SM)
 //   scale_kernel1    S' = S * scale, scale = 1/sqrt(d_k)        (n) -> (n), elementwise
@@ -44,7 +47,9 @@
 //                    with causal != 0 it stops at the diagonal, since P is exactly 0 beyond it.
 //                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   av_kernel2       the same O, 64x64 outputs per block, 8x8 per thread (scores_kernel2's tile
-//                    code); causal: stops at the diagonal as kernel1 does.
+//                    code and register prefetch, float4s where T and d_v are multiples of 4, 16
+//                    values a slice, held half a slice at a time: 8 registers); causal: stops
+//                    at the diagonal as kernel1 does.
 //                    grid (ceil(d_v/64), ceil(T/64), H), block (64); registers <= 128
 //                    (__launch_bounds__(64, 8))
 //   attention_fused_kernel1   O = softmax(mask(Q · K^T * scale)) · V in one pass, flash-style
@@ -110,8 +115,9 @@
 //                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   dv_kernel2, dq_kernel2, dk_kernel2   the same dV, dQ, dK, 64x64 outputs per block, 8x8 per
 //                    thread (av_kernel2's tile; dV and dK read P and dS transposed): 4 float4
-//                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1. Causal: the
-//                    tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
+//                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1; the
+//                    register prefetch (dV, dK: a whole slice, 16 registers; dQ: halves, 8).
+//                    Causal: the tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
 //                    (__launch_bounds__(64, 8)); registers <= 128, <= 128, <= 128
 //   dp_kernel2       the same dP, scores_kernel2's tile: 128x128 outputs per block.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256) (__launch_bounds__(256, 2));
@@ -249,13 +255,25 @@ __device__ __forceinline__ float exp2_approx_ftz(float x) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The 8x8 GEMM tile, for scores_kernel2 and av_kernel2.
+// The 8x8 GEMM tile, for scores_kernel2 and av_kernel2 (and the staged backward's kernel2s).
 //
 // scores_kernel1 and av_kernel1 compute one output per thread, so every FMA needs two shared
 // loads (one of each operand) and shared memory, not arithmetic, bounds them. Here each thread
 // computes an 8x8 block of outputs: per step along k it loads 8 values of A and 8 of B (four
 // 16-byte loads) and does 64 FMAs with them, a 16x better ratio of shared loads to FMAs. The
 // stages stay separate launches: `attend` shows each one.
+//
+// The copy from global memory is a register prefetch, the classic pipeline of register-tiled
+// GEMMs: the loads of slice s+1 go out into registers before the 512 FMAs of slice s and are
+// stored to shared memory after them. A load that went straight to shared memory would stall
+// its warp until the data came back (a few hundred cycles from DRAM), before any FMA of the
+// slice, and only other warps could fill that time; held in registers, it is in flight while
+// the warp's own FMAs run. What it costs is registers: 8 (128x128 tile) or 16 (64x64) more live
+// across the FMAs, beside 64 accumulators and 16-32 of fragments, under a launch bound that
+// gives 128 (two blocks of 256, or eight of 64, per SM); the copy keeps its own share down with
+// float4 loads (four elements per load, one address) and one running pointer per operand, and
+// av/dq_kernel2 hold half a slice at a time. Summation order is unchanged: same bits as a copy
+// that stores before the FMAs.
 
 #define GEMM_BK 8  // k-slice per shared-memory tile
 
@@ -303,16 +321,13 @@ __device__ __forceinline__ void gemm_tile_8x8_k_loop(float (&a_s)[2][GEMM_BK][BM
     const int a_left = A_KM ? M - (row0 + a_i) : k_end - (k_begin + a_k);
     const int b_left = B_NK ? k_end - (k_begin + b_k) : N - (col0 + b_j);
 
-    // Register prefetch: fetch() issues the global loads of the next slice into registers before
-    // the FMAs of this one, stash() stores them to the other shared stage after those FMAs, so
-    // the loads' latency passes behind the same warp's FMAs instead of stalling it before the
-    // first. The cost is the registers that hold them across the FMAs: 8 at 128x128, 16 at 64x64,
-    // on top of 64 accumulators and the fragments at a block size that allows 128 per thread.
-    // PARTS > 1 splits a slice's copy: part p is fetched before the FMAs of k-steps
-    // p·GEMM_BK/PARTS .. and stashed after them, so only its share is held at a time (still 256
-    // FMAs ahead of its use). Where the split goes was settled by compiling for sm_80 and sm_90
-    // (tests/test_kernel_compile.py): whole slices spill in av/dq_kernel2 (A read along k, its
-    // copy transposed), halves spill in dv_kernel2 (A_KM), so av and dq take halves, the rest whole.
+    // The register prefetch (see above): fetch() loads a slice into a_next/b_next, stash() stores
+    // them to a shared stage. PARTS > 1 splits a slice's copy: part p is fetched before the FMAs
+    // of k-steps p·GEMM_BK/PARTS .. and stashed after them, so only its share is held at a time
+    // (still 256 FMAs ahead of its use). Where to split was settled by compiling for sm_80 and
+    // sm_90 (tests/test_kernel_compile.py): whole slices spill in av/dq_kernel2 (A read along k,
+    // its copy transposed), halves spill in dv_kernel2 (A_KM), so av and dq take halves, the
+    // rest whole slices.
     constexpr int PARTS = THREADS == 64 && !A_KM ? 2 : 1;
     auto in_part = [](int v, int part) { return v * PARTS / (A_VECS + B_VECS) == part; };  // v: A's vectors, then B's
     float4 a_next[A_VECS], b_next[B_VECS];

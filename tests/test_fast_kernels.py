@@ -1,7 +1,8 @@
 """The register-tiled kernels (scores_kernel2, softmax_kernel3, av_kernel2,
 attention_fused_kernel3_d64/_d128) through the CPU build, against float64 NumPy with the derived
 tolerances; and broken copies of them (a register tile index off by one, a skipped tile at the
-diagonal, the exp2 scale forgotten) must fail the same checks."""
+diagonal, the exp2 scale forgotten, a prefetch stored into the wrong stage) must fail the same
+checks."""
 
 from __future__ import annotations
 
@@ -185,6 +186,14 @@ BROKEN_COPIES = [
         "exp2 scale forgotten (attention_fused_kernel3)": (
             "const float q_factor = scale * LOG2E;", "const float q_factor = scale;",
             lambda d: check_fused(d, 65, 64, MaskSpec("causal"), True)),
+    },
+    {
+        # av_kernel2 holds its prefetch half a slice at a time: the first half stored into the
+        # stage the second half's FMAs are about to read
+        "first prefetch half stored into the stage being read (av_kernel2)": (
+            "                if (kk > 0) stash(stage ^ 1, kk / (GEMM_BK / PARTS) - 1);",
+            "                if (kk > 0) stash(stage, kk / (GEMM_BK / PARTS) - 1);",
+            lambda d: check_av(d, 130, 64, 0)),
     },
 ]
 
