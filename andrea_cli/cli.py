@@ -280,6 +280,8 @@ def bench(
     no_cpu_build: bool = typer.Option(False, "--no-cpu-build", help="CPU side: skip the kernels' CPU build."),
     blas_threads: int = typer.Option(1, "--blas-threads", metavar="N",
                                      help="CPU side: BLAS/OpenMP threads of NumPy and torch, pinned per measurement."),
+    impl: Optional[list[str]] = typer.Option(None, "--impl", metavar="NAME",
+                                             help="Only this implementation (repeat the flag; the baseline runs too)."),
     kernel: Optional[Path] = option(flags.KERNEL),
     timeout: Optional[float] = option(flags.TIMEOUT),
     threads: Optional[int] = option(flags.THREADS),
@@ -295,11 +297,12 @@ def bench(
                      "--mask": mask != "both", "--heads": heads is not None, "--repeats": repeats != 5,
                      "--warmup": warmup != 1, "--no-cpu-build": no_cpu_build, "--timeout": timeout is not None,
                      "--blas-threads": blas_threads != 1, "--threads": threads is not None,
-                     "--plot": plot is not None})
+                     "--plot": plot is not None, "--impl": bool(impl)})
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
     options = BenchOptions(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats, warmup=warmup,
-                           no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout, blas_threads=blas_threads)
+                           no_cpu_build=no_cpu_build, kernel=kernel, timeout=timeout, blas_threads=blas_threads,
+                           impl=impl)
     try:
         use_cpu_threads(threads)
         if plot is not None:

@@ -627,6 +627,136 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// ------------------------------------------------------------------------------------------------
+// wgmma (Hopper, sm_90a only): one warpGROUP (4 consecutive warps, 128 threads, the first warp a
+// multiple of 4) computes D (64 x N, fp32) = A (64 x 16, bf16) · B (16 x N, bf16) (+ D), each
+// warp w % 4 its own 16 rows 16(w % 4) .. +15. A comes from registers: each warp's a[4] is the
+// mma.m16n8k16 A fragment of its 16 rows (above). B is read by the tensor cores from shared
+// memory, described by a 64-bit matrix descriptor (wgmma_desc), never through the registers:
+// what mma.sync's ldmatrix costs every warp, the four warps' tensor cores are fed once.
+// D per thread: N/2 floats, n8 tile c in d[4c .. 4c+3] laid out as mma's C: d[4c], d[4c+1] =
+// D[g][8c+2t, +1], d[4c+2], d[4c+3] = D[g+8][8c+2t, +1] of the warp's 16 rows.
+// The instruction is asynchronous: wgmma_fence() before the first wgmma that reads registers
+// written since (A, and D when accumulating), wgmma_commit() closes a group, wgmma_wait<n>()
+// returns once at most n groups are in flight; only then may D be read, or B's shared memory be
+// written. Shared memory written by ordinary stores or cp.async must be published to the tensor
+// cores' (async) proxy with fence_proxy_async() before the barrier that precedes the wgmma.
+//
+// B's layout without swizzling (the PTX ISA's canonical "interleaved" layout): B is cut into
+// "core matrices" of 8 rows x 16 bytes (8 bf16), each 128 contiguous bytes, row r at 16r.
+//   K-major (TRANS_B false; K^T in Q·K^T: a key's d values contiguous): a core matrix holds 8
+//     n (keys) x 8 k (d); element (k, n) at (n / 8)·SBO + (k / 8)·LBO + (n % 8)·16 + (k % 8)·2.
+//   MN-major (TRANS_B true; V in P·V: a key's d values contiguous, keys are k): a core matrix
+//     holds 8 k x 8 n; element (k, n) at (n / 8)·SBO + (k / 8)·LBO + (k % 8)·16 + (n % 8)·2.
+// LBO (leading byte offset) steps between core matrices along K, SBO (stride) along N.
+// Descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 start address >> 4 (the shared
+// window's address), 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0), 62-63 swizzle (0: none).
+// The CPU build (cuda/cpu_runtime/tensor_cores.h) emulates all of it, descriptors of dynamic
+// shared memory included; scripts/tensor_core_check.py holds the emulation to the hardware.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WGMMA_PTX 1
+#else
+#define WGMMA_PTX 0  // the CPU build (emulated), or a GPU / an arch without sm_90a's features
+#endif
+
+__device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, u32 lbo_bytes, u32 sbo_bytes) {
+#if WGMMA_PTX
+    const u32 addr = (u32)__cvta_generic_to_shared(smem);
+#elif defined(__CUDA_ARCH__)
+    const u32 addr = 0;  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
+#else
+    const u32 addr = ptx_emulated::shared_window_address(smem);
+#endif
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)((lbo_bytes & 0x3FFFF) >> 4) << 16 |
+           (unsigned long long)((sbo_bytes & 0x3FFFF) >> 4) << 32;
+}
+
+// D (N/2 floats per thread) = A·B (+ D when accumulate); N 64 or 128 (64 keys of S; d of O).
+template <int N, bool TRANS_B>
+__device__ __forceinline__ void wgmma_bf16_m64nNk16(float* d, const u32 a[4], unsigned long long desc_b, bool accumulate) {
+    static_assert(N == 64 || N == 128, "the kernels use N = 64 and 128");
+#if WGMMA_PTX
+    if constexpr (N == 64) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                     "{%32, %33, %34, %35}, %37, p, 1, 1, %38;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"((u32)accumulate), "l"(desc_b), "n"((int)TRANS_B));
+    }
+    if constexpr (N == 128) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                     "{%64, %65, %66, %67}, %69, p, 1, 1, %70;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"((u32)accumulate), "l"(desc_b), "n"((int)TRANS_B));
+    }
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
+#else
+    ptx_emulated::wgmma_m64nNk16_bf16(N, TRANS_B, d, a, desc_b, accumulate);
+#endif
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if WGMMA_PTX
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::wgmma_fence();
+#endif
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+#if WGMMA_PTX
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::wgmma_commit_group();
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#if WGMMA_PTX
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::wgmma_wait_group(N);
+#endif
+}
+
+// The registers a wgmma in flight writes: the compiler must neither read them early nor keep a
+// copy across the wait (an empty asm that "changes" them, CUTLASS's warpgroup_fence_operand).
+__device__ __forceinline__ void wgmma_hold(float& r) {
+#if WGMMA_PTX
+    asm volatile("" : "+f"(r)::"memory");
+#endif
+}
+
+// Generic-proxy writes to shared memory (stores, cp.async) made visible to the async proxy wgmma reads through.
+__device__ __forceinline__ void fence_proxy_async() {
+#if WGMMA_PTX
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif !defined(__CUDA_ARCH__)
+    ptx_emulated::fence_proxy_async_shared();
+#endif
+}
+
 // ================================================================================================
 // STAGED ATTENTION: one launch per stage of the equation, each writing its (H, T, T) or (H, T, d)
 // result to memory, every variant of a stage next to the others.
@@ -1604,8 +1734,7 @@ attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigne
 // What makes it faster than kernel4:
 //   - 32 query rows per warp (two m16 tiles), 128 per block: each K or V fragment ldmatrix reads
 //     feeds two mma instead of one, 4 HMMA per LDSM.x4 where kernel4 has 1.78, so the tile's
-//     bound moves from shared-memory bandwidth towards the tensor pipe (bench --bound: still
-//     shared memory at 4 HMMA per LDSM, every warp reading all of K and V)
+//     bound moves from shared-memory bandwidth towards the tensor pipe (see "What bounds it")
 //   - Q's fragments are read once and stay in registers. At d = 128 (Q 64 + O 128 registers)
 //     that leaves room for the scores of 16 keys: the online softmax steps through each 64-key
 //     tile 16 keys at a time (32 at a time spills on sm_80 and sm_90; re-reading Q from shared
@@ -1615,20 +1744,37 @@ attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigne
 //     test cost the registers d = 128 does not have
 //   - each thread's cp.async pieces are the same (row, column) of every tile: their addresses
 //     are computed once, the source advances by 64 rows per tile and the rest are immediates;
-//     only a tile that crosses T tests its rows
+//     only a tile that crosses T tests its rows. At d = 64 the hot loop stops one tile before
+//     the last tile wholly below T, so its copies are never tested and its code holds one copy
+//     path (8 LDGSTS per tile; two paths put 16 in its SASS). At d = 128 that extra copy of the
+//     tile costs the 4 bytes of spill the registers have no room for: one tested path there.
 //   - exp2 as ex2.approx.ftz, one MUFU.EX2 (exp2_approx_ftz above)
 //   - the key tiles a mask edge crosses (the window's far end first, the diagonal and T last)
 //     run in loops of their own that test keys one by one; the loop over the tiles between
 //     them, the hot one, holds no mask code
 //   - causal blocks ordered longest first across all heads (causal_block_order)
 // Shared memory (dynamic, bf16): q_s (128, d+8), k_s (2, 64, d+8), v_s (2, 64, d+8).
+//
+// What bounds it (bench --bound --gpu h200: static, from the sm_90 SASS, not a measurement). Per
+// warp and 64-key tile at d = 64 the hot loop issues 128 HMMA, 138 SM clocks of tensor pipe at
+// the datasheet's 989 TFLOP/s; 32 LDSM.x4, 128 clocks of shared-memory bandwidth on their own;
+// 8 LDGSTS, 32 more; 68 MUFU.EX2, 136 clocks; 596 instructions, 149 clocks of issue. With
+// mma.sync every warp brings all of K and V through ldmatrix into its own registers, so at 32
+// rows per warp shared memory is 92% of the tensor pipe before cp.async writes a byte, and the
+// exponentials are 98% of it (one per score whatever the tiling: H100's 16 MUFU results per
+// clock against 4,096 flops). 48 rows per warp would tip shared memory below the tensor pipe
+// at d = 64, but the issue slots would then bound it (about 9 instructions per score for the
+// softmax), and at d = 128 O alone would take 192 of the 255 registers. The bound stays shared
+// memory: 816 TFLOP/s at d = 64, 779 at d = 128 (kernel4: 413 / 469). FlashAttention-3's step
+// past it is Hopper's wgmma, whose tensor cores read K and V from shared memory themselves.
 
 #define K5_WARP_ROWS 32                      // query rows per warp: two m16 tiles
 #define K5_ROWS (K5_WARP_ROWS * TC_WARPS)   // query rows per block
 
-// A compile-time bool a generic lambda can take: the masked and unmasked copies of a step.
+// A compile-time bool a generic lambda can take: the masked and unmasked copies of a step, the
+// whole and row-tested copies of a tile's loads, the hot loop's tile and the others.
 template <bool B>
-struct MaskedFlag {
+struct StaticFlag {
     static constexpr bool value = B;
 };
 
@@ -1674,28 +1820,23 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     // K and V share one layout: one offset (in bf16, within the head) addresses both tiles' rows
     int kv_src = (j_begin + cp_row) * D + cp_col;
     // Key tile n into stage n & 1, one commit group; the source then moves on to tile n + 1.
-    auto load_kv = [&](int n) {
-        const int rows_left = T - (j_begin + n * TC_KEYS);
+    // WHOLE: the tile lies below T, no row is tested (the hot loop's copies: 8 LDGSTS at d = 64 and
+    // nothing else but their addresses); otherwise a row past T reads nothing and lands as zeros.
+    auto load_kv = [&](auto whole, int n) {
+        constexpr bool WHOLE = decltype(whole)::value;
+        const int rows_left = T - (j_begin + n * TC_KEYS) - cp_row;  // this thread's rows still < T
         unsigned short* kd = k_s + (n & 1) * TC_KEYS * S + cp_dst;
         unsigned short* vd = v_s + (n & 1) * TC_KEYS * S + cp_dst;
-        if (rows_left >= TC_KEYS) {  // every tile but one that crosses T: no row tests
 #pragma unroll
-            for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
-                cp_async16(kd + p * ROW_STEP * S, k + kv_src + p * ROW_STEP * D, true);
-                cp_async16(vd + p * ROW_STEP * S, v + kv_src + p * ROW_STEP * D, true);
-            }
-        } else {
-#pragma unroll
-            for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
-                const bool valid = cp_row + p * ROW_STEP < rows_left;
-                cp_async16(kd + p * ROW_STEP * S, k + kv_src + p * ROW_STEP * D, valid);
-                cp_async16(vd + p * ROW_STEP * S, v + kv_src + p * ROW_STEP * D, valid);
-            }
+        for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
+            const bool valid = WHOLE || p * ROW_STEP < rows_left;
+            cp_async16(kd + p * ROW_STEP * S, k + kv_src + p * ROW_STEP * D, valid);
+            cp_async16(vd + p * ROW_STEP * S, v + kv_src + p * ROW_STEP * D, valid);
         }
         cp_async_commit();
         kv_src += TC_KEYS * D;
     };
-    load_kv(0);
+    load_kv(StaticFlag<false>(), 0);
     cp_async_wait<1>();  // Q has landed (tile 0 may still be in flight)
     __syncthreads();     // every thread's share of Q
 
@@ -1811,10 +1952,15 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
             }
         }
     };
-    // Key tile n: start tile n + 1's copy, wait for n's, run its steps.
-    auto tile = [&](auto masked, int n) {
-        if (n + 1 < n_tiles) {
-            load_kv(n + 1);
+    // Key tile n: start tile n + 1's copy, wait for n's, run its steps. HOT: tile n + 1 exists and
+    // lies below T, so its copy needs neither the test for a next tile nor row tests: the hot
+    // loop's code holds one copy path (two would put both paths' LDGSTS in its SASS).
+    auto tile = [&](auto masked, auto hot, int n) {
+        if (decltype(hot)::value) {
+            load_kv(StaticFlag<true>(), n + 1);
+            cp_async_wait<1>();
+        } else if (n + 1 < n_tiles) {
+            load_kv(StaticFlag<false>(), n + 1);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -1836,9 +1982,12 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     const int j0_max = causal ? min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked tile's j0
     const int n_last = j0_max < j_begin ? n_first : max(n_first, min(n_tiles, (j0_max - j_begin) / TC_KEYS + 1));
     int n = 0;
-    for (; n < n_first; ++n) tile(MaskedFlag<true>(), n);
-    for (; n < n_last; ++n) tile(MaskedFlag<false>(), n);  // the hot loop
-    for (; n < n_tiles; ++n) tile(MaskedFlag<true>(), n);
+    // the hot loop stops one tile short of the last tile wholly below T: its next copy is whole
+    const int n_hot = D == 64 ? min(n_last, (T - j_begin) / TC_KEYS - 1) : n_first;
+    for (; n < n_first; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
+    for (; n < n_hot; ++n) tile(StaticFlag<false>(), StaticFlag<true>(), n);  // the hot loop
+    for (; n < n_last; ++n) tile(StaticFlag<false>(), StaticFlag<false>(), n);
+    for (; n < n_tiles; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
 
 #pragma unroll
     for (int r = 0; r < 4; ++r) {

@@ -65,6 +65,17 @@ def measured_over_bound(bench_step: dict) -> list[dict]:
             for m in rows if m.get("measured_over_bound") is not None]
 
 
+def parity(parity_step: dict) -> dict:
+    """Issue 22's GPU targets from the parity step's bench document (bench/parity.py), or why
+    there are none."""
+    from andrea_cli.bench.parity import parity_report
+
+    doc = parity_step.get("result")
+    if not doc:
+        return {"verdict": "not judged", "why": f"the parity step gave no bench JSON (exit {parity_step['exit']})"}
+    return parity_report(doc)
+
+
 def has_gpu() -> tuple[bool, str]:
     sys.path.insert(0, ".")
     from andrea_cli.backends.cuda import cuda_availability
@@ -96,6 +107,24 @@ def main() -> int:
     # most telling first: if time runs out, what is left undone matters least. The tensor-core
     # building blocks, native against emulated: if their layouts disagree, nothing bf16 after it holds
     step("tensor_cores", "tensor-core building blocks", [sys.executable, "scripts/tensor_core_check.py"], 180)
+    # issue 22's GPU targets, before verify since they are what a lent GPU is for and bench checks
+    # every row it times against float64 (max_abs_err): the bf16 kernels (kernel5, the default,
+    # and kernel4), torch SDPA in bf16 pinned to its FlashAttention backend, to cuDNN's and left
+    # to choose, at T 16,384 with 12 heads, d 64 and 128, causal and not; judged against
+    # FlashAttention-2's published H100 figures and the flash backend measured here
+    # (bench/parity.py). The CPU build: T 64, 2 heads
+    from andrea_cli.bench.parity import PARITY_HEADS, PARITY_T, parity_impls
+    from andrea_cli.render.parity import parity_lines
+
+    parity_T, parity_H = (PARITY_T, PARITY_HEADS) if gpu else (64, 2)
+    impls = [arg for name in parity_impls("gpu" if gpu else "cpu") for arg in ("--impl", name)]
+    step("parity", f"parity T={parity_T}", [*ANDREA, "bench", "--side", "gpu" if gpu else "cpu", "--T", str(parity_T),
+                                            "--heads", str(parity_H), "--repeats", "10" if gpu else "2", *impls,
+                                            "--json"], 300)
+    summary["parity"] = parity(steps["parity"])
+    save()
+    for line in parity_lines(summary["parity"]) if "points" in summary["parity"] else [summary["parity"]["why"]]:
+        print(line, flush=True)  # 80 columns as they are
     step("verify", "verify", [*ANDREA, "verify", "--backend", backend, "--json"] + ([] if gpu else ["--quick"]), 300)
     for T in sizes:
         step(f"attend_T{T}", f"attend T={T}", [*ANDREA, "attend", "--T", str(T), "--d-k", "64", "--backend", backend, "--json"], 300)

@@ -210,6 +210,12 @@ def test_the_kernel_files_bounds_on_an_h200(h200_report):
     # peeled remainder and the first tile's Q fragments left out)
     mix = by_name["attention_fused_kernel4_d64"].mix
     assert (mix.hmma, mix.shared_load_bytes, mix.global_load_bytes) == (64, 16384, 4096)
+    # kernel5 by hand, per warp and 64-key tile: 32 query rows (two m16 tiles) x (Q·K^T + P·V) =
+    # 2 x 2 x (d/16) x 8 m16n8k16; all of K and V by ldmatrix, 2 x 64 x d bf16; a quarter of the
+    # block's copy of the next tile by cp.async, counted once (the hot loop holds one copy path)
+    for d in (64, 128):
+        k5 = by_name[f"attention_fused_kernel5_d{d}"]
+        assert (k5.mix.hmma, k5.mix.shared_load_bytes, k5.mix.global_load_bytes) == (d * 2, 256 * d, 64 * d), d
     assert by_name["scores_kernel1"].full.bottleneck == "shared"
     assert by_name["softmax_kernel3"].full.bottleneck == "hbm"
     assert any("no reference geometry" in n for n in by_name["extra_kernel"].notes)

@@ -103,6 +103,9 @@ def test_kernel5_hot_loop_meets_the_static_targets():
         assert hot.hmma_per_ldsm() >= 3.5 and hot.integer_share() <= 0.20, (d, hot)
         # one trip is one 64-key tile for the warp's 32 rows: S 2·8·(d/16) mma, O 2·(d/8)·4
         assert hot.counts["HMMA"] == 2 * d, (d, hot.counts)
+        # and the warp's quarter of the next K and V tiles, 2·64·d bf16, in 16-byte pieces per lane:
+        # one copy path in the loop's code (two, whole and row-tested, would double it)
+        assert hot.counts["LDGSTS"] == 2 * 64 * d * 2 // 4 // (32 * 16), (d, hot.counts)
     for name in ("attention_fused_kernel4_d64", "attention_fused_kernel4_d128"):
         hot = sass_mix.tensor_core_hot_loop(loops[name])
         assert hot.hmma_per_ldsm() < 2 and hot.integer_share() > 0.3, (name, hot)

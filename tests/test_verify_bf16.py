@@ -43,8 +43,14 @@ BROKEN = {
     "kernel5: K fragments from V's lane layout": (5,
         "const int k_ld = ((lane / 16) * 8 + lane % 8) * S + (lane / 8 % 2) * 8;",
         "const int k_ld = ((lane / 8 % 2) * 8 + lane % 8) * S + (lane / 16) * 8;", (65, 64, "causal", True)),
-    "kernel5: missing cp.async wait": (5, "            load_kv(n + 1);\n            cp_async_wait<1>();\n",
-                                       "            load_kv(n + 1);\n", (300, 128, "causal", True)),
+    "kernel5: missing cp.async wait": (5, "            load_kv(StaticFlag<false>(), n + 1);\n            cp_async_wait<1>();\n",
+                                       "            load_kv(StaticFlag<false>(), n + 1);\n", (300, 128, "causal", True)),
+    # the same in the hot loop's copy of the tile (d = 64 only: the hot loop holds one copy path)
+    "kernel5: missing cp.async wait, hot loop": (5, "            load_kv(StaticFlag<true>(), n + 1);\n            cp_async_wait<1>();\n",
+                                                 "            load_kv(StaticFlag<true>(), n + 1);\n", (257, 64, "causal", False)),
+    # the hot loop runs one tile further: its next copy, taken as whole, reads keys past T
+    "kernel5: hot loop's next copy crosses T": (5, "min(n_last, (T - j_begin) / TC_KEYS - 1)",
+                                                "min(n_last, (T - j_begin) / TC_KEYS)", (257, 64, "causal", False)),
     "kernel5: rescale forgotten": (5, "                acc[mt][c][2 * h] *= alpha;\n                acc[mt][c][2 * h + 1] *= alpha;\n",
                                    "", (300, 128, "causal", True)),
     # the tile that crosses T taken for an unmasked one: keys past T get weight

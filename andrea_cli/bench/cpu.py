@@ -9,11 +9,13 @@ import time
 
 import numpy as np
 
-from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes
-from andrea_cli.bench.torch_sdpa import torch_impl, torch_reason
+from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
+from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
 from andrea_cli.reference import scale_for
 
 CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
+# its rows' names, which --impl accepts even where the CPU build cannot run (a note says why)
+CPU_BUILD_NAMES = ("cpu_build_fused", "cpu_build_fused_bf16", "cpu_build_fused_backward", "cpu_build_fused_bf16_backward")
 
 
 def numpy_peak_bytes(H, T, d_k, causal):
@@ -106,7 +108,8 @@ def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
 
 
 def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
-    """attention_fused_kernel4 (tensor cores, emulated) through the CPU build: reported, never a speed figure."""
+    """The default tensor-core kernel (attention_fused_kernel5, its mma emulated) through the CPU
+    build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
     from andrea_cli.masks import MaskSpec
@@ -135,7 +138,9 @@ def cpu_device_name() -> str:
 
 
 def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, with_cpu_build=True,
-              timeout: float | None = None, blas_threads: int = DEFAULT_BLAS_THREADS):
+              timeout: float | None = None, blas_threads: int = DEFAULT_BLAS_THREADS, only=None):
+    """only: --impl's names (None: every implementation but those run on request: torch SDPA in
+    bf16, by default and pinned, the tensor-core kernel's peers on a GPU)."""
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.inputs import available_memory_bytes
 
@@ -147,9 +152,12 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
              f"BLAS/OpenMP threads pinned to {blas_threads} per measurement (threadpoolctl; --blas-threads N changes it)",
              "*_backward rows: dQ, dK, dV from dO after an untimed forward; TFLOP/s by FlashAttention's convention, "
              "2.5 × the forward's FLOPs"]
-    reason = torch_reason()
+    torch_impls = [torch_impl("cpu"), torch_backward_impl("cpu")]
+    torch_impls += [torch_impl("cpu", "bf16", backend, on_request=True) for backend in (None, "flash", "cudnn")]
+    environment = torch_environment()
+    reason = environment.get("reason")
     if reason is None:
-        impls += [torch_impl("cpu"), torch_backward_impl("cpu")]
+        impls += torch_impls
     else:
         notes.append(f"torch SDPA (CPU) not measured: {reason}")
     if with_cpu_build:
@@ -169,10 +177,14 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")
+    unavailable = [impl.name for impl in torch_impls] + list(CPU_BUILD_NAMES)
+    impls = select_impls(impls, only, "numpy", "cpu", unavailable)
     side = Side("cpu", cpu_device_name(), pinned_timer(blas_threads), available_memory_bytes)
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks,
                        causals=causals, H=H, warmup=warmup, repeats=repeats, baseline="numpy",
                        progress=progress)
     result.notes = notes + result.notes
     result.threads = threads_seen(blas_threads)
+    if not only or any(name.startswith("torch_sdpa") for name in only):
+        result.torch = environment
     return result

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 
 from andrea_cli.backends.cuda import gpu_errors
-from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes
-from andrea_cli.bench.torch_sdpa import torch_impl, torch_reason
+from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
+from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
 from andrea_cli.reference import scale_for
 
 def gpu_properties() -> dict:
@@ -95,9 +95,10 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
-def fused_bf16_gpu_impl(backend) -> Impl:
+def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
     """The tensor-core kernel on bf16 copies made before timing (torch SDPA in bf16 is timed the
-    same way); the conversion itself is `attend --fused --precision bf16`'s to_bf16 stage."""
+    same way); the conversion itself is `attend --fused --precision bf16`'s to_bf16 stage.
+    variant None: the default (kernel5); 4: attention_fused_kernel4, the step before it."""
     from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
     from andrea_cli.masks import MaskSpec
 
@@ -111,12 +112,12 @@ def fused_bf16_gpu_impl(backend) -> Impl:
         mask = MaskSpec("causal" if causal else "none")
 
         def run():
-            launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask)
+            launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant)
             return out
 
         return run
 
-    return Impl("fused_bf16", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, only_d_ks=BF16_DIMS, precision="bf16",
+    return Impl("fused_bf16" if variant is None else f"fused_bf16_kernel{variant}", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, only_d_ks=BF16_DIMS, precision="bf16",
                 peer="torch_sdpa_bf16", peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, 5.5))
 
 
@@ -175,7 +176,8 @@ def cupy_impl() -> Impl:
                 + io_bytes(H, T, d_k, 5))
 
 
-def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
+def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, only=None):
+    """only: --impl's names (None: every implementation but those run on request)."""
     import cupy
 
     from andrea_cli.backends.cuda import CudaBackend
@@ -191,7 +193,8 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
 
     # the defaults, then the older steps of each progression (the same run gives the ratios)
     impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1),
-             fused_bf16_gpu_impl(backend), staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN),
+             fused_bf16_gpu_impl(backend), fused_bf16_gpu_impl(backend, variant=4), staged_gpu_impl(backend),
+             staged_gpu_impl(backend, plan=KERNEL1_PLAN),
              cupy_impl(), fused_backward_impl(backend), staged_backward_impl(backend),
              staged_backward_impl(backend, gemm_variant=1),
              fused_bf16_backward_impl(backend)]
@@ -204,11 +207,15 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
              + (f"{peak.bf16_tflops:.0f} TFLOP/s" if peak.bf16_tflops else "unknown for this device") + "); "
              "vs peer = torch_sdpa_bf16 ms / fused_bf16 ms (> 1: faster; the backward: "
              "torch_sdpa_bf16_backward's / fused_bf16_backward's)"]
-    reason = torch_reason("cuda")
-    if reason is None:
-        impls += [torch_impl("cuda"), torch_impl("cuda", "bf16"), torch_backward_impl("cuda"),
-                  torch_backward_impl("cuda", "bf16")]
-    else:
+    # the bf16 kernel's targets name SDPA's FlashAttention backend, with cuDNN's beside it, and
+    # the default's own choice (its `chose` per point)
+    torch_impls = [torch_impl("cuda"), torch_impl("cuda", "bf16"), torch_impl("cuda", "bf16", "flash"),
+                   torch_impl("cuda", "bf16", "cudnn"), torch_backward_impl("cuda"), torch_backward_impl("cuda", "bf16")]
+    environment = torch_environment("cuda")
+    reason = environment.get("reason")
+    impls = select_impls(impls + torch_impls, only, "fused", "gpu")
+    if reason is not None:
+        impls = [impl for impl in impls if not impl.name.startswith("torch_sdpa")]
         notes.append(f"torch SDPA not measured: {reason}")
     side = Side("gpu", backend.device_name(), event_timer_with_l2_flush(props["l2CacheSize"]),
                 free_bytes=lambda: cupy.cuda.runtime.memGetInfo()[0], memory="GPU memory",
@@ -216,6 +223,8 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress):
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks, causals=causals, H=H, warmup=warmup, repeats=repeats,
                        baseline="fused", peak=peak, progress=progress)
     result.notes = notes + result.notes
+    if not only or any(name.startswith("torch_sdpa") for name in only):
+        result.torch = environment
     # each kernel row's static bound for this GPU's model at the row's shape, beside its figure
     from andrea_cli.bench.bound.measured import attach_bounds
 

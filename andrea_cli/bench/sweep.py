@@ -55,6 +55,7 @@ class Measurement:
     # this shape (useful FLOPs / the bound's time), and tflops / it (1 would reach the bound)
     bound_tflops: float | None = None
     measured_over_bound: float | None = None
+    chose: str | None = None  # what a dispatching implementation ran at this point (torch SDPA's default: its backend)
 
 
 @dataclass
@@ -70,12 +71,16 @@ class BenchResult:
     # CPU side: the BLAS/OpenMP threads each measurement ran with, as threadpoolctl saw them inside
     # the limit: {"limit": N, "libraries": {"openblas": N, ...}}; None on the GPU side
     threads: dict | None = None
+    # torch SDPA's peers: {"torch": version, "cuda": torch's CUDA, "cudnn": cuDNN's version}, or
+    # {"reason": why torch could not be measured}; None when no torch implementation was asked for
+    torch: dict | None = None
 
     def to_json(self) -> dict:
         return {
             "side": self.side, "device": self.device,
             "peak": asdict(self.peak) if self.peak else None,
             "baseline": self.baseline, "warmup": self.warmup, "repeats": self.repeats, "threads": self.threads,
+            "torch": self.torch,
             "measurements": [asdict(m) for m in self.measurements],
             "notes": self.notes,
         }
@@ -119,6 +124,10 @@ class Impl:
     # prepare_on(dev, q, k, v, causal): prepare on any KernelDevice; one of the kernel file's paths
     # has it, so the static bound can record what its run() launches (bench/bound/measured.py)
     prepare_on: Callable | None = None
+    # chooser(run) -> what run() dispatched to (torch SDPA's default choice of backend), asked once
+    # after the timing; None for an implementation that runs one fixed kernel
+    chooser: Callable | None = None
+    on_request: bool = False  # runs only when --impl names it (a peer most sweeps need not time)
 
 
 def costs(direction: str, H: int, T: int, d_k: int, causal: bool) -> tuple[float, float]:
@@ -186,6 +195,20 @@ def check_baseline_fits(impls: list[Impl], baseline: str, H: int, Ts, d_ks, caus
                     raise AndreaError(f"{baseline} (the baseline) cannot run at T={T}, d_k={d_k}, H={H}: {why}; {fix}")
 
 
+def select_impls(impls: list[Impl], only, baseline: str, side: str, unavailable=()) -> list[Impl]:
+    """--impl: the implementations named, in the sweep's order, and the baseline (the ratios divide
+    by it); None: all but those run only on request. unavailable: names this side has but cannot
+    run here (torch not importable, no C++ compiler): accepted, the notes say why they have no rows."""
+    if not only:
+        return [impl for impl in impls if not impl.on_request]
+    names = [impl.name for impl in impls]
+    for name in only:
+        if name not in names and name not in unavailable:
+            raise AndreaError(f"--impl {name}: no such implementation on the {side} side; "
+                              f"choose from {', '.join(names + [n for n in unavailable if n not in names])}")
+    return [impl for impl in impls if impl.name in only or impl.name == baseline]
+
+
 def sample_error(q, k, v, out, causal: bool) -> float:
     """Max |out - reference| over VALIDATE_ROWS rows of head 0, the reference in float64."""
     rows = reference.sample_rows(q.shape[1], VALIDATE_ROWS)
@@ -210,14 +233,15 @@ def sample_dq_error(q, k, v, dq, causal: bool) -> float:
     return float(np.abs(dq[0, rows] - ds @ k[0].astype(np.float64) / math.sqrt(q.shape[2])).max())
 
 
-def measure(impl: Impl, timer, q, k, v, causal: bool, warmup: int, repeats: int) -> tuple[list[float], float]:
-    """Validate, then time. `run` and the buffers it holds die with this frame, so the next
-    implementation never shares memory with this one."""
+def measure(impl: Impl, timer, q, k, v, causal: bool, warmup: int,
+            repeats: int) -> tuple[list[float], float, str | None]:
+    """Validate, time, then ask what ran (impl.chooser). `run` and the buffers it holds die with
+    this frame, so the next implementation never shares memory with this one."""
     run = impl.prepare(q, k, v, causal)
     check = sample_dq_error if impl.direction == "backward" else sample_error
     err = check(q, k, v, impl.to_host(run()), causal)
     times = timer(run, warmup, repeats) if impl.repeats is None else timer(run, 0, impl.repeats)
-    return times, err
+    return times, err, impl.chooser(run) if impl.chooser else None
 
 
 @dataclass
@@ -267,7 +291,7 @@ def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, r
         return m
     progress(f"bench: {impl.name} {p.describe()}")
     try:
-        times, m.max_abs_err = measure(impl, side.timer, p.q, p.k, p.v, p.causal, warmup, repeats)
+        times, m.max_abs_err, m.chose = measure(impl, side.timer, p.q, p.k, p.v, p.causal, warmup, repeats)
     except side.out_of_memory as exc:
         m.skipped = f"ran out of {side.memory}: {type(exc).__name__}"
         return m

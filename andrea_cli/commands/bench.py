@@ -32,6 +32,7 @@ class BenchOptions:
     kernel: Path | None = None
     timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
     blas_threads: int = bench_cpu.DEFAULT_BLAS_THREADS  # CPU side: NumPy's and torch's BLAS/OpenMP threads
+    impl: list[str] | None = None  # only these implementations (and the baseline); None: the side's set
 
 
 def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
@@ -51,9 +52,9 @@ def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
     common = dict(Ts=tuple(o.T or (GPU_T if on_gpu else CPU_T)), d_ks=tuple(o.d_k or D_KS),
                   causals=MASKS[o.mask], warmup=o.warmup, repeats=o.repeats, progress=progress)
     if on_gpu:
-        return bench_gpu.bench_gpu(path, H=o.heads or 12, **common)
+        return bench_gpu.bench_gpu(path, H=o.heads or 12, only=o.impl, **common)
     result = bench_cpu.bench_cpu(path, H=o.heads or 1, with_cpu_build=not o.no_cpu_build, timeout=o.timeout,
-                                 blas_threads=o.blas_threads, **common)
+                                 blas_threads=o.blas_threads, only=o.impl, **common)
     if o.side == "auto":
         result.notes.insert(0, f"CPU side only: {gpu.reason}; the GPU figures need a GPU run")
     return result

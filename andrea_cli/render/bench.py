@@ -109,3 +109,10 @@ def render_bench(console: Console, r: BenchResult) -> None:
         console.print("* not a speed path: the kernel file on the CPU, for correctness")
     for (impl, why), Ts in skipped.items():
         console.print(f"[dim]{escape(impl)} skipped at T={','.join(map(str, sorted(set(Ts))))}: {escape(why)}[/dim]")
+    chose: dict[tuple[str, str], list[int]] = {}
+    for m in r.measurements:
+        if m.chose:
+            chose.setdefault((m.impl, m.chose), []).append(m.T)
+    for (impl, backend), Ts in chose.items():
+        console.print(f"[dim]{escape(impl)} ran SDPA's {escape(backend)} backend at "
+                      f"T={','.join(map(str, sorted(set(Ts))))}[/dim]")

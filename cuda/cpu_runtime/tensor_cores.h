@@ -228,6 +228,61 @@ template <int N, bool TRANS> inline void ldmatrix_round(AlignedRound& r) {
     }
 }
 
+
+// wgmma.mma_async .m64nNk16 bf16, one warp's share: its 16 rows of D = A·B (+ D), A the warp's
+// mma-layout fragments, B (16 x N) read from dynamic shared memory through the descriptor.
+struct WgmmaOperands { unsigned long long desc; int n; bool trans_b; bool accumulate; };
+
+inline const char* wgmma_shared_base() { return guard().dyn_base; }
+
+inline void wgmma_round(AlignedRound& r) {
+    const WgmmaOperands& op = *static_cast<const WgmmaOperands*>(r.operand[0][2]);
+    const int N = op.n;
+    const uint32_t start = (uint32_t)(op.desc & 0x3fff) << 4, lbo = (uint32_t)(op.desc >> 16 & 0x3fff) << 4,
+                   sbo = (uint32_t)(op.desc >> 32 & 0x3fff) << 4;
+    const char* base = wgmma_shared_base();
+    const Guard& g = guard();
+    float A[16][16];
+    static thread_local std::vector<float> B;  // (16, N)
+    B.assign(16 * (size_t)N, 0.0f);
+    for (int l = 0; l < 32; l++) {
+        const int gq = l >> 2, t = l & 3;
+        const uint32_t* a = static_cast<const uint32_t*>(r.operand[l][1]);
+        A[gq][2 * t] = bf16_lo(a[0]);         A[gq][2 * t + 1] = bf16_hi(a[0]);
+        A[gq + 8][2 * t] = bf16_lo(a[1]);     A[gq + 8][2 * t + 1] = bf16_hi(a[1]);
+        A[gq][2 * t + 8] = bf16_lo(a[2]);     A[gq][2 * t + 9] = bf16_hi(a[2]);
+        A[gq + 8][2 * t + 8] = bf16_lo(a[3]); A[gq + 8][2 * t + 9] = bf16_hi(a[3]);
+    }
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < N; n++) {
+            const uint32_t off = start + (n / 8) * sbo + (k / 8) * lbo +
+                                 (op.trans_b ? (k % 8) * 16 + (n % 8) * 2 : (n % 8) * 16 + (k % 8) * 2);
+            if (!base || (size_t)off + 2 > g.dyn_bytes) {
+                const int wi = sched().cur->lid >> 5;
+                warp_misuse(wi, 0xffffffffu, 1u, "%s in warp %d: the B descriptor (start %u, LBO %u, SBO %u) "
+                            "reaches byte %u of shared memory, past the launch's %zu dynamic bytes",
+                            r.what, wi, start, lbo, sbo, off, (size_t)g.dyn_bytes);
+                return;
+            }
+            uint16_t h;
+            std::memcpy(&h, base + off, 2);
+            const uint32_t bits = (uint32_t)h << 16;
+            std::memcpy(&B[(size_t)k * N + n], &bits, 4);
+        }
+    for (int l = 0; l < 32; l++) {
+        const int gq = l >> 2, t = l & 3;
+        float* d = static_cast<float*>(r.operand[l][0]);
+        const bool acc = static_cast<const WgmmaOperands*>(r.operand[l][2])->accumulate;
+        for (int c = 0; c < N / 8; c++)
+            for (int e = 0; e < 4; e++) {
+                const int row = gq + 8 * (e / 2), col = 8 * c + 2 * t + e % 2;
+                double sum = acc ? (double)d[4 * c + e] : 0.0;
+                for (int k = 0; k < 16; k++) sum += (double)A[row][k] * (double)B[(size_t)k * N + col];
+                d[4 * c + e] = (float)sum;
+            }
+    }
+}
+
 }  // namespace
 }  // namespace andrea
 
@@ -310,6 +365,38 @@ inline void cp_async_wait_group(int n) {
         andrea::race_write(c.dst, c.bytes);
     }
 }
+
+// The window address a wgmma descriptor holds (its bits 0-13, >> 4): in the CPU build, the byte
+// offset into the launch's dynamic shared memory (the kernels' descriptors point there only).
+inline unsigned shared_window_address(const void* p) {
+    const char* c = static_cast<const char*>(p);
+    const char* base = andrea::wgmma_shared_base();
+    const andrea::Guard& g = andrea::guard();
+    if (!base || c < base || c >= base + g.dyn_bytes) {
+        andrea::Fiber* f = andrea::sched().cur;
+        andrea::warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "wgmma descriptor in thread %d: %p is not in the "
+                            "launch's dynamic shared memory (the CPU build describes only that)", f->lid, p);
+        andrea::warp_fail(f);
+    }
+    return (unsigned)(c - base);
+}
+
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, a, desc_b, accumulate, 1, 1, trans_b
+inline void wgmma_m64nNk16_bf16(int n, bool trans_b, float* d, const unsigned* a, unsigned long long desc_b,
+                                bool accumulate) {
+    andrea::WgmmaOperands op{desc_b, n, trans_b, accumulate};
+    static const char* what64 = "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16";
+    static const char* what128 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16";
+    andrea::aligned_round(n == 64 ? what64 : what128, __builtin_return_address(0), d, const_cast<unsigned*>(a), &op,
+                          nullptr, andrea::wgmma_round);
+    andrea::Sched& s = andrea::sched();
+    if (s.misused) andrea::warp_fail(s.cur);
+}
+
+inline void wgmma_fence() {}
+inline void wgmma_commit_group() {}
+inline void wgmma_wait_group(int) {}
+inline void fence_proxy_async_shared() {}
 
 // fp32 -> bf16 bits, round to nearest even (cvt.rn.bf16.f32); a NaN becomes the canonical 0x7fff.
 inline unsigned f32_to_bf16_rn(float x) {

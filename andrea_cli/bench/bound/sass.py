@@ -290,9 +290,16 @@ def find_loops(instructions: list[Instruction]) -> list[Loop]:
 
 
 def hot_loop(instructions: list[Instruction]) -> Loop | None:
-    """The loop with the most arithmetic of its own; with none anywhere, the most instructions
-    of its own; None for straight-line code."""
+    """The loop with the most arithmetic of its own; of loops with as much, the one with the
+    fewest instructions (a kernel that runs the tiles a mask edge crosses in loops of their own
+    spends its steady state in the one without mask code); with no arithmetic anywhere, the most
+    instructions of its own; None for straight-line code."""
     loops = find_loops(instructions)
     if not loops:
         return None
-    return max(loops, key=lambda lp: (lp.own_arithmetic(), len(lp.own), -lp.start))
+
+    def rank(lp: Loop) -> tuple:
+        arithmetic = lp.own_arithmetic()
+        return arithmetic, -len(lp.own) if arithmetic else len(lp.own), -lp.start
+
+    return max(loops, key=rank)

@@ -1,0 +1,128 @@
+"""Issue 22's GPU targets, judged from one `andrea bench --json` document: the default bf16
+kernel (attention_fused_kernel5) at T 16,384, d 64 and 128, causal and not, against
+FlashAttention-2's published figures (target >= 0.9x) and against torch SDPA's FlashAttention
+backend measured in the same run (target >= 1.0x), with cuDNN's figure beside.
+
+Pure: a bench document in, a dict out (rendering is render/parity.py's). TFLOP/s are bench's
+own, by FlashAttention's FLOP count (roofline.attention_flops), the count the published figures
+use, so the ratios are ratios of times at equal work."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from andrea_cli.bench.anchors import ANCHOR_T, anchors_json, published
+
+PARITY_T = 16384
+PARITY_HEADS = 12
+D_KS = (64, 128)
+TARGET_VS_FA2_PUBLISHED = 0.9
+TARGET_VS_SDPA_FLASH = 1.0
+
+# each figure's bench rows, the GPU side's first: on the CPU side the kernels run as the CPU
+# build (not a speed path) and kernel4 has no row; torch's rows are named alike on both sides
+ROLES = {
+    "kernel5": ("fused_bf16", "cpu_build_fused_bf16"),
+    "kernel4": ("fused_bf16_kernel4",),
+    "sdpa_flash": ("torch_sdpa_bf16_flash",),
+    "sdpa_cudnn": ("torch_sdpa_bf16_cudnn",),
+    "sdpa_default": ("torch_sdpa_bf16",),
+}
+
+
+def parity_impls(side: str) -> list[str]:
+    """The names to pass to `bench --impl` on a side ("gpu" or "cpu"): every role's row it has."""
+    kernels = ["cpu_build_fused_bf16"] if side == "cpu" else ["fused_bf16", "fused_bf16_kernel4"]
+    return kernels + ["torch_sdpa_bf16", "torch_sdpa_bf16_flash", "torch_sdpa_bf16_cudnn"]
+
+
+@dataclass
+class Figure:
+    tflops: float | None
+    why: str = ""  # why there is no figure ("" when there is one)
+    speed_path: bool = True  # False: the CPU build of the kernel file, a correctness tool
+    chose: str | None = None  # SDPA's default: the backend it ran
+    max_abs_err: float | None = None  # bench's check of sampled rows against float64: a fast wrong kernel is no pass
+
+
+@dataclass
+class Ratio:
+    label: str
+    value: float | None
+    target: float | None  # None: shown beside the targets, not judged
+    verdict: str  # "pass", "short", "beside" (no target) or "not judged"
+    why: str = ""
+
+
+def figure(doc: dict, role: str, d_k: int, causal: bool, T: int) -> Figure:
+    """The role's TFLOP/s at one point, or why bench has none."""
+    rows = {m["impl"]: m for m in doc.get("measurements", [])
+            if (m["d_k"], m["causal"], m["T"], m.get("direction", "forward")) == (d_k, causal, T, "forward")}
+    m = next((rows[name] for name in ROLES[role] if name in rows), None)
+    if m is None:
+        torch_reason = (doc.get("torch") or {}).get("reason")
+        if role.startswith("sdpa") and torch_reason:
+            return Figure(None, torch_reason)
+        return Figure(None, f"no {' or '.join(ROLES[role])} row in bench's output")
+    if m.get("tflops") is None:
+        return Figure(None, m.get("skipped") or "not timed", m.get("speed_path", True))
+    return Figure(m["tflops"], "", m.get("speed_path", True), m.get("chose"), m.get("max_abs_err"))
+
+
+def ratio(label: str, kernel: Figure, peer: Figure, target: float | None) -> Ratio:
+    """kernel / peer, TFLOP/s over TFLOP/s (a ratio of times at equal work, > 1: faster), judged
+    against target where there is one; not judged when either side has no speed figure."""
+    for side in (kernel, peer):
+        if side.tflops is None:
+            return Ratio(label, None, target, "not judged", side.why)
+        if not side.speed_path:
+            return Ratio(label, None, target, "not judged", "the CPU build of the kernel file, not a speed path")
+    value = kernel.tflops / peer.tflops
+    verdict = "beside" if target is None else "pass" if value >= target else "short"
+    return Ratio(label, value, target, verdict)
+
+
+def published_figure(impl: str, d_k: int, causal: bool, T: int) -> Figure:
+    if T != ANCHOR_T:
+        return Figure(None, f"the published figures are at T {ANCHOR_T}, this run's at T {T}")
+    tflops = published(impl, d_k, causal)
+    return Figure(tflops, "" if tflops else f"no published {impl} figure at d {d_k}{' causal' if causal else ''}")
+
+
+def parity_point(doc: dict, d_k: int, causal: bool, T: int) -> dict:
+    figures = {role: figure(doc, role, d_k, causal, T) for role in ROLES}
+    fa2 = published_figure("FlashAttention-2", d_k, causal, T)
+    k5 = figures["kernel5"]
+    ratios = [ratio("kernel5 / FA2 published", k5, fa2, TARGET_VS_FA2_PUBLISHED),
+              ratio("kernel5 / SDPA flash", k5, figures["sdpa_flash"], TARGET_VS_SDPA_FLASH),
+              ratio("kernel5 / SDPA cuDNN", k5, figures["sdpa_cudnn"], None)]
+    return {"d_k": d_k, "causal": causal, "T": T,
+            "measured": {role: asdict(f) for role, f in figures.items()},
+            "sdpa_default_chose": figures["sdpa_default"].chose,
+            "published": {impl: published(impl, d_k, causal) if T == ANCHOR_T else None
+                          for impl in ("FlashAttention-2", "cuDNN", "FlashAttention-3")},
+            "ratios": [asdict(r) for r in ratios]}
+
+
+def verdict(points: list[dict]) -> str:
+    """"pass" when every judged target passes at every point, "short" when any falls short,
+    "not judged" when none could be judged (no GPU, a missing peer)."""
+    judged = [r["verdict"] for p in points for r in p["ratios"] if r["target"] is not None]
+    if "short" in judged:
+        return "short"
+    if judged and all(v == "pass" for v in judged):
+        return "pass"
+    return "not judged"
+
+
+def parity_report(doc: dict, T: int | None = None) -> dict:
+    """Every (d_k, mask) point at T (default: the largest T of the document's kernel5 rows)."""
+    Ts = [m["T"] for m in doc.get("measurements", []) if m["impl"] in ROLES["kernel5"]]
+    T = T or (max(Ts) if Ts else PARITY_T)
+    points = [parity_point(doc, d_k, causal, T) for d_k in D_KS for causal in (False, True)]
+    heads = {m["H"] for m in doc.get("measurements", []) if m["T"] == T}
+    return {"T": T, "H": min(heads) if heads else None, "side": doc.get("side"), "device": doc.get("device"),
+            "torch": doc.get("torch"), "published": anchors_json(),
+            "targets": {"kernel5 / FA2 published": TARGET_VS_FA2_PUBLISHED,
+                        "kernel5 / SDPA flash": TARGET_VS_SDPA_FLASH},
+            "points": points, "verdict": verdict(points)}
