@@ -20,6 +20,9 @@
 //                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   scores_kernel2   the same S, 128x128 outputs per block, 8x8 per thread (register tiling):
 //                    4 float4 shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1.
+//                    The next k-slice's global loads are held in registers across the FMAs of
+//                    this one (a register prefetch: their latency hides behind 512 FMAs of the
+//                    same warp), as float4s where d_k % 4 == 0; 8 registers of the 128.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256); registers <= 128
 //                    (__launch_bounds__(256, 2): two blocks per SM)
 //   scale_kernel1    S' = S * scale, scale = 1/sqrt(d_k)        (n) -> (n), elementwise
@@ -44,7 +47,9 @@
 //                    with causal != 0 it stops at the diagonal, since P is exactly 0 beyond it.
 //                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   av_kernel2       the same O, 64x64 outputs per block, 8x8 per thread (scores_kernel2's tile
-//                    code); causal: stops at the diagonal as kernel1 does.
+//                    code and register prefetch, float4s where T and d_v are multiples of 4, 16
+//                    values a slice, held half a slice at a time: 8 registers); causal: stops
+//                    at the diagonal as kernel1 does.
 //                    grid (ceil(d_v/64), ceil(T/64), H), block (64); registers <= 128
 //                    (__launch_bounds__(64, 8))
 //   attention_fused_kernel1   O = softmax(mask(Q · K^T * scale)) · V in one pass, flash-style
@@ -120,8 +125,9 @@
 //                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   dv_kernel2, dq_kernel2, dk_kernel2   the same dV, dQ, dK, 64x64 outputs per block, 8x8 per
 //                    thread (av_kernel2's tile; dV and dK read P and dS transposed): 4 float4
-//                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1. Causal: the
-//                    tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
+//                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1; the
+//                    register prefetch (dV, dK: a whole slice, 16 registers; dQ: halves, 8).
+//                    Causal: the tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
 //                    (__launch_bounds__(64, 8)); registers <= 128, <= 128, <= 128
 //   dp_kernel2       the same dP, scores_kernel2's tile: 128x128 outputs per block.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256) (__launch_bounds__(256, 2));
@@ -259,89 +265,141 @@ __device__ __forceinline__ float exp2_approx_ftz(float x) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The 8x8 GEMM tile, for scores_kernel2 and av_kernel2.
+// The 8x8 GEMM tile, for scores_kernel2 and av_kernel2 (and the staged backward's kernel2s).
 //
 // scores_kernel1 and av_kernel1 compute one output per thread, so every FMA needs two shared
 // loads (one of each operand) and shared memory, not arithmetic, bounds them. Here each thread
 // computes an 8x8 block of outputs: per step along k it loads 8 values of A and 8 of B (four
 // 16-byte loads) and does 64 FMAs with them, a 16x better ratio of shared loads to FMAs. The
 // stages stay separate launches: `attend` shows each one.
+//
+// The copy from global memory is a register prefetch, the classic pipeline of register-tiled
+// GEMMs: the loads of slice s+1 go out into registers before the 512 FMAs of slice s and are
+// stored to shared memory after them. A load that went straight to shared memory would stall
+// its warp until the data came back (a few hundred cycles from DRAM), before any FMA of the
+// slice, and only other warps could fill that time; held in registers, it is in flight while
+// the warp's own FMAs run. What it costs is registers: 8 (128x128 tile) or 16 (64x64) more live
+// across the FMAs, beside 64 accumulators and 16-32 of fragments, under a launch bound that
+// gives 128 (two blocks of 256, or eight of 64, per SM); the copy keeps its own share down with
+// float4 loads (four elements per load, one address) and one running pointer per operand, and
+// av/dq_kernel2 hold half a slice at a time. Summation order is unchanged: same bits as a copy
+// that stores before the FMAs.
 
 #define GEMM_BK 8  // k-slice per shared-memory tile
 
-// One output tile C[row0 .. row0+BM) x [col0 .. col0+BN) of C = A · B, for a block of
-// (BM/8)·(BN/8) threads, each owning rows {4ty..4ty+3, BM/2+4ty..} x cols {4tx..4tx+3, BN/2+4tx..}:
-// two groups of four, so that a quarter warp's 16-byte loads fall on consecutive addresses
-// (no bank conflicts) where eight adjacent columns per thread would collide two by two.
-//   A: (M, k_end..) row-major with row stride lda
-//   B_NK:  B is given as (N, K) row-major (K^T in Q·K^T: both operands are read along k)
-//   !B_NK: B is given as (K, N) row-major (V in P·V)
-//   A_KM:  A is given as (K, M) row-major: C = A^T·B (P^T·dO and dS^T·Q in the backward)
-// k runs from k_begin (a causal backward skips the rows that see none of the tile) to k_end;
-// C = scale · (A·B) on the store.
-// Two shared-memory stages: the next k-slice is loaded into one while the FMAs read the other,
-// so one barrier per slice suffices.
-template <int BM, int BN, bool B_NK, bool A_KM = false>
-__device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int lda,
-                                              const float* __restrict__ B, int ldb,
-                                              float* __restrict__ C, int ldc,
-                                              int M, int N, int k_end, int row0, int col0,
-                                              int k_begin = 0, float scale = 1.0f) {
-    constexpr int THREADS = (BM / 8) * (BN / 8);
-    // a_s[stage][k][i] = A[row0 + i][k0 + k] (transposed, so a thread's rows are one float4);
-    // b_s[stage][k][j] = B(k0 + k, col0 + j). The +4 keeps the transposing stores off shared
-    // bank conflicts while rows stay 16-byte aligned for the float4 reads.
-    __shared__ __align__(16) float a_s[2][GEMM_BK][BM + 4];
-    __shared__ __align__(16) float b_s[2][GEMM_BK][BN + 4];
+// Four consecutive floats from p, of which the first `count` are wanted (count <= 0: none),
+// zeros in place of the rest. VEC: one 16-byte load, for a caller whose p is 16-byte aligned and
+// whose count is a multiple of 4; otherwise four loads, each predicated on its element.
+template <bool VEC>
+__device__ __forceinline__ float4 load4_or_zero(const float* p, int count) {
+    if (VEC) return count > 0 ? *(const float4*)p : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    return make_float4(count > 0 ? p[0] : 0.0f, count > 1 ? p[1] : 0.0f, count > 2 ? p[2] : 0.0f,
+                       count > 3 ? p[3] : 0.0f);
+}
 
+// The k loop of gemm_tile_8x8 (below), into acc. VEC: every copied row segment is 16-byte
+// aligned and the tile's edges (M, N, k_end) cut no float4 in two, so the copy moves one float4
+// per load instruction; gemm_tile_8x8 decides for the block, the same for all its threads.
+template <int BM, int BN, bool B_NK, bool A_KM, bool VEC>
+__device__ __forceinline__ void gemm_tile_8x8_k_loop(float (&a_s)[2][GEMM_BK][BM + 4], float (&b_s)[2][GEMM_BK][BN + 4],
+                                                     float (&acc)[8][8], const float* __restrict__ A, int lda,
+                                                     const float* __restrict__ B, int ldb, int M, int N, int k_end,
+                                                     int row0, int col0, int k_begin) {
+    constexpr int THREADS = (BM / 8) * (BN / 8);
     const int tid = threadIdx.x, tx = tid % (BN / 8), ty = tid / (BN / 8);
 
-    // Which elements this thread copies: the same k (or column) every time, rows `step` apart,
-    // addressed from one pointer per operand (eight pointers would cost sixteen registers).
-    constexpr int A_STEP = A_KM ? THREADS / BM : THREADS / GEMM_BK;  // A rows (k if A_KM) between its elements
-    constexpr int B_STEP = B_NK ? THREADS / GEMM_BK : THREADS / BN;
-    // consecutive threads: consecutive k (A_KM: consecutive i, along A's rows)
-    const int a_i = A_KM ? tid % BM : tid / GEMM_BK, a_k = A_KM ? tid / BM : tid % GEMM_BK;
-    const int b_r = B_NK ? tid / GEMM_BK : tid / BN;            // B row (N row if B_NK, else k)
-    const int b_c = B_NK ? tid % GEMM_BK : tid % BN;            // B column (k if B_NK, else N)
-    const float* a_src = A_KM ? A + (long)a_k * lda + row0 + a_i : A + (long)(row0 + a_i) * lda + a_k;
-    const float* b_src = B_NK ? B + (long)(col0 + b_r) * ldb + b_c : B + (long)b_r * ldb + col0 + b_c;
+    // The copy of a k-slice moves float4s: four consecutive elements of a row of A or B as
+    // stored in memory. Where an operand is read along k (A unless A_KM, B if B_NK) a row holds
+    // two of them per slice (k0..k0+3 and k0+4..k0+7), two threads per row, and the four values
+    // go down a column of the transposed tile (a_s[kq + c][i]); a thread's vectors are THREADS/2
+    // rows apart. Where it is read along its rows (A_KM, !B_NK) a tile row segment is one float4,
+    // stored as one; a thread's vectors lie in one k row, THREADS/2 elements apart, so one
+    // pointer and one bound on k serve them all. Vectors per thread and operand: 1 at 128x128
+    // (256 threads), 2 at 64x64 (64 threads).
+    constexpr int A_VECS = BM * GEMM_BK / 4 / THREADS, B_VECS = BN * GEMM_BK / 4 / THREADS;
+    static_assert(A_VECS * 4 * THREADS == BM * GEMM_BK && B_VECS * 4 * THREADS == BN * GEMM_BK, "whole float4s");
+    constexpr int VEC_STEP = THREADS / 2;  // tile rows (along k) or elements (along a row) between a thread's vectors
+    constexpr int ROW_THREADS = THREADS / GEMM_BK;  // threads per k row, along a row
+    // along k: tile row tid/2, k's 4·(tid%2) ..; along a row: k row tid/ROW_THREADS, elements 4·(tid%ROW_THREADS) ..
+    const int a_i = A_KM ? 4 * (tid % ROW_THREADS) : tid / 2, a_k = A_KM ? tid / ROW_THREADS : 4 * (tid % 2);
+    const int b_j = B_NK ? tid / 2 : 4 * (tid % ROW_THREADS), b_k = B_NK ? 4 * (tid % 2) : tid / ROW_THREADS;
+    // this thread's first vector of slice k_begin, advanced a slice at a time
+    const float* a_src = A_KM ? A + (long)(k_begin + a_k) * lda + row0 + a_i : A + (long)(row0 + a_i) * lda + k_begin + a_k;
+    const float* b_src = B_NK ? B + (long)(col0 + b_j) * ldb + k_begin + b_k : B + (long)(k_begin + b_k) * ldb + col0 + b_j;
+    const long a_slice = A_KM ? (long)GEMM_BK * lda : GEMM_BK, b_slice = B_NK ? GEMM_BK : (long)GEMM_BK * ldb;
+    // what is left of the thread's k range (along k: counted from its first k in the slice), or of its rows
+    const int a_left = A_KM ? M - (row0 + a_i) : k_end - (k_begin + a_k);
+    const int b_left = B_NK ? k_end - (k_begin + b_k) : N - (col0 + b_j);
 
-    auto load = [&](int stage, int k0) {
+    // The register prefetch (see above): fetch() loads a slice into a_next/b_next, stash() stores
+    // them to a shared stage. PARTS > 1 splits a slice's copy: part p is fetched before the FMAs
+    // of k-steps p·GEMM_BK/PARTS .. and stashed after them, so only its share is held at a time
+    // (still 256 FMAs ahead of its use). Where to split was settled by compiling for sm_80 and
+    // sm_90 (tests/test_kernel_compile.py): whole slices spill in av/dq_kernel2 (A read along k,
+    // its copy transposed), halves spill in dv_kernel2 (A_KM), so av and dq take halves, the
+    // rest whole slices.
+    constexpr int PARTS = THREADS == 64 && !A_KM ? 2 : 1;
+    auto in_part = [](int v, int part) { return v * PARTS / (A_VECS + B_VECS) == part; };  // v: A's vectors, then B's
+    float4 a_next[A_VECS], b_next[B_VECS];
+    // slice s (k0 = k_begin + s·GEMM_BK); a fetch past k_end loads nothing and holds zeros
+    auto fetch = [&](int s, int part) {
+        const int dk = s * GEMM_BK;
 #pragma unroll
-        for (int n = 0; n < BM * GEMM_BK / THREADS; ++n) {
-            if (A_KM) {  // row k of A is row k of the tile
-                const int k = a_k + n * A_STEP;
-                a_s[stage][k][a_i] = (k0 + k < k_end && row0 + a_i < M) ? a_src[(long)(k0 + n * A_STEP) * lda] : 0.0f;
+        for (int n = 0; n < A_VECS; ++n) {
+            if (!in_part(n, part)) continue;
+            if (A_KM)  // k row k0 + a_k, elements a_i + n·VEC_STEP ..: rows of C
+                a_next[n] = load4_or_zero<VEC>(a_src + n * VEC_STEP, a_k + dk < k_end - k_begin ? a_left - n * VEC_STEP : 0);
+            else       // tile row a_i + n·VEC_STEP, k's k0 + a_k ..
+                a_next[n] = load4_or_zero<VEC>(a_src + (long)n * VEC_STEP * lda,
+                                               row0 + a_i + n * VEC_STEP < M ? a_left - dk : 0);
+        }
+#pragma unroll
+        for (int n = 0; n < B_VECS; ++n) {
+            if (!in_part(A_VECS + n, part)) continue;
+            if (B_NK)  // like A: row j of B is column j of the tile
+                b_next[n] = load4_or_zero<VEC>(b_src + (long)n * VEC_STEP * ldb,
+                                               col0 + b_j + n * VEC_STEP < N ? b_left - dk : 0);
+            else       // row k of B is row k of the tile
+                b_next[n] = load4_or_zero<VEC>(b_src + n * VEC_STEP, b_k + dk < k_end - k_begin ? b_left - n * VEC_STEP : 0);
+        }
+        if (part == PARTS - 1) a_src += a_slice, b_src += b_slice;
+    };
+    auto stash = [&](int stage, int part) {
+#pragma unroll
+        for (int n = 0; n < A_VECS; ++n) {
+            if (!in_part(n, part)) continue;
+            if (A_KM) {
+                *(float4*)&a_s[stage][a_k][a_i + n * VEC_STEP] = a_next[n];
             } else {
-                const int i = a_i + n * A_STEP;
-                a_s[stage][a_k][i] = (row0 + i < M && k0 + a_k < k_end) ? a_src[(long)n * A_STEP * lda + k0] : 0.0f;
+                const int i = a_i + n * VEC_STEP;
+                a_s[stage][a_k][i] = a_next[n].x, a_s[stage][a_k + 1][i] = a_next[n].y;
+                a_s[stage][a_k + 2][i] = a_next[n].z, a_s[stage][a_k + 3][i] = a_next[n].w;
             }
         }
 #pragma unroll
-        for (int n = 0; n < BN * GEMM_BK / THREADS; ++n) {
-            const int r = b_r + n * B_STEP;
-            if (B_NK)  // like A: row j of B is column j of the tile
-                b_s[stage][b_c][r] = (col0 + r < N && k0 + b_c < k_end) ? b_src[(long)n * B_STEP * ldb + k0] : 0.0f;
-            else       // row k of B is row k of the tile
-                b_s[stage][r][b_c] = (k0 + r < k_end && col0 + b_c < N) ? b_src[(long)(k0 + n * B_STEP) * ldb] : 0.0f;
+        for (int n = 0; n < B_VECS; ++n) {
+            if (!in_part(A_VECS + n, part)) continue;
+            if (B_NK) {
+                const int j = b_j + n * VEC_STEP;
+                b_s[stage][b_k][j] = b_next[n].x, b_s[stage][b_k + 1][j] = b_next[n].y;
+                b_s[stage][b_k + 2][j] = b_next[n].z, b_s[stage][b_k + 3][j] = b_next[n].w;
+            } else {
+                *(float4*)&b_s[stage][b_k][b_j + n * VEC_STEP] = b_next[n];
+            }
         }
     };
 
-    float acc[8][8];  // acc[r][c]: row (r < 4 ? 4ty + r : BM/2 + 4ty + r - 4), likewise columns
 #pragma unroll
-    for (int r = 0; r < 8; ++r)
-#pragma unroll
-        for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
-
-    load(0, k_begin);
+    for (int part = 0; part < PARTS; ++part) fetch(0, part), stash(0, part);
     int stage = 0;
-    for (int k0 = k_begin; k0 < k_end; k0 += GEMM_BK, stage ^= 1) {
+    for (int s = 1; k_begin + (s - 1) * GEMM_BK < k_end; ++s, stage ^= 1) {
         __syncthreads();  // slice `stage` is complete, and everyone is done reading the other one
-        if (k0 + GEMM_BK < k_end) load(stage ^ 1, k0 + GEMM_BK);
-
 #pragma unroll
         for (int kk = 0; kk < GEMM_BK; ++kk) {
+            if (kk % (GEMM_BK / PARTS) == 0) {
+                if (kk > 0) stash(stage ^ 1, kk / (GEMM_BK / PARTS) - 1);
+                fetch(s, kk / (GEMM_BK / PARTS));  // in flight during the FMAs below (zeros after the last slice: no branch)
+            }
             const float4 a_lo = *(const float4*)&a_s[stage][kk][4 * ty];
             const float4 a_hi = *(const float4*)&a_s[stage][kk][BM / 2 + 4 * ty];
             const float4 b_lo = *(const float4*)&b_s[stage][kk][4 * tx];
@@ -353,7 +411,50 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 #pragma unroll
                 for (int c = 0; c < 8; ++c) acc[r][c] += a[r] * b[c];
         }
+        stash(stage ^ 1, PARTS - 1);  // the other stage: nobody reads it before the next barrier
     }
+}
+
+// One output tile C[row0 .. row0+BM) x [col0 .. col0+BN) of C = A · B, for a block of
+// (BM/8)·(BN/8) threads, each owning rows {4ty..4ty+3, BM/2+4ty..} x cols {4tx..4tx+3, BN/2+4tx..}:
+// two groups of four, so that a quarter warp's 16-byte loads fall on consecutive addresses
+// (no bank conflicts) where eight adjacent columns per thread would collide two by two.
+//   A: (M, k_end..) row-major with row stride lda
+//   B_NK:  B is given as (N, K) row-major (K^T in Q·K^T: both operands are read along k)
+//   !B_NK: B is given as (K, N) row-major (V in P·V)
+//   A_KM:  A is given as (K, M) row-major: C = A^T·B (P^T·dO and dS^T·Q in the backward)
+// k runs from k_begin (a causal backward skips the rows that see none of the tile) to k_end;
+// C = scale · (A·B) on the store.
+// Two shared-memory stages: the next k-slice is copied into one while the FMAs read the other,
+// so one barrier per slice suffices.
+template <int BM, int BN, bool B_NK, bool A_KM = false>
+__device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int lda,
+                                              const float* __restrict__ B, int ldb,
+                                              float* __restrict__ C, int ldc,
+                                              int M, int N, int k_end, int row0, int col0,
+                                              int k_begin = 0, float scale = 1.0f) {
+    // a_s[stage][k][i] = A[row0 + i][k0 + k] (transposed, so a thread's rows are one float4);
+    // b_s[stage][k][j] = B(k0 + k, col0 + j). The +4 keeps the transposing stores off shared
+    // bank conflicts while rows stay 16-byte aligned for the float4 reads.
+    __shared__ __align__(16) float a_s[2][GEMM_BK][BM + 4];
+    __shared__ __align__(16) float b_s[2][GEMM_BK][BN + 4];
+    const int tx = threadIdx.x % (BN / 8), ty = threadIdx.x / (BN / 8);
+
+    float acc[8][8];  // acc[r][c]: row (r < 4 ? 4ty + r : BM/2 + 4ty + r - 4), likewise columns
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
+
+    // float4 copies where every row segment the block copies starts on 16 bytes (the operands'
+    // first elements, row strides, k_begin, row0, col0) and the edges M, N, k_end fall on
+    // multiples of 4 (in practice d and T multiples of 4); element by element otherwise
+    const bool vec = ((size_t)A | (size_t)B) % 16 == 0 && (lda | ldb | k_begin | row0 | col0 | k_end) % 4 == 0 &&
+                     (A_KM ? M : 0) % 4 == 0 && (B_NK ? 0 : N) % 4 == 0;
+    if (vec)
+        gemm_tile_8x8_k_loop<BM, BN, B_NK, A_KM, true>(a_s, b_s, acc, A, lda, B, ldb, M, N, k_end, row0, col0, k_begin);
+    else
+        gemm_tile_8x8_k_loop<BM, BN, B_NK, A_KM, false>(a_s, b_s, acc, A, lda, B, ldb, M, N, k_end, row0, col0, k_begin);
 
     const bool aligned = ldc % 4 == 0;  // every row of C starts on 16 bytes: float4 stores
 #pragma unroll
