@@ -101,8 +101,14 @@ def generate(text: str, spans: dict[str, tuple[int, int]], *, kernels: list[str]
     from universalmutator import mutator
 
     source = text.splitlines(keepends=True)
+    # universalmutator takes "{-" for the start of a Haskell/Elm block comment and skips every
+    # line until "-}": one `{-INFINITY, ...}` initialiser would end the mutants there. It gets
+    # "{ -" instead (the same line numbers), and the mutants get their "{-" back.
+    masked = [line.replace("{-", "{ -") for line in source]
     with contextlib.redirect_stdout(io.StringIO()):  # it prints its progress
-        raw = mutator.mutants_regexp(source, RULES, ignorePatterns=[])
+        raw = mutator.mutants_regexp(masked, RULES, ignorePatterns=[])
+    raw = [(line, mutated.replace("{ -", "{-") if "{-" in source[line - 1] else mutated, rule, rest)
+           for line, mutated, rule, rest in raw]
     owner = {}
     for name, (first, last) in spans.items():
         if kernels is None or name in kernels:

@@ -243,8 +243,7 @@ inline void wgmma_round(AlignedRound& r) {
     const char* base = wgmma_shared_base();
     const Guard& g = guard();
     float A[16][16];
-    static thread_local std::vector<float> B;  // (16, N)
-    B.assign(16 * (size_t)N, 0.0f);
+    float B[16 * 128];  // (16, N)
     for (int l = 0; l < 32; l++) {
         const int gq = l >> 2, t = l & 3;
         const uint32_t* a = static_cast<const uint32_t*>(r.operand[l][1]);
