@@ -145,3 +145,14 @@ def test_kernel5_hot_loop_meets_the_static_targets():
     for name in ("attention_fused_kernel4_d64", "attention_fused_kernel4_d128"):
         hot = sass_mix.tensor_core_hot_loop(loops[name])
         assert hot.hmma_per_ldsm() < 2 and hot.integer_share() > 0.3, (name, hot)
+
+
+@pytest.mark.slow  # NVRTC compiles the whole kernel file, cuobjdump disassembles it
+def test_kernel6_hot_loop_is_wgmma_without_ldmatrix():
+    # per 64-key tile a warpgroup issues d/16 wgmma m64n64k16 for S and 4 m64n(d)k16 for O; K and V
+    # reach the tensor cores through descriptors, so no ldmatrix in the loop (MMA/LDSM has no value)
+    loops = _real_loops()
+    for d in (64, 128):
+        hot = sass_mix.tensor_core_hot_loop(loops[f"attention_fused_kernel6_d{d}"])
+        assert hot.counts.get("HGMMA") == d // 16 + 4 and not hot.counts.get("HMMA"), (d, hot.counts)
+        assert not hot.counts.get("LDSM") and hot.mma_per_ldsm() is None, (d, hot.counts)
