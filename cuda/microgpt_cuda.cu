@@ -564,7 +564,7 @@ __device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, u32 l
 #elif defined(__CUDA_ARCH__)
     const u32 addr = 0;  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
 #else
-    const u32 addr = ptx_emulated::shared_window_address(smem);
+    const u32 addr = ptx_emulated::wgmma_descriptor_address(smem, lbo_bytes, sbo_bytes);  // checks the alignment
 #endif
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)((lbo_bytes & 0x3FFFF) >> 4) << 16 |
            (unsigned long long)((sbo_bytes & 0x3FFFF) >> 4) << 32;

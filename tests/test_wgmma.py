@@ -1,0 +1,88 @@
+"""wgmma (Hopper's warpgroup mma, B read from shared memory through a descriptor), through the CPU
+build's emulation, against NumPy: the no-swizzle K-major and MN-major canonical layouts, N 64 and
+128, several k-steps advancing the descriptor, accumulation on and off, one and two warpgroups;
+and the misuse a GPU leaves undefined, poisoned or refused: D read before wgmma_wait, B
+overwritten while the wgmma is in flight, descriptors outside or misaligned in shared memory, a
+block that is not whole warpgroups. scripts/tensor_core_check.py runs the same kernels natively."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from andrea_cli.backends.cpu_runtime.errors import CpuWarpError
+from andrea_cli.verification import bf16_attention
+from tests.test_tensor_cores import checks  # noqa: F401  (the module fixture: check kernels on the CPU build)
+
+# products of bf16 are exact; the sum is rounded to fp32 once per k-step (the emulation) or a few
+# times more (a GPU's order inside one wgmma): a few ulp of the sum of the terms' magnitudes
+REL = 2.0**-20
+
+
+def kernel_name(n: int, mn_major: bool) -> str:
+    return f"check_wgmma_n{n}_{'mnmajor' if mn_major else 'kmajor'}"
+
+
+def wgmma_inputs(rows: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = bf16_attention.bf16_bits(rng.standard_normal((rows, k)).astype(np.float32))
+    b = bf16_attention.bf16_bits(rng.standard_normal((k, n)).astype(np.float32))
+    c = rng.standard_normal((rows, n)).astype(np.float32)
+    return a, b, c
+
+
+def run_wgmma(module, n: int, mn_major: bool, k: int, flags: int, how: int = 0, warpgroups: int = 1,
+              threads: int | None = None, seed: int = 0):
+    a, b, c = wgmma_inputs(64 * warpgroups, k, n, seed)
+    out = np.full((64 * warpgroups, n), -7.0, np.float32)
+    module.get_function(kernel_name(n, mn_major))(
+        (1,), (threads or 128 * warpgroups,), (a, b, c, out, np.int32(k), np.int32(flags), np.int32(how)),
+        shared_mem=k * n * 2)
+    return a, b, c, out
+
+
+def expected(a, b, c, flags: int) -> np.ndarray:
+    a64, b64 = (bf16_attention.bf16_to_float(m).astype(np.float64) for m in (a, b))
+    return a64 @ b64 + (c.astype(np.float64) if flags & 1 else 0.0)
+
+
+def tolerance(a, b, c, flags: int) -> np.ndarray:
+    a64, b64 = (np.abs(bf16_attention.bf16_to_float(m).astype(np.float64)) for m in (a, b))
+    return REL * (a64 @ b64 + (np.abs(c) if flags & 1 else 0.0))
+
+
+@pytest.mark.parametrize("n", [64, 128])
+@pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
+@pytest.mark.parametrize("flags", [0, 1, 2, 4, 7], ids=["plain", "accumulate", "commit-each", "sbo128", "all"])
+def test_wgmma_against_numpy(checks, n, mn_major, flags):  # noqa: F811
+    a, b, c, out = run_wgmma(checks, n, mn_major, 64, flags, seed=n + flags)
+    want = expected(a, b, c, flags)
+    err = np.abs(out - want)
+    assert (err <= tolerance(a, b, c, flags)).all(), f"worst error {err.max():.3g}"
+
+
+def test_two_warpgroups_each_their_rows(checks):  # noqa: F811
+    a, b, c, out = run_wgmma(checks, 128, False, 32, 1, warpgroups=2, seed=5)
+    want = expected(a, b, c, 1)
+    assert (np.abs(out - want) <= tolerance(a, b, c, 1)).all()
+
+
+def test_d_read_before_the_wait_is_nan(checks):  # noqa: F811
+    _, _, _, out = run_wgmma(checks, 64, False, 32, 1, how=1)
+    assert np.isnan(out).all()
+
+
+@pytest.mark.parametrize("how, match", [
+    (2, "B's shared memory changed while the wgmma was in flight.*wgmma_wait, then __syncthreads"),
+    (3, "past the launch's 8192 dynamic bytes"),
+    (4, "must be a multiple of 16"),
+    (5, "not in the launch's dynamic shared memory"),
+])
+def test_wgmma_misuse_is_reported(checks, how, match):  # noqa: F811
+    with pytest.raises(CpuWarpError, match=match):
+        run_wgmma(checks, 64, how % 2 == 0, 64, 0, how=how)
+
+
+def test_wgmma_needs_whole_warpgroups(checks):  # noqa: F811
+    with pytest.raises(CpuWarpError, match="block has 96 threads.*multiple of 128"):
+        run_wgmma(checks, 64, False, 32, 0, threads=96)
