@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from andrea_cli.backends.cpu_runtime.errors import CpuWarpError
+from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuWarpError
+from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.verification import bf16_attention
-from tests.test_tensor_cores import checks  # noqa: F401  (the module fixture: check kernels on the CPU build)
+from tests.test_tensor_cores import checks, checks_source  # noqa: F401  (checks: the module fixture)
 
 # products of bf16 are exact; the sum is rounded to fp32 once per k-step (the emulation) or a few
 # times more (a GPU's order inside one wgmma): a few ulp of the sum of the terms' magnitudes
@@ -31,13 +32,16 @@ def wgmma_inputs(rows: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.n
     return a, b, c
 
 
-def run_wgmma(module, n: int, mn_major: bool, k: int, flags: int, how: int = 0, warpgroups: int = 1,
+K = 64  # the check kernel's: 4 k-steps
+
+
+def run_wgmma(module, n: int, mn_major: bool, flags: int, how: int = 0, warpgroups: int = 1,
               threads: int | None = None, seed: int = 0):
-    a, b, c = wgmma_inputs(64 * warpgroups, k, n, seed)
+    a, b, c = wgmma_inputs(64 * warpgroups, K, n, seed)
     out = np.full((64 * warpgroups, n), -7.0, np.float32)
     module.get_function(kernel_name(n, mn_major))(
-        (1,), (threads or 128 * warpgroups,), (a, b, c, out, np.int32(k), np.int32(flags), np.int32(how)),
-        shared_mem=k * n * 2)
+        (1,), (threads or 128 * warpgroups,), (a, b, c, out, np.int32(flags), np.int32(how)),
+        shared_mem=K * n * 2)
     return a, b, c, out
 
 
@@ -55,34 +59,55 @@ def tolerance(a, b, c, flags: int) -> np.ndarray:
 @pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
 @pytest.mark.parametrize("flags", [0, 1, 2, 4, 7], ids=["plain", "accumulate", "commit-each", "sbo128", "all"])
 def test_wgmma_against_numpy(checks, n, mn_major, flags):  # noqa: F811
-    a, b, c, out = run_wgmma(checks, n, mn_major, 64, flags, seed=n + flags)
+    a, b, c, out = run_wgmma(checks, n, mn_major, flags, seed=n + flags)
     want = expected(a, b, c, flags)
     err = np.abs(out - want)
     assert (err <= tolerance(a, b, c, flags)).all(), f"worst error {err.max():.3g}"
 
 
 def test_two_warpgroups_each_their_rows(checks):  # noqa: F811
-    a, b, c, out = run_wgmma(checks, 128, False, 32, 1, warpgroups=2, seed=5)
+    a, b, c, out = run_wgmma(checks, 128, False, 1, warpgroups=2, seed=5)
     want = expected(a, b, c, 1)
     assert (np.abs(out - want) <= tolerance(a, b, c, 1)).all()
 
 
 def test_d_read_before_the_wait_is_nan(checks):  # noqa: F811
-    _, _, _, out = run_wgmma(checks, 64, False, 32, 1, how=1)
+    _, _, _, out = run_wgmma(checks, 64, False, 1, how=1)
     assert np.isnan(out).all()
 
 
 @pytest.mark.parametrize("how, match", [
-    (2, "B's shared memory changed while the wgmma was in flight.*wgmma_wait, then __syncthreads"),
+    (2, "B's shared memory changed while the wgmma was in flight.*wgmma_wait, __syncthreads, overwrite"),
+    (6, "B's shared memory changed while the wgmma was in flight.*fill, fence_proxy_async, __syncthreads"),
     (3, "past the launch's 8192 dynamic bytes"),
     (4, "must be a multiple of 16"),
     (5, "not in the launch's dynamic shared memory"),
 ])
 def test_wgmma_misuse_is_reported(checks, how, match):  # noqa: F811
     with pytest.raises(CpuWarpError, match=match):
-        run_wgmma(checks, 64, how % 2 == 0, 64, 0, how=how)
+        run_wgmma(checks, 64, how % 2 == 0, 0, how=how)
 
 
 def test_wgmma_needs_whole_warpgroups(checks):  # noqa: F811
     with pytest.raises(CpuWarpError, match="block has 96 threads.*multiple of 128"):
-        run_wgmma(checks, 64, False, 32, 0, threads=96)
+        run_wgmma(checks, 64, False, 0, threads=96)
+
+
+def test_b_rewritten_unchanged_in_flight_passes_without_racecheck(checks):  # noqa: F811
+    # the same bytes written again while the wgmmas read them: nothing changed for the wait to see
+    a, b, c, out = run_wgmma(checks, 64, True, 0, how=7)
+    assert (np.abs(out - expected(a, b, c, 0)) <= tolerance(a, b, c, 0)).all()
+
+
+@pytest.fixture(scope="module")
+def racecheck_checks(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tc_race") / "tensor_core_checks.cu"
+    path.write_text(checks_source())
+    return CpuModule(path, racecheck=True)
+
+
+@pytest.mark.slow  # a ThreadSanitizer build of the kernel file
+def test_racecheck_counts_wgmma_b_as_shared_reads(racecheck_checks):
+    run_wgmma(racecheck_checks, 64, False, 0)  # correct: silent
+    with pytest.raises(CpuRaceError, match=r"write after read on extern __shared__ memory byte \d+: thread \(\d+\)"):
+        run_wgmma(racecheck_checks, 64, False, 0, how=7)

@@ -449,7 +449,8 @@ inline void wgmma_check_b(WgmmaIssue& issue) {
     Fiber* f = sched().cur;
     warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "%s retired by wgmma.wait_group in thread %d: B's shared "
                 "memory changed while the wgmma was in flight (element k %zu, n %zu of the tile at byte %u): "
-                "the tensor cores read it until the wait; wgmma_wait, then __syncthreads, then overwrite it",
+                "the tensor cores read it from issue to wait; a barrier must part B's writes from the wgmma "
+                "(fill, fence_proxy_async, __syncthreads, wgmma; wgmma_wait, __syncthreads, overwrite)",
                 issue.what, f->lid, i / issue.n, i % issue.n, issue.start);
 }
 
