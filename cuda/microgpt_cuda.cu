@@ -542,8 +542,9 @@ __device__ __forceinline__ void cp_async_wait() {
 // between them (the hardware orders them). Shared memory written by ordinary stores or cp.async
 // must be published to the tensor cores' (async) proxy with fence_proxy_async() before the
 // barrier that precedes the wgmma. ptxas pipelines the wgmmas of a stage only if no other
-// instruction reads or writes their D between issue and wait and the k-steps are unrolled (a
-// constant trip count); otherwise it waits after each one ("C7514/C7515 ... serialized" in its log).
+// instruction reads or writes their D between issue and wait, the k-steps are unrolled (a
+// constant trip count) and no wgmma sits under a divergent branch; otherwise it waits after each
+// one ("C7514/C7515/C7519 ... serialized" in its log).
 //
 // B's layout without swizzling (the PTX ISA's canonical "interleaved" layout): B is cut into
 // "core matrices" of 8 rows x 16 bytes (8 bf16), each 128 contiguous bytes, row r at 16r.

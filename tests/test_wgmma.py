@@ -82,6 +82,8 @@ def test_d_read_before_the_wait_is_nan(checks):  # noqa: F811
     (3, "past the launch's 8192 dynamic bytes"),
     (4, "must be a multiple of 16"),
     (5, "not in the launch's dynamic shared memory"),
+    (8, r"its wgmma number 0 is at another instruction than the same wgmma of another warp of its "
+        r"warpgroup \(warps 0-3\)"),
 ])
 def test_wgmma_misuse_is_reported(checks, how, match):  # noqa: F811
     with pytest.raises(CpuWarpError, match=match):

@@ -562,8 +562,9 @@ inline unsigned wgmma_descriptor_address(const void* p, unsigned lbo_bytes, unsi
 }
 
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, a, desc_b, accumulate, 1, 1, trans_b
-inline void wgmma_m64nNk16_bf16(int n, bool trans_b, float* d, const unsigned* a, unsigned long long desc_b,
-                                bool accumulate) {
+// (noinline: __builtin_return_address names the kernel's call site, which tells sites apart)
+__attribute__((noinline)) inline void wgmma_m64nNk16_bf16(int n, bool trans_b, float* d, const unsigned* a,
+                                                          unsigned long long desc_b, bool accumulate) {
     static const char* what64 = "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16";
     static const char* what128 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16";
     const char* what = n == 64 ? what64 : what128;

@@ -130,7 +130,8 @@ extern "C" __global__ void misuse_tensor_cores(const unsigned short* __restrict_
 // the wait, 2 B overwritten before the wait, 3 a descriptor reaching past the dynamic shared
 // bytes, 4 a descriptor start not 16-byte aligned, 5 a descriptor of static shared memory, 6
 // no barrier between filling B and the wgmma, 7 B written again (the same values) while the
-// wgmmas are in flight, without a barrier: no change to see, a race for racecheck.
+// wgmmas are in flight, without a barrier: no change to see, a race for racecheck; 8 the last
+// warp of each warpgroup issues one wgmma more than the others, first.
 template <int N, bool TRANS_B>
 __device__ void wgmma_check(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
                             const float* __restrict__ c, float* __restrict__ out, int flags, int how) {
@@ -161,6 +162,12 @@ __device__ void wgmma_check(const unsigned short* __restrict__ a, const unsigned
             d[4 * cc + e] = (flags & 1) ? c[(r0 + g + 8 * (e / 2)) * N + 8 * cc + 2 * t + e % 2] : 0.0f;
     for (int i = 0; i < N / 2; i++) wgmma_hold(d[i]);
     wgmma_fence();
+#if !WGMMA_PTX  // (natively a wgmma under a divergent branch makes ptxas serialize them all, C7519)
+    if (how == 8 && warp % 4 == 3) {  // the bug: one warp of the warpgroup issues an extra wgmma
+        const u32 zero[4] = {0, 0, 0, 0};
+        wgmma_bf16_m64nNk16<N, TRANS_B>(d, zero, wgmma_desc(wgmma_smem, lbo, sbo), true);
+    }
+#endif
 #pragma unroll
     for (int s = 0; s < K / 16; s++) {
         const u32 af[4] = {a2[(r0 + g) * K2 + 8 * s + t], a2[(r0 + g + 8) * K2 + 8 * s + t],
