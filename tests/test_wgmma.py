@@ -13,7 +13,20 @@ import pytest
 from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuWarpError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.verification import bf16_attention
-from tests.test_tensor_cores import checks, checks_source  # noqa: F401  (checks: the module fixture)
+from tests.test_tensor_cores import checks_source
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory):
+    path = tmp_path_factory.mktemp("wgmma") / "tensor_core_checks.cu"
+    path.write_text(checks_source())
+    return {schedule: CpuModule(path, schedule=schedule) for schedule in ("forward", "reverse")}
+
+
+@pytest.fixture(params=["forward", "reverse"])
+def checks(request, modules):
+    """The check kernels on the CPU build, each block's threads in order and last to first."""
+    return modules[request.param]
+
 
 # products of bf16 are exact; the sum is rounded to fp32 once per k-step (the emulation) or a few
 # times more (a GPU's order inside one wgmma): a few ulp of the sum of the terms' magnitudes
@@ -58,20 +71,20 @@ def tolerance(a, b, c, flags: int) -> np.ndarray:
 @pytest.mark.parametrize("n", [64, 128])
 @pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
 @pytest.mark.parametrize("flags", [0, 1, 2, 4, 7], ids=["plain", "accumulate", "commit-each", "sbo128", "all"])
-def test_wgmma_against_numpy(checks, n, mn_major, flags):  # noqa: F811
+def test_wgmma_against_numpy(checks, n, mn_major, flags):
     a, b, c, out = run_wgmma(checks, n, mn_major, flags, seed=n + flags)
     want = expected(a, b, c, flags)
     err = np.abs(out - want)
     assert (err <= tolerance(a, b, c, flags)).all(), f"worst error {err.max():.3g}"
 
 
-def test_two_warpgroups_each_their_rows(checks):  # noqa: F811
+def test_two_warpgroups_each_their_rows(checks):
     a, b, c, out = run_wgmma(checks, 128, False, 1, warpgroups=2, seed=5)
     want = expected(a, b, c, 1)
     assert (np.abs(out - want) <= tolerance(a, b, c, 1)).all()
 
 
-def test_d_read_before_the_wait_is_nan(checks):  # noqa: F811
+def test_d_read_before_the_wait_is_nan(checks):
     _, _, _, out = run_wgmma(checks, 64, False, 1, how=1)
     assert np.isnan(out).all()
 
@@ -85,17 +98,17 @@ def test_d_read_before_the_wait_is_nan(checks):  # noqa: F811
     (8, r"its wgmma number 0 is at another instruction than the same wgmma of another warp of its "
         r"warpgroup \(warps 0-3\)"),
 ])
-def test_wgmma_misuse_is_reported(checks, how, match):  # noqa: F811
+def test_wgmma_misuse_is_reported(checks, how, match):
     with pytest.raises(CpuWarpError, match=match):
         run_wgmma(checks, 64, how % 2 == 0, 0, how=how)
 
 
-def test_wgmma_needs_whole_warpgroups(checks):  # noqa: F811
+def test_wgmma_needs_whole_warpgroups(checks):
     with pytest.raises(CpuWarpError, match="block has 96 threads.*multiple of 128"):
         run_wgmma(checks, 64, False, 0, threads=96)
 
 
-def test_b_rewritten_unchanged_in_flight_passes_without_racecheck(checks):  # noqa: F811
+def test_b_rewritten_unchanged_in_flight_passes_without_racecheck(checks):
     # the same bytes written again while the wgmmas read them: nothing changed for the wait to see
     a, b, c, out = run_wgmma(checks, 64, True, 0, how=7)
     assert (np.abs(out - expected(a, b, c, 0)) <= tolerance(a, b, c, 0)).all()
