@@ -3,7 +3,8 @@ build's emulation, against NumPy: the no-swizzle K-major and MN-major canonical 
 128, several k-steps advancing the descriptor, accumulation on and off, one and two warpgroups;
 and the misuse a GPU leaves undefined, poisoned or refused: D read before wgmma_wait, B
 overwritten while the wgmma is in flight, descriptors outside or misaligned in shared memory, a
-block that is not whole warpgroups. scripts/tensor_core_check.py runs the same kernels natively."""
+block that is not whole warpgroups, a warp out of step with its warpgroup, and (racecheck) B
+written without a barrier. scripts/tensor_core_check.py runs the same kernels natively."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuWarpError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.verification import bf16_attention
 from tests.test_tensor_cores import checks_source
+
 
 @pytest.fixture(scope="module")
 def modules(tmp_path_factory):
