@@ -91,6 +91,11 @@ def test_d_read_before_the_wait_is_nan(checks):
     assert np.isnan(out).all()
 
 
+def test_wait_group_1_leaves_the_newest_group_in_flight(checks):
+    a, b, c, out = run_wgmma(checks, 128, True, 2, how=9)  # 4 groups, one per k-step, then a fifth
+    assert (np.abs(out - expected(a, b, c, 0)) <= tolerance(a, b, c, 0)).all()
+
+
 @pytest.mark.parametrize("how, match", [
     (2, "B's shared memory changed while the wgmma was in flight.*wgmma_wait, __syncthreads, overwrite"),
     (6, "B's shared memory changed while the wgmma was in flight.*fill, fence_proxy_async, __syncthreads"),

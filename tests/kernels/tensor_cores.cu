@@ -131,7 +131,8 @@ extern "C" __global__ void misuse_tensor_cores(const unsigned short* __restrict_
 // bytes, 4 a descriptor start not 16-byte aligned, 5 a descriptor of static shared memory, 6
 // no barrier between filling B and the wgmma, 7 B written again (the same values) while the
 // wgmmas are in flight, without a barrier: no change to see, a race for racecheck; 8 the last
-// warp of each warpgroup issues one wgmma more than the others, first.
+// warp of each warpgroup issues one wgmma more than the others, first; 9 a second group in
+// flight at wgmma_wait<1> (D of the first lands, of the second stays NaN).
 template <int N, bool TRANS_B>
 __device__ void wgmma_check(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
                             const float* __restrict__ c, float* __restrict__ out, int flags, int how) {
@@ -180,7 +181,21 @@ __device__ void wgmma_check(const unsigned short* __restrict__ a, const unsigned
         if (flags & 2) wgmma_commit();
     }
     wgmma_commit();
-#if !WGMMA_PTX  // (natively ptxas would see the early read and wait for the wgmmas at every one)
+#if !WGMMA_PTX  // (natively ptxas would see the early reads and wait for the wgmmas at every one)
+    if (how == 9) {  // wait_group 1 with a newer group in flight: it retires d's, not d2's
+        float d2[N / 2];
+        const u32 af[4] = {a2[(r0 + g) * K2 + t], a2[(r0 + g + 8) * K2 + t], a2[(r0 + g) * K2 + t + 4],
+                           a2[(r0 + g + 8) * K2 + t + 4]};
+        wgmma_bf16_m64nNk16<N, TRANS_B>(d2, af, wgmma_desc(wgmma_smem, lbo, sbo), false);
+        wgmma_commit();
+        wgmma_wait<1>();
+        for (int cc = 0; cc < N / 8; cc++)
+            for (int e = 0; e < 4; e++)  // d landed; d2 still NaN, or the element reads -1
+                out[(r0 + g + 8 * (e / 2)) * N + 8 * cc + 2 * t + e % 2] = d2[4 * cc + e] != d2[4 * cc + e]
+                                                                              ? d[4 * cc + e] : -1.0f;
+        wgmma_wait<0>();
+        return;
+    }
     if (how == 1) {  // the bug: D read while the wgmmas are in flight
         for (int cc = 0; cc < N / 8; cc++)
             for (int e = 0; e < 4; e++) out[(r0 + g + 8 * (e / 2)) * N + 8 * cc + 2 * t + e % 2] = d[4 * cc + e];
