@@ -20,6 +20,9 @@
 //                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   scores_kernel2   the same S, 128x128 outputs per block, 8x8 per thread (register tiling):
 //                    4 float4 shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1.
+//                    The next k-slice's global loads are held in registers across the FMAs of
+//                    this one (a register prefetch: their latency hides behind 512 FMAs of the
+//                    same warp), as float4s where d_k % 4 == 0; 8 registers of the 128.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256); registers <= 128
 //                    (__launch_bounds__(256, 2): two blocks per SM)
 //   scale_kernel1    S' = S * scale, scale = 1/sqrt(d_k)        (n) -> (n), elementwise
@@ -44,7 +47,9 @@
 //                    with causal != 0 it stops at the diagonal, since P is exactly 0 beyond it.
 //                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   av_kernel2       the same O, 64x64 outputs per block, 8x8 per thread (scores_kernel2's tile
-//                    code); causal: stops at the diagonal as kernel1 does.
+//                    code and register prefetch, float4s where T and d_v are multiples of 4, 16
+//                    values a slice, held half a slice at a time: 8 registers); causal: stops
+//                    at the diagonal as kernel1 does.
 //                    grid (ceil(d_v/64), ceil(T/64), H), block (64); registers <= 128
 //                    (__launch_bounds__(64, 8))
 //   attention_fused_kernel1   O = softmax(mask(Q · K^T * scale)) · V in one pass, flash-style
@@ -93,6 +98,16 @@
 //                    block (128), shared_mem = 768 * (d + 8) bytes (55,296 at d = 64; 104,448 at
 //                    d = 128: opt-ins); registers <= 255, <= 255 (all a block of 128 may use: two
 //                    blocks, 8 warps, per SM)
+//   attention_fused_kernel6_d64, attention_fused_kernel6_d128   kernel5's output on Hopper's wgmma
+//                    (sm_90a only; andrea's default for --precision bf16 on an H100 / H200):
+//                    2 warpgroups x 64 query rows; S = Q·K^T and O += P·V by wgmma.m64nNk16, Q and
+//                    P from registers, K and V read by the tensor cores from shared memory through
+//                    matrix descriptors (no ldmatrix: the shared-memory bound kernel5 hits is
+//                    gone, bench --bound puts it on the tensor pipe); K and V tiles unpadded in
+//                    the descriptors' canonical layout; the softmax steps 64 keys at both d.
+//                    grid (ceil(T/128), 1, H), block (256), shared_mem = 2 * (128 * (d + 8) +
+//                    256 * d) bytes (51,200 at d = 64; 100,352 at d = 128: opt-ins);
+//                    registers <= 136, <= 184
 //
 // Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
 //
@@ -110,8 +125,9 @@
 //                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   dv_kernel2, dq_kernel2, dk_kernel2   the same dV, dQ, dK, 64x64 outputs per block, 8x8 per
 //                    thread (av_kernel2's tile; dV and dK read P and dS transposed): 4 float4
-//                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1. Causal: the
-//                    tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
+//                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1; the
+//                    register prefetch (dV, dK: a whole slice, 16 registers; dQ: halves, 8).
+//                    Causal: the tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
 //                    (__launch_bounds__(64, 8)); registers <= 128, <= 128, <= 128
 //   dp_kernel2       the same dP, scores_kernel2's tile: 128x128 outputs per block.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256) (__launch_bounds__(256, 2));
@@ -249,89 +265,141 @@ __device__ __forceinline__ float exp2_approx_ftz(float x) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The 8x8 GEMM tile, for scores_kernel2 and av_kernel2.
+// The 8x8 GEMM tile, for scores_kernel2 and av_kernel2 (and the staged backward's kernel2s).
 //
 // scores_kernel1 and av_kernel1 compute one output per thread, so every FMA needs two shared
 // loads (one of each operand) and shared memory, not arithmetic, bounds them. Here each thread
 // computes an 8x8 block of outputs: per step along k it loads 8 values of A and 8 of B (four
 // 16-byte loads) and does 64 FMAs with them, a 16x better ratio of shared loads to FMAs. The
 // stages stay separate launches: `attend` shows each one.
+//
+// The copy from global memory is a register prefetch, the classic pipeline of register-tiled
+// GEMMs: the loads of slice s+1 go out into registers before the 512 FMAs of slice s and are
+// stored to shared memory after them. A load that went straight to shared memory would stall
+// its warp until the data came back (a few hundred cycles from DRAM), before any FMA of the
+// slice, and only other warps could fill that time; held in registers, it is in flight while
+// the warp's own FMAs run. What it costs is registers: 8 (128x128 tile) or 16 (64x64) more live
+// across the FMAs, beside 64 accumulators and 16-32 of fragments, under a launch bound that
+// gives 128 (two blocks of 256, or eight of 64, per SM); the copy keeps its own share down with
+// float4 loads (four elements per load, one address) and one running pointer per operand, and
+// av/dq_kernel2 hold half a slice at a time. Summation order is unchanged: same bits as a copy
+// that stores before the FMAs.
 
 #define GEMM_BK 8  // k-slice per shared-memory tile
 
-// One output tile C[row0 .. row0+BM) x [col0 .. col0+BN) of C = A · B, for a block of
-// (BM/8)·(BN/8) threads, each owning rows {4ty..4ty+3, BM/2+4ty..} x cols {4tx..4tx+3, BN/2+4tx..}:
-// two groups of four, so that a quarter warp's 16-byte loads fall on consecutive addresses
-// (no bank conflicts) where eight adjacent columns per thread would collide two by two.
-//   A: (M, k_end..) row-major with row stride lda
-//   B_NK:  B is given as (N, K) row-major (K^T in Q·K^T: both operands are read along k)
-//   !B_NK: B is given as (K, N) row-major (V in P·V)
-//   A_KM:  A is given as (K, M) row-major: C = A^T·B (P^T·dO and dS^T·Q in the backward)
-// k runs from k_begin (a causal backward skips the rows that see none of the tile) to k_end;
-// C = scale · (A·B) on the store.
-// Two shared-memory stages: the next k-slice is loaded into one while the FMAs read the other,
-// so one barrier per slice suffices.
-template <int BM, int BN, bool B_NK, bool A_KM = false>
-__device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int lda,
-                                              const float* __restrict__ B, int ldb,
-                                              float* __restrict__ C, int ldc,
-                                              int M, int N, int k_end, int row0, int col0,
-                                              int k_begin = 0, float scale = 1.0f) {
-    constexpr int THREADS = (BM / 8) * (BN / 8);
-    // a_s[stage][k][i] = A[row0 + i][k0 + k] (transposed, so a thread's rows are one float4);
-    // b_s[stage][k][j] = B(k0 + k, col0 + j). The +4 keeps the transposing stores off shared
-    // bank conflicts while rows stay 16-byte aligned for the float4 reads.
-    __shared__ __align__(16) float a_s[2][GEMM_BK][BM + 4];
-    __shared__ __align__(16) float b_s[2][GEMM_BK][BN + 4];
+// Four consecutive floats from p, of which the first `count` are wanted (count <= 0: none),
+// zeros in place of the rest. VEC: one 16-byte load, for a caller whose p is 16-byte aligned and
+// whose count is a multiple of 4; otherwise four loads, each predicated on its element.
+template <bool VEC>
+__device__ __forceinline__ float4 load4_or_zero(const float* p, int count) {
+    if (VEC) return count > 0 ? *(const float4*)p : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    return make_float4(count > 0 ? p[0] : 0.0f, count > 1 ? p[1] : 0.0f, count > 2 ? p[2] : 0.0f,
+                       count > 3 ? p[3] : 0.0f);
+}
 
+// The k loop of gemm_tile_8x8 (below), into acc. VEC: every copied row segment is 16-byte
+// aligned and the tile's edges (M, N, k_end) cut no float4 in two, so the copy moves one float4
+// per load instruction; gemm_tile_8x8 decides for the block, the same for all its threads.
+template <int BM, int BN, bool B_NK, bool A_KM, bool VEC>
+__device__ __forceinline__ void gemm_tile_8x8_k_loop(float (&a_s)[2][GEMM_BK][BM + 4], float (&b_s)[2][GEMM_BK][BN + 4],
+                                                     float (&acc)[8][8], const float* __restrict__ A, int lda,
+                                                     const float* __restrict__ B, int ldb, int M, int N, int k_end,
+                                                     int row0, int col0, int k_begin) {
+    constexpr int THREADS = (BM / 8) * (BN / 8);
     const int tid = threadIdx.x, tx = tid % (BN / 8), ty = tid / (BN / 8);
 
-    // Which elements this thread copies: the same k (or column) every time, rows `step` apart,
-    // addressed from one pointer per operand (eight pointers would cost sixteen registers).
-    constexpr int A_STEP = A_KM ? THREADS / BM : THREADS / GEMM_BK;  // A rows (k if A_KM) between its elements
-    constexpr int B_STEP = B_NK ? THREADS / GEMM_BK : THREADS / BN;
-    // consecutive threads: consecutive k (A_KM: consecutive i, along A's rows)
-    const int a_i = A_KM ? tid % BM : tid / GEMM_BK, a_k = A_KM ? tid / BM : tid % GEMM_BK;
-    const int b_r = B_NK ? tid / GEMM_BK : tid / BN;            // B row (N row if B_NK, else k)
-    const int b_c = B_NK ? tid % GEMM_BK : tid % BN;            // B column (k if B_NK, else N)
-    const float* a_src = A_KM ? A + (long)a_k * lda + row0 + a_i : A + (long)(row0 + a_i) * lda + a_k;
-    const float* b_src = B_NK ? B + (long)(col0 + b_r) * ldb + b_c : B + (long)b_r * ldb + col0 + b_c;
+    // The copy of a k-slice moves float4s: four consecutive elements of a row of A or B as
+    // stored in memory. Where an operand is read along k (A unless A_KM, B if B_NK) a row holds
+    // two of them per slice (k0..k0+3 and k0+4..k0+7), two threads per row, and the four values
+    // go down a column of the transposed tile (a_s[kq + c][i]); a thread's vectors are THREADS/2
+    // rows apart. Where it is read along its rows (A_KM, !B_NK) a tile row segment is one float4,
+    // stored as one; a thread's vectors lie in one k row, THREADS/2 elements apart, so one
+    // pointer and one bound on k serve them all. Vectors per thread and operand: 1 at 128x128
+    // (256 threads), 2 at 64x64 (64 threads).
+    constexpr int A_VECS = BM * GEMM_BK / 4 / THREADS, B_VECS = BN * GEMM_BK / 4 / THREADS;
+    static_assert(A_VECS * 4 * THREADS == BM * GEMM_BK && B_VECS * 4 * THREADS == BN * GEMM_BK, "whole float4s");
+    constexpr int VEC_STEP = THREADS / 2;  // tile rows (along k) or elements (along a row) between a thread's vectors
+    constexpr int ROW_THREADS = THREADS / GEMM_BK;  // threads per k row, along a row
+    // along k: tile row tid/2, k's 4·(tid%2) ..; along a row: k row tid/ROW_THREADS, elements 4·(tid%ROW_THREADS) ..
+    const int a_i = A_KM ? 4 * (tid % ROW_THREADS) : tid / 2, a_k = A_KM ? tid / ROW_THREADS : 4 * (tid % 2);
+    const int b_j = B_NK ? tid / 2 : 4 * (tid % ROW_THREADS), b_k = B_NK ? 4 * (tid % 2) : tid / ROW_THREADS;
+    // this thread's first vector of slice k_begin, advanced a slice at a time
+    const float* a_src = A_KM ? A + (long)(k_begin + a_k) * lda + row0 + a_i : A + (long)(row0 + a_i) * lda + k_begin + a_k;
+    const float* b_src = B_NK ? B + (long)(col0 + b_j) * ldb + k_begin + b_k : B + (long)(k_begin + b_k) * ldb + col0 + b_j;
+    const long a_slice = A_KM ? (long)GEMM_BK * lda : GEMM_BK, b_slice = B_NK ? GEMM_BK : (long)GEMM_BK * ldb;
+    // what is left of the thread's k range (along k: counted from its first k in the slice), or of its rows
+    const int a_left = A_KM ? M - (row0 + a_i) : k_end - (k_begin + a_k);
+    const int b_left = B_NK ? k_end - (k_begin + b_k) : N - (col0 + b_j);
 
-    auto load = [&](int stage, int k0) {
+    // The register prefetch (see above): fetch() loads a slice into a_next/b_next, stash() stores
+    // them to a shared stage. PARTS > 1 splits a slice's copy: part p is fetched before the FMAs
+    // of k-steps p·GEMM_BK/PARTS .. and stashed after them, so only its share is held at a time
+    // (still 256 FMAs ahead of its use). Where to split was settled by compiling for sm_80 and
+    // sm_90 (tests/test_kernel_compile.py): whole slices spill in av/dq_kernel2 (A read along k,
+    // its copy transposed), halves spill in dv_kernel2 (A_KM), so av and dq take halves, the
+    // rest whole slices.
+    constexpr int PARTS = THREADS == 64 && !A_KM ? 2 : 1;
+    auto in_part = [](int v, int part) { return v * PARTS / (A_VECS + B_VECS) == part; };  // v: A's vectors, then B's
+    float4 a_next[A_VECS], b_next[B_VECS];
+    // slice s (k0 = k_begin + s·GEMM_BK); a fetch past k_end loads nothing and holds zeros
+    auto fetch = [&](int s, int part) {
+        const int dk = s * GEMM_BK;
 #pragma unroll
-        for (int n = 0; n < BM * GEMM_BK / THREADS; ++n) {
-            if (A_KM) {  // row k of A is row k of the tile
-                const int k = a_k + n * A_STEP;
-                a_s[stage][k][a_i] = (k0 + k < k_end && row0 + a_i < M) ? a_src[(long)(k0 + n * A_STEP) * lda] : 0.0f;
+        for (int n = 0; n < A_VECS; ++n) {
+            if (!in_part(n, part)) continue;
+            if (A_KM)  // k row k0 + a_k, elements a_i + n·VEC_STEP ..: rows of C
+                a_next[n] = load4_or_zero<VEC>(a_src + n * VEC_STEP, a_k + dk < k_end - k_begin ? a_left - n * VEC_STEP : 0);
+            else       // tile row a_i + n·VEC_STEP, k's k0 + a_k ..
+                a_next[n] = load4_or_zero<VEC>(a_src + (long)n * VEC_STEP * lda,
+                                               row0 + a_i + n * VEC_STEP < M ? a_left - dk : 0);
+        }
+#pragma unroll
+        for (int n = 0; n < B_VECS; ++n) {
+            if (!in_part(A_VECS + n, part)) continue;
+            if (B_NK)  // like A: row j of B is column j of the tile
+                b_next[n] = load4_or_zero<VEC>(b_src + (long)n * VEC_STEP * ldb,
+                                               col0 + b_j + n * VEC_STEP < N ? b_left - dk : 0);
+            else       // row k of B is row k of the tile
+                b_next[n] = load4_or_zero<VEC>(b_src + n * VEC_STEP, b_k + dk < k_end - k_begin ? b_left - n * VEC_STEP : 0);
+        }
+        if (part == PARTS - 1) a_src += a_slice, b_src += b_slice;
+    };
+    auto stash = [&](int stage, int part) {
+#pragma unroll
+        for (int n = 0; n < A_VECS; ++n) {
+            if (!in_part(n, part)) continue;
+            if (A_KM) {
+                *(float4*)&a_s[stage][a_k][a_i + n * VEC_STEP] = a_next[n];
             } else {
-                const int i = a_i + n * A_STEP;
-                a_s[stage][a_k][i] = (row0 + i < M && k0 + a_k < k_end) ? a_src[(long)n * A_STEP * lda + k0] : 0.0f;
+                const int i = a_i + n * VEC_STEP;
+                a_s[stage][a_k][i] = a_next[n].x, a_s[stage][a_k + 1][i] = a_next[n].y;
+                a_s[stage][a_k + 2][i] = a_next[n].z, a_s[stage][a_k + 3][i] = a_next[n].w;
             }
         }
 #pragma unroll
-        for (int n = 0; n < BN * GEMM_BK / THREADS; ++n) {
-            const int r = b_r + n * B_STEP;
-            if (B_NK)  // like A: row j of B is column j of the tile
-                b_s[stage][b_c][r] = (col0 + r < N && k0 + b_c < k_end) ? b_src[(long)n * B_STEP * ldb + k0] : 0.0f;
-            else       // row k of B is row k of the tile
-                b_s[stage][r][b_c] = (k0 + r < k_end && col0 + b_c < N) ? b_src[(long)(k0 + n * B_STEP) * ldb] : 0.0f;
+        for (int n = 0; n < B_VECS; ++n) {
+            if (!in_part(A_VECS + n, part)) continue;
+            if (B_NK) {
+                const int j = b_j + n * VEC_STEP;
+                b_s[stage][b_k][j] = b_next[n].x, b_s[stage][b_k + 1][j] = b_next[n].y;
+                b_s[stage][b_k + 2][j] = b_next[n].z, b_s[stage][b_k + 3][j] = b_next[n].w;
+            } else {
+                *(float4*)&b_s[stage][b_k][b_j + n * VEC_STEP] = b_next[n];
+            }
         }
     };
 
-    float acc[8][8];  // acc[r][c]: row (r < 4 ? 4ty + r : BM/2 + 4ty + r - 4), likewise columns
 #pragma unroll
-    for (int r = 0; r < 8; ++r)
-#pragma unroll
-        for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
-
-    load(0, k_begin);
+    for (int part = 0; part < PARTS; ++part) fetch(0, part), stash(0, part);
     int stage = 0;
-    for (int k0 = k_begin; k0 < k_end; k0 += GEMM_BK, stage ^= 1) {
+    for (int s = 1; k_begin + (s - 1) * GEMM_BK < k_end; ++s, stage ^= 1) {
         __syncthreads();  // slice `stage` is complete, and everyone is done reading the other one
-        if (k0 + GEMM_BK < k_end) load(stage ^ 1, k0 + GEMM_BK);
-
 #pragma unroll
         for (int kk = 0; kk < GEMM_BK; ++kk) {
+            if (kk % (GEMM_BK / PARTS) == 0) {
+                if (kk > 0) stash(stage ^ 1, kk / (GEMM_BK / PARTS) - 1);
+                fetch(s, kk / (GEMM_BK / PARTS));  // in flight during the FMAs below (zeros after the last slice: no branch)
+            }
             const float4 a_lo = *(const float4*)&a_s[stage][kk][4 * ty];
             const float4 a_hi = *(const float4*)&a_s[stage][kk][BM / 2 + 4 * ty];
             const float4 b_lo = *(const float4*)&b_s[stage][kk][4 * tx];
@@ -343,7 +411,50 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 #pragma unroll
                 for (int c = 0; c < 8; ++c) acc[r][c] += a[r] * b[c];
         }
+        stash(stage ^ 1, PARTS - 1);  // the other stage: nobody reads it before the next barrier
     }
+}
+
+// One output tile C[row0 .. row0+BM) x [col0 .. col0+BN) of C = A · B, for a block of
+// (BM/8)·(BN/8) threads, each owning rows {4ty..4ty+3, BM/2+4ty..} x cols {4tx..4tx+3, BN/2+4tx..}:
+// two groups of four, so that a quarter warp's 16-byte loads fall on consecutive addresses
+// (no bank conflicts) where eight adjacent columns per thread would collide two by two.
+//   A: (M, k_end..) row-major with row stride lda
+//   B_NK:  B is given as (N, K) row-major (K^T in Q·K^T: both operands are read along k)
+//   !B_NK: B is given as (K, N) row-major (V in P·V)
+//   A_KM:  A is given as (K, M) row-major: C = A^T·B (P^T·dO and dS^T·Q in the backward)
+// k runs from k_begin (a causal backward skips the rows that see none of the tile) to k_end;
+// C = scale · (A·B) on the store.
+// Two shared-memory stages: the next k-slice is copied into one while the FMAs read the other,
+// so one barrier per slice suffices.
+template <int BM, int BN, bool B_NK, bool A_KM = false>
+__device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int lda,
+                                              const float* __restrict__ B, int ldb,
+                                              float* __restrict__ C, int ldc,
+                                              int M, int N, int k_end, int row0, int col0,
+                                              int k_begin = 0, float scale = 1.0f) {
+    // a_s[stage][k][i] = A[row0 + i][k0 + k] (transposed, so a thread's rows are one float4);
+    // b_s[stage][k][j] = B(k0 + k, col0 + j). The +4 keeps the transposing stores off shared
+    // bank conflicts while rows stay 16-byte aligned for the float4 reads.
+    __shared__ __align__(16) float a_s[2][GEMM_BK][BM + 4];
+    __shared__ __align__(16) float b_s[2][GEMM_BK][BN + 4];
+    const int tx = threadIdx.x % (BN / 8), ty = threadIdx.x / (BN / 8);
+
+    float acc[8][8];  // acc[r][c]: row (r < 4 ? 4ty + r : BM/2 + 4ty + r - 4), likewise columns
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
+
+    // float4 copies where every row segment the block copies starts on 16 bytes (the operands'
+    // first elements, row strides, k_begin, row0, col0) and the edges M, N, k_end fall on
+    // multiples of 4 (in practice d and T multiples of 4); element by element otherwise
+    const bool vec = ((size_t)A | (size_t)B) % 16 == 0 && (lda | ldb | k_begin | row0 | col0 | k_end) % 4 == 0 &&
+                     (A_KM ? M : 0) % 4 == 0 && (B_NK ? 0 : N) % 4 == 0;
+    if (vec)
+        gemm_tile_8x8_k_loop<BM, BN, B_NK, A_KM, true>(a_s, b_s, acc, A, lda, B, ldb, M, N, k_end, row0, col0, k_begin);
+    else
+        gemm_tile_8x8_k_loop<BM, BN, B_NK, A_KM, false>(a_s, b_s, acc, A, lda, B, ldb, M, N, k_end, row0, col0, k_begin);
 
     const bool aligned = ldc % 4 == 0;  // every row of C starts on 16 bytes: float4 stores
 #pragma unroll
@@ -1683,6 +1794,41 @@ struct StaticFlag {
     static constexpr bool value = B;
 };
 
+// The key tiles one block of query rows [row0, row0 + rows) visits: 64 keys each from j_begin;
+// the tiles before it hold no key any row can see, and are never loaded.
+struct KeyTiles {
+    int row0, last_row, j_begin, n_tiles;
+};
+
+__device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int T, int causal, int window) {
+    const int last_row = min(row0 + rows, T) - 1;
+    const int j_end = causal ? last_row + 1 : T;
+    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
+    return {row0, last_row, j_begin, (j_end - j_begin + TC_KEYS - 1) / TC_KEYS};
+}
+
+// Run tile(masked, hot, n) over the block's key tiles, each loop a copy of the tile's code of its
+// own. A mask edge crosses the first n_first tiles (the window's far end, for some row) and those
+// from n_last on (keys past the block's first row under a causal mask, or past T); the ones
+// between see no mask. HOT: the hot loop, the unmasked tiles but the last tile wholly below T
+// and those after it, copies tile n + 1 as a whole tile (no row tests, one copy path in its
+// code); without HOT the unmasked loop is the tested copy. (Computed here, after the kernel's
+// set-up, so the loop bounds hold no registers while Q's fragments are loaded.)
+template <bool HOT, typename Tile>
+__device__ __forceinline__ void for_each_key_tile(const KeyTiles& kt, int T, int causal, int window, Tile&& tile) {
+    int n_first = 0;
+    if (window > 0 && kt.last_row - window >= kt.j_begin)
+        n_first = min(kt.n_tiles, (kt.last_row - window - kt.j_begin) / TC_KEYS + 1);
+    const int j0_max = causal ? min(T - TC_KEYS, kt.row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked tile's j0
+    const int n_last = j0_max < kt.j_begin ? n_first : max(n_first, min(kt.n_tiles, (j0_max - kt.j_begin) / TC_KEYS + 1));
+    const int n_hot = HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS - 1) : n_first;
+    int n = 0;
+    for (; n < n_first; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
+    for (; n < n_hot; ++n) tile(StaticFlag<false>(), StaticFlag<true>(), n);  // the hot loop
+    for (; n < n_last; ++n) tile(StaticFlag<false>(), StaticFlag<false>(), n);
+    for (; n < kt.n_tiles; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
+}
+
 template <int D>
 __device__ __forceinline__ void attention_fused5(const unsigned short* __restrict__ q,  // (H, T, D), scaled
                                                  const unsigned short* __restrict__ k,  // (H, T, D)
@@ -1887,7 +2033,9 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     const int j0_max = causal ? min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked tile's j0
     const int n_last = j0_max < j_begin ? n_first : max(n_first, min(n_tiles, (j0_max - j_begin) / TC_KEYS + 1));
     int n = 0;
-    // the hot loop stops one tile short of the last tile wholly below T: its next copy is whole
+    // the hot loop stops one tile short of the last tile wholly below T: its next copy is whole.
+    // (for_each_key_tile below runs the same schedule; kernel5 keeps it inline: written with it,
+    // its d = 128 copy spills, the register allocator being at its 255-register edge there)
     const int n_hot = D == 64 ? min(n_last, (T - j_begin) / TC_KEYS - 1) : n_first;
     for (; n < n_first; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
     for (; n < n_hot; ++n) tile(StaticFlag<false>(), StaticFlag<true>(), n);  // the hot loop
@@ -1926,6 +2074,232 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
                              int T, int causal, int window) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_fused5<128>(q, k, v, out, T, causal, window, tc_smem);
+}
+
+// ------------------------------------------------------------------------------------------------
+// attention_fused_kernel6: FlashAttention-3's step past kernel5 on Hopper (sm_90a only): the same
+// inputs, outputs, masks and bf16 roundings, so the same verify family checks it.
+//
+// What makes it faster than kernel5:
+//   - S = Q·K^T and O += P·V by wgmma, one instruction per 16 of the reduction for the whole
+//     warpgroup's 64 rows: the tensor cores read K and V from shared memory themselves, through a
+//     matrix descriptor, where kernel5's every warp copies all of K and V into its registers with
+//     ldmatrix (128 of a 64-key tile's shared-memory clocks at d = 64 against 138 of tensor pipe).
+//     Q (A of Q·K^T) and P (A of P·V) stay in registers: kernel5's fragments, 16 rows per warp.
+//   - 8 warps, two warpgroups of 64 query rows, 128 rows per block: one copy of each K and V
+//     tile serves twice the rows per warp that kernel5's does, in registers half its size (16
+//     rows per warp: O 32 or 64 floats, S 32)
+//   - K and V tiles in the descriptor's canonical layout (no swizzle): 8-key x 8-column core
+//     matrices of 128 contiguous bytes; the one layout serves K (K-major B: the reduction over d
+//     runs along a core matrix's rows) and V (MN-major, transposed B: the reduction over keys runs
+//     across its rows), only the descriptor's two strides differ
+//   - the softmax steps a whole 64-key tile at both head sizes (S is 32 floats per thread)
+// What it keeps from kernel5: cp.async double buffering with offsets computed once, ex2.approx.ftz,
+// mask-edge tiles in loops of their own, causal blocks longest first across all heads.
+// Not (yet) FlashAttention-3's: warp specialisation (a producer warp issuing TMA copies) and the
+// ping-pong that overlaps one warpgroup's softmax with the other's wgmma; the waits here are
+// synchronous, so a warpgroup idles its tensor cores during its softmax.
+// Shared memory (dynamic, bf16): q_s (128, d+8) padded for ldmatrix; k_s, v_s (2, 64·d) each,
+// the canonical layout: key r, columns 8c..8c+7 at (r / 8)·16d + 128c + 16(r % 8) bytes.
+
+#define K6_THREADS 256  // two warpgroups
+#define K6_ROWS 128     // query rows per block: 16 per warp
+
+template <int D>
+__device__ __forceinline__ void attention_fused6(const unsigned short* __restrict__ q,  // (H, T, D), scaled
+                                                 const unsigned short* __restrict__ k,  // (H, T, D)
+                                                 const unsigned short* __restrict__ v,  // (H, T, D)
+                                                 float* __restrict__ out,               // (H, T, D)
+                                                 int T, int causal, int window, unsigned short* smem) {
+    constexpr int QS = D + TC_PAD;                  // q_s's row stride, in bf16
+    constexpr int KV_TILE = TC_KEYS * D;               // one K or V tile, in bf16
+    constexpr int CHUNKS = D / 8;                   // 16-byte pieces per row
+    constexpr int ROW_STEP = K6_THREADS / CHUNKS;   // rows the block's threads copy in one pass
+    constexpr u32 GROUP_BYTES = 16 * D;             // 8 keys' rows: the stride between key groups
+    unsigned short* q_s = smem;                     // (K6_ROWS, QS)
+    unsigned short* k_s = q_s + K6_ROWS * QS;       // (2, KV_TILE)
+    unsigned short* v_s = k_s + 2 * KV_TILE;           // (2, KV_TILE)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    const BlockWork work = causal_block_order(causal, true);
+    const int row0 = work.tile * K6_ROWS;
+    const long head = work.head;
+    q += head * T * D;
+    k += head * T * D;
+    v += head * T * D;
+    out += head * T * D;
+
+    const KeyTiles kt = key_tiles(row0, K6_ROWS, T, causal, window);
+    const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
+
+    // This thread's pieces: rows cp_row + p·ROW_STEP, columns cp_col..+7, in both layouts
+    const int cp_row = threadIdx.x / CHUNKS, cp_col = 8 * (threadIdx.x % CHUNKS);
+    {
+        const unsigned short* src = q + (long)(row0 + cp_row) * D + cp_col;
+#pragma unroll
+        for (int p = 0; p < K6_ROWS / ROW_STEP; ++p)
+            cp_async16(q_s + (cp_row + p * ROW_STEP) * QS + cp_col, src + p * ROW_STEP * D,
+                       row0 + cp_row + p * ROW_STEP < T);
+        cp_async_commit();
+    }
+    // (row r, column c) of a tile at (r / 8)·8D + 8·(c / 8)·8 + 8·(r % 8) + c % 8, in bf16; ROW_STEP
+    // is a multiple of 8, so pass p adds p·ROW_STEP·D
+    const int kv_dst = (cp_row / 8) * 8 * D + cp_col * 8 + (cp_row % 8) * 8;
+    int kv_global = (j_begin + cp_row) * D + cp_col;
+    // Key tile n into stage n & 1 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's)
+    auto copy_kv = [&](auto whole, int n) {
+        constexpr bool WHOLE = decltype(whole)::value;
+        const int rows_left = T - (j_begin + n * TC_KEYS) - cp_row;
+        unsigned short* kd = k_s + (n & 1) * KV_TILE + kv_dst;
+        unsigned short* vd = v_s + (n & 1) * KV_TILE + kv_dst;
+#pragma unroll
+        for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
+            const bool valid = WHOLE || p * ROW_STEP < rows_left;
+            cp_async16(kd + p * ROW_STEP * D, k + kv_global + p * ROW_STEP * D, valid);
+            cp_async16(vd + p * ROW_STEP * D, v + kv_global + p * ROW_STEP * D, valid);
+        }
+        cp_async_commit();
+        kv_global += TC_KEYS * D;
+    };
+    copy_kv(StaticFlag<false>(), 0);
+    cp_async_wait<1>();
+    __syncthreads();
+
+    const int w_row0 = row0 + 16 * warp;  // this warp's first query row (its warpgroup's 16·(warp % 4))
+    u32 qf[D / 16][4];                    // Q's A fragments, k16 step kk
+    {
+        const int q_ld = (16 * warp + (lane / 8 % 2) * 8 + lane % 8) * QS + (lane / 16) * 8;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) ldmatrix<4, false>(qf[kk], q_s + q_ld + 16 * kk);
+    }
+
+    float acc[D / 2];  // O, unnormalised: n8 tile c in acc[4c .. 4c+3] (rows g, g + 8)
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows w_row0 + g, + 8
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
+
+    auto tile = [&](auto masked, auto hot, int n) {
+        constexpr bool MASKED = decltype(masked)::value;
+        if (decltype(hot)::value) {
+            copy_kv(StaticFlag<true>(), n + 1);
+            cp_async_wait<1>();
+        } else if (n + 1 < n_tiles) {
+            copy_kv(StaticFlag<false>(), n + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        fence_proxy_async();  // this thread's copies, visible to the tensor cores' reads
+        __syncthreads();      // and every other thread's
+        const unsigned short* ks = k_s + (n & 1) * KV_TILE;
+        const unsigned short* vs = v_s + (n & 1) * KV_TILE;
+        const int js = j_begin + n * TC_KEYS;
+
+        // S = Q·K^T over the tile's 64 keys: K-major B, LBO 128 (the next 8 columns of d), SBO
+        // 16d (the next 8 keys); each k16 step starts 256 bytes on
+        float s[32];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            wgmma_bf16_m64nNk16<64, false>(s, qf[kk], wgmma_desc(ks + 16 * kk * 8, 128, GROUP_BYTES), kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
+
+        if (MASKED) {  // element (c, e): query w_row0 + g + 8(e/2), key js + 8c + 2t + e%2
+            const int diff0 = w_row0 + g - js - 2 * t, keys_left = T - js - 2 * t;
+#pragma unroll
+            for (int c = 0; c < 8; ++c)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int diff = diff0 + 8 * (e / 2) - 8 * c - e % 2;
+                    const bool visible = 8 * c + e % 2 < keys_left && (!causal || diff >= 0)
+                                         && (window <= 0 || diff < window);
+                    if (!visible) s[4 * c + e] = -INFINITY;
+                }
+        }
+        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float mx = m[h];
+#pragma unroll
+            for (int c = 0; c < 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+            const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
+            const float alpha = exp2_approx_ftz(m[h] - m_use);
+            m[h] = mx;
+            float sum = 0.0f;
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                s[4 * c + 2 * h] = exp2_approx_ftz(s[4 * c + 2 * h] - m_use);
+                s[4 * c + 2 * h + 1] = exp2_approx_ftz(s[4 * c + 2 * h + 1] - m_use);
+                sum += s[4 * c + 2 * h] + s[4 * c + 2 * h + 1];
+            }
+            l[h] = l[h] * alpha + sum;
+#pragma unroll
+            for (int c = 0; c < D / 8; ++c) {
+                acc[4 * c + 2 * h] *= alpha;
+                acc[4 * c + 2 * h + 1] *= alpha;
+            }
+        }
+        // O += P·V: P's A fragment for keys 16kk.. is S's n8 tiles 2kk and 2kk + 1, as bf16; V is
+        // MN-major B (transposed): LBO 16d (the next 8 keys), SBO 128 (the next 8 columns)
+        u32 pf[4][4];
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            pf[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
+            pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+            pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+            pf[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc(vs + 2 * kk * 8 * D, GROUP_BYTES, 128), true);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        __syncthreads();  // every warp is done with this stage before it is refilled
+    };
+
+    for_each_key_tile<true>(kt, T, causal, window, tile);
+
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = w_row0 + 8 * h + g;
+        float sum = l[h];
+        sum += __shfl_xor_sync(0xffffffff, sum, 1);
+        sum += __shfl_xor_sync(0xffffffff, sum, 2);
+        if (row >= T) continue;
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float* o = out + (long)row * D + 2 * t;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c)
+            *(float2*)(o + 8 * c) = make_float2(acc[4 * c + 2 * h] * inv, acc[4 * c + 2 * h + 1] * inv);
+    }
+}
+
+// grid (ceil(T / 128), 1, H), block (256), shared_mem = 2 · (128 · (d + 8) + 4 · 64 · d) bytes
+// (d = 64: 51,200; d = 128: 100,352; both above the 48 KiB default: the launcher opts in).
+extern "C" __global__ void __launch_bounds__(K6_THREADS)
+attention_fused_kernel6_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                            const unsigned short* __restrict__ v, float* __restrict__ out,
+                            int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused6<64>(q, k, v, out, T, causal, window, tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(K6_THREADS)
+attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                             const unsigned short* __restrict__ v, float* __restrict__ out,
+                             int T, int causal, int window) {
+    extern __shared__ __align__(16) unsigned short tc_smem[];
+    attention_fused6<128>(q, k, v, out, T, causal, window, tc_smem);
 }
 
 // ================================================================================================

@@ -1,7 +1,8 @@
 """The register-tiled kernels (scores_kernel2, softmax_kernel3, av_kernel2,
 attention_fused_kernel3_d64/_d128) through the CPU build, against float64 NumPy with the derived
 tolerances; and broken copies of them (a register tile index off by one, a skipped tile at the
-diagonal, the exp2 scale forgotten) must fail the same checks."""
+diagonal, the exp2 scale forgotten, a prefetch stored into the wrong stage) must fail the same
+checks."""
 
 from __future__ import annotations
 
@@ -112,6 +113,36 @@ def test_av_kernel2(cpu_device, T, d_v, causal):
     assert check_av(cpu_device, T, d_v, causal)
 
 
+def _widened(a):
+    """a with one more column of zeros: its rows 65 floats apart, so no row but the first starts on
+    16 bytes and gemm_tile_8x8 copies element by element."""
+    return np.concatenate([a, np.zeros(a.shape[:-1] + (1,), a.dtype)], axis=-1)
+
+
+def test_float4_and_element_copies_give_the_same_bits(cpu_device):
+    """gemm_tile_8x8 copies its k-slices as float4s where every row is 16-byte aligned (width 64),
+    element by element otherwise (the same values, widened to 65 by a column of zeros). The shared
+    tiles hold the same values and the FMAs run in the same order either way (a zero k adds +0 at
+    the end), so the outputs agree bit for bit: operands read along k (Q, K, P), along a row (V,
+    dO), and transposed (P in dV = P^T·dO)."""
+    T, d = 130, 64
+    q, k, v = (_rand((2, T, d), n) for n in range(3))
+    p = np.tril(_rand((2, T, T), 3)).astype(np.float32)
+    assert np.array_equal(scores2(cpu_device, q, k), scores2(cpu_device, _widened(q), _widened(k)))
+    assert np.array_equal(av2(cpu_device, p, v, 1), av2(cpu_device, p, _widened(v), 1)[..., :d])
+
+    def dv2(p, d_out):
+        d_v = d_out.shape[-1]
+        out = np.full(d_out.shape, np.nan, np.float32)
+        cpu_device.get_function("dv_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), 2), (64, 1, 1),
+                                              (p, d_out, out, np.int32(T), np.int32(d_v), np.int32(1)))
+        return out
+
+    p_t = np.ascontiguousarray(p.transpose(0, 2, 1))
+    assert _within(dv2(p, v), reference.weighted_sum(p_t.astype(np.float64), v), tolerances.av_tol(p_t, v))
+    assert np.array_equal(dv2(p, v), dv2(p, _widened(v))[..., :d])
+
+
 FUSED_CASES = [(1, 64, MaskSpec("causal"), True), (17, 128, MaskSpec("none"), False),
                (64, 64, MaskSpec("window", 5), True), (65, 64, MaskSpec("causal"), True),
                (130, 64, MaskSpec("window", 70), True), (150, 128, MaskSpec("causal"), False),
@@ -185,6 +216,14 @@ BROKEN_COPIES = [
         "exp2 scale forgotten (attention_fused_kernel3)": (
             "const float q_factor = scale * LOG2E;", "const float q_factor = scale;",
             lambda d: check_fused(d, 65, 64, MaskSpec("causal"), True)),
+    },
+    {
+        # av_kernel2 holds its prefetch half a slice at a time: the first half stored into the
+        # stage the second half's FMAs are about to read
+        "first prefetch half stored into the stage being read (av_kernel2)": (
+            "                if (kk > 0) stash(stage ^ 1, kk / (GEMM_BK / PARTS) - 1);",
+            "                if (kk > 0) stash(stage, kk / (GEMM_BK / PARTS) - 1);",
+            lambda d: check_av(d, 130, 64, 0)),
     },
 ]
 

@@ -33,6 +33,9 @@ def test_launch_constants_are_the_kernel_file_defines():
     assert fused.FUSED_MAX_D == defines["FUSED_MAX_D"]
     assert (fused.FUSED3_ROWS, fused.FUSED3_THREADS) == (defines["FUSED3_ROWS"], defines["FUSED3_THREADS"])
     assert (fused_bf16.TC_ROWS, fused_bf16.TC_KEYS) == (defines["TC_ROWS"], defines["TC_KEYS"])
+    k5, k6 = fused_bf16.BF16_KERNELS[5], fused_bf16.BF16_KERNELS[6]
+    assert k5.rows == defines["K5_ROWS"] and k5.threads == 32 * defines["TC_WARPS"]
+    assert (k6.rows, k6.threads) == (defines["K6_ROWS"], defines["K6_THREADS"])
     assert backward.FUSED_BWD_ROWS == defines["FUSED_BWD_ROWS"]
     assert backward_bf16.TC_BWD_QUERIES == {d: defines[f"TC_BWD_QUERIES_D{d}"] for d in (64, 128)}
 

@@ -35,10 +35,10 @@ def ms_for(tflops: float, d_k: int, causal: bool, T: int = PARITY_T) -> float:
     return attention_flops(H, T, d_k, causal) / (tflops * 1e12) * 1e3
 
 
-def gpu_doc(kernel5: dict, flash: dict, cudnn: dict | None = None) -> dict:
-    """A GPU bench document: per (d_k, causal), kernel5's and the flash backend's TFLOP/s."""
+def gpu_doc(ours: dict, flash: dict, cudnn: dict | None = None) -> dict:
+    """A GPU bench document: per (d_k, causal), the default kernel's (fused_bf16) and the flash backend's TFLOP/s."""
     measurements = []
-    for (d_k, causal), tflops in kernel5.items():
+    for (d_k, causal), tflops in ours.items():
         measurements.append(row("fused_bf16", d_k, causal, ms_for(tflops, d_k, causal)))
         measurements.append(row("torch_sdpa_bf16_flash", d_k, causal, ms_for(flash[d_k, causal], d_k, causal)))
         if cudnn and (d_k, causal) in cudnn:
@@ -80,23 +80,23 @@ def test_ratios_against_fa2_published_and_the_flash_backend_measured_in_the_same
     report = parity_report(gpu_doc(kernel5, flash, cudnn={(128, False): 592.0}))
     assert report["T"] == 16384 and report["H"] == 12
     got = ratios(report)
-    # kernel5 / FA2 published: 300/324, 270/299, 370/370, 400/335
+    # andrea / FA2 published: 300/324, 270/299, 370/370, 400/335
     for (d_k, causal), hand, verdict_ in [((64, False), 0.92593, "pass"), ((64, True), 0.90301, "pass"),
                                          ((128, False), 1.0, "pass"), ((128, True), 1.19403, "pass")]:
-        r = got[d_k, causal, "kernel5 / FA2 published"]
+        r = got[d_k, causal, "andrea / FA2 published"]
         assert r["value"] == pytest.approx(hand, abs=1e-5) and r["target"] == TARGET_VS_FA2_PUBLISHED
         assert r["verdict"] == verdict_
-    # kernel5 / SDPA flash: 300/280 pass, 270/300 = 0.9 short, 370/370 = 1.0 pass (the target is >=), 400/320
+    # andrea / SDPA flash: 300/280 pass, 270/300 = 0.9 short, 370/370 = 1.0 pass (the target is >=), 400/320
     for (d_k, causal), hand, verdict_ in [((64, False), 1.07143, "pass"), ((64, True), 0.9, "short"),
                                          ((128, False), 1.0, "pass"), ((128, True), 1.25, "pass")]:
-        r = got[d_k, causal, "kernel5 / SDPA flash"]
+        r = got[d_k, causal, "andrea / SDPA flash"]
         assert r["value"] == pytest.approx(hand, abs=1e-5) and r["target"] == TARGET_VS_SDPA_FLASH
         assert r["verdict"] == verdict_
     # cuDNN beside, not judged by a target: 370/592 = 0.625; where it has no row it says so
-    assert got[128, False, "kernel5 / SDPA cuDNN"]["value"] == pytest.approx(0.625)
-    assert got[128, False, "kernel5 / SDPA cuDNN"]["verdict"] == "beside"
-    assert got[64, False, "kernel5 / SDPA cuDNN"]["verdict"] == "not judged"
-    assert "torch_sdpa_bf16_cudnn" in got[64, False, "kernel5 / SDPA cuDNN"]["why"]
+    assert got[128, False, "andrea / SDPA cuDNN"]["value"] == pytest.approx(0.625)
+    assert got[128, False, "andrea / SDPA cuDNN"]["verdict"] == "beside"
+    assert got[64, False, "andrea / SDPA cuDNN"]["verdict"] == "not judged"
+    assert "torch_sdpa_bf16_cudnn" in got[64, False, "andrea / SDPA cuDNN"]["why"]
     assert report["verdict"] == "short"  # one target short at one point is short
     point = report["points"][0]
     assert point["sdpa_default_chose"] == "flash" and point["published"]["FlashAttention-2"] == 324
@@ -107,7 +107,7 @@ def test_the_ratio_is_the_peers_time_over_the_kernels_at_equal_work():
     """TFLOP/s over TFLOP/s at one point is a ratio of times: both by FlashAttention's count."""
     doc = {"side": "gpu", "torch": {}, "measurements": [row("fused_bf16", 128, True, 4.0),
                                                          row("torch_sdpa_bf16_flash", 128, True, 5.0)]}
-    r = ratios(parity_report(doc))[128, True, "kernel5 / SDPA flash"]
+    r = ratios(parity_report(doc))[128, True, "andrea / SDPA flash"]
     assert r["value"] == pytest.approx(5.0 / 4.0) and r["verdict"] == "pass"
 
 
@@ -132,8 +132,8 @@ def test_without_torch_every_sdpa_figure_says_torch_is_not_importable():
                                            "speed_path": True, "chose": None, "max_abs_err": None}
         assert p["measured"]["kernel4"]["why"] == "no fused_bf16_kernel4 row in bench's output"
     got = ratios(report)
-    assert got[64, False, "kernel5 / SDPA flash"]["verdict"] == "not judged"
-    assert got[64, False, "kernel5 / FA2 published"]["value"] == pytest.approx(350 / 324)  # still judged
+    assert got[64, False, "andrea / SDPA flash"]["verdict"] == "not judged"
+    assert got[64, False, "andrea / FA2 published"]["value"] == pytest.approx(350 / 324)  # still judged
     assert report["verdict"] == "not judged"
 
 
@@ -146,7 +146,7 @@ def test_a_pinned_backend_that_refused_gives_its_reason_and_the_cpu_build_is_not
     report = parity_report(doc)
     assert report["T"] == 64
     point = report["points"][0]
-    assert point["measured"]["sdpa_cudnn"]["why"] == refused and point["measured"]["kernel5"]["speed_path"] is False
+    assert point["measured"]["sdpa_cudnn"]["why"] == refused and point["measured"]["andrea"]["speed_path"] is False
     for r in point["ratios"]:
         assert r["value"] is None and r["verdict"] == "not judged"
     assert "not a speed path" in point["ratios"][1]["why"]
@@ -155,7 +155,7 @@ def test_a_pinned_backend_that_refused_gives_its_reason_and_the_cpu_build_is_not
 
 def test_the_published_ratio_needs_the_published_sequence_length():
     doc = {"side": "gpu", "torch": {}, "measurements": [row("fused_bf16", 64, False, 1.0, T=4096)]}
-    r = ratios(parity_report(doc))[64, False, "kernel5 / FA2 published"]
+    r = ratios(parity_report(doc))[64, False, "andrea / FA2 published"]
     assert r["verdict"] == "not judged" and "T 16384" in r["why"] and "T 4096" in r["why"]
 
 
@@ -166,7 +166,7 @@ def test_the_parity_screen_fits_80_columns_with_every_verdict():
     lines = parity_lines(report)
     assert max(len(line) for line in lines) <= 80
     text = "\n".join(lines)
-    verdicts = [line.split()[-1] for line in lines if line.startswith("  kernel5 /")]
+    verdicts = [line.split()[-1] for line in lines if line.startswith("  andrea /")]
     assert verdicts.count("pass") == 7 and verdicts.count("short") == 1 and verdicts.count("judged") == 4
     assert "parity verdict: short" in text
     assert "torch 2.9.0, CUDA 12.8, cuDNN 91002" in text and "not measured here" in text
@@ -189,7 +189,7 @@ def test_impl_selection_keeps_the_baseline_refuses_an_unknown_name_and_leaves_ou
     assert [i.name for i in select_impls(impls, ["a", "gone"], "numpy", "cpu", unavailable=["gone"])] == ["numpy", "a"]
     with pytest.raises(AndreaError, match=r"--impl nope: no such implementation on the cpu side; choose from numpy, a"):
         select_impls(impls, ["nope"], "numpy", "cpu")
-    assert parity_impls("gpu")[:2] == ["fused_bf16", "fused_bf16_kernel4"]
+    assert parity_impls("gpu")[:3] == ["fused_bf16", "fused_bf16_kernel5", "fused_bf16_kernel4"]
     assert parity_impls("cpu")[0] == "cpu_build_fused_bf16" and parity_impls("cpu")[-1] == "torch_sdpa_bf16_cudnn"
 
 
@@ -293,7 +293,7 @@ def test_the_bench_screen_says_which_backend_the_default_ran():
 
 def test_the_gpu_sides_parity_rows_on_a_device_that_reports_an_h200(monkeypatch, cpu_backend):
     """bench_gpu asked for the parity step's rows, its kernels run by the CPU build and timed by
-    the host clock (no GPU here), torch hidden: kernel5 and kernel4 rows, the baseline, torch's
+    the host clock (no GPU here), torch hidden: the default's, kernel5's and kernel4's rows, the baseline, torch's
     reason, and a report whose published ratios are not judged at T 64."""
     cupy = pytest.importorskip("cupy")
     from andrea_cli.backends import cuda
@@ -323,11 +323,12 @@ def test_the_gpu_sides_parity_rows_on_a_device_that_reports_an_h200(monkeypatch,
     monkeypatch.setattr(measured, "attach_bounds", lambda *args, **kwargs: None)  # the static bound: test_bound's
     result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), causals=(True,), H=2, warmup=0,
                                  repeats=1, progress=lambda s: None, only=parity_impls("gpu"))
-    assert [m.impl for m in result.measurements] == ["fused", "fused_bf16", "fused_bf16_kernel4"]
+    assert [m.impl for m in result.measurements] == ["fused", "fused_bf16", "fused_bf16_kernel5", "fused_bf16_kernel4"]
     assert all(m.median_ms and m.max_abs_err < 0.05 for m in result.measurements)
     assert result.torch == {"reason": "torch is not importable (ModuleNotFoundError)"}
     report = parity_report(result.to_json())
     point = report["points"][1]  # d 64 causal
-    assert point["measured"]["kernel4"]["tflops"] == result.measurements[2].tflops
+    assert point["measured"]["kernel5"]["tflops"] == result.measurements[2].tflops
+    assert point["measured"]["kernel4"]["tflops"] == result.measurements[3].tflops
     assert point["measured"]["sdpa_flash"]["why"] == "torch is not importable (ModuleNotFoundError)"
     assert "T 16384" in point["ratios"][0]["why"] and report["verdict"] == "not judged"

@@ -222,13 +222,13 @@ def run_bf16_kernel(module, variant: int, q, k, v, mask: MaskSpec, scaled: bool)
     kb, vb = bf16_attention.bf16_bits(k), bf16_attention.bf16_bits(v)
     out = np.full((H, T, d), np.nan, np.float32)
     module.get_function(kernel.name(d))(
-        (-(-T // kernel.rows), 1, H), (128,),
+        (-(-T // kernel.rows), 1, H), (kernel.threads,),
         (qb, kb, vb, out, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
         shared_mem=shared_bytes_bf16(d, variant))
     return out
 
 
-@pytest.mark.parametrize("variant", [4, 5])
+@pytest.mark.parametrize("variant", [4, 5, 6])
 @pytest.mark.parametrize("T, d, mask, scaled", CASES, ids=CASE_IDS)
 def test_tensor_core_kernel_against_bf16_reference(kernels, variant, T, d, mask, scaled):
     rng = np.random.default_rng(T + d)

@@ -31,8 +31,8 @@ BROKEN = {
                               "        }\n        __syncthreads();  // every thread's copies of this tile (and",
                               (65, 64, "causal", True)),
     # cvt.rn.bf16x2.f32 puts its FIRST operand in the upper half: the trap, in the emulated wrapper
-    # both kernels (and to_bf16_kernel1) use
-    "bf16 pack order swapped": ((4, 5), "return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);",
+    # the three kernels (and to_bf16_kernel1) use
+    "bf16 pack order swapped": ((4, 5, 6), "return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);",
                                 "return ptx_emulated::cvt_rn_bf16x2_f32(lo, hi);", (64, 64, "window:64", True)),
     "rescale forgotten": (4, "                    acc[c][2 * r] *= alpha;\n                    acc[c][2 * r + 1] *= alpha;\n",
                           "", (200, 64, "window:100", True)),
@@ -49,16 +49,39 @@ BROKEN = {
     "kernel5: missing cp.async wait, hot loop": (5, "            load_kv(StaticFlag<true>(), n + 1);\n            cp_async_wait<1>();\n",
                                                  "            load_kv(StaticFlag<true>(), n + 1);\n", (257, 64, "causal", False)),
     # the hot loop runs one tile further: its next copy, taken as whole, reads keys past T
-    "kernel5: hot loop's next copy crosses T": (5, "min(n_last, (T - j_begin) / TC_KEYS - 1)",
-                                                "min(n_last, (T - j_begin) / TC_KEYS)", (257, 64, "causal", False)),
+    "kernel5: hot loop's next copy crosses T": (5, "D == 64 ? min(n_last, (T - j_begin) / TC_KEYS - 1)",
+                                                "D == 64 ? min(n_last, (T - j_begin) / TC_KEYS)", (257, 64, "causal", False)),
     "kernel5: rescale forgotten": (5, "                acc[mt][c][2 * h] *= alpha;\n                acc[mt][c][2 * h + 1] *= alpha;\n",
                                    "", (300, 128, "causal", True)),
     # the tile that crosses T taken for an unmasked one: keys past T get weight
-    "kernel5: last tile unmasked": (5, "row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked",
-                                    "row0 - TC_KEYS + 1) : T - TC_KEYS + 1;  // the last unmasked", (127, 64, "none", True)),
+    "kernel5: last tile unmasked": (5, "min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS;",
+                                    "min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS + 1;", (127, 64, "none", True)),
     # one tile too few at the window's far end: keys outside the window get weight
     "kernel5: window's first tile unmasked": (5, "(last_row - window - j_begin) / TC_KEYS + 1);",
                                               "(last_row - window - j_begin) / TC_KEYS);", (200, 64, "window:100", True)),
+    # kernel6's descriptors: K's two strides swapped (LBO walks keys, SBO walks d)
+    "kernel6: K descriptor strides swapped": (6, "wgmma_desc(ks + 16 * kk * 8, 128, GROUP_BYTES)",
+                                              "wgmma_desc(ks + 16 * kk * 8, GROUP_BYTES, 128)", (65, 64, "causal", True)),
+    # each k16 step of Q·K^T advances one core matrix (8 of d) instead of two
+    "kernel6: K descriptor's k step halved": (6, "wgmma_desc(ks + 16 * kk * 8, 128, GROUP_BYTES)",
+                                              "wgmma_desc(ks + 8 * kk * 8, 128, GROUP_BYTES)", (63, 128, "none", False)),
+    # V read as K-major (no transpose): O's columns taken along V's keys
+    "kernel6: V not transposed": (6, "wgmma_bf16_m64nNk16<D, true>(acc, pf[kk]", "wgmma_bf16_m64nNk16<D, false>(acc, pf[kk]",
+                                  (63, 128, "none", False)),
+    # P's A fragment with its halves swapped: rows g + 8 take row g's weights
+    "kernel6: P fragment rows swapped": (6, "            pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);",
+                                         "            pf[kk][1] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);",
+                                         (200, 64, "window:100", True)),
+    "kernel6: rescale forgotten": (6, "                acc[4 * c + 2 * h] *= alpha;\n                acc[4 * c + 2 * h + 1] *= alpha;\n",
+                                   "", (300, 128, "causal", True)),
+    # the hot loop runs one tile further: its next copy, taken as whole, reads keys past T
+    "kernel6: hot loop's next copy crosses T": (6, "HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS - 1)",
+                                                "HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS)", (257, 64, "causal", False)),
+    # for_each_key_tile (kernel6's schedule): the window's first tile, and the tile crossing T, unmasked
+    "kernel6: window's first tile unmasked": (6, "(kt.last_row - window - kt.j_begin) / TC_KEYS + 1);",
+                                              "(kt.last_row - window - kt.j_begin) / TC_KEYS);", (200, 64, "window:100", True)),
+    "kernel6: last tile unmasked": (6, "min(T - TC_KEYS, kt.row0 - TC_KEYS + 1) : T - TC_KEYS;",
+                                    "min(T - TC_KEYS, kt.row0 - TC_KEYS + 1) : T - TC_KEYS + 1;", (127, 64, "none", True)),
     # the per-thread cp.async offset no longer advances with the tiles: every tile is the first
     "kernel5: cp.async source not advanced": (5, "        kv_src += TC_KEYS * D;\n", "", (200, 64, "window:100", True)),
 }

@@ -44,7 +44,7 @@ class KernelFileBackend:
     def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None,
                         precision: str = "fp32") -> FusedOutputs:
         """precision fp32: the FP32 fused kernels (variant picks one); bf16: the tensor-core kernels
-        (variant 4 or 5, the default 5)."""
+        (variant 4, 5 or 6; the default the device's fastest: 6 on sm_90, else 5)."""
         if precision == "bf16":
             result = run_fused_bf16(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
         else:

@@ -98,7 +98,8 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
 def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
     """The tensor-core kernel on bf16 copies made before timing (torch SDPA in bf16 is timed the
     same way); the conversion itself is `attend --fused --precision bf16`'s to_bf16 stage.
-    variant None: the default (kernel5); 4: attention_fused_kernel4, the step before it."""
+    variant None: the device's default (kernel6 on sm_90, wgmma; kernel5 elsewhere); 5 and 4: the
+    mma.sync kernels before it."""
     from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
     from andrea_cli.masks import MaskSpec
 
@@ -193,7 +194,8 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, o
 
     # the defaults, then the older steps of each progression (the same run gives the ratios)
     impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1),
-             fused_bf16_gpu_impl(backend), fused_bf16_gpu_impl(backend, variant=4), staged_gpu_impl(backend),
+             fused_bf16_gpu_impl(backend), fused_bf16_gpu_impl(backend, variant=5),
+             fused_bf16_gpu_impl(backend, variant=4), staged_gpu_impl(backend),
              staged_gpu_impl(backend, plan=KERNEL1_PLAN),
              cupy_impl(), fused_backward_impl(backend), staged_backward_impl(backend),
              staged_backward_impl(backend, gemm_variant=1),

@@ -7,8 +7,8 @@ from __future__ import annotations
 import textwrap
 
 WIDTH = 80
-COLUMNS = (("kernel5", "kernel5"), ("kernel4", "kernel4"), ("sdpa_flash", "flash"), ("sdpa_cudnn", "cudnn"),
-           ("sdpa_default", "default"))
+COLUMNS = (("andrea", "andrea"), ("kernel5", "kernel5"), ("kernel4", "kernel4"), ("sdpa_flash", "flash"),
+           ("sdpa_cudnn", "cudnn"), ("sdpa_default", "default"))
 
 
 def _tflops(x: float | None) -> str:
@@ -45,12 +45,13 @@ def _ratio_line(r: dict) -> str:
 def parity_lines(report: dict) -> list[str]:
     lines = [f"parity at T={report['T']}, H={report['H']}: bf16 forward TFLOP/s (4·T²·d·H, causal halved)",
              *_wrapped(f"measured on {report['device'] or 'an unnamed device'}", ""),
+             *_wrapped(f"andrea: its default bf16 kernel, {report.get('andrea') or 'the launcher default'}", ""),
              _torch_line(report["torch"]),
-             f"d_k mask   {'  '.join(f'{name:>8}' for _, name in COLUMNS)} chose    FA2 pub"]
+             f"d_k mask   {' '.join(f'{name:>7}' for _, name in COLUMNS)} chose    FA2 pub"]
     for p in report["points"]:
         cells = [_cell(p["measured"][role]) for role, _ in COLUMNS]
         chose = p["sdpa_default_chose"] or "-"
-        lines.append(f"{p['d_k']:>3} {_mask(p):<6} {'  '.join(f'{c:>8}' for c in cells)} "
+        lines.append(f"{p['d_k']:>3} {_mask(p):<6} {' '.join(f'{c:>7}' for c in cells)} "
                      f"{chose[:8]:<8} {_tflops(p['published']['FlashAttention-2']):>7}")
         lines += [_ratio_line(r) for r in p["ratios"]]
     if any(not f["speed_path"] for p in report["points"] for f in p["measured"].values() if f["tflops"]):

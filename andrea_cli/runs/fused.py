@@ -113,5 +113,5 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
                         shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]}),
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
         notices=notes, output=output, device_output=device_output, precision=precision,
-        kernel=fused_kernel_name(qkv.d_k, qkv.d_v, precision),
+        kernel=out.kernel or fused_kernel_name(qkv.d_k, qkv.d_v, precision),
     )

@@ -1,5 +1,5 @@
-"""The tensor-core family: attention_fused_kernel4 and kernel5 (bf16 inputs, fp32 sums) wherever
-their head sizes apply, each against the float64 equation with the kernel's own bf16 roundings of
+"""The tensor-core family: attention_fused_kernel4, kernel5 and kernel6 (bf16 inputs, fp32 sums)
+wherever their head sizes apply (kernel6, wgmma, only on an sm_90 GPU and in the CPU build), each against the float64 equation with the kernel's own bf16 roundings of
 Q, K, V and P and its own softmax steps (bf16_attention.py), so what its bound leaves room for is
 fp32 accumulation order and exp2's stated error."""
 
@@ -13,7 +13,13 @@ from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import bf16_attention
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 
-STAGES = {variant: f"fused{variant}_bf16" for variant in BF16_KERNELS}  # fused4_bf16, fused5_bf16
+STAGES = {variant: f"fused{variant}_bf16" for variant in BF16_KERNELS}  # fused4_bf16 .. fused6_bf16
+
+
+def device_cc(backend) -> tuple[int, int] | None:
+    """The GPU's compute capability (the cuda backend), None for the CPU build (it runs them all)."""
+    cc = getattr(backend, "compute_capability", None)
+    return tuple(cc()) if callable(cc) else None
 
 
 def applies(backend, case: Case) -> bool:
@@ -22,7 +28,10 @@ def applies(backend, case: Case) -> bool:
 
 
 def check_bf16(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
+    cc = device_cc(backend)
     for variant, stage in STAGES.items():
+        if not BF16_KERNELS[variant].runs_on(cc):
+            continue  # no stage: kernel6 on a GPU other than sm_90 (verify lists the stages it ran)
         want, tol = bf16_attention.reference_and_tol(x.q, x.k, x.v, case.mask, case.scaled, variant)
         try:
             out = backend.attention_fused(x.q, x.k, x.v, mask=case.mask, scaled=case.scaled, precision="bf16",

@@ -26,6 +26,7 @@ class FusedOutputs:
     transfer_ms: dict[str, float] = field(default_factory=dict)
     load_ms: float = 0.0
     device_output: Any = field(default=None, repr=False)  # the output where the kernel wrote it
+    kernel: str | None = None  # the kernel that ran, where the device chose it (bf16: kernel6 on sm_90)
 
 
 def check_fused_shape(d_k: int, d_v: int) -> None:

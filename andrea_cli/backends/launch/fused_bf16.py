@@ -1,4 +1,5 @@
-"""Launch a tensor-core kernel (attention_fused_kernel5_d64/_d128 by default, kernel4 on request):
+"""Launch a tensor-core kernel (attention_fused_kernel6_d64/_d128 by default on an sm_90 GPU, kernel5
+elsewhere and in the CPU build, kernel4 on request):
 Q, K, V converted to bf16 on the device by to_bf16_kernel1 (Q pre-scaled by scale·log2 e), then one
 fused launch for every head. Drives cupy or the CPU build through the same `KernelDevice` as the
 fp32 launchers."""
@@ -29,30 +30,60 @@ class Bf16Kernel:
     (each figure must match the kernel file)."""
 
     variant: int
-    rows: int  # query rows per block: TC_ROWS (kernel4), K5_ROWS (kernel5)
+    rows: int  # query rows per block: TC_ROWS (kernel4), K5_ROWS (kernel5), K6_ROWS (kernel6)
     softmax_keys: dict[int, int]  # d -> keys per online-softmax step (a running max per step)
     exp2_error_u: float  # its exp2's relative error bound, in units of u = 2^-24 (an ulp is <= 2u)
     flushes_subnormals: bool  # ex2.approx.ftz: weights below 2^-126 become 0
+    threads: int = TC_THREADS  # per block
+    needs_cc: tuple[int, int] | None = None  # the one compute capability it runs on (sm_90a: wgmma)
 
     def name(self, d: int) -> str:
         return f"attention_fused_kernel{self.variant}_d{d}"
 
+    def shared_bytes(self, d: int) -> int:
+        """Dynamic shared memory of one block: q_s (rows, d+8) and two stages of K and V (64 keys
+        each), bf16. kernel4 and kernel5 pad every row by 8 (ldmatrix's banks): 46,080 / 87,040 and
+        55,296 / 104,448 bytes at d = 64 / 128; kernel6's K and V sit unpadded in wgmma's layout:
+        51,200 / 100,352. All above the 48 KiB default: the cuda device opts in."""
+        kv = 2 * 2 * TC_KEYS * (d if self.variant >= 6 else d + 8)
+        return 2 * (self.rows * (d + 8) + kv)
 
-# kernel4: exp2f, 2 ulp (the CUDA math library's stated bound): 4u. kernel5: ex2.approx.ftz, 2 ulp
-# from the correctly rounded result (the PTX manual), so 2.5 ulp from the exact one: 5u; it steps
-# through a 64-key tile 16 keys at a time at d 128 (STEP in the kernel)
+    def runs_on(self, cc: tuple[int, int] | None) -> bool:
+        """cc None: the CPU build, which runs every kernel."""
+        return cc is None or self.needs_cc is None or tuple(cc) == self.needs_cc
+
+
+# kernel4: exp2f, 2 ulp (the CUDA math library's stated bound): 4u. kernel5 and kernel6:
+# ex2.approx.ftz, 2 ulp from the correctly rounded result (the PTX manual), so 2.5 ulp from the
+# exact one: 5u; kernel5 steps through a 64-key tile 16 keys at a time at d 128 (STEP in the kernel)
 BF16_KERNELS = {4: Bf16Kernel(4, TC_ROWS, {64: TC_KEYS, 128: TC_KEYS}, 4.0, False),
-                5: Bf16Kernel(5, 128, {64: 64, 128: 16}, 5.0, True)}
-DEFAULT_BF16_VARIANT = 5  # the faster one wherever both apply (both run d 64 and 128)
+                5: Bf16Kernel(5, 128, {64: 64, 128: 16}, 5.0, True),
+                6: Bf16Kernel(6, 128, {64: TC_KEYS, 128: TC_KEYS}, 5.0, True, threads=256, needs_cc=(9, 0))}
+DEFAULT_BF16_VARIANT = 5  # the default where kernel6 cannot run (a GPU other than sm_90, the CPU build)
+WGMMA_VARIANT = 6  # the default on an sm_90 GPU (H100, H200)
 
 
-def bf16_kernel(variant: int | None) -> Bf16Kernel:
+def default_bf16_variant(cc: tuple[int, int] | None) -> int:
+    """The fastest kernel the device runs: kernel6 (wgmma) on compute capability 9.0; kernel5
+    elsewhere, and in the CPU build (cc None), where speed is not the point and kernel5 is
+    andrea's default everywhere but Hopper."""
+    return WGMMA_VARIANT if cc is not None and BF16_KERNELS[WGMMA_VARIANT].runs_on(cc) else DEFAULT_BF16_VARIANT
+
+
+def bf16_kernel(variant: int | None, cc: tuple[int, int] | None = None) -> Bf16Kernel:
     if variant is None:
-        return BF16_KERNELS[DEFAULT_BF16_VARIANT]
+        return BF16_KERNELS[default_bf16_variant(cc)]
     if variant not in BF16_KERNELS:
-        raise AndreaError(f"the tensor-core kernels are attention_fused_kernel{' and '.join(map(str, BF16_KERNELS))} "
+        raise AndreaError(f"the tensor-core kernels are attention_fused_kernel{', '.join(map(str, BF16_KERNELS))} "
                           f"(got {variant})")
     return BF16_KERNELS[variant]
+
+
+def device_cc(dev) -> tuple[int, int] | None:
+    """The device's compute capability (a cupy-backed device), None for the CPU build."""
+    return getattr(dev, "compute_capability", None)
+
+
 CONVERT_THREADS = 256
 LOG2E = math.log2(math.e)
 
@@ -64,9 +95,8 @@ def check_bf16_shape(d_k: int, d_v: int) -> None:
 
 
 def shared_bytes_bf16(d: int, variant: int | None = None) -> int:
-    """q_s (rows, d+8) + k_s and v_s (2 stages, 64, d+8), bf16. kernel4: 46,080 bytes at d = 64,
-    87,040 at d = 128; kernel5: 55,296 and 104,448 (above the 48 KiB default: the cuda device opts in)."""
-    return 2 * (bf16_kernel(variant).rows + 4 * TC_KEYS) * (d + 8)
+    """The dynamic shared memory of a kernel's block (Bf16Kernel.shared_bytes)."""
+    return bf16_kernel(variant).shared_bytes(d)
 
 
 def q_multiplier(d_k: int, scaled: bool) -> float:
@@ -83,11 +113,11 @@ def launch_to_bf16(dev: KernelDevice, x, out, n: int, multiplier: float) -> None
 def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int, *, mask: MaskSpec,
                       variant: int | None = None) -> None:
     """One launch on bf16 arrays already on the device (bench times exactly this)."""
-    kernel = bf16_kernel(variant)
+    kernel = bf16_kernel(variant, device_cc(dev))
     dev.get_function(kernel.name(d))(
-        (cdiv(T, kernel.rows), 1, H), (TC_THREADS, 1, 1),
+        (cdiv(T, kernel.rows), 1, H), (kernel.threads, 1, 1),
         (qb, kb, vb, out, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
-        shared_mem=shared_bytes_bf16(d, variant),
+        shared_mem=kernel.shared_bytes(d),
     )
 
 
@@ -124,4 +154,5 @@ def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
     timings = timed_runs(dev, launch)
     timings["total"] = timings["to_bf16"] + timings["fused"]
     (host,) = transfers.download(out)
-    return FusedOutputs(host, timings, transfers.elapsed_ms(), device_output=out)
+    return FusedOutputs(host, timings, transfers.elapsed_ms(), device_output=out,
+                        kernel=bf16_kernel(variant, device_cc(dev)).name(d_k))
