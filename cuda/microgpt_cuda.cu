@@ -649,8 +649,13 @@ __device__ __forceinline__ void cp_async_wait() {
 // The instruction is asynchronous: wgmma_fence() before the first wgmma that reads registers
 // written since (A, and D when accumulating), wgmma_commit() closes a group, wgmma_wait<n>()
 // returns once at most n groups are in flight; only then may D be read, or B's shared memory be
-// written. Shared memory written by ordinary stores or cp.async must be published to the tensor
-// cores' (async) proxy with fence_proxy_async() before the barrier that precedes the wgmma.
+// written. Wgmmas of one shape accumulating into the same D chain without a fence or a wait
+// between them (the hardware orders them). Shared memory written by ordinary stores or cp.async
+// must be published to the tensor cores' (async) proxy with fence_proxy_async() before the
+// barrier that precedes the wgmma. ptxas pipelines the wgmmas of a stage only if no other
+// instruction reads or writes their D between issue and wait, the k-steps are unrolled (a
+// constant trip count) and no wgmma sits under a divergent branch; otherwise it waits after each
+// one ("C7514/C7515/C7519 ... serialized" in its log).
 //
 // B's layout without swizzling (the PTX ISA's canonical "interleaved" layout): B is cut into
 // "core matrices" of 8 rows x 16 bytes (8 bf16), each 128 contiguous bytes, row r at 16r.
@@ -662,7 +667,8 @@ __device__ __forceinline__ void cp_async_wait() {
 // Descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 start address >> 4 (the shared
 // window's address), 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0), 62-63 swizzle (0: none).
 // The CPU build (cuda/cpu_runtime/tensor_cores.h) emulates all of it, descriptors of dynamic
-// shared memory included; scripts/tensor_core_check.py holds the emulation to the hardware.
+// shared memory only: D reads as NaN until the wait, B changed before the wait is reported;
+// scripts/tensor_core_check.py holds the emulation to the hardware (on an H100/H200).
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define WGMMA_PTX 1
 #else
@@ -675,7 +681,7 @@ __device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, u32 l
 #elif defined(__CUDA_ARCH__)
     const u32 addr = 0;  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
 #else
-    const u32 addr = ptx_emulated::shared_window_address(smem);
+    const u32 addr = ptx_emulated::wgmma_descriptor_address(smem, lbo_bytes, sbo_bytes);  // checks the alignment
 #endif
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)((lbo_bytes & 0x3FFFF) >> 4) << 16 |
            (unsigned long long)((sbo_bytes & 0x3FFFF) >> 4) << 32;

@@ -3,8 +3,11 @@ tests/kernels/tensor_cores.cu (appended to the kernel file) run through the CPU 
 emulated bodies) and, where a GPU answers, through cupy (the PTX ones), on the same inputs; each
 side is compared with NumPy's reading of the PTX ISA layouts, and the two sides with each other.
 Conversions, ldmatrix and cp.async must agree bit for bit; mma within one fp32 rounding (the
-hardware's summation order inside one mma is unspecified). Prints one JSON document; exit 1 if a
-check fails. Run from the repository root: python scripts/tensor_core_check.py"""
+hardware's summation order inside one mma is unspecified). wgmma (Hopper's warpgroup mma, B
+read from shared memory through a descriptor, the K-major and MN-major no-swizzle layouts) runs
+natively only on compute capability 9.0, from a cubin NVRTC builds for sm_90a; elsewhere the
+report says why it did not run. Prints one JSON document; exit 1 if a check fails. Run from the
+repository root: python scripts/tensor_core_check.py"""
 
 from __future__ import annotations
 
@@ -21,6 +24,17 @@ from andrea_cli.verification.bf16_attention import bf16_bits, bf16_to_float  # n
 
 CHECKS = Path("tests/kernels/tensor_cores.cu")
 MMA_REL = 2.0**-22  # one fp32 rounding of the result, plus the hardware's own order of the sums
+# wgmma: K 64 in 4 k-steps, each rounded to fp32 (the emulation) or a few times more (the
+# hardware's order): a few ulp of the sum of the terms' magnitudes, as tests/test_wgmma.py
+WGMMA_REL = 2.0**-20
+WGMMA_K = 64
+# (N, MN-major, flags): flags 1 accumulate onto C, 2 a commit group per wgmma, 4 SBO 128 (the
+# core matrices n-blocks first); see check_wgmma_* in tests/kernels/tensor_cores.cu
+WGMMA_CASES = [(n, mn, flags) for n in (64, 128) for mn in (False, True) for flags in (0, 7)]
+
+
+def wgmma_case_name(n: int, mn_major: bool, flags: int) -> str:
+    return f"wgmma_n{n}_{'mnmajor' if mn_major else 'kmajor'}_flags{flags}"
 
 
 def tf32_rna(x: np.ndarray) -> np.ndarray:
@@ -42,7 +56,36 @@ def inputs() -> dict:
         "rows": rng.permutation(32).astype(np.int32),
         "cols": rng.integers(0, 4, 32).astype(np.int32),
         "src": np.arange(256, dtype=np.float32) + 1,
+        "wg_a": bf16_bits(rng.standard_normal((128, WGMMA_K)).astype(np.float32)),  # two warpgroups' rows
+        "wg_b": bf16_bits(rng.standard_normal((WGMMA_K, 128)).astype(np.float32)),
+        "wg_c": rng.standard_normal((128, 128)).astype(np.float32),
     }
+
+
+def run_wgmma_side(module, to_dev, to_host, x: dict) -> dict:
+    """The wgmma check kernels (two warpgroups, 256 threads) on one side."""
+    out = {}
+    for n, mn_major, flags in WGMMA_CASES:
+        d = to_dev(np.zeros((128, n), np.float32))
+        b, c = np.ascontiguousarray(x["wg_b"][:, :n]), np.ascontiguousarray(x["wg_c"][:, :n])
+        module.get_function(f"check_wgmma_n{n}_{'mnmajor' if mn_major else 'kmajor'}")(
+            (1,), (256,), (to_dev(x["wg_a"]), to_dev(b), to_dev(c), d, np.int32(flags), np.int32(0)),
+            shared_mem=WGMMA_K * n * 2)
+        out[wgmma_case_name(n, mn_major, flags)] = to_host(d)
+    return out
+
+
+def numpy_wgmma(x: dict) -> tuple[dict, dict]:
+    """What each wgmma case returns and its tolerance."""
+    want, tol = {}, {}
+    a = bf16_to_float(x["wg_a"]).astype(np.float64)
+    for n, mn_major, flags in WGMMA_CASES:
+        b = bf16_to_float(np.ascontiguousarray(x["wg_b"][:, :n])).astype(np.float64)
+        c = x["wg_c"][:, :n].astype(np.float64) if flags & 1 else 0.0
+        name = wgmma_case_name(n, mn_major, flags)
+        want[name] = a @ b + c
+        tol[name] = WGMMA_REL * (np.abs(a) @ np.abs(b) + np.abs(c))
+    return want, tol
 
 
 def run_side(module, to_dev, to_host, x: dict) -> dict:
@@ -95,7 +138,11 @@ def numpy_side(x: dict) -> dict:
     return out
 
 
-def compare(name: str, got: np.ndarray, want: np.ndarray) -> dict:
+def compare(name: str, got: np.ndarray, want: np.ndarray, bound: np.ndarray | None = None) -> dict:
+    if bound is not None:  # wgmma: a bound per element
+        err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        return {"max_abs_diff": float(err.max()), "worst_of_bound": float((err / (bound + 1e-30)).max()),
+                "passed": bool((err <= bound).all())}
     if name.startswith("mma"):
         err = np.abs(got.astype(np.float64) - want.astype(np.float64))
         bound = MMA_REL * np.abs(want.astype(np.float64)) + 1e-30
@@ -105,6 +152,23 @@ def compare(name: str, got: np.ndarray, want: np.ndarray) -> dict:
     return {"elements_differing": differ, "passed": differ == 0}
 
 
+def run_native_wgmma(path: Path, x: dict) -> tuple[dict | None, str]:
+    """The wgmma cases on this GPU from an sm_90a cubin, or (None, why not)."""
+    import cupy
+
+    from andrea_cli.backends.toolchain.cuda_arch import WGMMA_CC, CompileTarget
+    from andrea_cli.backends.toolchain.nvrtc import compiled_kernel_file, nvrtc_version
+
+    cc = tuple(int(v) for v in cupy.cuda.Device().compute_capability)  # "90" -> (9, 0)
+    if cc != WGMMA_CC:
+        return None, (f"this GPU has compute capability {cc[0]}.{cc[1]}; wgmma exists only on "
+                      f"{WGMMA_CC[0]}.{WGMMA_CC[1]} (sm_90a: H100, H200)")
+    if nvrtc_version() < (12, 0):
+        return None, f"NVRTC {nvrtc_version()} predates sm_90a (CUDA 12.0)"
+    module = cupy.RawModule(path=str(compiled_kernel_file(path, CompileTarget("sm_90a", "cubin"))))
+    return run_wgmma_side(module, cupy.asarray, cupy.asnumpy, x), ""
+
+
 def main() -> int:
     from andrea_cli.backends.cpu_runtime.module import CpuModule
     from andrea_cli.backends.cuda import cuda_availability
@@ -112,21 +176,34 @@ def main() -> int:
     source = packaged_kernel_path().read_text() + "\n" + CHECKS.read_text()
     x = inputs()
     want = numpy_side(x)
+    want_wgmma, tol_wgmma = numpy_wgmma(x)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tensor_core_checks.cu"
         path.write_text(source)
-        emulated = run_side(CpuModule(path), np.asarray, np.asarray, x)
-    report = {"emulated_vs_numpy": {k: compare(k, emulated[k], want[k]) for k in want}}
-    status = cuda_availability()
-    if status.ok:
-        import cupy
+        cpu = CpuModule(path)
+        emulated = run_side(cpu, np.asarray, np.asarray, x)
+        emulated_wgmma = run_wgmma_side(cpu, np.asarray, np.asarray, x)
+        report = {"emulated_vs_numpy": {k: compare(k, emulated[k], want[k]) for k in want}}
+        report["emulated_vs_numpy"].update(
+            {k: compare(k, emulated_wgmma[k], want_wgmma[k], tol_wgmma[k]) for k in want_wgmma})
+        status = cuda_availability()
+        if status.ok:
+            import cupy
 
-        module = cupy.RawModule(code=source, options=("-std=c++17",))
-        native = run_side(module, cupy.asarray, cupy.asnumpy, x)
-        report["native_vs_numpy"] = {k: compare(k, native[k], want[k]) for k in want}
-        report["native_vs_emulated"] = {k: compare(k, native[k], emulated[k]) for k in want}
-    else:
-        report["native"] = f"not run: {status.reason}"
+            module = cupy.RawModule(code=source, options=("-std=c++17",))
+            native = run_side(module, cupy.asarray, cupy.asnumpy, x)
+            report["native_vs_numpy"] = {k: compare(k, native[k], want[k]) for k in want}
+            report["native_vs_emulated"] = {k: compare(k, native[k], emulated[k]) for k in want}
+            native_wgmma, why_not = run_native_wgmma(path, x)
+            if native_wgmma is None:
+                report["native_wgmma"] = f"not run: {why_not}"
+            else:
+                report["native_vs_numpy"].update(
+                    {k: compare(k, native_wgmma[k], want_wgmma[k], tol_wgmma[k]) for k in want_wgmma})
+                report["native_vs_emulated"].update(  # two fp32 sums of the same terms: twice the bound
+                    {k: compare(k, native_wgmma[k], emulated_wgmma[k], 2 * tol_wgmma[k]) for k in want_wgmma})
+        else:
+            report["native"] = f"not run: {status.reason}"
     passed = all(c["passed"] for group in report.values() if isinstance(group, dict) for c in group.values())
     report["passed"] = passed
     print(json.dumps(report, indent=2))

@@ -73,10 +73,17 @@ def test_other_mismatches_each_get_one_line_with_the_fix():
         assert "\n" not in str(problem)
 
 
+NVRTC_11_8_ARCHS = (35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90)
+
+
 def test_compile_target_is_the_devices_own_cubin():
-    assert compile_target((9, 0), NVRTC_13_ARCHS) == CompileTarget("sm_90", "cubin")
+    # compute capability 9.0 gets sm_90a, the architecture-specific target with wgmma (NVRTC 12.0+)
+    assert compile_target((9, 0), NVRTC_13_ARCHS, (13, 0)) == CompileTarget("sm_90a", "cubin")
+    assert compile_target((9, 0), NVRTC_12_0_ARCHS, (12, 0)).options() == ("--gpu-architecture=sm_90a", "--std=c++17")
+    assert compile_target((9, 0), NVRTC_11_8_ARCHS, (11, 8)) == CompileTarget("sm_90", "cubin")  # no sm_90a yet
+    assert compile_target((8, 0), NVRTC_13_ARCHS, (13, 0)) == CompileTarget("sm_80", "cubin")
     assert compile_target((8, 6), NVRTC_13_ARCHS).options() == ("--gpu-architecture=sm_86", "--std=c++17")
-    assert compile_target((12, 0), NVRTC_13_ARCHS) == CompileTarget("sm_120", "cubin")
+    assert compile_target((12, 0), NVRTC_13_ARCHS, (13, 0)) == CompileTarget("sm_120", "cubin")  # no "a": no wgmma
 
 
 def test_compile_target_for_a_gpu_nvrtc_does_not_name():
@@ -107,6 +114,17 @@ def test_tensor_core_kernels_are_refused_below_sm_80_in_one_line():
                  "attention_backward_dq_kernel2_d64"):
         with pytest.raises(AndreaError, match=f"{name} uses Ampere instructions"):
             check_kernel_runs(name, (7, 5))
+
+
+def test_wgmma_kernels_run_on_compute_capability_9_0_only():
+    check_kernel_runs("attention_fused_kernel6_d64", (9, 0))
+    for cc, shown in (((8, 0), "8.0"), ((8, 9), "8.9"), ((10, 0), "10.0"), ((12, 0), "12.0"), ((7, 5), "7.5")):
+        with pytest.raises(AndreaError) as caught:
+            check_kernel_runs("attention_fused_kernel6_d128", cc)
+        message = str(caught.value)
+        assert "\n" not in message and "wgmma" in message and f"this GPU has {shown}" in message
+        assert "sm_90a" in message and "attention_fused_kernel5" in message
+    check_kernel_runs("attention_fused_kernel5_d64", (12, 0))  # mma.sync runs on newer GPUs
 
 
 def test_auto_fallback_names_the_extra_when_cupy_and_driver_disagree(monkeypatch):

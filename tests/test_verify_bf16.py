@@ -82,6 +82,19 @@ BROKEN = {
                                               "(kt.last_row - window - kt.j_begin) / TC_KEYS);", (200, 64, "window:100", True)),
     "kernel6: last tile unmasked": (6, "min(T - TC_KEYS, kt.row0 - TC_KEYS + 1) : T - TC_KEYS;",
                                     "min(T - TC_KEYS, kt.row0 - TC_KEYS + 1) : T - TC_KEYS + 1;", (127, 64, "none", True)),
+    # S read before its wgmma_wait (the wgmmas still in flight): a synchronous emulation passes it,
+    # the CPU build's S reads NaN until the wait, as a GPU gives whatever the registers held
+    "kernel6: S read before its wgmma_wait": (6, "        wgmma_commit();\n        wgmma_wait<0>();\n#pragma unroll\n"
+                                                 "        for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);",
+                                              "        wgmma_commit();\n#pragma unroll\n"
+                                              "        for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);",
+                                              (65, 64, "causal", True)),
+    # no barrier after O's wgmmas: the next copy refills the stage another warpgroup's wgmmas read
+    "kernel6: stage refilled under the wgmmas": (6, "        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);\n"
+                                                    "        __syncthreads();  // every warp is done with this stage",
+                                                 "        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);\n"
+                                                 "        // every warp is done with this stage",
+                                                 (300, 128, "causal", True)),
     # the per-thread cp.async offset no longer advances with the tiles: every tile is the first
     "kernel5: cp.async source not advanced": (5, "        kv_src += TC_KEYS * D;\n", "", (200, 64, "window:100", True)),
 }

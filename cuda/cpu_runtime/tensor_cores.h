@@ -20,6 +20,19 @@
 //    cp.async.wait_group retires the group; the source is read when the copy is issued.
 //  - mma with tf32 operands ignores their low 13 bits, as the hardware does: raw fp32 that skipped
 //    cvt.rna.tf32 is truncated, not rounded.
+//  - wgmma.mma_async is asynchronous: the D registers it writes read as NaN (all bits set) until
+//    the issuing thread's wgmma.wait_group retires its commit group; the values land then. A
+//    wgmma that accumulates into registers an earlier wgmma of this thread still has in flight
+//    (same registers, same shape) chains onto that result, as the hardware orders them; any other
+//    read of D before the wait (or an accumulate from a copy of it) gets NaN, which verify sees.
+//  - wgmma reads B through the descriptor at issue; the bytes it read must not change until the
+//    wait that retires it: they are compared then, and a change is reported (wait, then barrier,
+//    then overwrite). Racecheck counts them as reads of shared memory by the issuing warp.
+//  - wgmma is issued by warpgroups: the block's threads a multiple of 128, the k-th wgmma of each
+//    of a warpgroup's 4 warps the same instruction, every lane of a warp the same descriptor.
+//  - a descriptor (start, LBO, SBO) addressing bytes past the launch's dynamic shared memory, or
+//    built from an address or offsets that are not 16-byte multiples (the encoding drops the low
+//    4 bits), is reported.
 // The products of bf16 or tf32 operands are exact in double; each output is summed in double and
 // rounded once (a GPU's summation order inside one mma is unspecified: compare with tolerances).
 //
@@ -48,9 +61,43 @@ struct CpAsyncQueue {            // one thread's cp.async copies not yet waited 
     std::vector<std::vector<PendingCopy>> committed;  // oldest first
 };
 
+// A wgmma's B as it read it: the 16 x N bf16 values, compared with shared memory again when the
+// wgmma is retired (one record per warp and wgmma, shared by its 32 lanes).
+struct WgmmaIssue {
+    const char* what;
+    uint32_t start, lbo, sbo;
+    int n;
+    bool trans_b;
+    bool checked = false;
+    std::vector<uint16_t> b;  // (16, n)
+};
+
+struct WgmmaInFlight {        // one thread's share of one wgmma, issued and not yet retired
+    float* d;
+    int count;                // N / 2 registers
+    bool superseded;          // a later wgmma of this thread took over the same registers
+    float value[64];          // what lands in d at the wait
+    std::shared_ptr<WgmmaIssue> issue;
+};
+
+struct WgmmaQueue {           // one thread's wgmmas not yet waited for (like CpAsyncQueue)
+    std::vector<WgmmaInFlight> open;
+    std::vector<std::vector<WgmmaInFlight>> committed;
+};
+
+struct WarpgroupLog {         // the wgmma sites a warpgroup's warps have reached, in order
+    std::vector<const void*> sites;  // site of wgmma number base, base + 1, ...
+    uint64_t base = 0;
+    uint64_t count[4] = {0, 0, 0, 0};  // wgmmas issued by each of its warps
+};
+
 struct TensorCoreState {
     std::vector<AlignedRound> rounds;  // per warp
     std::vector<CpAsyncQueue> copies;  // per thread of the block
+    std::vector<WgmmaQueue> wgmmas;    // per thread of the block
+    std::vector<WarpgroupLog> warpgroups;
+    std::vector<double> wgmma_b;       // scratch (never thread_local: the library's TLS is shared memory)
+    std::vector<uint16_t> wgmma_b_now;
     char* tls_lo = nullptr;            // this OS thread's shared memory (its TLS block)
     char* tls_hi = nullptr;
     const void* tls_key = nullptr;     // the TLS block they were found for (see below)
@@ -77,6 +124,12 @@ inline void tensor_core_block_start(int nthreads) {
         q.open.clear();
         q.committed.clear();
     }
+    tc.wgmmas.resize(nthreads);
+    for (WgmmaQueue& q : tc.wgmmas) {
+        q.open.clear();
+        q.committed.clear();
+    }
+    tc.warpgroups.assign((nthreads + 127) / 128, WarpgroupLog());
     // Found once per TLS block: a thread_local's address names this OS thread's block (a thread
     // started later in the same place has the same layout).
     if (tc.tls_key == (const void*)&tls_anchor) return;
@@ -235,15 +288,114 @@ struct WgmmaOperands { unsigned long long desc; int n; bool trans_b; bool accumu
 
 inline const char* wgmma_shared_base() { return guard().dyn_base; }
 
+// The byte offset (into dynamic shared memory) of B's 16-byte row `row` of 2N: K-major, row
+// (n, k / 8) of the core matrices' 8 n x 8 k; MN-major, row (k, n / 8) of their 8 k x 8 n.
+inline uint32_t wgmma_b_row(uint32_t start, uint32_t lbo, uint32_t sbo, bool trans_b, int n, int row) {
+    if (!trans_b) {
+        const int nn = row >> 1, kc = row & 1;
+        return start + (nn / 8) * sbo + kc * lbo + (nn % 8) * 16;
+    }
+    const int k = row % 16, nc = row / 16;
+    (void)n;
+    return start + nc * sbo + (k / 8) * lbo + (k % 8) * 16;
+}
+
+// B (16 x N) as bf16 bits, element (k, n) at b[k * N + n]; false (and nothing read) if the
+// descriptor reaches past the launch's dynamic shared memory (*bad: the first byte past it).
+inline bool wgmma_read_b(uint32_t start, uint32_t lbo, uint32_t sbo, bool trans_b, int N, uint16_t* b,
+                         uint32_t* bad) {
+    const char* base = wgmma_shared_base();
+    const size_t bytes = guard().dyn_bytes;
+    for (int row = 0; row < 2 * N; row++) {
+        const uint32_t off = wgmma_b_row(start, lbo, sbo, trans_b, N, row);
+        if (!base || (size_t)off + 16 > bytes) {
+            *bad = off;
+            return false;
+        }
+    }
+    for (int row = 0; row < 2 * N; row++) {
+        uint16_t h[8];
+        std::memcpy(h, base + wgmma_b_row(start, lbo, sbo, trans_b, N, row), 16);
+        for (int e = 0; e < 8; e++) {
+            if (!trans_b) b[(size_t)(8 * (row & 1) + e) * N + (row >> 1)] = h[e];   // (k, n) = (8 kc + e, nn)
+            else b[(size_t)(row % 16) * N + 8 * (row / 16) + e] = h[e];             // (k, n) = (k, 8 nc + e)
+        }
+    }
+    return true;
+}
+
+// The registers of this thread's in-flight wgmma that `d` (count floats) names, or nullptr.
+inline WgmmaInFlight* wgmma_in_flight(WgmmaQueue& q, float* d, int count, bool* overlap) {
+    WgmmaInFlight* found = nullptr;
+    auto look = [&](std::vector<WgmmaInFlight>& group) {
+        for (WgmmaInFlight& w : group) {
+            if (w.superseded) continue;
+            if (w.d == d && w.count == count) found = &w;  // the latest wins (issue order)
+            else if (w.d < d + count && d < w.d + w.count) *overlap = true;
+        }
+    };
+    for (auto& group : q.committed) look(group);
+    look(q.open);
+    return found;
+}
+
 inline void wgmma_round(AlignedRound& r) {
+    const int wi = sched().cur->lid >> 5;
     const WgmmaOperands& op = *static_cast<const WgmmaOperands*>(r.operand[0][2]);
     const int N = op.n;
+    for (int l = 1; l < 32; l++) {
+        const WgmmaOperands& o = *static_cast<const WgmmaOperands*>(r.operand[l][2]);
+        if (o.desc != op.desc) {
+            warp_misuse(wi, 0xffffffffu, 1u << l, "%s in warp %d: lane %d gives B descriptor %#llx, lane 0 "
+                        "%#llx: the warpgroup's tensor cores read one B; give every lane the same descriptor",
+                        r.what, wi, l, o.desc, op.desc);
+            return;
+        }
+    }
+    // the k-th wgmma of each of the warpgroup's 4 warps: one instruction
+    TensorCoreState& tc = tensor_cores();
+    WarpgroupLog& wg = tc.warpgroups[wi / 4];
+    const uint64_t k = wg.count[wi % 4]++;
+    if (k - wg.base < wg.sites.size()) {
+        if (wg.sites[k - wg.base] != r.site) {
+            warp_misuse(wi, 0xffffffffu, 0xffffffffu, "%s in warp %d: its wgmma number %llu is at another "
+                        "instruction than the same wgmma of another warp of its warpgroup (warps %d-%d): all 4 "
+                        "warps of a warpgroup issue the same wgmma (.aligned); keep them converged around it",
+                        r.what, wi, (unsigned long long)k, wi / 4 * 4, wi / 4 * 4 + 3);
+            return;
+        }
+    } else {
+        wg.sites.push_back(r.site);
+    }
+    const uint64_t slowest = std::min(std::min(wg.count[0], wg.count[1]), std::min(wg.count[2], wg.count[3]));
+    if (slowest - wg.base >= 64) {  // every warp is past them: forget
+        wg.sites.erase(wg.sites.begin(), wg.sites.begin() + (long)(slowest - wg.base));
+        wg.base = slowest;
+    }
+
     const uint32_t start = (uint32_t)(op.desc & 0x3fff) << 4, lbo = (uint32_t)(op.desc >> 16 & 0x3fff) << 4,
                    sbo = (uint32_t)(op.desc >> 32 & 0x3fff) << 4;
-    const char* base = wgmma_shared_base();
-    const Guard& g = guard();
+    auto issue = std::make_shared<WgmmaIssue>();
+    issue->what = r.what;
+    issue->start = start; issue->lbo = lbo; issue->sbo = sbo; issue->n = N; issue->trans_b = op.trans_b;
+    issue->b.resize(16 * (size_t)N);
+    uint32_t bad = 0;
+    if (!wgmma_read_b(start, lbo, sbo, op.trans_b, N, issue->b.data(), &bad)) {
+        warp_misuse(wi, 0xffffffffu, 1u, "%s in warp %d: the B descriptor (start %u, LBO %u, SBO %u) reaches "
+                    "bytes %u..%u of shared memory, past the launch's %zu dynamic bytes: build the descriptor "
+                    "from the dynamic shared array, with the tile's strides", r.what, wi, start, lbo, sbo, bad,
+                    bad + 15, (size_t)guard().dyn_bytes);
+        return;
+    }
     float A[16][16];
-    float B[16 * 128];  // (16, N)
+    std::vector<double>& B = tc.wgmma_b;  // (16, N)
+    B.resize(16 * (size_t)N);
+    for (size_t i = 0; i < B.size(); i++) {
+        const uint32_t bits = (uint32_t)issue->b[i] << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        B[i] = f;
+    }
     for (int l = 0; l < 32; l++) {
         const int gq = l >> 2, t = l & 3;
         const uint32_t* a = static_cast<const uint32_t*>(r.operand[l][1]);
@@ -252,34 +404,54 @@ inline void wgmma_round(AlignedRound& r) {
         A[gq][2 * t + 8] = bf16_lo(a[2]);     A[gq][2 * t + 9] = bf16_hi(a[2]);
         A[gq + 8][2 * t + 8] = bf16_lo(a[3]); A[gq + 8][2 * t + 9] = bf16_hi(a[3]);
     }
-    for (int k = 0; k < 16; k++)
-        for (int n = 0; n < N; n++) {
-            const uint32_t off = start + (n / 8) * sbo + (k / 8) * lbo +
-                                 (op.trans_b ? (k % 8) * 16 + (n % 8) * 2 : (n % 8) * 16 + (k % 8) * 2);
-            if (!base || (size_t)off + 2 > g.dyn_bytes) {
-                const int wi = sched().cur->lid >> 5;
-                warp_misuse(wi, 0xffffffffu, 1u, "%s in warp %d: the B descriptor (start %u, LBO %u, SBO %u) "
-                            "reaches byte %u of shared memory, past the launch's %zu dynamic bytes",
-                            r.what, wi, start, lbo, sbo, off, (size_t)g.dyn_bytes);
-                return;
-            }
-            uint16_t h;
-            std::memcpy(&h, base + off, 2);
-            const uint32_t bits = (uint32_t)h << 16;
-            std::memcpy(&B[(size_t)k * N + n], &bits, 4);
-        }
+    float nan;
+    const uint32_t ones = 0xffffffffu;
+    std::memcpy(&nan, &ones, 4);
     for (int l = 0; l < 32; l++) {
         const int gq = l >> 2, t = l & 3;
         float* d = static_cast<float*>(r.operand[l][0]);
         const bool acc = static_cast<const WgmmaOperands*>(r.operand[l][2])->accumulate;
+        WgmmaQueue& q = tc.wgmmas[32 * wi + l];
+        bool overlap = false;
+        WgmmaInFlight* earlier = wgmma_in_flight(q, d, N / 2, &overlap);
+        if (overlap) {
+            warp_misuse(wi, 0xffffffffu, 1u << l, "%s in warp %d: lane %d's D registers overlap those of a wgmma "
+                        "of another shape still in flight: wgmma_wait before reusing them", r.what, wi, l);
+            return;
+        }
+        // an earlier wgmma in flight on the same registers: this one accumulates onto its result
+        const float* in = earlier ? earlier->value : d;
+        WgmmaInFlight w{d, N / 2, false, {}, issue};
         for (int c = 0; c < N / 8; c++)
             for (int e = 0; e < 4; e++) {
                 const int row = gq + 8 * (e / 2), col = 8 * c + 2 * t + e % 2;
-                double sum = acc ? (double)d[4 * c + e] : 0.0;
-                for (int k = 0; k < 16; k++) sum += (double)A[row][k] * (double)B[(size_t)k * N + col];
-                d[4 * c + e] = (float)sum;
+                double sum = acc ? (double)in[4 * c + e] : 0.0;
+                for (int kk = 0; kk < 16; kk++) sum += (double)A[row][kk] * B[(size_t)kk * N + col];
+                w.value[4 * c + e] = (float)sum;
             }
+        if (earlier) earlier->superseded = true;
+        q.open.push_back(w);
+        for (int i = 0; i < N / 2; i++) d[i] = nan;  // in flight: reads as NaN until the wait
     }
+}
+
+// At the wait that retires it: B's bytes are the ones the wgmma read at issue.
+inline void wgmma_check_b(WgmmaIssue& issue) {
+    if (issue.checked) return;
+    issue.checked = true;
+    std::vector<uint16_t>& now = tensor_cores().wgmma_b_now;
+    now.resize(issue.b.size());
+    uint32_t bad = 0;
+    const bool readable = wgmma_read_b(issue.start, issue.lbo, issue.sbo, issue.trans_b, issue.n, now.data(), &bad);
+    if (readable && std::memcmp(now.data(), issue.b.data(), now.size() * 2) == 0) return;
+    size_t i = 0;
+    while (readable && i < now.size() && now[i] == issue.b[i]) i++;
+    Fiber* f = sched().cur;
+    warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "%s retired by wgmma.wait_group in thread %d: B's shared "
+                "memory changed while the wgmma was in flight (element k %zu, n %zu of the tile at byte %u): "
+                "the tensor cores read it from issue to wait; a barrier must part B's writes from the wgmma "
+                "(fill, fence_proxy_async, __syncthreads, wgmma; wgmma_wait, __syncthreads, overwrite)",
+                issue.what, f->lid, i / issue.n, i % issue.n, issue.start);
 }
 
 }  // namespace
@@ -367,34 +539,88 @@ inline void cp_async_wait_group(int n) {
 
 // The window address a wgmma descriptor holds (its bits 0-13, >> 4): in the CPU build, the byte
 // offset into the launch's dynamic shared memory (the kernels' descriptors point there only).
-inline unsigned shared_window_address(const void* p) {
+// The encoding drops the low 4 bits of the address, LBO and SBO: each must be a 16-byte multiple.
+inline unsigned wgmma_descriptor_address(const void* p, unsigned lbo_bytes, unsigned sbo_bytes) {
     const char* c = static_cast<const char*>(p);
     const char* base = andrea::wgmma_shared_base();
     const andrea::Guard& g = andrea::guard();
+    andrea::Fiber* f = andrea::sched().cur;
     if (!base || c < base || c >= base + g.dyn_bytes) {
-        andrea::Fiber* f = andrea::sched().cur;
         andrea::warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "wgmma descriptor in thread %d: %p is not in the "
-                            "launch's dynamic shared memory (the CPU build describes only that)", f->lid, p);
+                            "launch's dynamic shared memory (the CPU build describes only that): build it from "
+                            "the extern __shared__ array", f->lid, p);
+        andrea::warp_fail(f);
+    }
+    if ((uintptr_t)c % 16 || (c - base) % 16 || lbo_bytes % 16 || sbo_bytes % 16) {
+        andrea::warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "wgmma descriptor in thread %d: start byte %ld, "
+                            "LBO %u, SBO %u: the descriptor holds them >> 4, so each must be a multiple of 16 "
+                            "(align the tile and its core matrices to 16 bytes)", f->lid, (long)(c - base),
+                            lbo_bytes, sbo_bytes);
         andrea::warp_fail(f);
     }
     return (unsigned)(c - base);
 }
 
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, a, desc_b, accumulate, 1, 1, trans_b
-inline void wgmma_m64nNk16_bf16(int n, bool trans_b, float* d, const unsigned* a, unsigned long long desc_b,
-                                bool accumulate) {
-    andrea::WgmmaOperands op{desc_b, n, trans_b, accumulate};
+// (noinline: __builtin_return_address names the kernel's call site, which tells sites apart)
+__attribute__((noinline)) inline void wgmma_m64nNk16_bf16(int n, bool trans_b, float* d, const unsigned* a,
+                                                          unsigned long long desc_b, bool accumulate) {
     static const char* what64 = "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16";
     static const char* what128 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16";
-    andrea::aligned_round(n == 64 ? what64 : what128, __builtin_return_address(0), d, const_cast<unsigned*>(a), &op,
-                          nullptr, andrea::wgmma_round);
+    const char* what = n == 64 ? what64 : what128;
     andrea::Sched& s = andrea::sched();
+    andrea::Fiber* f = s.cur;
+    if (s.nthreads % 128) {
+        andrea::warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "%s in thread %d: the block has %d threads; "
+                            "wgmma is issued by warpgroups of 4 whole warps: launch a multiple of 128 threads",
+                            what, f->lid, s.nthreads);
+        andrea::warp_fail(f);
+    }
+    {  // racecheck: the tensor cores read B (2N rows of 16 bytes), split over the warp's lanes
+        const uint32_t start = (uint32_t)(desc_b & 0x3fff) << 4, lbo = (uint32_t)(desc_b >> 16 & 0x3fff) << 4,
+                       sbo = (uint32_t)(desc_b >> 32 & 0x3fff) << 4;
+        const char* base = andrea::wgmma_shared_base();
+        const size_t bytes = andrea::guard().dyn_bytes;
+        for (int row = andrea::lane_id(); row < 2 * n; row += 32) {
+            const uint32_t off = andrea::wgmma_b_row(start, lbo, sbo, trans_b, n, row);
+            if (base && (size_t)off + 16 <= bytes) andrea::race_read(base + off, 16);
+        }
+    }
+    andrea::WgmmaOperands op{desc_b, n, trans_b, accumulate};
+    andrea::aligned_round(what, __builtin_return_address(0), d, const_cast<unsigned*>(a), &op, nullptr,
+                          andrea::wgmma_round);
     if (s.misused) andrea::warp_fail(s.cur);
 }
 
+// wgmma.fence: orders register accesses before the wgmmas after it; nothing to emulate.
 inline void wgmma_fence() {}
-inline void wgmma_commit_group() {}
-inline void wgmma_wait_group(int) {}
+
+// wgmma.commit_group: this thread's wgmmas issued since the last commit become one group.
+inline void wgmma_commit_group() {
+    andrea::RaceQuiet quiet;
+    andrea::WgmmaQueue& q = andrea::tensor_cores().wgmmas[andrea::sched().cur->lid];
+    q.committed.push_back(std::move(q.open));
+    q.open.clear();
+}
+
+// wgmma.wait_group n: every group of this thread but the newest n has completed: its D lands
+// (unless a later wgmma in flight took the registers over), its B is checked unchanged.
+inline void wgmma_wait_group(int n) {
+    andrea::Sched& s = andrea::sched();
+    {
+        andrea::RaceQuiet quiet;
+        andrea::WgmmaQueue& q = andrea::tensor_cores().wgmmas[s.cur->lid];
+        const size_t keep = (size_t)std::max(n, 0);
+        const size_t retire = q.committed.size() > keep ? q.committed.size() - keep : 0;
+        for (size_t g = 0; g < retire; g++)
+            for (andrea::WgmmaInFlight& w : q.committed[g]) {
+                andrea::wgmma_check_b(*w.issue);
+                if (!w.superseded) std::memcpy(w.d, w.value, sizeof(float) * (size_t)w.count);
+            }
+        q.committed.erase(q.committed.begin(), q.committed.begin() + (long)retire);
+    }
+    if (s.misused) andrea::warp_fail(s.cur);
+}
 inline void fence_proxy_async_shared() {}
 
 // fp32 -> bf16 bits, round to nearest even (cvt.rn.bf16.f32); a NaN becomes the canonical 0x7fff.

@@ -1,6 +1,7 @@
 // Check kernels for the tensor-core building blocks of cuda/microgpt_cuda.cu, compiled appended to
 // that file: on the CPU build they run the emulated bodies (tests/test_tensor_cores.py compares
-// them with NumPy), on a GPU the PTX ones (scripts/gpu_check.py compares the two). One warp each.
+// them with NumPy), on a GPU the PTX ones (scripts/tensor_core_check.py compares the two). One warp
+// each, but the wgmma checks: one warpgroup or more.
 
 // y[i] = exp2_approx_ftz(x[i]): ex2.approx.ftz.f32 (emulated on the CPU build).
 extern "C" __global__ void check_ex2_ftz(const float* __restrict__ x, float* __restrict__ y, int n) {
@@ -115,4 +116,121 @@ extern "C" __global__ void misuse_tensor_cores(const unsigned short* __restrict_
     }
     if (how == 4) ldmatrix<1, false>(r, &tile[lane % 8][0]);
     out[threadIdx.x] = c[0] + (float)r[0];
+}
+
+// wgmma: out (64 WG x N, fp32) = a (64 WG x K, bf16, row-major) · b (K x N, bf16, row-major)
+// (+ c when flags & 1), K 64, by WG warpgroups (blockDim 128 WG), each its own 64 rows, 4
+// wgmmas in a row (a constant trip count, unrolled: ptxas pipelines them; a loop of unknown
+// length makes it serialize every wgmma, "C7515 Potential Performance Loss"). B is staged in dynamic shared memory (K N 2 bytes) in the no-swizzle
+// canonical layout TRANS_B picks: core matrix (k / 8, n / 8) at (k / 8) LBO + (n / 8) SBO, inside
+// it K-major (n % 8) 16 + (k % 8) 2 or MN-major (k % 8) 16 + (n % 8) 2. flags & 4 stores the
+// core matrices n-blocks first (SBO 128) instead of k-blocks first (LBO 128); k-step s starts at
+// byte 2 s LBO. flags & 2 commits each wgmma as its own group (the accumulation chains across
+// groups in flight). how: 0 correct; misuse the CPU build reports or poisons: 1 D read before
+// the wait, 2 B overwritten before the wait, 3 a descriptor reaching past the dynamic shared
+// bytes, 4 a descriptor start not 16-byte aligned, 5 a descriptor of static shared memory, 6
+// no barrier between filling B and the wgmma, 7 B written again (the same values) while the
+// wgmmas are in flight, without a barrier: no change to see, a race for racecheck; 8 the last
+// warp of each warpgroup issues one wgmma more than the others, first; 9 a second group in
+// flight at wgmma_wait<1> (D of the first lands, of the second stays NaN).
+template <int N, bool TRANS_B>
+__device__ void wgmma_check(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
+                            const float* __restrict__ c, float* __restrict__ out, int flags, int how) {
+    constexpr int K = 64;
+    extern __shared__ __align__(128) unsigned char wgmma_smem[];
+    __shared__ __align__(16) unsigned char static_tile[16];
+    unsigned short* tile = (unsigned short*)wgmma_smem;
+    const u32 lbo = (flags & 4) ? 128u * (N / 8) : 128u, sbo = (flags & 4) ? 128u : 128u * (K / 8);
+    auto fill = [&] {
+        for (int i = threadIdx.x; i < K * N; i += blockDim.x) {
+            const int k = i / N, n = i % N;
+            const u32 inner = TRANS_B ? (k % 8) * 16 + (n % 8) * 2 : (n % 8) * 16 + (k % 8) * 2;
+            tile[((k / 8) * lbo + (n / 8) * sbo + inner) / 2] = b[i];
+        }
+    };
+    fill();
+    if (how != 6) {  // 6: the bug of no barrier between filling B and the wgmmas reading it (a race)
+        fence_proxy_async();
+        __syncthreads();
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int r0 = 64 * (warp / 4) + 16 * (warp % 4);  // this warp's 16 rows of its warpgroup's 64
+    const u32* a2 = (const u32*)a;
+    const int K2 = K / 2;
+    float d[N / 2];
+    for (int cc = 0; cc < N / 8; cc++)
+        for (int e = 0; e < 4; e++)
+            d[4 * cc + e] = (flags & 1) ? c[(r0 + g + 8 * (e / 2)) * N + 8 * cc + 2 * t + e % 2] : 0.0f;
+    for (int i = 0; i < N / 2; i++) wgmma_hold(d[i]);
+    wgmma_fence();
+#if !WGMMA_PTX  // (natively a wgmma under a divergent branch makes ptxas serialize them all, C7519)
+    if (how == 8 && warp % 4 == 3) {  // the bug: one warp of the warpgroup issues an extra wgmma
+        const u32 zero[4] = {0, 0, 0, 0};
+        wgmma_bf16_m64nNk16<N, TRANS_B>(d, zero, wgmma_desc(wgmma_smem, lbo, sbo), true);
+    }
+#endif
+#pragma unroll
+    for (int s = 0; s < K / 16; s++) {
+        const u32 af[4] = {a2[(r0 + g) * K2 + 8 * s + t], a2[(r0 + g + 8) * K2 + 8 * s + t],
+                           a2[(r0 + g) * K2 + 8 * s + t + 4], a2[(r0 + g + 8) * K2 + 8 * s + t + 4]};
+        const unsigned char* start = wgmma_smem + 2 * s * lbo;
+        if (how == 3) start = wgmma_smem + K * N * 2 - 16;
+        if (how == 4) start += 8;
+        if (how == 5) start = static_tile;
+        wgmma_bf16_m64nNk16<N, TRANS_B>(d, af, wgmma_desc(start, lbo, sbo), (flags & 1) || s > 0);
+        if (flags & 2) wgmma_commit();
+    }
+    wgmma_commit();
+#if !WGMMA_PTX  // (natively ptxas would see the early reads and wait for the wgmmas at every one)
+    if (how == 9) {  // wait_group 1 with a newer group in flight: it retires d's, not d2's
+        float d2[N / 2];
+        const u32 af[4] = {a2[(r0 + g) * K2 + t], a2[(r0 + g + 8) * K2 + t], a2[(r0 + g) * K2 + t + 4],
+                           a2[(r0 + g + 8) * K2 + t + 4]};
+        wgmma_bf16_m64nNk16<N, TRANS_B>(d2, af, wgmma_desc(wgmma_smem, lbo, sbo), false);
+        wgmma_commit();
+        wgmma_wait<1>();
+        for (int cc = 0; cc < N / 8; cc++)
+            for (int e = 0; e < 4; e++)  // d landed; d2 still NaN, or the element reads -1
+                out[(r0 + g + 8 * (e / 2)) * N + 8 * cc + 2 * t + e % 2] = d2[4 * cc + e] != d2[4 * cc + e]
+                                                                              ? d[4 * cc + e] : -1.0f;
+        wgmma_wait<0>();
+        return;
+    }
+    if (how == 1) {  // the bug: D read while the wgmmas are in flight
+        for (int cc = 0; cc < N / 8; cc++)
+            for (int e = 0; e < 4; e++) out[(r0 + g + 8 * (e / 2)) * N + 8 * cc + 2 * t + e % 2] = d[4 * cc + e];
+        return;
+    }
+#endif
+    if (how == 2) {  // the bug: B overwritten while the tensor cores may still read it
+        __syncthreads();
+        for (int i = threadIdx.x; i < K * N; i += blockDim.x) tile[i] = 0;
+    }
+    if (how == 7) fill();  // the same values again, no barrier: unchanged, yet a race
+    wgmma_wait<0>();
+    for (int i = 0; i < N / 2; i++) wgmma_hold(d[i]);
+    for (int cc = 0; cc < N / 8; cc++)
+        for (int e = 0; e < 4; e++) out[(r0 + g + 8 * (e / 2)) * N + 8 * cc + 2 * t + e % 2] = d[4 * cc + e];
+}
+
+// (written out: the CPU build finds kernels by their extern "C" __global__ text, not through macros)
+extern "C" __global__ void check_wgmma_n64_kmajor(const unsigned short* __restrict__ a,
+        const unsigned short* __restrict__ b, const float* __restrict__ c, float* __restrict__ out,
+        int flags, int how) {
+    wgmma_check<64, false>(a, b, c, out, flags, how);
+}
+extern "C" __global__ void check_wgmma_n64_mnmajor(const unsigned short* __restrict__ a,
+        const unsigned short* __restrict__ b, const float* __restrict__ c, float* __restrict__ out,
+        int flags, int how) {
+    wgmma_check<64, true>(a, b, c, out, flags, how);
+}
+extern "C" __global__ void check_wgmma_n128_kmajor(const unsigned short* __restrict__ a,
+        const unsigned short* __restrict__ b, const float* __restrict__ c, float* __restrict__ out,
+        int flags, int how) {
+    wgmma_check<128, false>(a, b, c, out, flags, how);
+}
+extern "C" __global__ void check_wgmma_n128_mnmajor(const unsigned short* __restrict__ a,
+        const unsigned short* __restrict__ b, const float* __restrict__ c, float* __restrict__ out,
+        int flags, int how) {
+    wgmma_check<128, true>(a, b, c, out, flags, how);
 }

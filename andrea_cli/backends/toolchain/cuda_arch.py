@@ -20,11 +20,17 @@ from andrea_cli.errors import AndreaError
 TENSOR_CORE_CC = (8, 0)
 TENSOR_CORE_TAGS = ("bf16", "tf32", "attention_fused_kernel4", "attention_fused_kernel5", "attention_fused_lse_kernel4",
                     "attention_backward_dkdv_kernel2", "attention_backward_dq_kernel2")
+# Hopper's wgmma (attention_fused_kernel6*: FlashAttention-3's way) exists only in sm_90a, the
+# architecture-specific target of compute capability 9.0 exactly: its cubin runs on H100/H200 and
+# on no other GPU, older or newer (a Blackwell has no wgmma).
+WGMMA_CC = (9, 0)
+WGMMA_TAGS = ("attention_fused_kernel6",)
+ARCH_SPECIFIC_SINCE = (12, 0)  # the NVRTC that first compiles for sm_90a
 
 
 @dataclass(frozen=True)
 class CompileTarget:
-    arch: str  # "sm_90" (a cubin) or "compute_120" (PTX, only for a GPU newer than NVRTC)
+    arch: str  # "sm_90a" / "sm_86" (a cubin) or "compute_120" (PTX, only for a GPU newer than NVRTC)
     kind: str  # "cubin" or "ptx"
 
     def options(self) -> tuple[str, ...]:
@@ -41,6 +47,8 @@ def compile_target(cc: tuple[int, int], nvrtc_archs: Sequence[int], nvrtc_versio
     nvrtcGetSupportedArchs lists them (75, 80, ..., 120)."""
     device = cc[0] * 10 + cc[1]
     archs = sorted(nvrtc_archs)
+    if tuple(cc) == WGMMA_CC and device in archs and tuple(nvrtc_version) >= ARCH_SPECIFIC_SINCE:
+        return CompileTarget("sm_90a", "cubin")  # sm_90 plus wgmma, setmaxnreg, ...: the H100's own
     if device in archs:
         return CompileTarget(f"sm_{device}", "cubin")
     if not archs or device < archs[0]:
@@ -58,13 +66,25 @@ def compile_target(cc: tuple[int, int], nvrtc_archs: Sequence[int], nvrtc_versio
     return CompileTarget(f"compute_{max(a for a in archs if a <= device)}", "ptx")
 
 
+def needs_wgmma(kernel: str) -> bool:
+    """A kernel built on wgmma: it runs on compute capability 9.0 exactly (an sm_90a cubin)."""
+    return any(tag in kernel for tag in WGMMA_TAGS)
+
+
 def required_compute_capability(kernel: str) -> tuple[int, int] | None:
-    """The oldest GPU a kernel runs on, where it needs more than every GPU CUDA 12 supports."""
+    """The oldest GPU a kernel runs on, where it needs more than every GPU CUDA 12 supports (a
+    wgmma kernel: the only one, see needs_wgmma)."""
+    if needs_wgmma(kernel):
+        return WGMMA_CC
     return TENSOR_CORE_CC if any(tag in kernel for tag in TENSOR_CORE_TAGS) else None
 
 
 def check_kernel_runs(kernel: str, cc: tuple[int, int]) -> None:
     """Refuse, in one line, a kernel the GPU cannot run, before the driver is asked to launch it."""
+    if needs_wgmma(kernel) and tuple(cc) != WGMMA_CC:
+        raise AndreaError(f"{kernel} uses Hopper's wgmma, which only compute capability {_cc_text(WGMMA_CC)} "
+                          f"(sm_90a: H100, H200) has; this GPU has {_cc_text(cc)}: run attention_fused_kernel5 "
+                          "(mma.sync, any GPU from sm_80) on it")
     need = required_compute_capability(kernel)
     if need is not None and cc < need:
         raise AndreaError(f"{kernel} uses Ampere instructions (bf16, mma.sync) that need compute capability "

@@ -18,7 +18,7 @@ from andrea_cli.backends.toolchain.cuda_arch import CompileTarget
 from andrea_cli.backends.toolchain.cuda_setup import read_cuda_setup
 from andrea_cli.errors import AndreaError, first_line
 
-TARGET_ARCHS = ("sm_80", "sm_90")  # A100 and H100/H200
+TARGET_ARCHS = ("sm_80", "sm_90", "sm_90a")  # A100 and H100/H200 (sm_90a: with wgmma, what an H100 gets)
 OLDEST_ARCH = "sm_75"  # Turing: the oldest GPU CUDA 13 compiles for; the file must build for it too
 
 
