@@ -2,7 +2,7 @@
 GPU architecture (no GPU needed), disassembled with `cuobjdump -sass` (pip install
 ".[bound]"), both as `andrea bench --bound` does it, and every loop's body counted: FFMA, shared loads by width, shuffles.
 
-    python scripts/sass_mix.py                     # every kernel, sm_90
+    python scripts/sass_mix.py                     # every kernel, sm_90a (H100/H200, as the bound reads them)
     python scripts/sass_mix.py --arch sm_80 scores_kernel2 attention_fused_kernel3_d64
     python scripts/sass_mix.py --tensor-cores attention_fused_kernel4_d64 attention_fused_kernel5_d64
 
@@ -10,7 +10,14 @@ A loop is a backward branch (BRA to an earlier label); the counts are per trip o
 nested loops' instructions included once. Shared loads per FFMA is the static figure the
 kernel catalogue in docs/reference.md quotes: an instruction count, not a measured speed. --tensor-cores
 counts a tensor-core loop instead: HMMA (mma.sync), LDSM (ldmatrix), LDGSTS (cp.async), MUFU.EX2,
-HMMA per LDSM and the integer instructions' share of the loop (INTEGER below)."""
+HMMA per LDSM and the integer instructions' share of the loop (INTEGER below). Where a kernel's
+loop holds HGMMA (Hopper's wgmma, sm_90a only: its B operand read from shared memory through a
+descriptor, no LDSM) an HGMMA column joins the table and the ratio counts HMMA and HGMMA per
+LDSM together (MMA/LDSM); a table without HGMMA is printed as before.
+
+The default architecture is sm_90a, Hopper's arch-specific target, as `andrea bench --bound`
+compiles for the H100/H200: the kernel file's wgmma code exists only there, and its other kernels
+compile to the same SASS as for plain sm_90."""
 
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ from andrea_cli.bench.bound.sass import find_cuobjdump, find_loops, parse_kernel
 
 KERNEL_FILE = Path(__file__).resolve().parents[1] / "cuda" / "microgpt_cuda.cu"
 COUNTED = ("FFMA", "FMUL", "FADD", "LDS", "LDS.64", "LDS.128", "STS", "LDG", "SHFL", "MUFU.EX2", "BAR",
-           "HMMA", "LDSM", "LDGSTS")
+           "HMMA", "HGMMA", "LDSM", "LDGSTS")
 SHOWN = ("FFMA", "LDS", "LDS.64", "LDS.128", "SHFL", "MUFU.EX2", "STS", "LDG", "BAR")
 TC_SHOWN = ("HMMA", "LDSM", "LDGSTS", "MUFU.EX2", "SHFL", "BAR")
 # Integer and address arithmetic, moves through the integer pipe (IMAD.MOV) included, per thread
@@ -51,6 +58,14 @@ class Loop:
 
     def hmma_per_ldsm(self) -> float | None:
         return self.counts.get("HMMA", 0) / self.counts["LDSM"] if self.counts.get("LDSM") else None
+
+    @property
+    def tensor_instructions(self) -> int:
+        """mma.sync (HMMA) and wgmma (HGMMA) instructions, per warp."""
+        return self.counts.get("HMMA", 0) + self.counts.get("HGMMA", 0)
+
+    def mma_per_ldsm(self) -> float | None:
+        return self.tensor_instructions / self.counts["LDSM"] if self.counts.get("LDSM") else None
 
     def integer_share(self) -> float:
         return self.integer / self.instructions if self.instructions else 0.0
@@ -94,7 +109,7 @@ def parse_sass(text: str) -> dict[str, list[Loop]]:
     return loops
 
 
-def kernel_loops(path: Path = KERNEL_FILE, arch: str = "sm_90") -> dict[str, list[Loop]]:
+def kernel_loops(path: Path = KERNEL_FILE, arch: str = "sm_90a") -> dict[str, list[Loop]]:
     """Compiled and disassembled as `andrea bench --bound` does (the cubin cached)."""
     from andrea_cli.bench.bound.report import disassembled
     from andrea_cli.errors import AndreaError
@@ -106,37 +121,41 @@ def kernel_loops(path: Path = KERNEL_FILE, arch: str = "sm_90") -> dict[str, lis
 
 
 def tensor_core_hot_loop(loops: list[Loop]) -> Loop | None:
-    """The loop a tensor-core kernel spends its key tiles in: of the loops with the most HMMA, the
-    one with the fewest instructions (the one without mask code, where a kernel has separate loops
-    for the tiles a mask edge crosses; kernel4's holds its copy loops, counted once)."""
-    inner = [lp for lp in loops if lp.counts.get("HMMA")]
+    """The loop a tensor-core kernel spends its key tiles in: of the loops with the most HMMA and
+    HGMMA, the one with the fewest instructions (the one without mask code, where a kernel has
+    separate loops for the tiles a mask edge crosses; kernel4's holds its copy loops, counted once)."""
+    inner = [lp for lp in loops if lp.tensor_instructions]
     if not inner:
         return None
-    most = max(lp.counts["HMMA"] for lp in inner)
-    return min((lp for lp in inner if lp.counts["HMMA"] == most), key=lambda lp: lp.instructions)
+    most = max(lp.tensor_instructions for lp in inner)
+    return min((lp for lp in inner if lp.tensor_instructions == most), key=lambda lp: lp.instructions)
 
 
 def print_tensor_core_mix(loops: dict[str, list[Loop]], names: list[str]) -> None:
-    print(f"{'kernel':<29} {'loop':>11} {'instr':>6} " + " ".join(f"{op:>8}" for op in TC_SHOWN)
-          + f" {'HMMA/LDSM':>9} {'integer':>8}")
-    for name in names:
-        hot = tensor_core_hot_loop(loops[name])
+    hots = {name: tensor_core_hot_loop(loops[name]) for name in names}
+    wgmma = any(hot is not None and hot.counts.get("HGMMA") for hot in hots.values())
+    shown = TC_SHOWN[:1] + ("HGMMA",) + TC_SHOWN[1:] if wgmma else TC_SHOWN
+    ratio = "MMA/LDSM" if wgmma else "HMMA/LDSM"
+    print(f"{'kernel':<29} {'loop':>11} {'instr':>6} " + " ".join(f"{op:>8}" for op in shown)
+          + f" {ratio:>9} {'integer':>8}")
+    for name, hot in hots.items():
         if hot is None:
             print(f"{name:<29} {'no HMMA loop':>11}")
             continue
+        per_ldsm = hot.mma_per_ldsm() if wgmma else hot.hmma_per_ldsm()
         print(f"{name:<29} {hot.start:05x}-{hot.end:05x} {hot.instructions:>6} "
-              + " ".join(f"{hot.counts.get(op, 0):>8}" for op in TC_SHOWN)
-              + f" {hot.hmma_per_ldsm():>9.2f} {100 * hot.integer_share():>7.0f}%")
+              + " ".join(f"{hot.counts.get(op, 0):>8}" for op in shown)
+              + f" {'-' if per_ldsm is None else f'{per_ldsm:.2f}':>9} {100 * hot.integer_share():>7.0f}%")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kernels", nargs="*", help="kernel names (default: all)")
-    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--kernel-file", type=Path, default=KERNEL_FILE)
     parser.add_argument("--all", action="store_true", help="every loop, not only the innermost ones")
     parser.add_argument("--tensor-cores", action="store_true",
-                        help="each kernel's tensor-core hot loop: HMMA per LDSM, the integer share")
+                        help="each kernel's tensor-core hot loop: HMMA (and HGMMA) per LDSM, the integer share")
     args = parser.parse_args(argv)
     loops = kernel_loops(args.kernel_file, args.arch)
     names = args.kernels or sorted(loops)

@@ -15,7 +15,8 @@ from andrea_cli.bench.bound.geometry import Launch, Placeholder, ReferenceLaunch
 from andrea_cli.bench.bound.gpus import GPUS
 from andrea_cli.bench.bound.model import Work, bound, occupancy, pipe_cycles
 from andrea_cli.bench.bound.sass import (
-    find_cuobjdump, find_nvdisasm, hmma_flops, hot_loop, ldsm_bytes, mix_of, parse_kernels, steady_state,
+    find_cuobjdump, find_nvdisasm, hgmma_flops, hgmma_shared_bytes, hmma_flops, hot_loop, ldsm_bytes, mix_of,
+    parse_kernels, steady_state,
 )
 from andrea_cli.kernel_file import packaged_kernel_path
 
@@ -31,11 +32,12 @@ def _need_tools():
 
 @pytest.fixture(scope="module")
 def probes(isolated_cache):
-    """{arch: ({kernel: instructions}, {kernel: resources})} of the hand-known kernels."""
+    """{arch: ({kernel: instructions}, {kernel: resources})} of the hand-known kernels; sm_90a is
+    Hopper's arch-specific target, the only one with wgmma."""
     _need_tools()
     from andrea_cli.bench.bound.report import kernel_resources, kernel_sass
 
-    return {arch: (kernel_sass(PROBES, arch), kernel_resources(PROBES, arch)) for arch in ("sm_90", "sm_80")}
+    return {arch: (kernel_sass(PROBES, arch), kernel_resources(PROBES, arch)) for arch in ("sm_90", "sm_80", "sm_90a")}
 
 
 def _mix(probes, arch: str, name: str):
@@ -100,6 +102,35 @@ def test_mma_loop_runs_at_the_tensor_peak(probes):
     assert A100.tensor_flops_per_clock == pytest.approx(2048, rel=1e-3)  # the A100 whitepaper's rate
 
 
+def test_wgmma_loop_runs_at_the_tensor_peak(probes):
+    """wgmma m64n128k16 with A from registers, B from shared memory through a descriptor: each of
+    the warpgroup's 4 warps issues the HGMMA and does its 16 rows, 2 x 64 x 128 x 16 / 4 = 65,536
+    flops; B is 16 x 128 bf16 = 4,096 bytes, read once per warpgroup instruction: 1,024 per warp.
+    Per HGMMA and warp the tensor pipe needs 65,536 / 3,784 = 17.3 SM clocks and shared memory
+    1,024 / 128 = 8: the tensor pipe binds, at the peak. (Were B read by every warp, shared memory
+    would need 32 clocks and bind instead: the reading FlashAttention-3's speed rules out.)"""
+    assert GPUS["h200"].arch == GPUS["h100"].arch == "sm_90a" and A100.arch == "sm_80"
+    mix = _mix(probes, "sm_90a", "wgmma_loop")
+    assert mix.hgmma >= 4 and mix.hgmma % 4 == 0 and mix.hmma == 0, mix.by_opcode
+    assert set(mix.by_opcode) >= {"HGMMA", "WARPGROUP"}
+    assert mix.tensor_flops == 65536 * mix.hgmma and mix.wgmma_shared_bytes == 1024 * mix.hgmma
+    assert mix.shared_load_bytes == mix.shared_store_bytes == 0 and mix.shared_bytes == mix.wgmma_shared_bytes
+    cycles = pipe_cycles(mix, H200, warps_per_sm=8)
+    assert cycles["shared"] == 8 * mix.hgmma
+    assert cycles["tensor"] == pytest.approx(65536 / (989e12 / (132 * 1.98e9)) * mix.hgmma)
+    assert 4 * cycles["shared"] > cycles["tensor"] > cycles["shared"]
+    b = bound(mix, _work(1e12), H200, 8, looped=True)
+    assert b.bottleneck == "tensor" and b.runner_up == "shared" and b.tflops == pytest.approx(H200.bf16_peak_tflops)
+    assert b.trips == pytest.approx(1e12 / (65536 * mix.hgmma))
+
+    # A and B both through descriptors, m64n64k16: 32,768 flops and (64 x 16 + 16 x 64) x 2 / 4 bytes per warp
+    ss = _mix(probes, "sm_90a", "wgmma_ss_loop")
+    assert ss.hgmma >= 4 and ss.tensor_flops == 32768 * ss.hgmma and ss.wgmma_shared_bytes == 1024 * ss.hgmma
+    # compiled for plain sm_90 (or Ampere) the wgmma code is not there: why Hopper is read as sm_90a
+    for arch in ("sm_90", "sm_80"):
+        assert not any(i.opcode.startswith("HGMMA") for i in probes[arch][0]["wgmma_loop"]), arch
+
+
 def test_a_kernel_with_spills_says_so(probes):
     from andrea_cli.bench.bound.report import kernel_bound
 
@@ -154,6 +185,36 @@ def test_sass_classes_and_steady_state():
     assert (mix.hmma, mix.ffma, mix.shared_load_bytes, mix.alu) == (1, 1, 512, 0)
 
 
+HGMMA_LISTING = """
+        Function : toy_wgmma
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   WARPGROUP.ARRIVE ;
+        /*0020*/                   HGMMA.64x128x16.F32.BF16 R24, R88, gdesc[UR8], R24 ;
+        /*0030*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT, gsb0 ;
+        /*0040*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0050*/                   R2UR UR9, R3 ;
+        /*0060*/               @P0 BRA 0x10 ;
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_hgmma_is_a_warp_s_quarter_of_the_warpgroup_s_work():
+    assert hgmma_flops("HGMMA.64x128x16.F32.BF16") == 2 * 64 * 128 * 16 // 4
+    assert hgmma_flops("HGMMA.64x256x32.F32.E4M3") == 2 * 64 * 256 * 32 // 4
+    # B only (A from registers), then A and B (the operand after the destination a descriptor too)
+    assert hgmma_shared_bytes("HGMMA.64x128x16.F32.BF16", "R24, R88, gdesc[UR8], R24") == 128 * 16 * 2 // 4
+    assert hgmma_shared_bytes("HGMMA.64x64x16.F32.BF16", "R24, gdesc[UR4], RZ, !UPT") == (64 * 16 + 16 * 64) * 2 // 4
+    assert hgmma_shared_bytes("HGMMA.64x64x8.F32.TF32", "R24, gdesc[UR4], R24") == (64 * 8 + 8 * 64) * 4 // 4
+    (loop,) = [hot_loop(parse_kernels(HGMMA_LISTING)["toy_wgmma"])]
+    mix = mix_of(steady_state(loop))
+    assert (mix.hgmma, mix.hmma, mix.instructions) == (2, 0, 6)
+    assert mix.tensor_flops == 65536 + 32768 and mix.wgmma_shared_bytes == 1024 + 1024
+    # WARPGROUP.ARRIVE / DEPBAR and R2UR take an issue slot and nothing else
+    assert (mix.alu, mix.fp32, mix.mufu, mix.bar, mix.shared_load_bytes) == (0, 0, 0, 0, 0)
+    b = bound(mix, _work(1e12), H200, 8, looped=True)
+    assert b.bottleneck == "tensor" and b.peak_tflops == H200.bf16_peak_tflops
+
+
 def test_geometry_comes_from_the_launchers():
     references = reference_launches()
     assert references.failures == []
@@ -171,12 +232,31 @@ def test_geometry_comes_from_the_launchers():
 # The kernel file itself
 
 EXTRA = '\nextern "C" __global__ void extra_kernel(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+# The kernel file's own wgmma wrappers in a loop (one warpgroup, B a 16 x 64 bf16 tile): read on an
+# H200 it must show as HGMMA, which only the sm_90a compile the bound does for Hopper has.
+EXTRA_WGMMA = """
+extern "C" __global__ void extra_wgmma_kernel(float* out, int n) {
+    __shared__ __align__(128) unsigned short b[16 * 64];
+    for (int i = threadIdx.x; i < 16 * 64; i += blockDim.x) b[i] = (unsigned short)i;
+    fence_proxy_async();
+    __syncthreads();
+    const u32 a[4] = {threadIdx.x, threadIdx.x + 1, threadIdx.x + 2, threadIdx.x + 3};
+    float d[32] = {};
+    for (int i = 0; i < n; ++i) {
+        wgmma_fence();
+        wgmma_bf16_m64nNk16<64, false>(d, a, wgmma_desc(b, 128, 256), true);
+        wgmma_commit();
+        wgmma_wait<0>();
+    }
+    out[threadIdx.x] = d[0] + d[31];
+}
+"""
 
 
 @pytest.fixture(scope="module")
 def with_extra(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("bound") / "microgpt_cuda.cu"
-    path.write_text(packaged_kernel_path().read_text() + EXTRA)
+    path.write_text(packaged_kernel_path().read_text() + EXTRA + EXTRA_WGMMA)
     return path
 
 
@@ -195,7 +275,7 @@ def test_the_kernel_files_bounds_on_an_h200(h200_report):
 
     assert set(kernel_names(packaged_kernel_path())) <= set(by_name)
     for name, k in by_name.items():
-        if name != "extra_kernel":
+        if not name.startswith("extra_"):
             assert k.full is not None and k.full.bottleneck, name
     for d in (64, 128):
         k4 = by_name[f"attention_fused_kernel4_d{d}"].full
@@ -216,9 +296,27 @@ def test_the_kernel_files_bounds_on_an_h200(h200_report):
     for d in (64, 128):
         k5 = by_name[f"attention_fused_kernel5_d{d}"]
         assert (k5.mix.hmma, k5.mix.shared_load_bytes, k5.mix.global_load_bytes) == (d * 2, 256 * d, 64 * d), d
+    # kernel6 by hand, per warp and 64-key tile (its 16 rows of a warpgroup's 64, sm_90a): S = Q·K^T
+    # is d/16 wgmma m64n64k16, O += P·V 4 wgmma m64n(d)k16; each warp's share of their flops is a
+    # quarter, of K's and V's tiles (B, 2 x 64 x d bf16) read through descriptors a quarter too, no
+    # ldmatrix; its eighth of the block's copy of the next tile by cp.async. Its bound reaches the
+    # tensor pipe (binding, or runner-up within 5%)
+    for d in (64, 128):
+        k6 = by_name[f"attention_fused_kernel6_d{d}"]
+        m = k6.mix
+        assert (m.hmma, m.hgmma, m.shared_load_bytes) == (0, d // 16 + 4, 0), (d, m.by_opcode)
+        assert m.tensor_flops == (d // 16) * 2 * 64 * 64 * 16 // 4 + 4 * 2 * 64 * d * 16 // 4, d
+        assert m.wgmma_shared_bytes == 2 * 64 * d * 2 // 4 and m.global_load_bytes == 2 * 64 * d * 2 // 8, d
+        assert k6.spill_bytes == 0
+        assert "tensor" in (k6.full.bottleneck, k6.full.runner_up) and k6.full.seconds["tensor"] >= 0.95 * k6.full.time_s
     assert by_name["scores_kernel1"].full.bottleneck == "shared"
     assert by_name["softmax_kernel3"].full.bottleneck == "hbm"
     assert any("no reference geometry" in n for n in by_name["extra_kernel"].notes)
+    # the file's wgmma m64n64k16 (A from registers): 2 x 64 x 64 x 16 / 4 flops and a quarter of
+    # B's 16 x 64 bf16 per warp and instruction
+    wgmma = by_name["extra_wgmma_kernel"].mix
+    assert wgmma.hgmma >= 1 and wgmma.hmma == 0, wgmma.by_opcode
+    assert (wgmma.tensor_flops, wgmma.wgmma_shared_bytes) == (32768 * wgmma.hgmma, 512 * wgmma.hgmma)
 
 
 @pytest.mark.slow

@@ -27,6 +27,10 @@ Sources
             32 resident blocks per SM; shared memory per SM 164 KB (cc 8.0) / 228 KB (cc 9.0),
             per block at most 163 KB / 227 KB, 1 KB of it reserved by the system per block.
 
+The H100 and H200 are read compiled for "sm_90a", Hopper's arch-specific target: only it has
+wgmma (HGMMA in the SASS), which the kernel file uses under __CUDA_ARCH_FEAT_SM90_ALL; its code
+for every other kernel is the plain sm_90 one. The A100 is read compiled for sm_80.
+
 Not modelled: the L2 cache. NVIDIA documents its size, not its bandwidth; what the hot loop
 loads from global memory is charged to the SM's L1/shared data path instead (the same 128
 bytes per clock: L1 and shared memory are one array [PG-SMEM]), and what a launch must move
@@ -43,7 +47,7 @@ from andrea_cli.errors import AndreaError
 class GpuSpec:
     key: str  # what --gpu takes
     name: str
-    arch: str  # what NVRTC compiles for
+    arch: str  # what NVRTC compiles the bound's SASS for: sm_90a on Hopper (wgmma), sm_80
     sms: int
     clock_ghz: float  # boost clock: the one NVIDIA's FP32 peak is quoted at
     fp32_lanes: int  # FP32 FMA results per clock per SM [PG-TPUT]
@@ -76,9 +80,9 @@ class GpuSpec:
 
 
 GPUS = {
-    "h200": GpuSpec("h200", "NVIDIA H200 SXM", "sm_90", sms=132, clock_ghz=1.98, fp32_lanes=128,
+    "h200": GpuSpec("h200", "NVIDIA H200 SXM", "sm_90a", sms=132, clock_ghz=1.98, fp32_lanes=128,
                     bf16_peak_tflops=989.0, hbm_gbs=4800.0, smem_per_sm=228 * 1024, smem_per_block=227 * 1024),
-    "h100": GpuSpec("h100", "NVIDIA H100 SXM5", "sm_90", sms=132, clock_ghz=1.98, fp32_lanes=128,
+    "h100": GpuSpec("h100", "NVIDIA H100 SXM5", "sm_90a", sms=132, clock_ghz=1.98, fp32_lanes=128,
                     bf16_peak_tflops=989.0, hbm_gbs=3350.0, smem_per_sm=228 * 1024, smem_per_block=227 * 1024),
     "a100": GpuSpec("a100", "NVIDIA A100 SXM4 80GB", "sm_80", sms=108, clock_ghz=1.41, fp32_lanes=64,
                     bf16_peak_tflops=312.0, hbm_gbs=2039.0, smem_per_sm=164 * 1024, smem_per_block=163 * 1024),

@@ -6,7 +6,25 @@ The model is a bound, stated as one: every SM busy all the time with an even sha
 trips, every warp issuing whenever a pipe is free, shared memory without bank conflicts, every
 lane of a warp moving its own bytes, what a launch must move crossing HBM once. Latency,
 imbalance between blocks (causal tiles), the tail of the last wave and L2 misses only make a
-real run slower."""
+real run slower.
+
+Hopper's wgmma (HGMMA in the SASS, sass.py) reads its B operand, and A when A is a descriptor
+too, from shared memory without the registers. How the SM delivers those bytes to the four
+warps' tensor cores is not documented; the model counts them ONCE per warpgroup instruction (a
+quarter to each warp) on the same 128 bytes per clock as every other shared-memory access. The
+evidence is FlashAttention-3's published forward speed on the H100 SXM5 (Shah et al. 2024,
+non-causal, sequence 16k): 648 TFLOP/s at head dim 128, 497 at 64. At 1.98 GHz (the boost
+clock; a lower one only raises the figures below) 648 TFLOP/s is 648e12 / (132 SMs x 1.98e9) =
+2,479 flops per SM clock. One 64-row warpgroup and one 128-key tile at head dim 128: Q·K^T is 8
+wgmma m64n128k16 (K over d) and P·V 8 more (N = d, K over the keys), 16 x 2·64·128·16 =
+4,194,304 flops; their B operands are the K and V tiles, 2 x 128 x 128 bf16 = 64 KiB. Were each
+warp's tensor core to read B itself, the tile would need 4 x 64 KiB / 128 = 2,048 shared-memory
+clocks, i.e. at most 2,048 flops per clock, 535 TFLOP/s: below the 648 measured, before Q (read
+from shared memory in FlashAttention-3's Q·K^T) and the copies into shared memory are counted.
+Read once per warpgroup, the tile needs 512 clocks against the tensor pipe's 4,194,304 / 3,784 =
+1,108: the tensor pipe binds, and 648 is 66% of its peak. (Per-warp reads cap every wgmma with
+a 16-bit register A at 16 flops per shared byte, 535 TFLOP/s, whatever N or the head dim; the
+497 at head dim 64 is under that cap and does not decide between the two readings.)"""
 
 from __future__ import annotations
 
@@ -21,8 +39,8 @@ PIPE_MEANING = {
     "fp32": "the FMA pipe (FP32 arithmetic, integer multiply-adds)",
     "alu": "the integer/logic pipe",
     "mufu": "special functions and conversions (exp2, rcp, F2I)",
-    "tensor": "tensor cores (HMMA)",
-    "shared": "shared memory / L1 data path (128 bytes per clock per SM), shuffles",
+    "tensor": "tensor cores (HMMA, HGMMA)",
+    "shared": "shared memory / L1 data path (128 bytes per clock per SM), wgmma operands, shuffles",
     "hbm": "HBM bandwidth (every array of the launch once)",
 }
 
@@ -136,7 +154,7 @@ def bound(mix: Mix, work: Work, gpu: GpuSpec, warps_per_sm: int, looped: bool) -
     trips = trips_per_launch(mix, work, looped)
     hz = gpu.clock_ghz * 1e9
     seconds = {pipe: trips * cycles / gpu.sms / hz for pipe, cycles in pipe_cycles(mix, gpu, warps_per_sm).items()}
-    tensor = mix.hmma > 0
+    tensor = mix.tensor_instructions > 0
     peak = gpu.bf16_peak_tflops if tensor else gpu.fp32_peak_tflops
     # the products are done somewhere: never faster than the peak of the units that do them,
     # whatever the hot loop holds

@@ -5,7 +5,20 @@ instruction mix per trip of a kernel's hot loop.
 A loop is a backward branch (a BRA to an earlier address). The hot loop is the loop whose own
 body (nested loops left out) holds the most arithmetic: the tensor-core or FP32 work of a
 tiled kernel; where no loop holds any, the loop with the most instructions of its own. One trip
-counts every instruction between its first address and its branch, nested loops once."""
+counts every instruction between its first address and its branch, nested loops once.
+
+Hopper's warpgroup MMA (PTX wgmma.mma_async, sm_90a only) is HGMMA in the SASS:
+`HGMMA.64x128x16.F32.BF16 R24, R88, gdesc[UR8], R24` (A from registers, B from shared memory
+through a matrix descriptor) or `HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24` (A and B both
+through descriptors). The four warps of a warpgroup each issue it; each computes its own 16 of
+the 64 rows on its SM sub-partition's tensor core, so one warp's share is 2·64·N·K / 4 flops.
+The descriptor operands are read from shared memory by the tensor cores, not through the
+registers; the bound counts their bytes (B: N·K elements; A: 64·K when it is a descriptor too)
+ONCE per warpgroup instruction, a quarter to each warp. NVIDIA does not document how Hopper
+delivers a wgmma's shared operands; this is the reading FlashAttention-3's published speed
+requires (model.py works it out). WARPGROUP.ARRIVE (wgmma.fence), WARPGROUP.DEPBAR
+(wgmma.wait_group) and the uniform-datapath moves that build descriptors take an issue slot
+only."""
 
 from __future__ import annotations
 
@@ -24,14 +37,15 @@ from andrea_cli.errors import AndreaError
 INSTALL_HINT = 'pip install "andrea[bound]" (brings nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm)'
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
-_INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+# the opcode with its modifiers, lower case included: HGMMA.64x128x16.F32.BF16
+_INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)([^;]*);")
 _BRANCH_TARGET = re.compile(r"(0x[0-9a-f]+)\s*$")  # BRA 0x930, @P1 BRA !P0, 0x4dc0
 
 
 @dataclass(frozen=True)
 class Instruction:
     address: int
-    opcode: str  # with its modifiers: LDS.U.128, HMMA.16816.F32.BF16
+    opcode: str  # with its modifiers: LDS.U.128, HMMA.16816.F32.BF16, HGMMA.64x128x16.F32.BF16
     operands: str
 
 
@@ -106,6 +120,10 @@ def parse_kernels(text: str) -> dict[str, list[Instruction]]:
 
 _WIDTH_BYTES = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
 _HMMA_SHAPE = re.compile(r"^(16|8)(8)(\d+)$")  # 16816 -> m16 n8 k16, 1688 -> m16 n8 k8, 884 -> m8 n8 k4
+_HGMMA_SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)$")  # 64x128x16 -> m64 n128 k16 (the warpgroup's)
+# bytes of one A/B element by the HGMMA's input type (the last modifier: .F32.BF16, .F16.E4M3)
+_HGMMA_INPUT_BYTES = {"BF16": 2, "F16": 2, "TF32": 4, "E4M3": 1, "E5M2": 1, "S8": 1, "U8": 1, "B1": 1}
+WARPS_PER_WARPGROUP = 4
 # The FMA pipe also runs the integer multiplies, IMAD and IMUL; the ALU the rest of the integer,
 # logic, compare and select work (Nsight Compute's Kernel Profiling Guide, "Pipelines": FMA, ALU,
 # XU; the XU runs special functions and conversions).
@@ -139,13 +157,38 @@ def hmma_flops(opcode: str) -> int:
     return 2 * int(m.group(1)) * int(m.group(2)) * int(m.group(3))
 
 
+def hgmma_shape(opcode: str) -> tuple[int, int, int]:
+    """HGMMA.64x128x16.F32.BF16 -> (64, 128, 16): the warpgroup's M, N, K. A shape this reader
+    does not find counts as the m64n64k16 the kernel file's smallest wgmma is."""
+    m = next((m for part in opcode.split(".")[1:] if (m := _HGMMA_SHAPE.match(part))), None)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else (64, 64, 16)
+
+
+def hgmma_flops(opcode: str) -> int:
+    """One warp's share of a warpgroup's HGMMA.MxNxK: 2·M·N·K / 4 (64x128x16: 65,536)."""
+    m, n, k = hgmma_shape(opcode)
+    return 2 * m * n * k // WARPS_PER_WARPGROUP
+
+
+def hgmma_shared_bytes(opcode: str, operands: str) -> int:
+    """One warp's share of the shared-memory bytes an HGMMA's descriptors describe: B (K x N) and,
+    when the operand after the destination is a descriptor too, A (M x K), delivered once per
+    warpgroup instruction (the module's docstring says why), a quarter to each of its warps."""
+    m, n, k = hgmma_shape(opcode)
+    element = _HGMMA_INPUT_BYTES.get(opcode.split(".")[-1], 2)
+    sources = [o.strip() for o in operands.split(",")]
+    a_from_shared = len(sources) > 1 and sources[1].startswith("gdesc")
+    return (n * k + (m * k if a_from_shared else 0)) * element // WARPS_PER_WARPGROUP
+
+
 @dataclass
 class Mix:
     """One trip's instructions by class, per warp; bytes are what the 32 lanes move together."""
 
     instructions: int = 0
-    hmma: int = 0
-    tensor_flops: int = 0
+    hmma: int = 0  # mma.sync
+    hgmma: int = 0  # wgmma (Hopper): one warp's issue of a warpgroup instruction
+    tensor_flops: int = 0  # per warp: an HGMMA's quarter of the warpgroup's
     ffma: int = 0  # FFMA alone: 2 flops per lane, the FP32 kernels' useful arithmetic
     fp32: int = 0  # everything on the FMA pipe (FFMA, FMUL, FADD, HFMA2..., and IMAD)
     imad: int = 0  # the integer multiply-adds among them: half the FP32 rate on Hopper
@@ -155,6 +198,7 @@ class Mix:
     bar: int = 0
     shared_load_bytes: int = 0  # LDS and LDSM
     shared_store_bytes: int = 0  # STS
+    wgmma_shared_bytes: int = 0  # HGMMA descriptor operands, the warp's quarter of each warpgroup read
     global_load_bytes: int = 0  # LDG, and LDGSTS (cp.async: global straight into shared memory)
     global_store_bytes: int = 0  # STG, and atomics
     local_bytes: int = 0  # LDL/STL: spilled registers
@@ -169,6 +213,10 @@ class Mix:
         if base == "HMMA":
             self.hmma += 1
             self.tensor_flops += hmma_flops(op)
+        elif base == "HGMMA":
+            self.hgmma += 1
+            self.tensor_flops += hgmma_flops(op)
+            self.wgmma_shared_bytes += hgmma_shared_bytes(op, ins.operands)
         elif base in FP32_OPS:
             self.fp32 += 1
             self.ffma += base == "FFMA"
@@ -203,7 +251,11 @@ class Mix:
 
     @property
     def shared_bytes(self) -> int:
-        return self.shared_load_bytes + self.shared_store_bytes
+        return self.shared_load_bytes + self.shared_store_bytes + self.wgmma_shared_bytes
+
+    @property
+    def tensor_instructions(self) -> int:
+        return self.hmma + self.hgmma
 
 
 def mix_of(instructions: list[Instruction]) -> Mix:
@@ -267,7 +319,7 @@ def steady_state(loop: Loop, loops: list[Loop] | None = None) -> list[Instructio
     def dropped(region: tuple[int, int]) -> bool:
         code = inside(region)
         mix = mix_of(code)
-        if mix.hmma or mix.ffma:
+        if mix.tensor_instructions or mix.ffma:
             return False
         return not mix.global_bytes or peeled(region, code)
 
