@@ -126,14 +126,16 @@ def generate(text: str, spans: dict[str, tuple[int, int]], *, kernels: list[str]
 
 
 def ptx_of(path: Path) -> tuple[str | None, str | None]:
-    """(PTX for sm_80, None) or (None, the first compile error). NVRTC needs no GPU."""
+    """(PTX for sm_90a, None) or (None, the first compile error). NVRTC needs no GPU. sm_90a: the
+    one architecture where every kernel's body is live; for sm_80 the wgmma kernel (kernel6) traps
+    at its first wgmma, and every mutant after it would compile to the original's PTX."""
     try:
         from cupy.cuda import nvrtc
     except Exception as exc:  # noqa: BLE001 - any import failure means the same: no NVRTC here
         return None, f"NVRTC unavailable ({type(exc).__name__})"
     program = nvrtc.createProgram(path.read_text(), path.name, [], [])
     try:
-        nvrtc.compileProgram(program, ["--gpu-architecture=compute_80", "--std=c++17"])
+        nvrtc.compileProgram(program, ["--gpu-architecture=compute_90a", "--std=c++17"])
         return nvrtc.getPTX(program).decode(errors="replace"), None
     except nvrtc.NVRTCError:
         log = nvrtc.getProgramLog(program)

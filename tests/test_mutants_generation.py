@@ -44,3 +44,22 @@ def test_every_function_of_the_kernel_file_has_mutants():
     # a function of more than a few lines with no mutant at all is a function the rules never saw
     unseen = [name for name, (first, last) in spans.items() if last - first > 3 and name not in found]
     assert not unseen, unseen
+
+
+@pytest.mark.slow  # NVRTC compiles the kernel file twice: ~10 s
+def test_a_mutant_of_the_wgmma_kernel_changes_its_ptx(tmp_path):
+    # scripts/mutants.py tells mutants that compile to the original's PTX apart without running
+    # verify; for an architecture without wgmma kernel6 traps at its first wgmma and everything
+    # after it is dead code: its mutants would all pass for equivalent
+    pytest.importorskip("cupy", reason="NVRTC comes with cupy's bindings: pip install '.[test,bound]'")
+    path = Path(__file__).resolve().parents[1] / "cuda" / "microgpt_cuda.cu"
+    text = path.read_text()
+    original = "            pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);"
+    assert text.count(original) == 1
+    mutant = tmp_path / "mutant.cu"
+    mutant.write_text(text.replace(original, original.replace("s[8 * kk + 5]", "s[8 - kk + 5]")))
+    original_copy = tmp_path / "original.cu"
+    original_copy.write_text(text)
+    (ptx_a, err_a), (ptx_b, err_b) = mutants.ptx_of(original_copy), mutants.ptx_of(mutant)
+    assert err_a is None and err_b is None, (err_a, err_b)
+    assert ptx_a != ptx_b
