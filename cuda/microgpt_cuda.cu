@@ -105,9 +105,10 @@
 //                    matrix descriptors (no ldmatrix: the shared-memory bound kernel5 hits is
 //                    gone, bench --bound puts it on the tensor pipe); K and V tiles unpadded in
 //                    the descriptors' canonical layout; the softmax steps 64 keys at both d.
-//                    grid (ceil(T/128), 1, H), block (256), shared_mem = 2 * (128 * (d + 8) +
-//                    256 * d) bytes (51,200 at d = 64; 100,352 at d = 128: opt-ins);
-//                    registers <= 136, <= 184
+//                    Descriptors built once per block and walked by one add. grid (ceil(T/128),
+//                    1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d) bytes (51,200
+//                    at d = 64; 100,352 at d = 128: opt-ins); registers <= 128 (two blocks, 16
+//                    warps, per SM), <= 184
 //
 // Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
 //
@@ -685,6 +686,13 @@ __device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, u32 l
 #endif
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)((lbo_bytes & 0x3FFFF) >> 4) << 16 |
            (unsigned long long)((sbo_bytes & 0x3FFFF) >> 4) << 32;
+}
+
+// The same descriptor, its start address `bytes` further on (a multiple of 16): the start field
+// is the low 14 bits and an address inside the shared window never carries out of it, so one
+// 64-bit add; a kernel builds each descriptor once and walks it, as CUTLASS's iterators do.
+__device__ __forceinline__ unsigned long long wgmma_desc_advance(unsigned long long desc, u32 bytes) {
+    return desc + (bytes >> 4);
 }
 
 // D (N/2 floats per thread) = A·B (+ D when accumulate); N 64 or 128 (64 keys of S; d of O).
@@ -2096,6 +2104,12 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
 //   - the softmax steps a whole 64-key tile at both head sizes (S is 32 floats per thread)
 // What it keeps from kernel5: cp.async double buffering with offsets computed once, ex2.approx.ftz,
 // mask-edge tiles in loops of their own, causal blocks longest first across all heads.
+// What bounds it (bench --bound --gpu h200, static, not a measurement; wgmma's shared-memory
+// operand counted once per warpgroup, the assumption andrea_cli/bench/bound/model.py argues):
+// the tensor pipe at d = 64 and 128, 989 TFLOP/s, the datasheet's peak. At d = 64 the runner-up
+// is the exponentials, 98% of the tensor pipe (34 MUFU.EX2 per warp and tile against 8 HGMMA),
+// as in FlashAttention-3's paper; at d = 128 shared memory, 72%. Hot loop: 259 and 315
+// instructions per warp and 64-key tile, integer work 13% and 17% of them.
 // Not (yet) FlashAttention-3's: warp specialisation (a producer warp issuing TMA copies) and the
 // ping-pong that overlaps one warpgroup's softmax with the other's wgmma; the waits here are
 // synchronous, so a warpgroup idles its tensor cores during its softmax.
@@ -2173,6 +2187,12 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         for (int kk = 0; kk < D / 16; ++kk) ldmatrix<4, false>(qf[kk], q_s + q_ld + 16 * kk);
     }
 
+    // The descriptors of stage 0's tiles, built once. K: K-major B, LBO 128 (the next 8 columns
+    // of d), SBO 16d (the next 8 keys); a k16 step is 256 bytes on. V: MN-major B (transposed),
+    // LBO 16d (the next 8 keys), SBO 128 (the next 8 columns); a k16 step is 2 key groups on.
+    const unsigned long long k_desc = wgmma_desc(k_s, 128, GROUP_BYTES);
+    const unsigned long long v_desc = wgmma_desc(v_s, GROUP_BYTES, 128);
+
     float acc[D / 2];  // O, unnormalised: n8 tile c in acc[4c .. 4c+3] (rows g, g + 8)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows w_row0 + g, + 8
 #pragma unroll
@@ -2191,17 +2211,16 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         }
         fence_proxy_async();  // this thread's copies, visible to the tensor cores' reads
         __syncthreads();      // and every other thread's
-        const unsigned short* ks = k_s + (n & 1) * KV_TILE;
-        const unsigned short* vs = v_s + (n & 1) * KV_TILE;
+        const unsigned long long kd = wgmma_desc_advance(k_desc, (n & 1) * KV_TILE * 2);
+        const unsigned long long vd = wgmma_desc_advance(v_desc, (n & 1) * KV_TILE * 2);
         const int js = j_begin + n * TC_KEYS;
 
-        // S = Q·K^T over the tile's 64 keys: K-major B, LBO 128 (the next 8 columns of d), SBO
-        // 16d (the next 8 keys); each k16 step starts 256 bytes on
+        // S = Q·K^T over the tile's 64 keys
         float s[32];
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-            wgmma_bf16_m64nNk16<64, false>(s, qf[kk], wgmma_desc(ks + 16 * kk * 8, 128, GROUP_BYTES), kk > 0);
+            wgmma_bf16_m64nNk16<64, false>(s, qf[kk], wgmma_desc_advance(kd, 256 * kk), kk > 0);
         wgmma_commit();
         wgmma_wait<0>();
 #pragma unroll
@@ -2244,8 +2263,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
                 acc[4 * c + 2 * h + 1] *= alpha;
             }
         }
-        // O += P·V: P's A fragment for keys 16kk.. is S's n8 tiles 2kk and 2kk + 1, as bf16; V is
-        // MN-major B (transposed): LBO 16d (the next 8 keys), SBO 128 (the next 8 columns)
+        // O += P·V: P's A fragment for keys 16kk.. is S's n8 tiles 2kk and 2kk + 1, as bf16
         u32 pf[4][4];
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
@@ -2259,7 +2277,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-            wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc(vs + 2 * kk * 8 * D, GROUP_BYTES, 128), true);
+            wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc_advance(vd, 2 * kk * GROUP_BYTES), true);
         wgmma_commit();
         wgmma_wait<0>();
 #pragma unroll
@@ -2286,7 +2304,9 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 
 // grid (ceil(T / 128), 1, H), block (256), shared_mem = 2 · (128 · (d + 8) + 4 · 64 · d) bytes
 // (d = 64: 51,200; d = 128: 100,352; both above the 48 KiB default: the launcher opts in).
-extern "C" __global__ void __launch_bounds__(K6_THREADS)
+// d = 64: two blocks per SM (16 warps, 128 registers each): a warpgroup's softmax, during which
+// its wgmmas wait (no ping-pong here), has another block's warpgroups to overlap
+extern "C" __global__ void __launch_bounds__(K6_THREADS, 2)
 attention_fused_kernel6_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
                             int T, int causal, int window) {

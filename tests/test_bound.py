@@ -299,8 +299,8 @@ def test_the_kernel_files_bounds_on_an_h200(h200_report):
     # kernel6 by hand, per warp and 64-key tile (its 16 rows of a warpgroup's 64, sm_90a): S = Q·K^T
     # is d/16 wgmma m64n64k16, O += P·V 4 wgmma m64n(d)k16; each warp's share of their flops is a
     # quarter, of K's and V's tiles (B, 2 x 64 x d bf16) read through descriptors a quarter too, no
-    # ldmatrix; its eighth of the block's copy of the next tile by cp.async. Its bound reaches the
-    # tensor pipe (binding, or runner-up within 5%)
+    # ldmatrix; its eighth of the block's copy of the next tile by cp.async. Issue 22's target: its
+    # bound is the tensor pipe (at d 64 the exponentials come within 2%: the test allows a tie)
     for d in (64, 128):
         k6 = by_name[f"attention_fused_kernel6_d{d}"]
         m = k6.mix
@@ -308,7 +308,8 @@ def test_the_kernel_files_bounds_on_an_h200(h200_report):
         assert m.tensor_flops == (d // 16) * 2 * 64 * 64 * 16 // 4 + 4 * 2 * 64 * d * 16 // 4, d
         assert m.wgmma_shared_bytes == 2 * 64 * d * 2 // 4 and m.global_load_bytes == 2 * 64 * d * 2 // 8, d
         assert k6.spill_bytes == 0
-        assert "tensor" in (k6.full.bottleneck, k6.full.runner_up) and k6.full.seconds["tensor"] >= 0.95 * k6.full.time_s
+        assert k6.full.bottleneck == "tensor", (d, k6.full.bottleneck, k6.full.seconds)
+        assert k6.warps_per_sm == (16 if d == 64 else 8), (d, k6.warps_per_sm)  # d 64: two blocks per SM
     assert by_name["scores_kernel1"].full.bottleneck == "shared"
     assert by_name["softmax_kernel3"].full.bottleneck == "hbm"
     assert any("no reference geometry" in n for n in by_name["extra_kernel"].notes)

@@ -156,3 +156,5 @@ def test_kernel6_hot_loop_is_wgmma_without_ldmatrix():
         hot = sass_mix.tensor_core_hot_loop(loops[f"attention_fused_kernel6_d{d}"])
         assert hot.counts.get("HGMMA") == d // 16 + 4 and not hot.counts.get("HMMA"), (d, hot.counts)
         assert not hot.counts.get("LDSM") and hot.mma_per_ldsm() is None, (d, hot.counts)
+        # issue 22's integer target for the new kernel's hot loop: descriptors built once and walked
+        assert hot.integer_share() <= 0.20, (d, hot.integer_share())
