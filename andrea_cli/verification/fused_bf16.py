@@ -50,14 +50,19 @@ def bf16_cases(quick: bool) -> list[Case]:
     blocks); windows that start a block's first tile mid-way, end on a tile edge or span three
     tiles; no mask with a partial last tile (keys past T must be masked even where no causal or
     window edge is); causal over several 128-row blocks, so the longest-first block order and the
-    unmasked tiles between the masked ones are reached."""
+    unmasked tiles between the masked ones are reached; a window whose far end falls exactly on a
+    block's first key."""
     causal, none = MaskSpec("causal"), MaskSpec("none")
     if quick:
         return [Case(65, 64, 64, MaskSpec("window", 33), True), Case(127, 128, 128, none, True)]
     return [Case(63, 128, 128, none, False), Case(64, 64, 64, MaskSpec("window", 64), True),
             Case(65, 64, 64, causal, True), Case(127, 64, 64, none, True),
             Case(129, 128, 128, MaskSpec("window", 65), True), Case(200, 64, 64, MaskSpec("window", 100), True),
-            Case(257, 64, 64, causal, False), Case(300, 128, 128, causal, True)]
+            Case(257, 64, 64, causal, False), Case(300, 128, 128, causal, True),
+            # the window's far end exactly on the first key of the second 128-row block's first tile:
+            # row 255 must not see key 0, in a tile the causal edge leaves unmasked (the test that
+            # puts it among the masked ones is >=, not >)
+            Case(256, 64, 64, MaskSpec("window", 255), True)]
 
 
 FAMILY = Family("fused_bf16", stages=tuple(STAGES.values()), applies=applies, check=check_bf16, cases=bf16_cases)
