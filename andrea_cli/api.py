@@ -501,15 +501,18 @@ def benchmark(*, side: str = "auto", T: Sequence[int] | int | None = None, d_k: 
           mask: str = "both", heads: int | None = None, repeats: int = 5, warmup: int = 1,
           no_cpu_build: bool = False, blas_threads: int = 1, kernel=None, timeout: float | None = None,
           plot=None, json: bool = False, bound: bool = False, gpu: str | None = None, progress: bool = False,
-          threads: int | None = None, **more) -> BenchResult | BoundResult:
+          threads: int | None = None, impl: Sequence[str] | str | None = None, **more) -> BenchResult | BoundResult:
     """`andrea bench`: time the fused kernel and its peers over a sweep of T (T, d_k: one or a list);
+    impl: only these implementations (a name or a list; the baseline runs too);
     bound=True: each kernel's static bound on `gpu` instead (no timing). Named benchmark, not
     bench, since andrea_cli.bench is the package that measures."""
     from andrea_cli.commands.bench import BenchOptions, run_bench
 
     options = _options(BenchOptions, "bench", dict(side=side, T=T, d_k=d_k, mask=mask, heads=heads, repeats=repeats,
                                                    warmup=warmup, no_cpu_build=no_cpu_build,
-                                                   blas_threads=blas_threads, kernel=kernel, timeout=timeout), more)
+                                                   blas_threads=blas_threads, kernel=kernel, timeout=timeout,
+                                                   impl=[impl] if isinstance(impl, str) else
+                                                   (list(impl) if impl is not None else None)), more)
     if bound or gpu is not None:
         from andrea_cli.commands.bound import check_bound_options, run_bound
 
