@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from andrea_cli.verification import COLUMN_STAGES, FAMILIES, STAGE_ORDER, VerifyReport
 
@@ -69,9 +70,12 @@ def _invariants(r) -> str:
 
 def _table(title: str, caption: str, columns, rows, **table_options) -> Table:
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", **table_options)
-    for name, justify in columns:
-        # the verdict and the case never wrap, nor are cut: a verdict cut to "F…" is no verdict
-        table.add_column(name, justify=justify, no_wrap=name in NO_WRAP, min_width=4 if name == "" else None)
+    for n, (name, justify) in enumerate(columns):
+        # the verdict and the case never wrap, nor are cut: a verdict cut to "F…" is no verdict. A
+        # header of several words may wrap, down to its longest word or its widest cell
+        widest = max([Text.from_markup(cells[n]).cell_len for cells in rows] + [max(map(len, name.split() or [""]))])
+        table.add_column(name, justify=justify, no_wrap=name in NO_WRAP, min_width=4 if name == "" else None,
+                         max_width=widest if " " in name and name not in NO_WRAP else None)
     for cells in rows:
         table.add_row(*cells)
     return table
@@ -100,7 +104,8 @@ def full_table(report: VerifyReport) -> Table:
         else:
             cells += [_cell(r.stages, COLUMN_STAGES[column]) for column in STAGE_ORDER] + [_invariants(r)]
         rows.append(cells)
-    columns = CASE_COLUMNS + [(name, "right") for name in STAGE_ORDER] + [("invariants", "left")]
+    # "fused5_bf16" headed "fused5 bf16": a header that may wrap to two lines, six columns wide
+    columns = CASE_COLUMNS + [(name.replace("_", " "), "right") for name in STAGE_ORDER] + [("invariants", "left")]
     return _table("Cases, failures first: per stage, the worst error as a share of its tolerance",
                   f"{CAPTION_GEOMETRY}; {CAPTION_STAGES}", columns, rows)
 
