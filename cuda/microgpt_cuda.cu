@@ -74,7 +74,7 @@
 //                    The same body (a __device__ function); the plain kernels pass nullptr.
 //                    registers <= 56, <= 80
 //
-// Tensor cores (bf16 in, fp32 accumulate; BUILDING BLOCKS explains mma.sync, ldmatrix, cp.async):
+// Tensor cores (bf16 in, fp32 accumulate; BUILDING BLOCKS explains mma.sync, ldmatrix, cp.async, wgmma):
 //
 //   to_bf16_kernel1  out = bf16(in * multiplier), round to nearest even     (n) f32 -> (n) bf16
 //                    the copies of Q (pre-scaled by scale·log2 e), K and V the next kernel reads.
