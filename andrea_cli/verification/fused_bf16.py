@@ -59,10 +59,11 @@ def bf16_cases(quick: bool) -> list[Case]:
             Case(65, 64, 64, causal, True), Case(127, 64, 64, none, True),
             Case(129, 128, 128, MaskSpec("window", 65), True), Case(200, 64, 64, MaskSpec("window", 100), True),
             Case(257, 64, 64, causal, False), Case(300, 128, 128, causal, True),
-            # the window's far end exactly on the first key of the second 128-row block's first tile:
-            # row 255 must not see key 0, in a tile the causal edge leaves unmasked (the test that
-            # puts it among the masked ones is >=, not >)
-            Case(256, 64, 64, MaskSpec("window", 255), True)]
+            # a window's far end exactly on a tile edge, in tiles the causal edge leaves unmasked:
+            # in the second 128-row block row 255 must not see key 0 (the test that puts that tile
+            # among the masked ones is >=, not >); in the third, rows up to 383 must not see keys
+            # 64..128, two tiles into the block's first (how many are masked is a quotient by 64)
+            Case(384, 64, 64, MaskSpec("window", 255), True)]
 
 
 FAMILY = Family("fused_bf16", stages=tuple(STAGES.values()), applies=applies, check=check_bf16, cases=bf16_cases)
