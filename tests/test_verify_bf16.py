@@ -98,6 +98,13 @@ BROKEN = {
                                                  "        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);\n"
                                                  "        // every warp is done with this stage",
                                                  (300, 128, "causal", True)),
+    # the count of tiles the window's far end crosses: a remainder for the quotient (kernel5), and
+    # the tile whose first key is exactly the far end left unmasked (kernel6's schedule)
+    "kernel5: window tiles counted by remainder": (5, "(last_row - window - j_begin) / TC_KEYS + 1);",
+                                                   "(last_row - window - j_begin) % TC_KEYS + 1);", (384, 64, "window:255", True)),
+    "kernel6: window edge on a tile's first key unmasked": (6, "if (window > 0 && kt.last_row - window >= kt.j_begin)",
+                                                            "if (window > 0 && kt.last_row - window != kt.j_begin)",
+                                                            (384, 64, "window:255", True)),
     # the per-thread cp.async offset no longer advances with the tiles: every tile is the first
     "kernel5: cp.async source not advanced": (5, "        kv_src += TC_KEYS * D;\n", "", (200, 64, "window:100", True)),
 }
