@@ -6,7 +6,7 @@ fp32 accumulation order and exp2's stated error."""
 from __future__ import annotations
 
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS
+from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, device_cc
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
@@ -16,11 +16,6 @@ from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs
 STAGES = {variant: f"fused{variant}_bf16" for variant in BF16_KERNELS}  # fused4_bf16 .. fused6_bf16
 
 
-def device_cc(backend) -> tuple[int, int] | None:
-    """The GPU's compute capability (the cuda backend), None for the CPU build (it runs them all)."""
-    cc = getattr(backend, "compute_capability", None)
-    return tuple(cc()) if callable(cc) else None
-
 
 def applies(backend, case: Case) -> bool:
     return (case.plan == DEFAULT_PLAN and hasattr(backend, "attention_fused")
@@ -28,7 +23,7 @@ def applies(backend, case: Case) -> bool:
 
 
 def check_bf16(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
-    cc = device_cc(backend)
+    cc = device_cc(backend.device())  # the launcher's own reading: None for the CPU build
     for variant, stage in STAGES.items():
         if not BF16_KERNELS[variant].runs_on(cc):
             continue  # no stage: kernel6 on a GPU other than sm_90 (verify lists the stages it ran)

@@ -222,17 +222,22 @@ template <int K> inline void mma_round(AlignedRound& r, float A[16][K], float B[
     }
 }
 
+// Lane l's share of a 16x16 bf16 A fragment (mma.m16n8k16's, and each warp's of wgmma .m64nNk16):
+// a0: (g, 2t..2t+1)  a1: (g+8, 2t..)  a2: (g, 2t+8..)  a3: (g+8, 2t+8..); low half first
+inline void unpack_a_bf16(float A[16][16], int l, const uint32_t* a) {
+    const int g = l >> 2, t = l & 3;
+    A[g][2 * t] = bf16_lo(a[0]);         A[g][2 * t + 1] = bf16_hi(a[0]);
+    A[g + 8][2 * t] = bf16_lo(a[1]);     A[g + 8][2 * t + 1] = bf16_hi(a[1]);
+    A[g][2 * t + 8] = bf16_lo(a[2]);     A[g][2 * t + 9] = bf16_hi(a[2]);
+    A[g + 8][2 * t + 8] = bf16_lo(a[3]); A[g + 8][2 * t + 9] = bf16_hi(a[3]);
+}
+
 inline void mma_bf16_round(AlignedRound& r) {
     float A[16][16], B[16][8];
     for (int l = 0; l < 32; l++) {
         const int g = l >> 2, t = l & 3;
-        const uint32_t* a = static_cast<const uint32_t*>(r.operand[l][1]);
         const uint32_t* b = static_cast<const uint32_t*>(r.operand[l][2]);
-        // a0: (g, 2t..2t+1)  a1: (g+8, 2t..)  a2: (g, 2t+8..)  a3: (g+8, 2t+8..); low half first
-        A[g][2 * t] = bf16_lo(a[0]);         A[g][2 * t + 1] = bf16_hi(a[0]);
-        A[g + 8][2 * t] = bf16_lo(a[1]);     A[g + 8][2 * t + 1] = bf16_hi(a[1]);
-        A[g][2 * t + 8] = bf16_lo(a[2]);     A[g][2 * t + 9] = bf16_hi(a[2]);
-        A[g + 8][2 * t + 8] = bf16_lo(a[3]); A[g + 8][2 * t + 9] = bf16_hi(a[3]);
+        unpack_a_bf16(A, l, static_cast<const uint32_t*>(r.operand[l][1]));
         // b0: (k = 2t..2t+1, n = g)  b1: (k = 2t+8.., n = g)
         B[2 * t][g] = bf16_lo(b[0]);     B[2 * t + 1][g] = bf16_hi(b[0]);
         B[2 * t + 8][g] = bf16_lo(b[1]); B[2 * t + 9][g] = bf16_hi(b[1]);
@@ -396,14 +401,7 @@ inline void wgmma_round(AlignedRound& r) {
         std::memcpy(&f, &bits, 4);
         B[i] = f;
     }
-    for (int l = 0; l < 32; l++) {
-        const int gq = l >> 2, t = l & 3;
-        const uint32_t* a = static_cast<const uint32_t*>(r.operand[l][1]);
-        A[gq][2 * t] = bf16_lo(a[0]);         A[gq][2 * t + 1] = bf16_hi(a[0]);
-        A[gq + 8][2 * t] = bf16_lo(a[1]);     A[gq + 8][2 * t + 1] = bf16_hi(a[1]);
-        A[gq][2 * t + 8] = bf16_lo(a[2]);     A[gq][2 * t + 9] = bf16_hi(a[2]);
-        A[gq + 8][2 * t + 8] = bf16_lo(a[3]); A[gq + 8][2 * t + 9] = bf16_hi(a[3]);
-    }
+    for (int l = 0; l < 32; l++) unpack_a_bf16(A, l, static_cast<const uint32_t*>(r.operand[l][1]));
     float nan;
     const uint32_t ones = 0xffffffffu;
     std::memcpy(&nan, &ones, 4);
