@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from andrea_cli.bench.bound.geometry import Launch, Placeholder, ReferenceLaunch, reference_launches
+from andrea_cli.bench.bound.geometry import reference_launches
 from andrea_cli.bench.bound.gpus import GPUS
 from andrea_cli.bench.bound.model import Work, bound, occupancy, pipe_cycles
 from andrea_cli.bench.bound.sass import (
@@ -536,39 +536,20 @@ def test_bench_rows_on_an_h200_carry_their_bound_at_their_own_shape(isolated_cac
 
 
 @pytest.mark.slow
-def test_bench_gpu_on_a_device_that_reports_an_h200_joins_timings_and_bounds(monkeypatch, cpu_backend, isolated_cache):
+def test_bench_gpu_on_a_device_that_reports_an_h200_joins_timings_and_bounds(monkeypatch, bench_gpu_as_h200,
+                                                                           isolated_cache):
     """bench_gpu itself, with the device's properties those of an H200 and its kernels run by the
     CPU build (timed by the host clock): the rows it returns carry the bound the model gives the
     same launches at their shape, and measured / bound is that bound's time over the median."""
     _need_tools()
     import dataclasses
 
-    import cupy
-
-    from andrea_cli.backends import cuda
-    from andrea_cli.bench import gpu as bench_gpu
     from andrea_cli.bench.bound.measured import RowBounds
-    from andrea_cli.bench.cpu import numpy_impl, perf_counter_timer
+    from andrea_cli.bench.cpu import numpy_impl
     from andrea_cli.bench.sweep import costs
 
-    class CpuBuildAsGpu:
-        def __init__(self, path):
-            self.backend = cpu_backend()
-
-        def device(self):
-            return self.backend.device()
-
-        def device_name(self):
-            return "NVIDIA H200 (sm_90, 132 SMs)"
-
-    props = {"name": b"NVIDIA H200", "major": 9, "minor": 0, "multiProcessorCount": 132, "clockRate": 1_980_000,
-             "memoryClockRate": 3_201_000, "memoryBusWidth": 6144, "l2CacheSize": 60 << 20}
-    monkeypatch.setattr(cuda, "CudaBackend", CpuBuildAsGpu)
-    monkeypatch.setattr(bench_gpu, "gpu_properties", lambda: props)
-    monkeypatch.setattr(bench_gpu, "event_timer_with_l2_flush", lambda l2_bytes: perf_counter_timer)
-    monkeypatch.setattr(bench_gpu, "release_gpu_memory", lambda: None)
+    bench_gpu = bench_gpu_as_h200
     monkeypatch.setattr(bench_gpu, "cupy_impl", lambda: dataclasses.replace(numpy_impl(), name="cupy"))
-    monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (1 << 34, 1 << 34))
     result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), causals=(True,), H=2, warmup=0,
                                  repeats=1, progress=lambda s: None)
     rows = {m.impl: m for m in result.measurements if m.median_ms is not None}

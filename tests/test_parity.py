@@ -291,35 +291,15 @@ def test_the_bench_screen_says_which_backend_the_default_ran():
     assert "torch_sdpa_bf16 ran SDPA's cudnn backend at T=4096" in text
 
 
-def test_the_gpu_sides_parity_rows_on_a_device_that_reports_an_h200(monkeypatch, cpu_backend):
+def test_the_gpu_sides_parity_rows_on_a_device_that_reports_an_h200(monkeypatch, bench_gpu_as_h200):
     """bench_gpu asked for the parity step's rows, its kernels run by the CPU build and timed by
     the host clock (no GPU here), torch hidden: the default's, kernel5's and kernel4's rows, the baseline, torch's
     reason, and a report whose published ratios are not judged at T 64."""
-    cupy = pytest.importorskip("cupy")
-    from andrea_cli.backends import cuda
-    from andrea_cli.bench import gpu as bench_gpu
     from andrea_cli.bench.bound import measured
-    from andrea_cli.bench.cpu import perf_counter_timer
     from andrea_cli.kernel_file import packaged_kernel_path
 
-    class CpuBuildAsGpu:
-        def __init__(self, path):
-            self.backend = cpu_backend()
-
-        def device(self):
-            return self.backend.device()
-
-        def device_name(self):
-            return "NVIDIA H200 (sm_90, 132 SMs)"
-
-    props = {"name": b"NVIDIA H200", "major": 9, "minor": 0, "multiProcessorCount": 132, "clockRate": 1_980_000,
-             "memoryClockRate": 3_201_000, "memoryBusWidth": 6144, "l2CacheSize": 60 << 20}
+    bench_gpu = bench_gpu_as_h200
     monkeypatch.setitem(sys.modules, "torch", None)
-    monkeypatch.setattr(cuda, "CudaBackend", CpuBuildAsGpu)
-    monkeypatch.setattr(bench_gpu, "gpu_properties", lambda: props)
-    monkeypatch.setattr(bench_gpu, "event_timer_with_l2_flush", lambda l2_bytes: perf_counter_timer)
-    monkeypatch.setattr(bench_gpu, "release_gpu_memory", lambda: None)
-    monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (1 << 34, 1 << 34))
     monkeypatch.setattr(measured, "attach_bounds", lambda *args, **kwargs: None)  # the static bound: test_bound's
     result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), causals=(True,), H=2, warmup=0,
                                  repeats=1, progress=lambda s: None, only=parity_impls("gpu"))
