@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import pickle
 import re
 import subprocess
 import sys
@@ -23,8 +22,7 @@ import numpy as np
 from andrea_cli.backends.cpu_runtime import race_report
 from andrea_cli.backends.cpu_runtime.build import find_compiler
 from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuRuntimeError
-from andrea_cli.backends.cpu_runtime.native import LaunchOptions, NativeLibrary
-from andrea_cli.backends.cpu_runtime.sanitize import SanitizedLibrary
+from andrea_cli.backends.cpu_runtime.sanitize import SanitizedLibrary, serve_launches
 
 # halt_on_error=0 / exitcode=0: every race of a launch is reported and the worker lives on;
 # io_sync=0: a kernel's printf must not order its threads; report_signal_unsafe=0: the runtime's
@@ -129,23 +127,17 @@ def _log_prefix() -> str:
 def _worker(path: str, names: list[str]) -> None:
     import ctypes
 
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything the kernels print goes to stderr, not into the pickle stream
-    lib = NativeLibrary(pathlib.Path(path))
-    lib.lib.andrea_racecheck.restype = ctypes.c_int
-    pickle.dump({n: lib.signature(n) for n in names}, out)
-    out.flush()
     prefix, offset = _log_prefix(), 0
     layout = (ctypes.c_ulonglong * 4)()
     fences = ctypes.create_string_buffer(8192)
-    while True:
-        try:
-            name, signature, grid, block, args, shared_mem, reverse, options = pickle.load(sys.stdin.buffer)
-        except EOFError:
-            return
-        args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
-        rc, info = lib.launch(name, signature, grid, block, args, shared_mem, reverse,
-                              LaunchOptions.from_buffer_copy(options))
+
+    def setup(lib) -> None:
+        lib.lib.andrea_racecheck.restype = ctypes.c_int
+
+    def evidence(lib, args) -> dict:
+        """ThreadSanitizer's new reports since the last launch, shared memory's layout and the
+        barriers (fences) the launch passed: what race_report names a race with."""
+        nonlocal offset
         report, offset = _new_reports(prefix, offset)
         lib.lib.andrea_racecheck(layout, fences, len(fences))
         fence_list = []
@@ -154,13 +146,11 @@ def _worker(path: str, names: list[str]) -> None:
             if len(parts) == 7:
                 v = tuple(int(x) for x in parts[:6])
                 fence_list.append(((v[:3], v[3:]), parts[6].rsplit("/", 1)[-1]))
-        evidence = {"report": report, "layout": list(layout), "fences": fence_list,
-                    "arrays": [(i, a.ctypes.data, a.nbytes, a.itemsize) for i, a in enumerate(args)
-                               if isinstance(a, np.ndarray)]}
-        results = [a if isinstance(a, np.ndarray) else None for a in args]
-        pickle.dump((rc, bytes(info), results, evidence), out)
-        out.flush()
+        return {"report": report, "layout": list(layout), "fences": fence_list,
+                "arrays": [(i, a.ctypes.data, a.nbytes, a.itemsize) for i, a in enumerate(args)
+                           if isinstance(a, np.ndarray)]}
 
+    serve_launches(path, names, evidence, setup)
 
 if __name__ == "__main__":
     _worker(sys.argv[1], [n for n in sys.argv[2].split(",") if n])

@@ -124,10 +124,15 @@ def _report_error(report: str, fallback: str) -> CpuRuntimeError:
     return CpuSanitizerError(f"AddressSanitizer: {what}{', ' + access if access else ''}{where}", report)
 
 
-def _worker(path: str, names: list[str]) -> None:
+def serve_launches(path: str, names: list[str], evidence=None, setup=None) -> None:
+    """The worker process's loop (this module's and racecheck's): load the instrumented library,
+    send the kernels' signatures, then run each launch the parent pickles to stdin and pickle back
+    (rc, info, the arrays) and, with evidence(lib, args), what it returns after them."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything the kernels print goes to stderr, not into the pickle stream
     lib = NativeLibrary(pathlib.Path(path))
+    if setup is not None:
+        setup(lib)
     pickle.dump({n: lib.signature(n) for n in names}, out)
     out.flush()
     while True:
@@ -135,13 +140,18 @@ def _worker(path: str, names: list[str]) -> None:
             name, signature, grid, block, args, shared_mem, reverse, options = pickle.load(sys.stdin.buffer)
         except EOFError:
             return
-        # A fresh copy: its buffer comes from ASan's malloc, exactly as large as the array.
+        # A fresh copy: its buffer comes from the instrumented malloc, exactly as large as the array.
         args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
         rc, info = lib.launch(name, signature, grid, block, args, shared_mem, reverse,
                               LaunchOptions.from_buffer_copy(options))
         results = [a if isinstance(a, np.ndarray) else None for a in args]
-        pickle.dump((rc, bytes(info), results), out)
+        reply = (rc, bytes(info), results)
+        pickle.dump(reply if evidence is None else (*reply, evidence(lib, args)), out)
         out.flush()
+
+
+def _worker(path: str, names: list[str]) -> None:
+    serve_launches(path, names)
 
 
 if __name__ == "__main__":
