@@ -201,8 +201,8 @@ BROKEN_COPIES = [
             "const float4 b_hi = *(const float4*)&b_s[stage][kk][BN / 2 + 4 * tx + 1];",
             lambda d: check_scores(d, 130, 16)),
         "skipped tile at the diagonal (attention_fused_kernel3)": (
-            "const int j_end = causal ? last_row + 1 : T;\n    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS",
-            "const int j_end = causal ? row0 : T;\n    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS",
+            "for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += FUSED3_KEYS) {",
+            "for (int j0 = kt.j_begin; j0 < kt.j_end - FUSED3_KEYS; j0 += FUSED3_KEYS) {",
             lambda d: check_fused(d, 130, 64, MaskSpec("causal"), True)),
         "exp2 scale forgotten (softmax_kernel3)": (
             "exp2f((e[n] - m) * LOG2E)", "exp2f(e[n] - m)",
