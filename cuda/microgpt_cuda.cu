@@ -30,9 +30,9 @@
 //                    (__launch_bounds__(256, 2): two blocks per SM)
 //   scale_kernel1    S' = S * scale, scale = 1/sqrt(d_k)        (n) -> (n), elementwise
 //                    grid-stride loop; grid (min(ceil(n/256), 4096)), block (256); registers <= 40
-//   mask_kernel1     S'[i][j] = -inf where key j is hidden from query i   (H,T,T) -> (H,T,T)
-//                    hidden: j > i (the future), or i - j >= window when window > 0 (a sliding
-//                    window: i sees i-window+1 .. i). grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//   mask_kernel1     S'[i][j] = -inf where the Mask hides key j from query i  (H,T,T) -> (H,T,T)
+//                    (causal: j > i, the future; a window: also i - j >= window, so i sees
+//                    i-window+1 .. i). grid (ceil(T/16), ceil(T/16), H), block (16, 16)
 //                    registers <= 24
 //   softmax_kernel1  P = row softmax of S', max-subtracted      (H,T,T) -> (H,T,T)
 //                    one block per row; warp shuffles, then the warp results through shared
@@ -46,13 +46,14 @@
 //                    grid (T, 1, H), block (32 * ceil(T/512), the smallest that holds the row)
 //                    registers <= 64
 //   av_kernel1       O = P · V                                  (H,T,T),(H,T,d_v) -> (H,T,d_v)
-//                    16x16 output tile per block, P and V tiles staged in shared memory;
-//                    with causal != 0 it stops at the diagonal, since P is exactly 0 beyond it.
+//                    16x16 output tile per block, P and V tiles staged in shared memory; only
+//                    the key tiles the Mask shows the block's rows (causal: none past the
+//                    diagonal; a window: none before its far end), since P is exactly 0 elsewhere.
 //                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   av_kernel2       the same O, 64x64 outputs per block, 8x8 per thread (scores_kernel2's tile
 //                    code and register prefetch, float4s where T and d_v are multiples of 4, 16
-//                    values a slice, held half a slice at a time: 8 registers); causal: stops
-//                    at the diagonal as kernel1 does.
+//                    values a slice, held half a slice at a time: 8 registers); it stops where
+//                    kernel1 does (from key 0 even under a window: its registers are full).
 //                    grid (ceil(d_v/64), ceil(T/64), H), block (64); registers <= 128
 //                    (__launch_bounds__(64, 8))
 //   attention_fused_kernel1   O = softmax(mask(Q · K^T * scale)) · V in one pass, flash-style
@@ -116,7 +117,8 @@
 // Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
 //
 //   dv_kernel1       dV = P^T · dO                              (H,T,T),(H,T,d_v) -> (H,T,d_v)
-//                    16x16 output tile per block; causal: skips the query tiles above key row j.
+//                    16x16 output tile per block; only the query tiles that see its keys (the
+//                    Mask's query_rows: causal, none above key row j; a window, none past its reach).
 //                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   dp_kernel1       dP = dO · V^T (scores_kernel1's product)  (H,T,d_v),(H,T,d_v) -> (H,T,T)
 //                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
@@ -131,7 +133,8 @@
 //                    thread (av_kernel2's tile; dV and dK read P and dS transposed): 4 float4
 //                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1; the
 //                    register prefetch (dV, dK: a whole slice, 16 registers; dQ: halves, 8).
-//                    Causal: the tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
+//                    The Mask's ranges, as kernel1's (dQ from key 0, as av_kernel2).
+//                    grid (ceil(d/64), ceil(T/64), H), block (64)
 //                    (__launch_bounds__(64, 8)); registers <= 128, <= 128, <= 128
 //   dp_kernel2       the same dP, scores_kernel2's tile: 128x128 outputs per block.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256) (__launch_bounds__(256, 2));
@@ -984,20 +987,19 @@ extern "C" __global__ void scale_kernel1(const float* __restrict__ in,  // (n)
 }
 
 // ------------------------------------------------------------------------------------------------
-// mask: the future (and, with a window, the distant past) gets -inf. Not -1e9: exp(-inf) is
-// exactly 0, so masked weights are exactly 0 and a fully masked row is detectable (its max is
-// -inf) instead of silently becoming a uniform distribution.
+// mask: every score the Mask hides (the future under causal; with a window, the distant past)
+// gets -inf. Not -1e9: exp(-inf) is exactly 0, so masked weights are exactly 0 and a fully masked
+// row is detectable (its max is -inf) instead of silently becoming a uniform distribution.
 
 extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, T, T)
                                         float* __restrict__ out,       // (H, T, T)
-                                        int T, int window) {
+                                        int T, int causal, int window) {
+    const Mask mask = Mask::from_args(causal, window);
     const int j = blockIdx.x * TILE + threadIdx.x;  // key
     const int i = blockIdx.y * TILE + threadIdx.y;  // query
     if (i >= T || j >= T) return;
     const long idx = (long)blockIdx.z * T * T + (long)i * T + j;
-    const bool future = j > i;
-    const bool too_far = window > 0 && i - j >= window;
-    out[idx] = (future || too_far) ? -INFINITY : in[idx];
+    out[idx] = mask.visible(i, j) ? in[idx] : -INFINITY;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1120,7 +1122,7 @@ extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H,
 extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H, T, T)
                                       const float* __restrict__ v,        // (H, T, d_v)
                                       float* __restrict__ out,            // (H, T, d_v)
-                                      int T, int d_v, int causal) {
+                                      int T, int d_v, int causal, int window) {
     __shared__ float p_tile[TILE][TILE + 1];  // p_tile[r][c] = P[row0 + r][j0 + c]
     __shared__ float v_tile[TILE][TILE + 1];  // v_tile[r][c] = V[j0 + r][col0 + c]
 
@@ -1131,14 +1133,14 @@ extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H,
     v += head * T * d_v;
     out += head * T * d_v;
 
-    // Under a causal mask P[i][j] = 0 for j > i, so key tiles past this block's last query row
-    // contribute nothing: skipping them halves the work without changing a bit of the result.
-    const int last_row = min(row0 + TILE, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;
+    // P[i][j] = 0 wherever the Mask hides key j from row i, so only the key tiles this block's
+    // rows can see contribute (causal: none past its last row; a window: none before its first
+    // row's window): skipping the rest halves the causal work without changing a bit of the result.
+    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<TILE>(row0, TILE, T);
 
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
-    for (int j0 = 0; j0 < j_end; j0 += TILE) {
+    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
         const int pj = j0 + tx, vj = j0 + ty;
         p_tile[ty][tx] = (i < T && pj < T) ? weights[(long)i * T + pj] : 0.0f;
         v_tile[ty][tx] = (vj < T && c < d_v) ? v[(long)vj * d_v + c] : 0.0f;
@@ -1150,17 +1152,18 @@ extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H,
 }
 
 // av_kernel2: O = P · V, 64x64 outputs per block of 64 threads, 8x8 per thread (d_v is 64 or
-// 128 in practice: a 128-wide tile would leave half of it idle). With causal != 0 the k loop
-// stops after the block's last row, as in av_kernel1: P is exactly 0 beyond the diagonal.
+// 128 in practice: a 128-wide tile would leave half of it idle). The k loop stops where the Mask
+// says the block's rows see no more keys, as in av_kernel1. It starts at key 0 even under a
+// window: k_begin = kt.j_begin costs it 168 bytes of spill on sm_80 (its 128 registers are full).
 extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __restrict__ weights,  // (H, T, T)
                                                             const float* __restrict__ v,        // (H, T, d_v)
                                                             float* __restrict__ out,            // (H, T, d_v)
-                                                            int T, int d_v, int causal) {
+                                                            int T, int d_v, int causal, int window) {
     const long head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const int k_end = causal ? min(T, row0 + 64) : T;
+    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<GEMM_BK>(row0, 64, T);
     gemm_tile_8x8<64, 64, false>(weights + head * T * T, T, v + head * T * d_v, d_v, out + head * T * d_v, d_v,
-                                 T, d_v, k_end, row0, blockIdx.x * 64);
+                                 T, d_v, kt.j_end, row0, blockIdx.x * 64);
 }
 
 // ================================================================================================
@@ -2452,18 +2455,19 @@ attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigne
 __device__ __forceinline__ void transposed_product(const float* __restrict__ a,  // (T, T)
                                                    const float* __restrict__ b,  // (T, d)
                                                    float* __restrict__ out,      // (T, d)
-                                                   int T, int d, float scale, int causal) {
+                                                   int T, int d, float scale, int causal, int window) {
     __shared__ float a_tile[TILE][TILE + 1];  // a_tile[r][c] = A[i0 + r][row0 + c]
     __shared__ float b_tile[TILE][TILE + 1];  // b_tile[r][c] = B[i0 + r][col0 + c]
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     const int j = row0 + ty, c = col0 + tx;  // this thread's output: key row j, column c
 
-    // Under a causal mask A[i][j] = 0 for j > i (P and dS vanish above the diagonal): output row
-    // j gathers only from query rows i >= j, so the row tiles before this block's are skipped.
-    const int i_begin = causal ? row0 : 0;
+    // A[i][j] = 0 wherever the Mask hides key j from row i (P and dS vanish there): output row j
+    // gathers only from the query rows that see this block's keys (causal: i >= row0; a window:
+    // none past the last key's window), so the row tiles outside them are skipped.
+    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, TILE, T);
     float acc = 0.0f;
-    for (int i0 = i_begin; i0 < T; i0 += TILE) {
+    for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += TILE) {
         const int ai = i0 + ty, aj = row0 + tx, bc = col0 + tx;
         a_tile[ty][tx] = (ai < T && aj < T) ? a[(long)ai * T + aj] : 0.0f;  // coalesced along j
         b_tile[ty][tx] = (ai < T && bc < d) ? b[(long)ai * d + bc] : 0.0f;
@@ -2477,9 +2481,10 @@ __device__ __forceinline__ void transposed_product(const float* __restrict__ a, 
 extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, T, T)
                                       const float* __restrict__ d_out,    // (H, T, d_v)
                                       float* __restrict__ dv,             // (H, T, d_v)
-                                      int T, int d_v, int causal) {
+                                      int T, int d_v, int causal, int window) {
     const long head = blockIdx.z;
-    transposed_product(weights + head * T * T, d_out + head * T * d_v, dv + head * T * d_v, T, d_v, 1.0f, causal);
+    transposed_product(weights + head * T * T, d_out + head * T * d_v, dv + head * T * d_v, T, d_v, 1.0f, causal,
+                       window);
 }
 
 extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, T, d_v)
@@ -2533,7 +2538,7 @@ extern "C" __global__ void ds_kernel1(const float* __restrict__ weights,  // (H,
 extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, T, T)
                                       const float* __restrict__ k,   // (H, T, d_k)
                                       float* __restrict__ dq,        // (H, T, d_k)
-                                      int T, int d_k, float scale, int causal) {
+                                      int T, int d_k, float scale, int causal, int window) {
     // dQ = scale · dS · K: av_kernel1's product P·V with dS and K, and the scale on the store.
     __shared__ float s_tile[TILE][TILE + 1];  // s_tile[r][c] = dS[row0 + r][j0 + c]
     __shared__ float k_tile[TILE][TILE + 1];  // k_tile[r][c] = K[j0 + r][col0 + c]
@@ -2544,11 +2549,11 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, T, T
     k += head * T * d_k;
     dq += head * T * d_k;
 
-    const int last_row = min(row0 + TILE, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;  // dS[i][j] = 0 for j > i under a causal mask
+    // dS[i][j] = 0 wherever the Mask hides key j: only the key tiles the block's rows see (as av_kernel1)
+    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<TILE>(row0, TILE, T);
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
-    for (int j0 = 0; j0 < j_end; j0 += TILE) {
+    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
         const int sj = j0 + tx, kj = j0 + ty;
         s_tile[ty][tx] = (i < T && sj < T) ? ds[(long)i * T + sj] : 0.0f;
         k_tile[ty][tx] = (kj < T && c < d_k) ? k[(long)kj * d_k + c] : 0.0f;
@@ -2562,47 +2567,56 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, T, T
 extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, T, T)
                                       const float* __restrict__ q,   // (H, T, d_k)
                                       float* __restrict__ dk,        // (H, T, d_k)
-                                      int T, int d_k, float scale, int causal) {
+                                      int T, int d_k, float scale, int causal, int window) {
     const long head = blockIdx.z;
-    transposed_product(ds + head * T * T, q + head * T * d_k, dk + head * T * d_k, T, d_k, scale, causal);
+    transposed_product(ds + head * T * T, q + head * T * d_k, dk + head * T * d_k, T, d_k, scale, causal, window);
 }
 
 // ------------------------------------------------------------------------------------------------
 // The same four products through the register-tiled GEMM tile (BUILDING BLOCKS), 8x8 outputs per
 // thread: dp_kernel2 is scores_kernel2's product, dq_kernel2 av_kernel2's, dv_kernel2 and
 // dk_kernel2 av_kernel2's with A read transposed (A_KM): a k-slice of P or dS is a row segment,
-// read coalesced along the key rows the block owns. Causal: dq stops at the diagonal as
-// av_kernel2 does; dv and dk start there (query rows before the block's first key see none of it).
+// read coalesced along the key rows the block owns. Each k range is the Mask's: dq stops after
+// the keys its rows see, as av_kernel2 does; dv and dk take the query rows that see the block's
+// keys (mask.query_rows: under causal none before the block's first key), out to whole float4s.
+
+// A k range's end rounded up to a multiple of 4 within T: gemm_tile_8x8 copies float4s only where
+// every edge falls on one (P and dS are exactly 0 in the rows it adds, past the Mask's range).
+__device__ __forceinline__ int float4_end(int k_end, int T) { return min(T, (k_end + 3) / 4 * 4); }
 
 extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __restrict__ weights,  // (H, T, T)
                                                                const float* __restrict__ d_out,    // (H, T, d_v)
                                                                float* __restrict__ dv,             // (H, T, d_v)
-                                                               int T, int d_v, int causal) {
+                                                               int T, int d_v, int causal, int window) {
     const long head = blockIdx.z;
     const int row0 = blockIdx.y * 64;  // key rows row0 .. row0 + 63 of dV
+    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, 64, T);
     gemm_tile_8x8<64, 64, false, true>(weights + head * T * T, T, d_out + head * T * d_v, d_v, dv + head * T * d_v,
-                                       d_v, T, d_v, T, row0, blockIdx.x * 64, causal ? row0 : 0);
+                                       d_v, T, d_v, float4_end(qr.i_end, T), row0, blockIdx.x * 64, qr.i_begin);
 }
 
 extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __restrict__ ds,  // (H, T, T)
                                                                const float* __restrict__ k,   // (H, T, d_k)
                                                                float* __restrict__ dq,        // (H, T, d_k)
-                                                               int T, int d_k, float scale, int causal) {
+                                                               int T, int d_k, float scale, int causal, int window) {
     const long head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const int j_end = causal ? min(T, row0 + 64) : T;  // dS[i][j] = 0 for j > i: no key past the last row
+    // dS = 0 past the keys the block's rows see; from key 0 as av_kernel2 (k_begin = kt.j_begin: 3
+    // more instructions a k-slice on sm_90)
+    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<GEMM_BK>(row0, 64, T);
     gemm_tile_8x8<64, 64, false>(ds + head * T * T, T, k + head * T * d_k, d_k, dq + head * T * d_k, d_k, T, d_k,
-                                 j_end, row0, blockIdx.x * 64, 0, scale);
+                                 kt.j_end, row0, blockIdx.x * 64, 0, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __restrict__ ds,  // (H, T, T)
                                                                const float* __restrict__ q,   // (H, T, d_k)
                                                                float* __restrict__ dk,        // (H, T, d_k)
-                                                               int T, int d_k, float scale, int causal) {
+                                                               int T, int d_k, float scale, int causal, int window) {
     const long head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
+    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, 64, T);
     gemm_tile_8x8<64, 64, false, true>(ds + head * T * T, T, q + head * T * d_k, d_k, dk + head * T * d_k, d_k, T,
-                                       d_k, T, row0, blockIdx.x * 64, causal ? row0 : 0, scale);
+                                       d_k, float4_end(qr.i_end, T), row0, blockIdx.x * 64, qr.i_begin, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __restrict__ d_out,  // (H, T, d_v)

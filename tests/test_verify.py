@@ -56,8 +56,8 @@ OVERFLOWING = Case(33, 256, 16, NONE, False, KERNEL1_PLAN, input_std=4.0)
 # Each broken copy runs only that case (a build and one case, not the whole sweep); the test after
 # this table holds the sweep to containing every one, so `verify --quick` would catch each copy.
 BROKEN = {
-    "mask off by one": ("const bool future = j > i;", "const bool future = j > i + 1;",
-                        Case(7, 3, 5, CAUSAL, True), "mask"),
+    "mask off by one": ("out[idx] = mask.visible(i, j) ? in[idx] : -INFINITY;",
+                        "out[idx] = mask.visible(i, j - 1) ? in[idx] : -INFINITY;", Case(7, 3, 5, CAUSAL, True), "mask"),
     # scores_kernel1 reads 16-wide slices of k: d_k = 40 takes three, so a missing barrier shows
     "missing barrier": ("        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];\n        __syncthreads();",
                         "        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];",
@@ -65,8 +65,8 @@ BROKEN = {
     "wrong scale": ("out[idx] = in[idx] * scale;", "out[idx] = in[idx] * scale * scale;",
                     Case(7, 3, 5, CAUSAL, True), "scale"),
     "no max subtraction": ("expf(x[j] - m)", "expf(x[j])", OVERFLOWING, "softmax"),
-    "bounds off by one": ("    const int j_end = causal ? last_row + 1 : T;\n\n    const int i = row0 + ty, c = col0 + tx;",
-                          "    const int j_end = causal ? last_row : T;\n\n    const int i = row0 + ty, c = col0 + tx;",
+    "bounds off by one": ("    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {\n        const int pj = j0 + tx",
+                          "    for (int j0 = kt.j_begin; j0 < kt.j_end - 1; j0 += TILE) {\n        const int pj = j0 + tx",
                           Case(1, 1, 1, CAUSAL, True, KERNEL1_PLAN), "av"),
     # a lane that leaves before a full-mask shuffle: undefined on a GPU (a hang or garbage), an
     # error on the CPU build; at T = 1 softmax_kernel2 runs with 31 idle lanes
@@ -143,8 +143,8 @@ BROKEN_BACKWARD = {
                             DEFAULT_PLAN),
     "scale applied twice": ("dq[(long)i * d_k + c] = acc * scale;", "dq[(long)i * d_k + c] = acc * scale * scale;", "dq",
                             KERNEL1_PLAN),
-    "scale applied twice (register-tiled)": ("j_end, row0, blockIdx.x * 64, 0, scale);",
-                                             "j_end, row0, blockIdx.x * 64, 0, scale * scale);", "dq", DEFAULT_PLAN),
+    "scale applied twice (register-tiled)": ("kt.j_end, row0, blockIdx.x * 64, 0, scale);",
+                                             "kt.j_end, row0, blockIdx.x * 64, 0, scale * scale);", "dq", DEFAULT_PLAN),
     # dkdv_kernel1 no longer asks the Mask: a hidden key's P and dS count
     "masked gradient not zero": ("no gradient through a -inf\n        if (mask.visible(i, j, i < T && j < T)) {",
                                  "no gradient through a -inf\n        if (i < T && j < T) {", "fused1_dk", DEFAULT_PLAN),

@@ -73,7 +73,7 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
     clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
     scale = f32(scale_for(d_k, scaled))
-    causal = i32(mask.hides_future)
+    mask_args = mask.kernel_args()
     rows = DS_ROWS_PER_BLOCK
     n = gemm_variant
     if n == 2:  # 64x64 outputs per block of 64 threads (av_kernel2's tile); dP 128x128 per 256
@@ -86,7 +86,7 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
         dp_grid, dp_block = (cdiv(T, TILE), cdiv(T, TILE), H), (TILE, TILE, 1)
 
     clock.start("dv")
-    dev.get_function(f"dv_kernel{n}")(*width_grid(d_v), (weights, d_out, dv, i32(T), i32(d_v), causal))
+    dev.get_function(f"dv_kernel{n}")(*width_grid(d_v), (weights, d_out, dv, i32(T), i32(d_v), *mask_args))
     clock.stop("dv")
     clock.start("dp")
     dev.get_function(f"dp_kernel{n}")(dp_grid, dp_block, (d_out, v, dp, i32(T), i32(d_v)))
@@ -95,10 +95,10 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
     dev.get_function("ds_kernel1")((cdiv(T, rows), 1, H), (32, rows, 1), (weights, dp, ds, i32(T)))
     clock.stop("ds")
     clock.start("dq")
-    dev.get_function(f"dq_kernel{n}")(*width_grid(d_k), (ds, k, dq, i32(T), i32(d_k), scale, causal))
+    dev.get_function(f"dq_kernel{n}")(*width_grid(d_k), (ds, k, dq, i32(T), i32(d_k), scale, *mask_args))
     clock.stop("dq")
     clock.start("dk")
-    dev.get_function(f"dk_kernel{n}")(*width_grid(d_k), (ds, q, dk, i32(T), i32(d_k), scale, causal))
+    dev.get_function(f"dk_kernel{n}")(*width_grid(d_k), (ds, q, dk, i32(T), i32(d_k), scale, *mask_args))
     clock.stop("dk")
 
 
@@ -145,7 +145,7 @@ def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq
     clock = clock or NoClock()
     i32 = np.int32
     scale = np.float32(scale_for(d_k, scaled))
-    mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
+    mask_args = mask.kernel_args()
     launch_delta(dev, d_out, out, delta, T=T, d_v=d_v, H=H, clock=clock)
     clock.start("dkdv")
     dev.get_function("attention_backward_dkdv_kernel1")(
@@ -166,8 +166,7 @@ def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, 
     scale = np.float32(scale_for(d_k, scaled))
     dev.get_function(f"attention_fused_lse_kernel{variant}")(
         (cdiv(T, rows), 1, H), (32, rows, 1),
-        (q, k, v, out, lse, np.int32(T), np.int32(d_k), np.int32(d_v), scale,
-         np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        (q, k, v, out, lse, np.int32(T), np.int32(d_k), np.int32(d_v), scale, *mask.kernel_args()),
         shared_mem=shared_bytes(d_k, d_v, rows, variant))
 
 

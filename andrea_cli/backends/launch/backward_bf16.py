@@ -49,7 +49,7 @@ def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, de
     forward's out and lse; float32 d_out for the rowsum term."""
     clock = clock or NoClock()
     i32 = np.int32
-    mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
+    mask_args = mask.kernel_args()
     launch_delta(dev, d_out, out, delta, T=T, d_v=d, H=H, clock=clock)
     clock.start("dkdv")
     dev.get_function(f"attention_backward_dkdv_kernel2_d{d}")(
@@ -67,7 +67,7 @@ def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, de
 def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T: int, d: int, mask: MaskSpec) -> None:
     dev.get_function(f"attention_fused_lse_kernel4_d{d}")(
         (cdiv(T, TC_ROWS), 1, H), (TC_THREADS, 1, 1),
-        (qb, kb, vb, out, lse, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        (qb, kb, vb, out, lse, np.int32(T), *mask.kernel_args()),
         shared_mem=shared_bytes_bf16(d, LSE_FORWARD_VARIANT))
 
 

@@ -81,15 +81,13 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     if variant == 3:  # 64 query rows per block of 128 threads; the head size is in the name
         dev.get_function(f"attention_fused_kernel3_d{d_k}")(
             (cdiv(T, FUSED3_ROWS), 1, H), (FUSED3_THREADS, 1, 1),
-            (dq, dk, dv, out, np.int32(T), np.float32(scale), np.int32(mask.hides_future),
-             np.int32(mask.kernel_window)),
+            (dq, dk, dv, out, np.int32(T), np.float32(scale), *mask.kernel_args()),
             shared_mem=shared_bytes(d_k, d_v, variant=3),
         )
         return
     dev.get_function(f"attention_fused_kernel{variant}")(
         (cdiv(T, rows), 1, H), (32, rows, 1),
-        (dq, dk, dv, out, np.int32(T), np.int32(d_k), np.int32(d_v), np.float32(scale),
-         np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        (dq, dk, dv, out, np.int32(T), np.int32(d_k), np.int32(d_v), np.float32(scale), *mask.kernel_args()),
         shared_mem=shared_bytes(d_k, d_v, rows, variant),
     )
 

@@ -116,7 +116,7 @@ def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int
     kernel = bf16_kernel(variant, device_cc(dev))
     dev.get_function(kernel.name(d))(
         (cdiv(T, kernel.rows), 1, H), (kernel.threads, 1, 1),
-        (qb, kb, vb, out, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        (qb, kb, vb, out, np.int32(T), *mask.kernel_args()),
         shared_mem=kernel.shared_bytes(d),
     )
 
