@@ -8,10 +8,6 @@ from pathlib import Path
 from andrea_cli.errors import AndreaError
 
 KERNEL_FILE_NAME = "microgpt_cuda.cu"
-# What the launchers call: an edited copy must keep every one of them (its bodies are the user's).
-REQUIRED_KERNELS = ("scores_kernel1", "scores_kernel2", "scale_kernel1", "mask_kernel1", "softmax_kernel1",
-                    "softmax_kernel2", "softmax_kernel3", "av_kernel1", "av_kernel2", "attention_fused_kernel1",
-                    "attention_fused_kernel2", "attention_fused_kernel3_d64", "attention_fused_kernel3_d128")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # extern "C" (optional here, so a kernel without it can be named in an error), __global__, an
 # optional __launch_bounds__ on either side of void, the name, the parameter list
@@ -65,8 +61,9 @@ def packaged_kernel_path() -> Path:
     return packaged_cuda_file(KERNEL_FILE_NAME)
 
 
-def resolve_kernel_path(user_path: Path | None) -> Path:
-    """--kernel FILE, checked, or the packaged file."""
+def resolve_kernel_path(user_path: Path | None, required: tuple[str, ...] = ()) -> Path:
+    """--kernel FILE, checked, or the packaged file. required: the kernels the launchers call
+    (the kernel table's): an edited copy must keep every one of them (its bodies are the user's)."""
     if user_path is None:
         return packaged_kernel_path()
     if not user_path.is_file():
@@ -75,7 +72,7 @@ def resolve_kernel_path(user_path: Path | None) -> Path:
         text = user_path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise AndreaError(f"--kernel {user_path}: cannot read it as text ({exc.__class__.__name__})") from None
-    missing = [name for name in REQUIRED_KERNELS if name not in _c_linkage(text)]
+    missing = [name for name in required if name not in _c_linkage(text)]
     if missing:
         raise AndreaError(f'--kernel {user_path}: no extern "C" __global__ {", ".join(missing)} in it; '
                           f"an edited copy of {KERNEL_FILE_NAME} must keep every kernel")

@@ -11,7 +11,7 @@ from andrea_cli.bench import cpu as bench_cpu
 from andrea_cli.bench import gpu as bench_gpu
 from andrea_cli.bench.sweep import CPU_T, D_KS, GPU_T, BenchResult, check_options
 from andrea_cli.errors import AndreaError
-from andrea_cli.kernel_file import resolve_kernel_path
+from andrea_cli.backends.launch.catalogue import resolve_kernel_path
 
 SIDES = ("auto", "gpu", "cpu")
 MASKS = {"both": (False, True), "causal": (True,), "none": (False,)}  # --mask -> the causal flags swept
