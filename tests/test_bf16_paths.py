@@ -55,8 +55,9 @@ def test_gpu_bench_bf16_launcher_runs_through_the_cpu_build(cpu_backend, causal)
     assert impl.precision == "bf16" and impl.peer == "torch_sdpa_bf16" and impl.only_d_ks == (64, 128)
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((2, 70, 64), dtype=np.float32) for _ in range(3))
-    want, tol = bf16_attention.reference_and_tol(q, k, v, MaskSpec("causal" if causal else "none"), True)
-    assert (np.abs(impl.to_host(impl.prepare(q, k, v, causal)()) - want) <= tol).all()
+    mask = MaskSpec("causal" if causal else "none")
+    want, tol = bf16_attention.reference_and_tol(q, k, v, mask, True)
+    assert (np.abs(impl.to_host(impl.prepare(q, k, v, mask)()) - want) <= tol).all()
 
 
 def test_bf16_peak_from_properties():

@@ -15,7 +15,7 @@ from andrea_cli.bench import anchors
 from andrea_cli.bench.parity import (PARITY_T, TARGET_VS_FA2_PUBLISHED, TARGET_VS_SDPA_FLASH, parity_impls,
                                      parity_report, verdict)
 from andrea_cli.bench.roofline import attention_flops
-from andrea_cli.bench.sweep import Impl, Measurement, select_impls
+from andrea_cli.bench.sweep import Impl, Measurement, select_impls, swept_mask
 from andrea_cli.errors import AndreaError
 from andrea_cli.render.parity import parity_lines
 
@@ -248,8 +248,8 @@ def test_kernel4_beside_kernel5_on_the_gpu_side_runs_through_the_cpu_build(cpu_b
     assert impl.name == "fused_bf16_kernel4" and impl.peer == "torch_sdpa_bf16" and impl.precision == "bf16"
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((2, 70, 64), dtype=np.float32) for _ in range(3))
-    want, tol = bf16_attention.reference_and_tol(q, k, v, MaskSpec("causal" if causal else "none"), True, variant=4)
-    assert (np.abs(impl.to_host(impl.prepare(q, k, v, causal)()) - want) <= tol).all()
+    want, tol = bf16_attention.reference_and_tol(q, k, v, swept_mask(causal), True, variant=4)
+    assert (np.abs(impl.to_host(impl.prepare(q, k, v, swept_mask(causal))()) - want) <= tol).all()
 
 
 def test_torch_sdpa_pinned_and_default_on_the_cpu_where_torch_imports():
@@ -265,12 +265,12 @@ def test_torch_sdpa_pinned_and_default_on_the_cpu_where_torch_imports():
     want = reference.attention(q, k, v, MaskSpec("causal"))
     flash = torch_impl("cpu", "bf16", "flash")
     assert flash.name == "torch_sdpa_bf16_flash" and flash.chooser is None
-    np.testing.assert_allclose(flash.to_host(flash.prepare(q, k, v, True)()), want, atol=0.05)
+    np.testing.assert_allclose(flash.to_host(flash.prepare(q, k, v, MaskSpec("causal"))()), want, atol=0.05)
     with pytest.raises(AndreaError, match=r"^SDPA's cudnn backend cannot run this on cpu: \S") as refused:
-        torch_impl("cpu", "bf16", "cudnn").prepare(q, k, v, True)
+        torch_impl("cpu", "bf16", "cudnn").prepare(q, k, v, MaskSpec("causal"))
     assert "\n" not in str(refused.value)
     default = torch_impl("cpu", "bf16")
-    run = default.prepare(q, k, v, True)
+    run = default.prepare(q, k, v, MaskSpec("causal"))
     assert default.chooser(run) in ("flash", "math")
 
 
@@ -301,7 +301,7 @@ def test_the_gpu_sides_parity_rows_on_a_device_that_reports_an_h200(monkeypatch,
     bench_gpu = bench_gpu_as_h200
     monkeypatch.setitem(sys.modules, "torch", None)
     monkeypatch.setattr(measured, "attach_bounds", lambda *args, **kwargs: None)  # the static bound: test_bound's
-    result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), causals=(True,), H=2, warmup=0,
+    result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), masks=(swept_mask(True),), H=2, warmup=0,
                                  repeats=1, progress=lambda s: None, only=parity_impls("gpu"))
     assert [m.impl for m in result.measurements] == ["fused", "fused_bf16", "fused_bf16_kernel5", "fused_bf16_kernel4"]
     assert all(m.median_ms and m.max_abs_err < 0.05 for m in result.measurements)

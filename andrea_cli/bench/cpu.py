@@ -11,6 +11,7 @@ import numpy as np
 
 from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
+from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
 
 CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
@@ -18,10 +19,10 @@ CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctne
 CPU_BUILD_NAMES = ("cpu_build_fused", "cpu_build_fused_bf16", "cpu_build_fused_backward", "cpu_build_fused_bf16_backward")
 
 
-def numpy_peak_bytes(H, T, d_k, causal):
-    """matmul's result and `* scale`'s copy of it live together; causal adds the (T, T) boolean
+def numpy_peak_bytes(H, T, d_k, mask: MaskSpec):
+    """matmul's result and `* scale`'s copy of it live together; a mask adds the (T, T) boolean
     and the two int64 index arrays `s[:, hidden]` makes of it."""
-    return tt_bytes(H, T, 2) + (10.0 * T * T if causal else 0) + io_bytes(H, T, d_k)
+    return tt_bytes(H, T, 2) + (10.0 * T * T if mask.hides_future else 0) + io_bytes(H, T, d_k)
 
 
 DEFAULT_BLAS_THREADS = 1  # one core each: on a small or shared machine more threads spin against each other
@@ -64,10 +65,10 @@ def threads_seen(threads: int) -> dict:
 def numpy_impl() -> Impl:
     """The equation in float32 NumPy (BLAS matmuls): the CPU speed baseline."""
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         T, d_k = q.shape[1], q.shape[2]
         scale = np.float32(scale_for(d_k, True))
-        hidden = np.triu(np.ones((T, T), dtype=bool), 1) if causal else None
+        hidden = ~mask.visible(T) if mask.hides_future else None
 
         def run():
             s = np.matmul(q, k.transpose(0, 2, 1)) * scale  # (H, T, T)
@@ -87,14 +88,12 @@ def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
     """The default fused kernel through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
-    from andrea_cli.masks import MaskSpec
 
     device = CpuBackend(kernel_path, timeout=timeout).device()
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         out = np.empty((H, T, d_k), dtype=np.float32)
-        mask = MaskSpec("causal" if causal else "none")
 
         def run():
             launch_fused(device, q, k, v, out, H, T, d_k, d_k, mask=mask, scaled=True)
@@ -112,15 +111,13 @@ def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
     build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
-    from andrea_cli.masks import MaskSpec
 
     device = CpuBackend(kernel_path, timeout=timeout).device()
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         qb, kb, vb = convert_inputs(device, q, k, v, (H, T, d_k), scaled=True)
         out = np.empty((H, T, d_k), dtype=np.float32)
-        mask = MaskSpec("causal" if causal else "none")
 
         def run():
             launch_fused_bf16(device, qb, kb, vb, out, H, T, d_k, mask=mask)
@@ -137,7 +134,7 @@ def cpu_device_name() -> str:
     return f"CPU {platform.machine()} ({os.cpu_count()} logical cores), NumPy {np.__version__}"
 
 
-def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, with_cpu_build=True,
+def bench_cpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, with_cpu_build=True,
               timeout: float | None = None, blas_threads: int = DEFAULT_BLAS_THREADS, only=None):
     """only: --impl's names (None: every implementation but those run on request: torch SDPA in
     bf16, by default and pinned, the tensor-core kernel's peers on a GPU)."""
@@ -181,7 +178,7 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
     impls = select_impls(impls, only, "numpy", "cpu", unavailable)
     side = Side("cpu", cpu_device_name(), pinned_timer(blas_threads), available_memory_bytes)
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks,
-                       causals=causals, H=H, warmup=warmup, repeats=repeats, baseline="numpy",
+                       masks=masks, H=H, warmup=warmup, repeats=repeats, baseline="numpy",
                        progress=progress)
     result.notes = notes + result.notes
     result.threads = threads_seen(blas_threads)
