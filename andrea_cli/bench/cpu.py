@@ -15,8 +15,9 @@ from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
 
 CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
-# its rows' names, which --impl accepts even where the CPU build cannot run (a note says why)
-CPU_BUILD_NAMES = ("cpu_build_fused", "cpu_build_fused_bf16", "cpu_build_fused_backward", "cpu_build_fused_bf16_backward")
+CPU_BUILD = "cpu_build_"  # its rows' names: the GPU side's, so prefixed
+CPU_BUILD_LIMITS = dict(speed_path=False, max_T=CPU_BUILD_MAX_T, repeats=1,
+                        why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}")
 
 
 def numpy_peak_bytes(H, T, d_k, mask: MaskSpec):
@@ -84,7 +85,7 @@ def numpy_impl() -> Impl:
     return Impl("numpy", prepare, peak_bytes=numpy_peak_bytes)
 
 
-def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
+def cpu_build_impl(kernel_path, timeout: float | None = None, name: str = CPU_BUILD + "fused") -> Impl:
     """The default fused kernel through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
@@ -101,12 +102,10 @@ def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
 
         return run
 
-    return Impl("cpu_build_fused", prepare, speed_path=False, max_T=CPU_BUILD_MAX_T, repeats=1,
-                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}",
-                max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
+    return Impl(name, prepare, **CPU_BUILD_LIMITS, max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
-def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
+def cpu_build_bf16_impl(kernel_path, timeout: float | None = None, name: str = CPU_BUILD + "fused_bf16") -> Impl:
     """The default tensor-core kernel (attention_fused_kernel5, its mma emulated) through the CPU
     build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
@@ -125,9 +124,26 @@ def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
 
         return run
 
-    return Impl("cpu_build_fused_bf16", prepare, speed_path=False, max_T=CPU_BUILD_MAX_T, repeats=1,
-                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}",
-                only_d_ks=BF16_DIMS, precision="bf16")
+    return Impl(name, prepare, **CPU_BUILD_LIMITS, only_d_ks=BF16_DIMS, precision="bf16")
+
+
+def _cpu_build_backward(kernel_path, timeout: float | None, name: str) -> Impl:
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.bench.backward import fused_backward_impl
+
+    return fused_backward_impl(CpuBackend(kernel_path, timeout=timeout), name=name, **CPU_BUILD_LIMITS)
+
+
+def _cpu_build_bf16_backward(kernel_path, timeout: float | None, name: str) -> Impl:
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.bench.backward import fused_bf16_backward_impl
+
+    return fused_bf16_backward_impl(CpuBackend(kernel_path, timeout=timeout), name=name, peer=None, **CPU_BUILD_LIMITS)
+
+
+# The CPU build's rows, each the default kernel of a fused family (the GPU side's row of that name)
+CPU_BUILD_ROWS = {"fused": cpu_build_impl, "fused_bf16": cpu_build_bf16_impl, "fused_backward": _cpu_build_backward,
+                  "fused_bf16_backward": _cpu_build_bf16_backward}
 
 
 def cpu_device_name() -> str:
@@ -141,7 +157,7 @@ def bench_cpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, wit
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.inputs import available_memory_bytes
 
-    from andrea_cli.bench.backward import fused_backward_impl, fused_bf16_backward_impl, numpy_backward_impl
+    from andrea_cli.bench.backward import numpy_backward_impl
     from andrea_cli.bench.torch_sdpa import torch_backward_impl
 
     impls = [numpy_impl(), numpy_backward_impl()]
@@ -157,24 +173,18 @@ def bench_cpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, wit
         impls += torch_impls
     else:
         notes.append(f"torch SDPA (CPU) not measured: {reason}")
+    # --impl accepts these names even where they cannot run (a note says why they have no rows)
+    unavailable = [impl.name for impl in torch_impls] + [CPU_BUILD + row for row in CPU_BUILD_ROWS]
     if with_cpu_build:
         from andrea_cli.backends.cpu import CpuBackend
 
         status = CpuBackend(kernel_path).available()
         if status.ok:
-            impls += [cpu_build_impl(kernel_path, timeout), cpu_build_bf16_impl(kernel_path, timeout)]
-            impls.append(fused_backward_impl(CpuBackend(kernel_path, timeout=timeout), name="cpu_build_fused_backward", speed_path=False,
-                                             max_T=CPU_BUILD_MAX_T, repeats=1,
-                                             why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}"))
-            impls.append(fused_bf16_backward_impl(
-                CpuBackend(kernel_path, timeout=timeout), name="cpu_build_fused_bf16_backward", speed_path=False,
-                peer=None, max_T=CPU_BUILD_MAX_T, repeats=1,
-                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}"))
+            impls += [make(kernel_path, timeout, CPU_BUILD + row) for row, make in CPU_BUILD_ROWS.items()]
             notes.append(f"cpu_build_fused(_bf16, _backward) is the kernel file compiled for the CPU: a correctness tool, "
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")
-    unavailable = [impl.name for impl in torch_impls] + list(CPU_BUILD_NAMES)
     impls = select_impls(impls, only, "numpy", "cpu", unavailable)
     side = Side("cpu", cpu_device_name(), pinned_timer(blas_threads), available_memory_bytes)
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks,

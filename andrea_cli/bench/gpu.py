@@ -74,8 +74,8 @@ def event_timer_with_l2_flush(l2_bytes: int):
 
 def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
     """variant None: what the launcher picks (kernel3 at d_k = 64 or 128, else kernel2 for widths
-    divisible by 4, else kernel1)."""
-    from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
+    divisible by 4, else kernel1), the row "fused"; else the row of the variant's label."""
+    from andrea_cli.backends.launch.fused import FUSED, FUSED_MAX_D, WHY_MAX_D, launch_fused
 
     dev = backend.device()
 
@@ -90,16 +90,16 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
 
         return run
 
-    return Impl("fused" if variant is None else f"fused_kernel{variant}", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host,
+    return Impl("fused" if variant is None else FUSED[variant].label, partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host,
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
 def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
     """The tensor-core kernel on bf16 copies made before timing (torch SDPA in bf16 is timed the
     same way); the conversion itself is `attend --fused --precision bf16`'s to_bf16 stage.
-    variant None: the device's default (kernel6 on sm_90, wgmma; kernel5 elsewhere); 5 and 4: the
-    mma.sync kernels before it."""
-    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
+    variant None: the device's default (kernel6 on sm_90, wgmma; kernel5 elsewhere), the row
+    "fused_bf16"; 5 and 4: the mma.sync kernels before it, each the row of its label."""
+    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16
 
     dev = backend.device()
 
@@ -115,7 +115,7 @@ def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
 
         return run
 
-    return Impl("fused_bf16" if variant is None else f"fused_bf16_kernel{variant}", partial(prepare_on, dev),
+    return Impl("fused_bf16" if variant is None else BF16_KERNELS[variant].label, partial(prepare_on, dev),
                 prepare_on=prepare_on, to_host=dev.to_host, only_d_ks=BF16_DIMS, precision="bf16",
                 peer="torch_sdpa_bf16", peak_bytes=lambda H, T, d_k, mask: io_bytes(H, T, d_k, 5.5))
 
@@ -178,6 +178,7 @@ def bench_gpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, onl
     import cupy
 
     from andrea_cli.backends.cuda import CudaBackend
+    from andrea_cli.backends.launch.catalogue import earlier_variants
     from andrea_cli.backends.launch.staged import KERNEL1_PLAN
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.bench.roofline import peak_from_properties
@@ -189,10 +190,10 @@ def bench_gpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, onl
     from andrea_cli.bench.torch_sdpa import torch_backward_impl
 
     # the defaults, then the older steps of each progression (the same run gives the ratios)
-    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1),
-             fused_bf16_gpu_impl(backend), fused_bf16_gpu_impl(backend, variant=5),
-             fused_bf16_gpu_impl(backend, variant=4), staged_gpu_impl(backend),
-             staged_gpu_impl(backend, plan=KERNEL1_PLAN),
+    impls = [fused_gpu_impl(backend), *(fused_gpu_impl(backend, v) for v in earlier_variants("fused", "fused")),
+             fused_bf16_gpu_impl(backend),
+             *(fused_bf16_gpu_impl(backend, v) for v in earlier_variants("fused_bf16", "fused")),
+             staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN),
              cupy_impl(), fused_backward_impl(backend), staged_backward_impl(backend),
              staged_backward_impl(backend, gemm_variant=1),
              fused_bf16_backward_impl(backend)]
