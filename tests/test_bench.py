@@ -281,7 +281,6 @@ def test_the_bf16_backward_row_runs_through_the_cpu_build(d_k):
     from andrea_cli.bench.backward import fused_backward_impl, fused_bf16_backward_impl
     from andrea_cli.bench.sweep import sample_dq_error, upstream_gradient
     from andrea_cli.kernel_file import packaged_kernel_path
-    from andrea_cli.masks import MaskSpec
     from andrea_cli.verification.bf16_backward import autograd_bf16, exact_gradients
 
     backend = CpuBackend(packaged_kernel_path())

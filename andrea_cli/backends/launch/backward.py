@@ -155,14 +155,16 @@ def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq
     scale = np.float32(scale_for(d_k, scaled))
     mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
     ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d_v, H=H, clock=clock)
+    name = ran["dkdv"] = DKDV.entry()
     clock.start("dkdv")
-    dev.get_function(ran.setdefault("dkdv", DKDV.entry()))(
+    dev.get_function(name)(
         (cdiv(T, DKDV.block_rows()), 1, H), (32, DKDV.tile_size(), 1),  # 32 keys per block, 8 query rows at a time
         (q, k, v, d_out, lse, delta, dk, dv, i32(T), i32(d_k), i32(d_v), scale, *mask_args),
         shared_mem=dkdv_shared_bytes(d_k, d_v))
     clock.stop("dkdv")
+    name = ran["dq"] = DQ.entry()
     clock.start("dq")
-    dev.get_function(ran.setdefault("dq", DQ.entry()))(
+    dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
         (q, k, v, d_out, lse, delta, dq, i32(T), i32(d_k), i32(d_v), scale, *mask_args),
         shared_mem=dq_shared_bytes(d_k, d_v, rows))

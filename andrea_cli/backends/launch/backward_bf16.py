@@ -49,14 +49,16 @@ def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, de
     i32 = np.int32
     mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
     ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d, H=H, clock=clock)
+    name = ran["dkdv"] = DKDV.entry(d)
     clock.start("dkdv")
-    dev.get_function(ran.setdefault("dkdv", DKDV.entry(d)))(
+    dev.get_function(name)(
         (cdiv(T, DKDV.block_rows(d)), 1, H), (DKDV.block_threads(d), 1, 1), (qb, kb, vb, dob, lse, delta, dk, dv, i32(T), *mask_args),
         shared_mem=dkdv_shared_bytes_bf16(d))
     clock.stop("dkdv")
+    name = ran["dq"] = DQ.entry(d)
     clock.start("dq")
     scale = np.float32(scale_for(d, scaled))
-    dev.get_function(ran.setdefault("dq", DQ.entry(d)))(
+    dev.get_function(name)(
         (cdiv(T, DQ.block_rows(d)), 1, H), (DQ.block_threads(d), 1, 1), (qb, kb, vb, dob, lse, delta, dq, i32(T), scale, *mask_args),
         shared_mem=dq_shared_bytes_bf16(d))
     clock.stop("dq")

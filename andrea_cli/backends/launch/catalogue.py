@@ -1,143 +1,24 @@
 """The kernel table: one row per kernel of the kernel file, in its catalogue's order (one row per
 variant where the head size is compiled in, an entry point per size), and everything the
-launchers, verify, bench and the static bound know of it. Block sizes come from the kernel
-file's #defines and __launch_bounds__, never copied; a new variant is its body there and a row here."""
+launchers, verify, bench and the static bound know of it (kernel_spec.Kernel). Block sizes come
+from the kernel file's #defines and __launch_bounds__, never copied: a new variant is its body
+there and a row here."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable
 
+from andrea_cli import kernel_file
+from andrea_cli.backends.launch.kernel_spec import Kernel, Numerics
 from andrea_cli.backends.toolchain.cuda_arch import TENSOR_CORE_CC, WGMMA_CC
 from andrea_cli.errors import AndreaError
-from andrea_cli import kernel_file
-from andrea_cli.kernel_file import integer_defines, launch_bounds, packaged_kernel_path
 
 
-@cache
-def _file_sizes() -> tuple[dict[str, int], dict[str, int]]:
-    text = packaged_kernel_path().read_text()
-    return integer_defines(text), launch_bounds(text)
-
-
-def define(name: str) -> int:
-    """An integer #define of the packaged kernel file: TILE, FUSED_KEYS, TC_ROWS, ..."""
-    return _file_sizes()[0][name]
-
-
-# A size: a number the launcher chooses (the kernel takes any), a #define's name (`{d}` in it: the
-# head size), or a rule over the sizes: the #defines and the row's own "d", "rows", "tile", "threads"
-# ("threads" before the row's rule: its __launch_bounds__)
-Size = Union[int, str, Callable[[dict], int]]
-
-
-def _gemm_8x8_edge(sizes: dict) -> int:
+def gemm_8x8_edge(sizes: dict) -> int:
     """gemm_tile_8x8: a square output tile, 8x8 per thread, so threads = (edge / 8)^2."""
     return 8 * math.isqrt(sizes["threads"])
-
-
-@dataclass(frozen=True)
-class Numerics:
-    """What verify's bf16 reference repeats of a tensor-core kernel's arithmetic."""
-
-    softmax_keys: dict[int, int]  # d -> keys per online-softmax step (a running max per step)
-    exp2_error_u: float  # its exp2's relative error bound, in units of u = 2^-24 (an ulp is <= 2u)
-    flushes_subnormals: bool  # ex2.approx.ftz: weights below 2^-126 become 0
-
-
-@dataclass(frozen=True)
-class Kernel:
-    stem: str  # its name in the kernel file; with head_sizes, each entry point adds _d64, _d128
-    family: str  # staged, staged_backward, fused, fused_bf16, fused_backward, fused_bf16_backward
-    stage: str  # the stage it times as (timings_ms): scores, ..., fused, to_bf16, forward, dkdv, dq
-    variant: int
-    label: str  # its one short name: verify's stage, bench's row, parity's role
-    precision: str = "fp32"  # what it multiplies: fp32, or bf16 on tensor cores
-    head_sizes: tuple[int, ...] | None = None  # d_k = d_v compiled in, one entry point each; None: any
-    width_multiple: int = 1  # d_k and d_v must be multiples of it (float4 loads)
-    max_d: Size | None = None  # d_k, d_v at most this
-    cc: tuple[int, int] | None = None  # the oldest compute capability it runs on (None: any CUDA 12 GPU)
-    cc_exact: bool = False  # on cc alone (wgmma: sm_90a)
-    rows: Size = 0  # output rows one block owns (grid ceil(T / rows)): queries, or keys for dK/dV
-    tile: Size = 0  # keys per tile of its loop (queries per tile for dK/dV); 0: no tiles
-    threads: Size = 0  # per block
-    shared: Callable[..., int] | None = None  # (sizes, d_k, d_v) -> dynamic shared bytes
-    products: int = 0  # T×T×d matrix products it does (Q·K^T, P·V, ...): bench --bound's FLOPs
-    numerics: Numerics | None = None
-
-    def entry(self, d: int | None = None) -> str:
-        """The entry point's name in the kernel file (d: the head size, where it is compiled in)."""
-        if self.head_sizes is None:
-            return self.stem
-        if d not in self.head_sizes:
-            raise AndreaError(f"{self.stem} is built for d_k = d_v = {' or '.join(map(str, self.head_sizes))} "
-                              f"(got {d})")
-        return f"{self.stem}_d{d}"
-
-    def entries(self) -> tuple[str, ...]:
-        return (self.stem,) if self.head_sizes is None else tuple(self.entry(d) for d in self.head_sizes)
-
-    def sizes(self, d: int | None = None, rows: int | None = None) -> dict[str, int]:
-        """Its block's sizes at head size d, "rows", "tile", "threads", beside the file's #defines."""
-        defines, bounds = _file_sizes()
-        sizes = {**defines, "d": d or 0, "threads": 0}
-        if self.head_sizes is None or d in self.head_sizes:
-            sizes["threads"] = bounds.get(self.entry(d), 0)
-        for key, size in (("rows", self.rows if rows is None else rows), ("tile", self.tile),
-                          ("threads", self.threads)):
-            sizes[key] = _resolve(size, sizes) if size else sizes.get(key, 0)
-        return sizes
-
-    def block_rows(self, d: int | None = None) -> int:
-        return self.sizes(d)["rows"]
-
-    def tile_size(self, d: int | None = None) -> int:
-        return self.sizes(d)["tile"]
-
-    def block_threads(self, d: int | None = None, rows: int | None = None) -> int:
-        return self.sizes(d, rows)["threads"]
-
-    def shared_bytes(self, d_k: int = 0, d_v: int | None = None, rows: int | None = None, threads: int = 0) -> int:
-        """Dynamic shared memory of one block (rows: a launch's own, where the kernel takes any)."""
-        if self.shared is None:
-            return 0
-        sizes = self.sizes(d_k if self.head_sizes else None, rows)
-        if threads:
-            sizes["threads"] = threads
-        return self.shared(sizes, d_k, d_k if d_v is None else d_v)
-
-    def takes(self, d_k: int, d_v: int) -> bool:
-        """Whether it is built for these widths."""
-        if self.head_sizes is not None:
-            return d_k == d_v and d_k in self.head_sizes
-        limit = _resolve(self.max_d, self.sizes()) if self.max_d else None
-        return (d_k % self.width_multiple == 0 and d_v % self.width_multiple == 0
-                and (limit is None or max(d_k, d_v) <= limit))
-
-    def needs(self) -> str:
-        """What widths it takes, for an error message."""
-        if self.head_sizes is not None:
-            return f"d_k = d_v, one of {', '.join(map(str, self.head_sizes))}"
-        if self.width_multiple > 1:
-            return f"d_k and d_v divisible by {self.width_multiple}"
-        return "any d_k and d_v" + (f" up to {_resolve(self.max_d, self.sizes())}" if self.max_d else "")
-
-    def runs_on(self, cc: tuple[int, int] | None) -> bool:
-        """cc None: the CPU build, which runs every kernel."""
-        if cc is None or self.cc is None:
-            return True
-        return tuple(cc) == self.cc if self.cc_exact else tuple(cc) >= self.cc
-
-
-def _resolve(size: Size, sizes: dict) -> int:
-    if callable(size):
-        return size(sizes)
-    if isinstance(size, str):
-        return sizes[size.format(**sizes)]
-    return size
 
 
 # Shared memory per block (dynamic), from the kernels' own layouts; float32 is 4 bytes, bf16 2.
@@ -156,9 +37,9 @@ def _bf16_shared(kv_pad: int):
 
 
 def _dkdv1_shared(s, d_k, d_v):
-    """k_s, v_s (32 keys, odd strides) + q_s, dO_s (8 rows) + P and dS of 8 rows × 32 keys."""
-    rows = s["FUSED_BWD_ROWS"]
-    return 4 * (s["rows"] * ((d_k | 1) + (d_v | 1)) + rows * (d_k + d_v) + 2 * rows * s["rows"])
+    """k_s, v_s (32 keys, odd strides) + q_s, dO_s (8 query rows) + P and dS of 8 rows × 32 keys."""
+    keys, rows = s["rows"], s["tile"]
+    return 4 * (keys * ((d_k | 1) + (d_v | 1)) + rows * (d_k + d_v) + 2 * rows * keys)
 
 
 def _dq1_shared(s, d_k, d_v):
@@ -177,7 +58,7 @@ def _dq2_shared(s, d_k, d_v):
 
 
 SQUARE_TILE = dict(rows="TILE", threads=lambda s: s["TILE"] * s["TILE"])  # 16x16 outputs, one per thread
-GEMM_8X8 = dict(rows=_gemm_8x8_edge)  # threads: its __launch_bounds__
+GEMM_8X8 = dict(rows=gemm_8x8_edge)  # threads: its __launch_bounds__
 WARP_ROWS = dict(threads=lambda s: 32 * s["rows"])  # one warp per row; rows: the launcher's choice
 FUSED_ROWS = 8  # query rows (warps) per block of the warp-per-row fused kernels: they share each K/V tile
 DS_ROWS = 4  # rows (warps) per block of ds_kernel1 and the delta kernel
@@ -229,7 +110,7 @@ KERNELS = (
     Kernel("attention_backward_delta_kernel1", "fused_backward", "delta", 1, "delta", rows=DS_ROWS, **WARP_ROWS),
     # a block owns 32 keys and walks the query rows that see them, 8 at a time (FUSED_BWD_ROWS)
     Kernel("attention_backward_dkdv_kernel1", "fused_backward", "dkdv", 1, "dkdv", max_d="FUSED_MAX_D",
-           rows="FUSED_KEYS", tile="FUSED_BWD_ROWS", threads=lambda s: 32 * s["FUSED_BWD_ROWS"],
+           rows="FUSED_KEYS", tile="FUSED_BWD_ROWS", threads=lambda s: 32 * s["tile"],
            shared=_dkdv1_shared, products=4),  # Q·K^T recomputed, dP, dV, dK
     Kernel("attention_backward_dq_kernel1", "fused_backward", "dq", 1, "fused_dq", max_d="FUSED_MAX_D",
            rows=FUSED_ROWS, tile="FUSED_KEYS", **WARP_ROWS, shared=_dq1_shared, products=3),
@@ -294,14 +175,12 @@ def check_kernel_runs(entry: str, cc: tuple[int, int]) -> None:
                       "use the fp32 kernels on it")
 
 
-def default_variant(name: str, stage: str, cc: tuple[int, int] | None, d_k: int | None = None,
-                    d_v: int | None = None) -> int:
-    """The fastest variant of a family's stage the device runs at these widths: the highest. A
-    kernel for one compute capability alone (kernel6, wgmma) is the default only there, not in
-    the CPU build (cc None), where speed is not the point."""
+def default_variant(name: str, stage: str, cc: tuple[int, int] | None) -> int:
+    """The fastest variant of a family's stage the device runs: the highest. A kernel for one
+    compute capability alone (kernel6, wgmma) is the default only there, not in the CPU build
+    (cc None), where speed is not the point."""
     rows = family(name, stage).values()
-    return max(k.variant for k in rows if k.runs_on(cc) and not (cc is None and k.cc_exact)
-               and (d_k is None or k.takes(d_k, d_v)))
+    return max(k.variant for k in rows if k.runs_on(cc) and not (cc is None and k.cc_exact))
 
 
 def matmul_products(entry: str) -> int:

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from andrea_cli.backends.launch.catalogue import define, family
+from andrea_cli.backends.launch.catalogue import family
+from andrea_cli.backends.launch.kernel_spec import define
 from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec

@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from andrea_cli.backends.launch.catalogue import Kernel, default_variant, family, kernel
+from andrea_cli.backends.launch.catalogue import default_variant, family, kernel
+from andrea_cli.backends.launch.kernel_spec import Kernel
 from andrea_cli.backends.launch.fused import FusedOutputs
 from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.errors import AndreaError

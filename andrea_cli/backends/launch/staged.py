@@ -113,16 +113,18 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
     if scaled:
         n = H * T * T
         threads = SCALE.block_threads()
+        name = ran["scale"] = SCALE.entry()
         clock.start("scale")
-        dev.get_function(ran.setdefault("scale", SCALE.entry()))(
+        dev.get_function(name)(
             (min(cdiv(n, threads), SCALE_GRID), 1, 1), (threads, 1, 1),
             (buf.scores, buf.scaled, np.int64(n), f32(scale_for(d_k, scaled))),
         )
         clock.stop("scale")
 
     if mask.kind != "none":
+        name = ran["mask"] = MASK.entry()
         clock.start("mask")
-        dev.get_function(ran.setdefault("mask", MASK.entry()))(tile_grid, tile_block, (buf.scaled, buf.masked, i32(T), i32(mask.kernel_window)))
+        dev.get_function(name)(tile_grid, tile_block, (buf.scaled, buf.masked, i32(T), i32(mask.kernel_window)))
         clock.stop("mask")
 
     clock.start("softmax")
