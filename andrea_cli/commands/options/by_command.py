@@ -10,7 +10,7 @@ from andrea_cli.commands.options.declare import option
 from andrea_cli.commands.options.keyword import convert
 from andrea_cli.commands.options.shared import (BACKEND, D_K, D_MODEL, D_V, FUSED, JSON, KERNEL, LAYER_WEIGHTS, MASK,
                                                 N_HEAD, PLOT, PRECISION, PRESET, PROGRESS, QKV, RACECHECK, SCALE,
-                                                SEED, THREADS, TIMEOUT, K, Q, T, V, X, check_scale)
+                                                SEED, SEQ_LEN, THREADS, TIMEOUT, K, Q, V, X, check_scale)
 from andrea_cli.defaults import DEFAULT_BLAS_THREADS, DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError
 
@@ -34,7 +34,7 @@ class RunOptions:
 
 @dataclass
 class AttendOptions(RunOptions):
-    T: int | None = T.field()
+    T: int | None = SEQ_LEN.field()
     d_k: int | None = D_K.field()
     d_v: int | None = D_V.field()
     seed: int = SEED.field()
@@ -69,7 +69,7 @@ class AttendOptions(RunOptions):
 
 @dataclass
 class GradOptions(RunOptions):
-    T: int | None = T.field()
+    T: int | None = SEQ_LEN.field()
     d_k: int | None = D_K.field()
     d_v: int | None = D_V.field()
     seed: int = SEED.but(help="Seed of the random Q, K, V and dO.").field()
@@ -108,7 +108,7 @@ def check_course_scale(scale) -> bool | None:
 class VerifyOptions:
     backend: str = BACKEND.but(help="auto (cuda if a GPU answers, else cpu), cuda or cpu.").field()
     quick: bool = option("--quick", help="A smaller sweep (seconds on the CPU build).", default=False)
-    T: int | None = T.but(help="Verify one case of this length.").field()
+    T: int | None = SEQ_LEN.but(help="Verify one case of this length.").field()
     d_k: int | None = D_K.but(help=f"Width for the one case [default: {DEFAULT_D_K}].").field()
     d_v: int | None = D_V.but(help="Value width for the one case [default: d_k].").field()
     mask: str | None = MASK.but(default=None, help="Mask for the one case: causal, none or window:W "
@@ -131,7 +131,7 @@ BOUND_TAKES = ("bound", "gpu", "kernel", "json")
 @dataclass
 class BenchOptions:
     side: str = option("--side", help="gpu, cpu, or auto (gpu when a device answers).", default="auto")
-    T: list[int] | None = T.but(flags=("--T", "-T"), help="Sequence lengths (repeat the flag).").field()
+    T: list[int] | None = SEQ_LEN.but(flags=("--T", "-T"), help="Sequence lengths (repeat the flag).").field()
     d_k: list[int] | None = D_K.but(help="Head widths [default: 64 and 128].").field()
     mask: str = MASK.but(default="both", help="causal, none, or both.").field()
     heads: int | None = option("--heads", help="Heads per launch [default: 12 on GPU, 1 on CPU].")
@@ -168,7 +168,7 @@ def check_widths(d_k) -> str:
 @dataclass
 class ScalingOptions:
     d_k: str = D_K.but(default="64,256,4096", help="Comma-separated query/key widths.", check=check_widths).field()
-    T: int = T.but(default=DEFAULT_T, help="Sequence length.").field()
+    T: int = SEQ_LEN.but(default=DEFAULT_T, help="Sequence length.").field()
     seed: int = SEED.field()
     backend: str = BACKEND.field()
     mask: str = MASK.field()

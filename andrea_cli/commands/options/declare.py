@@ -15,18 +15,15 @@ from andrea_cli.errors import AndreaError
 
 @dataclass(frozen=True)
 class Option:
-    """One option of a command. flags: the command line's names, the long one first (none: a
-    keyword only Python takes). check: Python's own check of a keyword, where its type's is not
-    enough. kind: what a bad keyword is told the option takes, and an example. off_switch: the
-    command line's flag sets the option to False (--no-scale is scale=False)."""
+    """One option of a command; its type is the annotation of the field that holds it."""
 
-    flags: tuple[str, ...]
-    help: str = ""
+    flags: tuple[str, ...]  # the command line's names, the long one first; () for a keyword of Python's only
+    help: str = ""  # what --help says
     default: Any = None
-    metavar: str | None = None
-    kind: tuple[str, str] | None = None
-    check: Callable[[Any], Any] | None = None
-    off_switch: bool = False
+    metavar: str | None = None  # what --help shows for the value (N, SECONDS), where not the type
+    kind: tuple[str, str] | None = None  # what a bad keyword is told the option takes, and an example
+    check: Callable[[Any], Any] | None = None  # Python's own check of the keyword, where the type's is not enough
+    off_switch: bool = False  # the command line's flag sets the option to False: --no-scale is scale=False
 
     def but(self, **changes) -> Option:
         """The same option with another help or default (verify's one case, bench's lists)."""
@@ -54,6 +51,12 @@ class Declared:
     hint: Any
     option: Option
 
+    def checked(self, value):
+        """Python's keyword as this option's value, or an AndreaError naming it."""
+        if self.option.check is not None:
+            return self.option.check(value)
+        return check_keyword(self.name, value, self.hint, self.option.flags, self.option.default, self.option.kind)
+
 
 def declared(options_class) -> list[Declared]:
     """The options of a command, in the order its --help lists them."""
@@ -69,25 +72,20 @@ def on_command_line(options_class) -> list[Declared]:
 def from_command_line(options_class, values: dict):
     """The dataclass from what the command line parsed (Typer's values by field name)."""
     for d in on_command_line(options_class):
-        if d.option.off_switch:
+        if d.option.off_switch:  # the flag given: False; not given: the option's default
             values[d.name] = False if values[d.name] else d.option.default
     return options_class(**values)
 
 
-def from_keywords(options_class, command: str, keywords: dict, known: tuple[str, ...] = ()):
+def from_keywords(options_class, command: str, keywords: dict):
     """The dataclass from Python's keywords, each checked as its option declares, so that a bad
-    one is an AndreaError naming it. known: the function's other parameters (q, k, v)."""
+    one is an AndreaError naming it, as the command line names a bad flag."""
     options = {d.name: d for d in declared(options_class)}
     for name in keywords:
         if name not in options:
-            names = ", ".join(sorted({*options, *known}))
+            names = ", ".join(sorted(options))
             raise AndreaError(f"{name}: not an option of andrea {command}; the options are {names}")
-    checked = {}
-    for name, value in keywords.items():
-        d = options[name]
-        checked[name] = d.option.check(value) if d.option.check else check_keyword(
-            name, value, d.hint, d.option.flags, d.option.default, d.option.kind)
-    return options_class(**checked)
+    return options_class(**{name: options[name].checked(value) for name, value in keywords.items()})
 
 
 def python_signature(options_class, function) -> inspect.Signature:
@@ -95,7 +93,8 @@ def python_signature(options_class, function) -> inspect.Signature:
     option as a keyword, with its type and default."""
     own = inspect.signature(function)
     first = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    keywords = [inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=d.option.default, annotation=d.hint)
+    keywords = [inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=d.option.default,
+                                  annotation=d.hint)
                 for d in declared(options_class) if d.name not in own.parameters]
     return own.replace(parameters=first + keywords)
 

@@ -1,5 +1,5 @@
 """The options several commands share, declared once (flags, default, help); a command takes one
-by a field `T: int | None = T.field()`, or a variant: `SEED.but(help=...).field()`."""
+by a field `d_k: int | None = D_K.field()`, or a variant: `SEED.but(help=...).field()`."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def check_scale(scale) -> float | bool | None:
 
 
 # The head's inputs: sizes, or files, and how the equation runs
-T = Option(("--T", "-T", "--seq-len"), f"Sequence length [default: {DEFAULT_T}].")
+SEQ_LEN = Option(("--T", "-T", "--seq-len"), f"Sequence length [default: {DEFAULT_T}].")
 D_K = Option(("--d-k",), f"Query/key width per head [default: {DEFAULT_D_K}].")
 D_V = Option(("--d-v",), "Value width [default: d_k].")
 SEED = Option(("--seed",), "Seed of the random Q, K, V.", default=0)
