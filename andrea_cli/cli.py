@@ -309,9 +309,9 @@ def _is_usage_error(exc: BaseException) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: usage errors become one line and exit code 2, like andrea's own errors."""
-    command = typer.main.get_command(app)
+    group = typer.main.get_command(app)
     try:
-        code = command.main(args=argv, prog_name="andrea", standalone_mode=False)
+        code = group.main(args=argv, prog_name="andrea", standalone_mode=False)
     except Exception as exc:
         if _is_usage_error(exc):
             ctx = getattr(exc, "ctx", None)

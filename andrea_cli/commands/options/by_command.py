@@ -34,6 +34,8 @@ class RunOptions:
 
 @dataclass
 class AttendOptions(RunOptions):
+    """`andrea attend`: one head, fused or staged, or the multi-head layer."""
+
     T: int | None = SEQ_LEN.field()
     d_k: int | None = D_K.field()
     d_v: int | None = D_V.field()
@@ -69,6 +71,8 @@ class AttendOptions(RunOptions):
 
 @dataclass
 class GradOptions(RunOptions):
+    """`andrea grad`: attend's inputs and an upstream gradient dO."""
+
     T: int | None = SEQ_LEN.field()
     d_k: int | None = D_K.field()
     d_v: int | None = D_V.field()
@@ -106,6 +110,8 @@ def check_course_scale(scale) -> bool | None:
 
 @dataclass
 class VerifyOptions:
+    """`andrea verify`: the sweep, or the one case T/d_k/d_v/mask/--no-scale name."""
+
     backend: str = BACKEND.but(help="auto (cuda if a GPU answers, else cpu), cuda or cpu.").field()
     quick: bool = option("--quick", help="A smaller sweep (seconds on the CPU build).", default=False)
     T: int | None = SEQ_LEN.but(help="Verify one case of this length.").field()
@@ -130,6 +136,8 @@ BOUND_TAKES = ("bound", "gpu", "kernel", "json")
 
 @dataclass
 class BenchOptions:
+    """`andrea bench`: the timed sweep, or --bound's static bounds."""
+
     side: str = option("--side", help="gpu, cpu, or auto (gpu when a device answers).", default="auto")
     T: list[int] | None = SEQ_LEN.but(flags=("--T", "-T"), help="Sequence lengths (repeat the flag).").field()
     d_k: list[int] | None = D_K.but(help="Head widths [default: 64 and 128].").field()
@@ -167,6 +175,8 @@ def check_widths(d_k) -> str:
 
 @dataclass
 class ScalingOptions:
+    """`andrea compare-scaling`: each width run unscaled and scaled."""
+
     d_k: str = D_K.but(default="64,256,4096", help="Comma-separated query/key widths.", check=check_widths).field()
     T: int = SEQ_LEN.but(default=DEFAULT_T, help="Sequence length.").field()
     seed: int = SEED.field()
@@ -180,4 +190,6 @@ class ScalingOptions:
 
 @dataclass
 class InfoOptions:
+    """`andrea info`."""
+
     json: bool = JSON.but(help="Print one JSON document.").field()
