@@ -1,11 +1,10 @@
 // cpu_runtime/intrinsics.h — the rest of CUDA's device intrinsics for the CPU build: math the
 // C library lacks, directed-rounding variants, bit tricks, cache-hinted loads and stores, the
-// whole atomic family, block votes (__syncthreads_count/_and/_or), warp reduce and match,
-// clocks and sleeps. Included by cuda_cpu_runtime.h after sync_intrinsics.h (it uses the
-// scheduler of fibers.h and the warp collectives of warps.h); the half and bfloat16 types live in
-// half.h (reached through include/cuda_fp16.h and include/cuda_bf16.h), cooperative groups in
-// cooperative_groups.h. Refused: nothing a GPU accepts here; float atomics are as exact as the
-// order the blocks run in.
+// whole atomic family, block votes (__syncthreads_count/_and/_or), clocks and sleeps. Included by
+// cuda_cpu_runtime.h after sync_intrinsics.h (it uses the scheduler of fibers.h); the half and
+// bfloat16 types live in half.h (reached through include/cuda_fp16.h and include/cuda_bf16.h),
+// cooperative groups in cooperative_groups.h. Refused: nothing a GPU accepts here; float atomics
+// are as exact as the order the blocks run in.
 #pragma once
 
 #include <cfenv>
@@ -292,32 +291,6 @@ inline std::pair<int, int> block_vote(int pred) {
 inline int __syncthreads_count(int pred) { return andrea::block_vote(pred).first; }
 inline int __syncthreads_and(int pred) { auto [c, n] = andrea::block_vote(pred); return c == n; }
 inline int __syncthreads_or(int pred) { return andrea::block_vote(pred).first != 0; }
-
-// ---------------------------------------------------------------------------------------------
-// Warp reduce and match (strict like every warp collective: see the warp section)
-
-inline unsigned __reduce_add_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_add_sync", andrea::C_ADD, v); }
-inline int __reduce_add_sync(unsigned mask, int v) { return (int)andrea::collective(mask, "__reduce_add_sync", andrea::C_ADD, (uint32_t)v); }
-inline unsigned __reduce_min_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_min_sync", andrea::C_MIN_U, v); }
-inline int __reduce_min_sync(unsigned mask, int v) { return (int)andrea::collective(mask, "__reduce_min_sync", andrea::C_MIN_I, (uint32_t)v); }
-inline unsigned __reduce_max_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_max_sync", andrea::C_MAX_U, v); }
-inline int __reduce_max_sync(unsigned mask, int v) { return (int)andrea::collective(mask, "__reduce_max_sync", andrea::C_MAX_I, (uint32_t)v); }
-inline unsigned __reduce_and_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_and_sync", andrea::C_AND, v); }
-inline unsigned __reduce_or_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_or_sync", andrea::C_OR, v); }
-inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_xor_sync", andrea::C_XOR, v); }
-
-// The lanes of mask whose value has the same bits as this lane's (4- or 8-byte values).
-template <class T> inline unsigned __match_any_sync(unsigned mask, T v) {
-    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_any_sync takes 32- or 64-bit values");
-    return (unsigned)andrea::collective(mask, "__match_any_sync", andrea::C_MATCH_ANY, andrea::to_bits(v));
-}
-// mask when every lane of mask holds the same value (and *pred = 1), else 0 (and *pred = 0).
-template <class T> inline unsigned __match_all_sync(unsigned mask, T v, int* pred) {
-    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_all_sync takes 32- or 64-bit values");
-    const unsigned r = (unsigned)andrea::collective(mask, "__match_all_sync", andrea::C_MATCH_ALL, andrea::to_bits(v));
-    *pred = r != 0;
-    return r;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Clocks and sleeping. A thread that sleeps gives the others a turn, so a spin-wait with

@@ -10,7 +10,6 @@
 
 #define CUDART_INF_F INFINITY
 #define CUDART_NAN_F NAN
-static constexpr int warpSize = 32;
 
 inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
