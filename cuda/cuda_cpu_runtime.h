@@ -86,7 +86,7 @@
 #include "cpu_runtime/launch.h"
 #include "cpu_runtime/isolation.h"
 #include "cpu_runtime/exports.h"
-#include "cpu_runtime/sync_intrinsics.h"
+#include "cpu_runtime/barriers.h"
 #include "cpu_runtime/intrinsics.h"
 #include "cpu_runtime/math_functions.h"
 #include "cpu_runtime/tensor_cores.h"

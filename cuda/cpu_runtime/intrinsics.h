@@ -1,10 +1,9 @@
 // cpu_runtime/intrinsics.h — the rest of CUDA's device intrinsics for the CPU build: math the
 // C library lacks, directed-rounding variants, bit tricks, cache-hinted loads and stores, the
-// whole atomic family, block votes (__syncthreads_count/_and/_or), clocks and sleeps. Included by
-// cuda_cpu_runtime.h after sync_intrinsics.h (it uses the scheduler of fibers.h); the half and
-// bfloat16 types live in half.h (reached through include/cuda_fp16.h and include/cuda_bf16.h),
-// cooperative groups in cooperative_groups.h. Refused: nothing a GPU accepts here; float atomics
-// are as exact as the order the blocks run in.
+// whole atomic family, clocks and sleeps. Included by cuda_cpu_runtime.h after barriers.h (it
+// uses the scheduler of fibers.h); the half and bfloat16 types live in half.h (reached through
+// include/cuda_fp16.h and include/cuda_bf16.h), cooperative groups in cooperative_groups.h.
+// Refused: nothing a GPU accepts here; float atomics are as exact as the order the blocks run in.
 #pragma once
 
 #include <cfenv>
@@ -267,30 +266,6 @@ ANDREA_SCOPED(atomicXor)
 ANDREA_SCOPED(atomicInc)
 ANDREA_SCOPED(atomicDec)
 #undef ANDREA_SCOPED
-
-// ---------------------------------------------------------------------------------------------
-// Block votes: __syncthreads that also counts a predicate over the threads that reach it.
-
-namespace andrea {
-namespace {
-// (threads whose predicate holds, threads that arrived); the state is the scheduler's (Sched)
-inline std::pair<int, int> block_vote(int pred) {
-    RaceQuiet quiet;  // the count is the runtime's; the barrier inside orders the threads
-    Sched& v = sched();
-    const uint64_t g = v.barrier_gen;
-    const int b = (int)(g & 1);
-    if (v.vote_tag[b] != g) { v.vote_tag[b] = g; v.vote_count[b] = 0; v.vote_arrived[b] = 0; }
-    v.vote_count[b] += pred != 0;
-    v.vote_arrived[b]++;
-    __syncthreads();
-    return {v.vote_count[b], v.vote_arrived[b]};
-}
-}  // namespace
-}  // namespace andrea
-
-inline int __syncthreads_count(int pred) { return andrea::block_vote(pred).first; }
-inline int __syncthreads_and(int pred) { auto [c, n] = andrea::block_vote(pred); return c == n; }
-inline int __syncthreads_or(int pred) { return andrea::block_vote(pred).first != 0; }
 
 // ---------------------------------------------------------------------------------------------
 // Clocks and sleeping. A thread that sleeps gives the others a turn, so a spin-wait with
