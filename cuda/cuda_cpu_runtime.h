@@ -76,6 +76,7 @@
 #include "cpu_runtime/vectors.h"
 #include "cpu_runtime/racecheck.h"
 #include "cpu_runtime/math_atomics.h"
+#include "cpu_runtime/atomics.h"
 #include "cpu_runtime/context_switch.h"
 #include "cpu_runtime/fibers.h"
 #include "cpu_runtime/warps.h"

@@ -1,9 +1,9 @@
 // cpu_runtime/intrinsics.h — the rest of CUDA's device intrinsics for the CPU build: math the
-// C library lacks, directed-rounding variants, bit tricks, cache-hinted loads and stores, the
-// whole atomic family, clocks and sleeps. Included by cuda_cpu_runtime.h after barriers.h (it
-// uses the scheduler of fibers.h); the half and bfloat16 types live in half.h (reached through
-// include/cuda_fp16.h and include/cuda_bf16.h), cooperative groups in cooperative_groups.h.
-// Refused: nothing a GPU accepts here; float atomics are as exact as the order the blocks run in.
+// C library lacks, directed-rounding variants, bit tricks, cache-hinted loads and stores, clocks
+// and sleeps. Included by cuda_cpu_runtime.h after barriers.h (it uses the scheduler of fibers.h);
+// the half and bfloat16 types live in half.h (reached through include/cuda_fp16.h and
+// include/cuda_bf16.h), cooperative groups in cooperative_groups.h. Refused: nothing a GPU
+// accepts here.
 #pragma once
 
 #include <cfenv>
@@ -215,58 +215,6 @@ template <class T> inline void __stwb(T* p, T v) { *p = v; }
 template <class T> inline void __stcg(T* p, T v) { *p = v; }
 template <class T> inline void __stcs(T* p, T v) { *p = v; }
 template <class T> inline void __stwt(T* p, T v) { *p = v; }
-ANDREA_NO_TSAN inline void __threadfence_system() {
-    andrea::race_fence(__builtin_return_address(0));
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Atomics beyond add/sub/exch/cas/min/max (math_atomics.h): bitwise, wrapping inc/dec, and
-// the _block/_system scopes (one scope here: every atomic is a real atomic across OS threads).
-
-template <class T> inline T atomicAnd(T* p, std::type_identity_t<T> v) {
-    andrea::RaceAtomic a(p);
-    return std::atomic_ref<T>(*p).fetch_and(v, andrea::atomic_order);
-}
-template <class T> inline T atomicOr(T* p, std::type_identity_t<T> v) {
-    andrea::RaceAtomic a(p);
-    return std::atomic_ref<T>(*p).fetch_or(v, andrea::atomic_order);
-}
-template <class T> inline T atomicXor(T* p, std::type_identity_t<T> v) {
-    andrea::RaceAtomic a(p);
-    return std::atomic_ref<T>(*p).fetch_xor(v, andrea::atomic_order);
-}
-// ((old >= limit) ? 0 : old + 1), and ((old == 0 || old > limit) ? limit : old - 1)
-inline unsigned atomicInc(unsigned* p, unsigned limit) {
-    andrea::RaceAtomic a(p);
-    std::atomic_ref<unsigned> r(*p);
-    unsigned old = r.load(andrea::atomic_order);
-    while (!r.compare_exchange_weak(old, old >= limit ? 0 : old + 1, andrea::atomic_order)) {}
-    return old;
-}
-inline unsigned atomicDec(unsigned* p, unsigned limit) {
-    andrea::RaceAtomic a(p);
-    std::atomic_ref<unsigned> r(*p);
-    unsigned old = r.load(andrea::atomic_order);
-    while (!r.compare_exchange_weak(old, (old == 0 || old > limit) ? limit : old - 1, andrea::atomic_order)) {}
-    return old;
-}
-#define ANDREA_SCOPED(op)                                                                          \
-    template <class T, class... V> inline auto op##_block(T* p, V... v) { return op(p, v...); }  \
-    template <class T, class... V> inline auto op##_system(T* p, V... v) { return op(p, v...); }
-ANDREA_SCOPED(atomicAdd)
-ANDREA_SCOPED(atomicSub)
-ANDREA_SCOPED(atomicExch)
-ANDREA_SCOPED(atomicCAS)
-ANDREA_SCOPED(atomicMin)
-ANDREA_SCOPED(atomicMax)
-ANDREA_SCOPED(atomicAnd)
-ANDREA_SCOPED(atomicOr)
-ANDREA_SCOPED(atomicXor)
-ANDREA_SCOPED(atomicInc)
-ANDREA_SCOPED(atomicDec)
-#undef ANDREA_SCOPED
-
 // ---------------------------------------------------------------------------------------------
 // Clocks and sleeping. A thread that sleeps gives the others a turn, so a spin-wait with
 // __nanosleep (waiting for another thread's flag) makes progress instead of hanging.

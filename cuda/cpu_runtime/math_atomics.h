@@ -1,7 +1,7 @@
 // cpu_runtime/math_atomics.h — the core math intrinsics as their libm equivalents (__expf, __fdividef,
-// rsqrtf, the bit casts), CUDA's mixed-type min/max, __ldg, the fences, and atomicAdd/Sub/Exch/CAS/
-// Min/Max through std::atomic_ref. Not bit-exact with a GPU's fast intrinsics or FMA contraction
-// (the last bits may differ: compare with tolerances). The rest of the surface is intrinsics.h.
+// rsqrtf, the bit casts), CUDA's mixed-type min/max and __ldg. Not bit-exact with a GPU's fast
+// intrinsics or FMA contraction (the last bits may differ: compare with tolerances). The rest of
+// the math is intrinsics.h.
 // Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
 #pragma once
 
@@ -47,58 +47,3 @@ template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && 
 inline std::common_type_t<A, B> max(A a, B b) { return a < b ? b : a; }
 
 template <class T> inline T __ldg(const T* p) { return *p; }
-// Never inlined under racecheck: its return address names the fence in a report.
-ANDREA_NO_TSAN inline void __threadfence() {
-    andrea::race_fence(__builtin_return_address(0));
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-ANDREA_NO_TSAN inline void __threadfence_block() {
-    andrea::race_fence(__builtin_return_address(0));
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Atomics: std::atomic_ref, real atomics across the OS threads a launch's blocks run on.
-// Racecheck's build makes them relaxed, as CUDA's are: an atomic alone orders no other memory,
-// so ThreadSanitizer sees no ordering CUDA does not give (racecheck.h adds the fences' own).
-// Every other build keeps them sequentially consistent (on x86 the same instructions for a
-// read-modify-write), so the blocks on several OS threads need nothing more of the C++ model.
-
-namespace andrea {
-#ifdef ANDREA_TSAN
-constexpr auto atomic_order = std::memory_order_relaxed;
-#else
-constexpr auto atomic_order = std::memory_order_seq_cst;
-#endif
-}  // namespace andrea
-template <class T> inline T atomicAdd(T* p, std::type_identity_t<T> v) {
-    andrea::RaceAtomic a(p);
-    return std::atomic_ref<T>(*p).fetch_add(v, andrea::atomic_order);
-}
-template <class T> inline T atomicSub(T* p, std::type_identity_t<T> v) {
-    andrea::RaceAtomic a(p);
-    return std::atomic_ref<T>(*p).fetch_sub(v, andrea::atomic_order);
-}
-template <class T> inline T atomicExch(T* p, std::type_identity_t<T> v) {
-    andrea::RaceAtomic a(p);
-    return std::atomic_ref<T>(*p).exchange(v, andrea::atomic_order);
-}
-template <class T> inline T atomicCAS(T* p, std::type_identity_t<T> expected, std::type_identity_t<T> desired) {
-    andrea::RaceAtomic a(p);
-    std::atomic_ref<T>(*p).compare_exchange_strong(expected, desired, andrea::atomic_order);
-    return expected;  // the old value, whether or not the swap happened
-}
-template <class T> inline T atomicMax(T* p, std::type_identity_t<T> v) {
-    andrea::RaceAtomic a(p);
-    std::atomic_ref<T> r(*p);
-    T old = r.load(andrea::atomic_order);
-    while (old < v && !r.compare_exchange_weak(old, v, andrea::atomic_order)) {}
-    return old;
-}
-template <class T> inline T atomicMin(T* p, std::type_identity_t<T> v) {
-    andrea::RaceAtomic a(p);
-    std::atomic_ref<T> r(*p);
-    T old = r.load(andrea::atomic_order);
-    while (v < old && !r.compare_exchange_weak(old, v, andrea::atomic_order)) {}
-    return old;
-}
