@@ -75,7 +75,6 @@
 #include "cpu_runtime/cuda_runtime_stub.h"
 #include "cpu_runtime/vectors.h"
 #include "cpu_runtime/racecheck.h"
-#include "cpu_runtime/math_atomics.h"
 #include "cpu_runtime/atomics.h"
 #include "cpu_runtime/context_switch.h"
 #include "cpu_runtime/fibers.h"
