@@ -149,7 +149,7 @@ inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return __nv_bfloat
 inline __nv_bfloat16 __short_as_bfloat16(short s) { return __nv_bfloat16_raw{(unsigned short)s}; }
 
 // Integers <-> 16-bit floats: from an integer through double (exact), to one with CUDA's
-// saturating float->integer conversions (intrinsics.h).
+// saturating float->integer conversions (math_functions.h).
 #define ANDREA_INT_CONVERSIONS(P, T, I, NAME)                                                       \
     inline I __##P##2##NAME##_rn(T h) { return __float2##NAME##_rn((float)h); }                     \
     inline I __##P##2##NAME##_rz(T h) { return __float2##NAME##_rz((float)h); }                     \
