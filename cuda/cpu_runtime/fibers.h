@@ -20,8 +20,13 @@ namespace andrea {
 namespace {
 
 enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE };
-enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4, WARP_MISUSE = 5, ASSERT = 6,
-              TIMEOUT = 7, CRASHED = 8 };
+// What a launch returns, written once: the enum here, and andrea_results() (exports.h), which
+// gives Python each name with its number.
+#define ANDREA_RESULTS(X) X(OK, 0) X(DEADLOCK, 1) X(BAD_LAUNCH, 2) X(INTERNAL, 3) X(FAULT, 4) X(WARP_MISUSE, 5) \
+    X(ASSERT, 6) X(TIMEOUT, 7) X(CRASHED, 8)
+#define ANDREA_RESULT_ENUM(name, code) name = code,
+enum Result { ANDREA_RESULTS(ANDREA_RESULT_ENUM) };
+#undef ANDREA_RESULT_ENUM
 
 struct Sched;
 struct Guard;
