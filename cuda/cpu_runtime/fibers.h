@@ -1,7 +1,8 @@
 // cpu_runtime/fibers.h — the scheduler's state and the fibers' lives: the built-in indices
 // (threadIdx, blockIdx per OS thread, blockDim, gridDim as plain globals the scheduler sets), a
 // fiber per thread with its own mmap'd stack below a guard page, each warp's collective state,
-// the launch's guard state (see guard.h), yield/resume with AddressSanitizer's stack-switch hooks.
+// the launch's guard state (see guard.h), yield/resume with AddressSanitizer's stack-switch hooks,
+// and the codes a launch returns.
 // A fiber runs until it blocks: no preemption, so a schedule is reproducible (forward, or
 // reversed on request). A launch may spread its blocks over several OS threads (launch.h): each
 // has its own scheduler, guard and tensor-core state (PerThread below), each block is run by one

@@ -3,8 +3,7 @@
 // rounding mode, the bit casts, the integer intrinsics), the functions only CUDA has (sinpif,
 // erfinv, normcdf, ...), CUDA's min and max, and its C++ overloads of the math functions. Not
 // bit-exact with a GPU's fast intrinsics or FMA contraction (the last bits may differ: compare
-// with tolerances); the directed roundings, conversions, bit casts and integer intrinsics are.
-// The 16-bit float math is half.h's.
+// with tolerances). The 16-bit float math is half.h's.
 // Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
 #pragma once
 
@@ -133,6 +132,7 @@ ANDREA_ROUNDED_ALL(__ll2double, double, (long long a), (double)andrea::opaque(a)
 ANDREA_ROUNDED_ALL(__ull2double, double, (unsigned long long a), (double)andrea::opaque(a))
 #undef ANDREA_ROUNDED_ALL
 inline float __double2float_rn(double a) { return (float)a; }
+inline float __int2float_rn(int i) { return (float)i; }
 inline float __uint2float_rn(unsigned a) { return (float)a; }
 inline float __ll2float_rn(long long a) { return (float)a; }
 inline float __ull2float_rn(unsigned long long a) { return (float)a; }
@@ -167,7 +167,6 @@ ANDREA_TO_INT(__double, double, ull, unsigned long long)
 // float -> int to nearest and toward zero: plain conversions, not saturated like the rest.
 inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
 inline int __float2int_rz(float x) { return (int)x; }
-inline float __int2float_rn(int i) { return (float)i; }
 inline int __float2int_rd(float x) { return andrea::to_int<int, float>(x, [](float v) { return floorf(v); }); }
 inline int __float2int_ru(float x) { return andrea::to_int<int, float>(x, [](float v) { return ceilf(v); }); }
 
