@@ -68,14 +68,15 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-// The parts, in the order each needs the one before. Everything in namespace andrea sits in an
-// anonymous namespace: two kernel libraries in one process must not share a scheduler (inline
-// functions' statics would otherwise become process-wide unique symbols).
+// The parts, in the order each needs the one before: first the execution model (warps.h and
+// device_abort.h with the CUDA names they implement), then the device functions on top of it.
+// Everything in namespace andrea sits in an anonymous namespace: two kernel libraries in one
+// process must not share a scheduler (inline functions' statics would otherwise become
+// process-wide unique symbols).
 #include "cpu_runtime/qualifiers.h"
 #include "cpu_runtime/cuda_runtime_stub.h"
 #include "cpu_runtime/vectors.h"
 #include "cpu_runtime/racecheck.h"
-#include "cpu_runtime/math_atomics.h"
 #include "cpu_runtime/context_switch.h"
 #include "cpu_runtime/fibers.h"
 #include "cpu_runtime/warps.h"
@@ -86,7 +87,10 @@
 #include "cpu_runtime/launch.h"
 #include "cpu_runtime/isolation.h"
 #include "cpu_runtime/exports.h"
-#include "cpu_runtime/sync_intrinsics.h"
-#include "cpu_runtime/intrinsics.h"
+
+#include "cpu_runtime/barriers.h"
+#include "cpu_runtime/atomics.h"
+#include "cpu_runtime/cache_hints.h"
+#include "cpu_runtime/clocks.h"
 #include "cpu_runtime/math_functions.h"
 #include "cpu_runtime/tensor_cores.h"

@@ -390,6 +390,17 @@ def test_cli_refuses_in_one_line(run_main, args, says):
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_the_sweeps_options_are_refused_alike_by_the_command_line_and_python(run_main):
+    """--bound's conflicts are declared once (BOUND_TAKES): both faces name the same flags."""
+    import andrea_cli
+
+    code, _, err = run_main("bench", "--bound", "--T", "64", "--threads", "2", "--plot", "b.png", "--json")
+    with pytest.raises(andrea_cli.AndreaError) as caught:
+        andrea_cli.benchmark(bound=True, T=64, threads=2, plot="b.png", json=True)
+    assert code == 2 and err.strip() == f"error: {caught.value}"
+    assert str(caught.value).endswith("drop --T, --threads, --plot")
+
+
 @pytest.mark.slow
 def test_python_api(isolated_cache):
     _need_tools()

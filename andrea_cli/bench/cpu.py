@@ -11,6 +11,7 @@ import numpy as np
 
 from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
+from andrea_cli.defaults import DEFAULT_BLAS_THREADS
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
 
@@ -24,9 +25,6 @@ def numpy_peak_bytes(H, T, d_k, mask: MaskSpec):
     """matmul's result and `* scale`'s copy of it live together; a mask adds the (T, T) boolean
     and the two int64 index arrays `s[:, hidden]` makes of it."""
     return tt_bytes(H, T, 2) + (10.0 * T * T if mask.hides_future else 0) + io_bytes(H, T, d_k)
-
-
-DEFAULT_BLAS_THREADS = 1  # one core each: on a small or shared machine more threads spin against each other
 
 
 def perf_counter_timer(run, warmup: int, repeats: int) -> list[float]:
