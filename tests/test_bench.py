@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from andrea_cli.bench.cpu import numpy_impl, perf_counter_timer
 from andrea_cli.bench.roofline import DevicePeak, attention_bytes, attention_flops, fp32_lanes_per_sm, peak_from_properties
-from andrea_cli.bench.sweep import Impl, Side, run_sweep
+from andrea_cli.bench.sweep import CAUSAL, NO_MASK, Impl, Side, run_sweep
 from andrea_cli.cli import app
 
 os.environ.setdefault("COLUMNS", "120")
@@ -79,23 +79,22 @@ def test_bench_refuses_a_gpu_it_does_not_have():
     assert result.exit_code == 2 and "--side gpu" in result.output
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_gpu_side_implementations_run_through_the_cpu_build(cpu_backend, causal):
+@pytest.mark.parametrize("mask", [CAUSAL, NO_MASK], ids=str)
+def test_gpu_side_implementations_run_through_the_cpu_build(cpu_backend, mask):
     """The GPU bench's kernel launchers only need a KernelDevice: drive them with the CPU build,
     so their argument lists and buffer shapes are checked here, not first on a GPU."""
     from andrea_cli import reference
     from andrea_cli.bench.gpu import fused_gpu_impl, staged_gpu_impl
-    from andrea_cli.masks import MaskSpec
 
     from andrea_cli.backends.launch.staged import KERNEL1_PLAN
 
     backend = cpu_backend()
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 40, 64), dtype=np.float32) for _ in range(3))  # d 64: every variant
-    expected = reference.attention(q, k, v, MaskSpec("causal" if causal else "none"))
+    expected = reference.attention(q, k, v, mask)
     for impl in (staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN), fused_gpu_impl(backend),
                  fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1)):
-        out = impl.to_host(impl.prepare(q, k, v, causal)())
+        out = impl.to_host(impl.prepare(q, k, v, mask)())
         np.testing.assert_allclose(out, expected, atol=1e-5, err_msg=impl.name)
 
 
@@ -135,12 +134,12 @@ def _side(**kw) -> Side:
 
 
 def test_the_sweep_skips_an_implementation_that_runs_out_of_memory_and_carries_on():
-    def hungry(q, k, v, causal):
+    def hungry(q, k, v, mask):
         raise MemoryError("Unable to allocate 149. GiB")
 
     released = []
     impls = [numpy_impl(), Impl("hungry", hungry), Impl("after", numpy_impl().prepare)]
-    result = run_sweep(_side(release=lambda: released.append(1)), impls, Ts=(8, 16), d_ks=(4,), causals=(True,),
+    result = run_sweep(_side(release=lambda: released.append(1)), impls, Ts=(8, 16), d_ks=(4,), masks=(CAUSAL,),
                        warmup=0, repeats=1, baseline="numpy")
     by = {(m.impl, m.T): m for m in result.measurements}
     for T in (8, 16):
@@ -154,24 +153,24 @@ def test_a_failing_implementation_costs_its_row_and_a_lost_device_stops_the_swee
     from andrea_cli.backends.base import DeviceFault, DeviceOutOfMemory
     from andrea_cli.errors import AndreaError
 
-    def refused(q, k, v, causal):
+    def refused(q, k, v, mask):
         raise AndreaError("softmax_kernel1 launch: too many resources requested")
 
-    def no_room(q, k, v, causal):
+    def no_room(q, k, v, mask):
         raise DeviceOutOfMemory("allocating (1, 8, 8) on the GPU: the GPU ran out of memory")
 
     impls = [numpy_impl(), Impl("refused", refused), Impl("no_room", no_room), Impl("after", numpy_impl().prepare)]
-    result = run_sweep(_side(), impls, Ts=(8,), d_ks=(4,), causals=(False,), warmup=0, repeats=1, baseline="numpy")
+    result = run_sweep(_side(), impls, Ts=(8,), d_ks=(4,), masks=(NO_MASK,), warmup=0, repeats=1, baseline="numpy")
     by = {m.impl: m for m in result.measurements}
     assert by["refused"].skipped == "failed: softmax_kernel1 launch: too many resources requested"
     assert by["no_room"].skipped.startswith("ran out of")  # a GPU out-of-memory is a MemoryError too
     assert by["after"].median_ms is not None
 
-    def faulted(q, k, v, causal):
+    def faulted(q, k, v, mask):
         raise DeviceFault("the GPU faulted")
 
     with pytest.raises(DeviceFault):
-        run_sweep(_side(), [numpy_impl(), Impl("faulted", faulted)], Ts=(8,), d_ks=(4,), causals=(False,),
+        run_sweep(_side(), [numpy_impl(), Impl("faulted", faulted)], Ts=(8,), d_ks=(4,), masks=(NO_MASK,),
                   warmup=0, repeats=1, baseline="numpy")
 
 
@@ -185,11 +184,11 @@ def test_torch_without_cuda_is_a_reason_not_a_crash():
 
 
 def test_an_implementation_too_big_for_the_budget_is_skipped_with_its_need_unprepared():
-    def never(q, k, v, causal):
+    def never(q, k, v, mask):
         raise AssertionError("prepared a size over the budget")
 
-    impls = [numpy_impl(), Impl("big", never, peak_bytes=lambda H, T, d_k, causal: 2.0**50)]
-    result = run_sweep(_side(), impls, Ts=(8,), d_ks=(4,), causals=(False,), warmup=0, repeats=1, baseline="numpy")
+    impls = [numpy_impl(), Impl("big", never, peak_bytes=lambda H, T, d_k, mask: 2.0**50)]
+    result = run_sweep(_side(), impls, Ts=(8,), d_ks=(4,), masks=(NO_MASK,), warmup=0, repeats=1, baseline="numpy")
     big = next(m for m in result.measurements if m.impl == "big")
     assert big.median_ms is None and big.skipped.startswith("needs about 1048576.0 GiB of host memory")
 
@@ -197,19 +196,19 @@ def test_an_implementation_too_big_for_the_budget_is_skipped_with_its_need_unpre
 def test_the_previous_implementation_is_freed_before_the_next_prepares():
     alive = []
 
-    def holding(q, k, v, causal):
+    def holding(q, k, v, mask):
         assert all(ref() is None for ref in alive), "the previous implementation's buffers are still alive"
         buffer = np.zeros(4)
         alive.append(weakref.ref(buffer))
-        return lambda: (buffer, numpy_impl().prepare(q, k, v, causal)())[1]
+        return lambda: (buffer, numpy_impl().prepare(q, k, v, mask)())[1]
 
     impls = [numpy_impl(), Impl("a", holding), Impl("b", holding)]
-    run_sweep(_side(), impls, Ts=(8, 9), d_ks=(4,), causals=(False,), warmup=0, repeats=1, baseline="numpy")
+    run_sweep(_side(), impls, Ts=(8, 9), d_ks=(4,), masks=(NO_MASK,), warmup=0, repeats=1, baseline="numpy")
     assert len(alive) == 4
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_peak_estimates_cover_what_the_implementations_allocate(cpu_backend, causal):
+@pytest.mark.parametrize("mask", [CAUSAL, NO_MASK], ids=str)
+def test_peak_estimates_cover_what_the_implementations_allocate(cpu_backend, mask):
     """NumPy reports its allocations to tracemalloc: the numpy path, and the staged GPU launcher
     driven through the CPU build, must stay within the bytes they declare."""
     import tracemalloc
@@ -224,11 +223,11 @@ def test_peak_estimates_cover_what_the_implementations_allocate(cpu_backend, cau
     backend = cpu_backend()
     for impl in (numpy_impl(), staged_gpu_impl(backend), numpy_backward_impl(), staged_backward_impl(backend)):
         tracemalloc.start()
-        impl.prepare(q, k, v, causal)()
+        impl.prepare(q, k, v, mask)()
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        assert peak <= impl.peak_bytes(H, T, d_k, causal) + 64 * 1024, (impl.name, peak)  # + Python's own objects
-        assert peak >= 0.5 * impl.peak_bytes(H, T, d_k, causal), (impl.name, peak)  # not wildly generous
+        assert peak <= impl.peak_bytes(H, T, d_k, mask) + 64 * 1024, (impl.name, peak)  # + Python's own objects
+        assert peak >= 0.5 * impl.peak_bytes(H, T, d_k, mask), (impl.name, peak)  # not wildly generous
 
 
 # ------------------------------------------------------------------------------------------------
@@ -259,8 +258,8 @@ def test_tiny_cpu_bench_times_the_backward():
         assert cpu_bwd["speed_path"] is False and cpu_bwd["max_abs_err"] < 1e-5
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_gpu_side_backward_implementations_run_through_the_cpu_build(cpu_backend, causal):
+@pytest.mark.parametrize("mask", [CAUSAL, NO_MASK], ids=str)
+def test_gpu_side_backward_implementations_run_through_the_cpu_build(cpu_backend, mask):
     from andrea_cli.bench.sweep import sample_dq_error
     from andrea_cli.bench.backward import fused_backward_impl, numpy_backward_impl, staged_backward_impl
 
@@ -268,9 +267,9 @@ def test_gpu_side_backward_implementations_run_through_the_cpu_build(cpu_backend
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 40, 16), dtype=np.float32) for _ in range(3))
     for impl in (numpy_backward_impl(), staged_backward_impl(backend), fused_backward_impl(backend)):
-        dq = impl.to_host(impl.prepare(q, k, v, causal)())
-        assert sample_dq_error(q, k, v, dq, causal) < 1e-5, impl.name
-        assert sample_dq_error(q, k, v, 1.01 * dq, causal) > 1e-3  # the check can fail
+        dq = impl.to_host(impl.prepare(q, k, v, mask)())
+        assert sample_dq_error(q, k, v, dq, mask) < 1e-5, impl.name
+        assert sample_dq_error(q, k, v, 1.01 * dq, mask) > 1e-3  # the check can fail
 
 
 @pytest.mark.parametrize("d_k", [64, 128])
@@ -282,7 +281,6 @@ def test_the_bf16_backward_row_runs_through_the_cpu_build(d_k):
     from andrea_cli.bench.backward import fused_backward_impl, fused_bf16_backward_impl
     from andrea_cli.bench.sweep import sample_dq_error, upstream_gradient
     from andrea_cli.kernel_file import packaged_kernel_path
-    from andrea_cli.masks import MaskSpec
     from andrea_cli.verification.bf16_backward import autograd_bf16, exact_gradients
 
     backend = CpuBackend(packaged_kernel_path())
@@ -290,13 +288,13 @@ def test_the_bf16_backward_row_runs_through_the_cpu_build(d_k):
     q, k, v = (rng.standard_normal((1, 70, d_k), dtype=np.float32) for _ in range(3))
     impl = fused_bf16_backward_impl(backend)
     assert (impl.precision, impl.only_d_ks, impl.peer) == ("bf16", (64, 128), "torch_sdpa_bf16_backward")
-    dq = impl.to_host(impl.prepare(q, k, v, True)())
-    d_out, mask = upstream_gradient(q), MaskSpec("causal")
+    dq = impl.to_host(impl.prepare(q, k, v, CAUSAL)())
+    d_out, mask = upstream_gradient(q), CAUSAL
     exact = exact_gradients(q, k, v, d_out, mask, True).dq
     autograd = autograd_bf16(q, k, v, d_out, mask, True).dq
     assert 0 < np.abs(dq - exact).max() <= 3 * np.abs(autograd - exact).max()
     fp32 = fused_backward_impl(backend)
-    assert sample_dq_error(q, k, v, fp32.to_host(fp32.prepare(q, k, v, True)()), True) < 1e-5
+    assert sample_dq_error(q, k, v, fp32.to_host(fp32.prepare(q, k, v, CAUSAL)()), CAUSAL) < 1e-5
 
 
 def test_every_cpu_bench_row_runs_with_its_spread_and_threads():

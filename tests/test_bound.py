@@ -476,9 +476,9 @@ def test_an_unknown_gpu_or_missing_tools_leave_the_bound_out_in_one_line(monkeyp
 def test_a_row_whose_launches_cannot_be_recorded_loses_its_bound_only(monkeypatch):
     from andrea_cli.bench import gpu as bench_gpu
     from andrea_cli.bench.bound import measured
-    from andrea_cli.bench.sweep import Impl
+    from andrea_cli.bench.sweep import Impl, swept_mask
 
-    def refuses(dev, q, k, v, causal):
+    def refuses(dev, q, k, v, mask):
         raise ValueError("no such launch")
 
     impls = [Impl("broken", None, prepare_on=refuses), bench_gpu.fused_gpu_impl(_RecordingBackend())]
@@ -486,7 +486,7 @@ def test_a_row_whose_launches_cannot_be_recorded_loses_its_bound_only(monkeypatc
 
     class Bounds:  # a bound of 0.5 ms for whatever the fused row launches
         def tflops(self, impl, m):
-            assert measured.recorded_launches(impl, m.H, m.T, m.d_k, m.causal)
+            assert measured.recorded_launches(impl, m.H, m.T, m.d_k, swept_mask(m.causal))
             return 2.0 * m.tflops
 
     monkeypatch.setattr(measured, "find_cuobjdump", lambda: "cuobjdump")
@@ -511,7 +511,7 @@ def test_bench_rows_on_an_h200_carry_their_bound_at_their_own_shape(isolated_cac
 
     path = packaged_kernel_path()
     backend = _RecordingBackend()
-    impls = [fused_gpu_impl(backend), staged_gpu_impl(backend), Impl("cupy", lambda q, k, v, causal: None)]
+    impls = [fused_gpu_impl(backend), staged_gpu_impl(backend), Impl("cupy", lambda q, k, v, mask: None)]
     ms = 2.0
     shapes = [(12, 4096, 64, False), (12, 4096, 64, True), (2, 1024, 64, True)]
     result = _gpu_rows(impls, shapes, ms)
@@ -557,20 +557,20 @@ def test_bench_gpu_on_a_device_that_reports_an_h200_joins_timings_and_bounds(mon
 
     from andrea_cli.bench.bound.measured import RowBounds
     from andrea_cli.bench.cpu import numpy_impl
-    from andrea_cli.bench.sweep import costs
+    from andrea_cli.bench.sweep import CAUSAL, costs
 
     bench_gpu = bench_gpu_as_h200
     monkeypatch.setattr(bench_gpu, "cupy_impl", lambda: dataclasses.replace(numpy_impl(), name="cupy"))
-    result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), causals=(True,), H=2, warmup=0,
+    result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), masks=(CAUSAL,), H=2, warmup=0,
                                  repeats=1, progress=lambda s: None)
     rows = {m.impl: m for m in result.measurements if m.median_ms is not None}
-    assert {"fused", "fused_kernel1", "staged", "fused_backward"} <= {n for n, m in rows.items() if m.bound_tflops}
+    assert {"fused", "fused1", "staged", "fused_backward"} <= {n for n, m in rows.items() if m.bound_tflops}
     assert rows["cupy"].bound_tflops is None
     bounds = RowBounds.compile(packaged_kernel_path(), GPUS["h200"])
     impls = {impl.name: impl for impl in (bench_gpu.fused_gpu_impl(_RecordingBackend()),
                                           bench_gpu.staged_gpu_impl(_RecordingBackend()))}
     for name, impl in impls.items():
-        m, seconds = rows[name], bounds.seconds(impl, 2, 64, 64, True)
+        m, seconds = rows[name], bounds.seconds(impl, 2, 64, 64, CAUSAL)
         assert m.measured_over_bound == pytest.approx(seconds / (m.median_ms / 1e3), rel=1e-9), name
         assert m.bound_tflops == pytest.approx(costs("forward", 2, 64, 64, True)[0] / seconds / 1e12, rel=1e-9)
     assert any("÷ bound" in note for note in result.notes)

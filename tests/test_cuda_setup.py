@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from andrea_cli.backends.toolchain.cuda_arch import CompileTarget, check_kernel_runs, compile_target
+from andrea_cli.backends.launch.catalogue import check_kernel_runs
+from andrea_cli.backends.toolchain.cuda_arch import CompileTarget, compile_target
 from andrea_cli.backends.toolchain.cuda_setup import CudaSetup, driver_cuda_version, read_cuda_setup
 from andrea_cli.errors import AndreaError
 

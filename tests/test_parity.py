@@ -15,7 +15,7 @@ from andrea_cli.bench import anchors
 from andrea_cli.bench.parity import (PARITY_T, TARGET_VS_FA2_PUBLISHED, TARGET_VS_SDPA_FLASH, parity_impls,
                                      parity_report, verdict)
 from andrea_cli.bench.roofline import attention_flops
-from andrea_cli.bench.sweep import Impl, Measurement, select_impls
+from andrea_cli.bench.sweep import Impl, Measurement, select_impls, swept_mask
 from andrea_cli.errors import AndreaError
 from andrea_cli.render.parity import parity_lines
 
@@ -130,7 +130,7 @@ def test_without_torch_every_sdpa_figure_says_torch_is_not_importable():
         for role in ("sdpa_flash", "sdpa_cudnn", "sdpa_default"):
             assert p["measured"][role] == {"tflops": None, "why": "torch is not importable (ModuleNotFoundError)",
                                            "speed_path": True, "chose": None, "max_abs_err": None}
-        assert p["measured"]["kernel4"]["why"] == "no fused_bf16_kernel4 row in bench's output"
+        assert p["measured"]["kernel4"]["why"] == "no fused4_bf16 row in bench's output"
     got = ratios(report)
     assert got[64, False, "andrea / SDPA flash"]["verdict"] == "not judged"
     assert got[64, False, "andrea / FA2 published"]["value"] == pytest.approx(350 / 324)  # still judged
@@ -189,7 +189,7 @@ def test_impl_selection_keeps_the_baseline_refuses_an_unknown_name_and_leaves_ou
     assert [i.name for i in select_impls(impls, ["a", "gone"], "numpy", "cpu", unavailable=["gone"])] == ["numpy", "a"]
     with pytest.raises(AndreaError, match=r"--impl nope: no such implementation on the cpu side; choose from numpy, a"):
         select_impls(impls, ["nope"], "numpy", "cpu")
-    assert parity_impls("gpu")[:3] == ["fused_bf16", "fused_bf16_kernel5", "fused_bf16_kernel4"]
+    assert parity_impls("gpu")[:3] == ["fused_bf16", "fused5_bf16", "fused4_bf16"]
     assert parity_impls("cpu")[0] == "cpu_build_fused_bf16" and parity_impls("cpu")[-1] == "torch_sdpa_bf16_cudnn"
 
 
@@ -245,11 +245,11 @@ def test_kernel4_beside_kernel5_on_the_gpu_side_runs_through_the_cpu_build(cpu_b
     from andrea_cli.verification import bf16_attention
 
     impl = fused_bf16_gpu_impl(cpu_backend(), variant=4)
-    assert impl.name == "fused_bf16_kernel4" and impl.peer == "torch_sdpa_bf16" and impl.precision == "bf16"
+    assert impl.name == "fused4_bf16" and impl.peer == "torch_sdpa_bf16" and impl.precision == "bf16"
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((2, 70, 64), dtype=np.float32) for _ in range(3))
-    want, tol = bf16_attention.reference_and_tol(q, k, v, MaskSpec("causal" if causal else "none"), True, variant=4)
-    assert (np.abs(impl.to_host(impl.prepare(q, k, v, causal)()) - want) <= tol).all()
+    want, tol = bf16_attention.reference_and_tol(q, k, v, swept_mask(causal), True, variant=4)
+    assert (np.abs(impl.to_host(impl.prepare(q, k, v, swept_mask(causal))()) - want) <= tol).all()
 
 
 def test_torch_sdpa_pinned_and_default_on_the_cpu_where_torch_imports():
@@ -265,12 +265,12 @@ def test_torch_sdpa_pinned_and_default_on_the_cpu_where_torch_imports():
     want = reference.attention(q, k, v, MaskSpec("causal"))
     flash = torch_impl("cpu", "bf16", "flash")
     assert flash.name == "torch_sdpa_bf16_flash" and flash.chooser is None
-    np.testing.assert_allclose(flash.to_host(flash.prepare(q, k, v, True)()), want, atol=0.05)
+    np.testing.assert_allclose(flash.to_host(flash.prepare(q, k, v, MaskSpec("causal"))()), want, atol=0.05)
     with pytest.raises(AndreaError, match=r"^SDPA's cudnn backend cannot run this on cpu: \S") as refused:
-        torch_impl("cpu", "bf16", "cudnn").prepare(q, k, v, True)
+        torch_impl("cpu", "bf16", "cudnn").prepare(q, k, v, MaskSpec("causal"))
     assert "\n" not in str(refused.value)
     default = torch_impl("cpu", "bf16")
-    run = default.prepare(q, k, v, True)
+    run = default.prepare(q, k, v, MaskSpec("causal"))
     assert default.chooser(run) in ("flash", "math")
 
 
@@ -301,9 +301,9 @@ def test_the_gpu_sides_parity_rows_on_a_device_that_reports_an_h200(monkeypatch,
     bench_gpu = bench_gpu_as_h200
     monkeypatch.setitem(sys.modules, "torch", None)
     monkeypatch.setattr(measured, "attach_bounds", lambda *args, **kwargs: None)  # the static bound: test_bound's
-    result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), causals=(True,), H=2, warmup=0,
+    result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), masks=(swept_mask(True),), H=2, warmup=0,
                                  repeats=1, progress=lambda s: None, only=parity_impls("gpu"))
-    assert [m.impl for m in result.measurements] == ["fused", "fused_bf16", "fused_bf16_kernel5", "fused_bf16_kernel4"]
+    assert [m.impl for m in result.measurements] == ["fused", "fused_bf16", "fused5_bf16", "fused4_bf16"]
     assert all(m.median_ms and m.max_abs_err < 0.05 for m in result.measurements)
     assert result.torch == {"reason": "torch is not importable (ModuleNotFoundError)"}
     report = parity_report(result.to_json())

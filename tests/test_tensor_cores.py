@@ -221,8 +221,8 @@ def run_bf16_kernel(module, variant: int, q, k, v, mask: MaskSpec, scaled: bool)
     qb = bf16_attention.bf16_bits(q * np.float32(q_multiplier(d, scaled)))
     kb, vb = bf16_attention.bf16_bits(k), bf16_attention.bf16_bits(v)
     out = np.full((H, T, d), np.nan, np.float32)
-    module.get_function(kernel.name(d))(
-        (-(-T // kernel.rows), 1, H), (kernel.threads,),
+    module.get_function(kernel.entry(d))(
+        (-(-T // kernel.block_rows(d)), 1, H), (kernel.block_threads(d),),
         (qb, kb, vb, out, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
         shared_mem=shared_bytes_bf16(d, variant))
     return out

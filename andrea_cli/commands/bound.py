@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from andrea_cli.backends.launch.catalogue import resolve_kernel_path
 from andrea_cli.bench.bound.geometry import REFERENCE_HEADS, REFERENCE_T
 from andrea_cli.bench.bound.gpus import GPUS, gpu_spec
 from andrea_cli.bench.bound.report import BoundReport, compute_bounds
 from andrea_cli.commands.options import BOUND_TAKES, BenchOptions, given_flags
 from andrea_cli.errors import AndreaError
-from andrea_cli.kernel_file import resolve_kernel_path
 
 DEFAULT_GPU = "h200"
 

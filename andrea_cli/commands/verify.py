@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Callable
 
 from andrea_cli.backends import check_timeout, make_backend, require_available
+from andrea_cli.backends.launch.catalogue import resolve_kernel_path
 from andrea_cli.commands.options import VerifyOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import check_fits_in_memory, check_sizes
-from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import parse_mask
 from andrea_cli.verification import H_VERIFY, Case, CaseResult, VerifyReport, run_verify, sweep
 
