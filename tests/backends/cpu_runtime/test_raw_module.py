@@ -15,7 +15,7 @@ from andrea_cli.backends.cpu_runtime import RawKernel, RawModule
 from andrea_cli.backends.cpu_runtime.errors import CpuRuntimeError
 from andrea_cli.backends.cpu_runtime.raw_module import compiler_options
 
-REFERENCE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "reference.md"  # moved from the README
+REFERENCE = pathlib.Path(__file__).resolve().parents[3] / "docs" / "reference.md"  # moved from the README
 
 
 def test_readme_example_runs_and_matches_numpy():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sass_mix.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sass_mix.py"
 _spec = importlib.util.spec_from_file_location("sass_mix", SCRIPT)
 sass_mix = importlib.util.module_from_spec(_spec)
 sys.modules["sass_mix"] = sass_mix  # dataclasses look their module up there

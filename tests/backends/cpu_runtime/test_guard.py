@@ -13,7 +13,7 @@ from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_empty, region
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.kernel_file import packaged_kernel_path
 
-GUARD = pathlib.Path(__file__).parent / "kernels" / "guard.cu"
+GUARD = pathlib.Path(__file__).parents[2] / "kernels" / "guard.cu"
 
 
 @pytest.fixture(scope="module")

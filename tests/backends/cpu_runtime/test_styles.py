@@ -10,7 +10,7 @@ import pytest
 
 from andrea_cli.backends.cpu_runtime import RawModule
 
-STYLES = pathlib.Path(__file__).parent / "kernels" / "styles.cu"
+STYLES = pathlib.Path(__file__).parents[2] / "kernels" / "styles.cu"
 BF16_EPS = 2.0 ** -8  # half an ulp of bfloat16, relative: one rounding of a result to bf16
 
 

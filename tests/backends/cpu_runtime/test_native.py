@@ -15,7 +15,7 @@ from andrea_cli.backends.cpu_runtime.errors import (CpuAssertError, CpuCrashErro
                                                     CpuLaunchError, CpuRuntimeError, CpuTimeoutError, CpuWarpError)
 from andrea_cli.backends.cpu_runtime.native import LaunchOptions, NativeLibrary, raise_for
 
-KERNELS = pathlib.Path(__file__).parent / "kernels"
+KERNELS = pathlib.Path(__file__).parents[2] / "kernels"
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ from andrea_cli.backends.cpu_runtime.errors import (
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.errors import AndreaError
 
-KERNELS = pathlib.Path(__file__).parent / "kernels"
+KERNELS = pathlib.Path(__file__).parents[2] / "kernels"
 BASICS = KERNELS / "basics.cu"
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="session")

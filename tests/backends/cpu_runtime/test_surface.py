@@ -13,7 +13,7 @@ import pytest
 from andrea_cli.backends.cpu_runtime import RawModule
 from andrea_cli.backends.cpu_runtime.errors import CpuAssertError, CpuCompileError, CpuRuntimeError, CpuWarpError
 
-SURFACE = pathlib.Path(__file__).parent / "kernels" / "surface.cu"
+SURFACE = pathlib.Path(__file__).parents[2] / "kernels" / "surface.cu"
 NAME_EXPRESSIONS = ("scale_by<float, 3>", "scale_by<int, 2>", "tile_reduce<8>", "tile_reduce<32>",
                     "narrow_arith<__half, __half2>", "narrow_arith<__nv_bfloat16, __nv_bfloat162>")
 

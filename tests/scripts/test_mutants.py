@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("universalmutator", reason="the mutation rules come from universalmutator: pip install '.[test]'")
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 _spec = importlib.util.spec_from_file_location("mutants", SCRIPTS / "mutants.py")
 mutants = importlib.util.module_from_spec(_spec)
 sys.modules["mutants"] = mutants
@@ -38,7 +38,7 @@ def test_an_initialiser_that_opens_with_minus_does_not_end_the_mutants():
 
 
 def test_every_function_of_the_kernel_file_has_mutants():
-    text = (Path(__file__).resolve().parents[1] / "cuda" / "microgpt_cuda.cu").read_text()
+    text = (Path(__file__).resolve().parents[2] / "cuda" / "microgpt_cuda.cu").read_text()
     spans = mutants.kernel_spans(text)
     found = {m.kernel for m in mutants.generate(text, spans)}
     # a function of more than a few lines with no mutant at all is a function the rules never saw
@@ -52,7 +52,7 @@ def test_a_mutant_of_the_wgmma_kernel_changes_its_ptx(tmp_path):
     # verify; for an architecture without wgmma kernel6 traps at its first wgmma and everything
     # after it is dead code: its mutants would all pass for equivalent
     pytest.importorskip("cupy", reason="NVRTC comes with cupy's bindings: pip install '.[test,bound]'")
-    path = Path(__file__).resolve().parents[1] / "cuda" / "microgpt_cuda.cu"
+    path = Path(__file__).resolve().parents[2] / "cuda" / "microgpt_cuda.cu"
     text = path.read_text()
     original = "            pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);"
     assert text.count(original) == 1

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # one quick verify of the original and one of a mutant: ~10 s
 # the mutants it must tell apart without verify are told apart by NVRTC (same PTX, no compile): without
 # it each would cost a verify run, minutes on the CPU build

@@ -11,7 +11,7 @@ from andrea_cli.backends.cpu_runtime.errors import CpuCrashError, CpuFaultError
 from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, guarded_empty
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 
-GUARD = pathlib.Path(__file__).parent / "kernels" / "guard.cu"
+GUARD = pathlib.Path(__file__).parents[2] / "kernels" / "guard.cu"
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from andrea_cli.bench.bound.sass import (
 )
 from andrea_cli.kernel_file import packaged_kernel_path
 
-PROBES = Path(__file__).parent / "kernels" / "bound_probes.cu"
+PROBES = Path(__file__).parents[2] / "kernels" / "bound_probes.cu"
 H200, A100 = GPUS["h200"], GPUS["a100"]
 
 

@@ -18,7 +18,7 @@ from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import bf16_attention
 
-CHECKS = pathlib.Path(__file__).parent / "kernels" / "tensor_cores.cu"
+CHECKS = pathlib.Path(__file__).parents[2] / "kernels" / "tensor_cores.cu"
 
 
 def checks_source() -> str:

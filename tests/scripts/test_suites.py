@@ -11,7 +11,7 @@ import pytest
 
 from andrea_cli.backends.cpu_runtime import RawModule
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts" / "suites"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts" / "suites"))
 
 from cuda_source import device_half, host_half  # noqa: E402
 from host import HostSource, build_host, run_program  # noqa: E402

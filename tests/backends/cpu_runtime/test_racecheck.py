@@ -18,7 +18,7 @@ from andrea_cli.kernel_file import packaged_kernel_path
 
 pytestmark = pytest.mark.slow  # a ThreadSanitizer build and worker: seconds to minutes
 
-RACES = pathlib.Path(__file__).parent / "kernels" / "races.cu"
+RACES = pathlib.Path(__file__).parents[2] / "kernels" / "races.cu"
 
 
 def marked_lines(name: str) -> list[int]:

@@ -14,7 +14,7 @@ import pytest
 from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuWarpError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.verification import bf16_attention
-from tests.test_tensor_cores import checks_source
+from tests.backends.cpu_runtime.test_tensor_cores import checks_source
 
 
 @pytest.fixture(scope="module")
