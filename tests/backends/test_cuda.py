@@ -1,10 +1,14 @@
-"""How GPU-side failures reach the user, checked without a GPU: cupy's exceptions are stood in
-for by exceptions of the same names and messages."""
+"""The cuda backend (backends/cuda.py) without a GPU: how GPU-side failures reach the user (cupy's
+exceptions stood in for by exceptions of the same names and messages), and a launch over 48 KiB of
+dynamic shared memory opting in first."""
+
+from __future__ import annotations
 
 import pytest
 
 from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.cuda import gpu_errors
+from andrea_cli.backends.launch.fused import shared_bytes
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import Case, run_verify
@@ -60,3 +64,21 @@ def test_verify_stops_at_a_device_fault_and_reports_it():
     assert backend.calls == 1 and not report.passed
     (result,) = report.results
     assert "faulted" in result.error and "1 later cases not run" in result.error
+
+
+def test_cuda_launch_opts_in_to_large_shared_memory():
+    """Over 48 KiB of dynamic shared memory a kernel must opt in before its launch (on a GPU the
+    launch fails otherwise); checked here with a stand-in for cupy's RawKernel."""
+    from andrea_cli.backends.cuda import _checked_launch
+
+    class Kernel:
+        max_dynamic_shared_size_bytes = 0
+        launched_with = None
+
+        def __call__(self, grid, block, args, shared_mem=0):
+            self.launched_with = (shared_mem, self.max_dynamic_shared_size_bytes)
+
+    small, large = Kernel(), Kernel()
+    _checked_launch("k", small)((1, 1, 1), (32, 1, 1), (), shared_mem=4096)
+    _checked_launch("k", large)((1, 1, 1), (128, 1, 1), (), shared_mem=shared_bytes(128, 128, variant=3))
+    assert small.launched_with == (4096, 0) and large.launched_with == (99328, 99328)

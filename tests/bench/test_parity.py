@@ -5,10 +5,8 @@ anchors, the rows when torch is absent or a pinned backend refuses, and bench's 
 from __future__ import annotations
 
 import sys
-import warnings
 from dataclasses import asdict
 
-import numpy as np
 import pytest
 
 from andrea_cli.bench import anchors
@@ -179,7 +177,8 @@ def test_the_parity_screen_fits_80_columns_with_every_verdict():
 
 
 # ------------------------------------------------------------------------------------------------
-# bench's side of it: --impl, the rows asked for, torch's pure helpers.
+# bench's side of it: --impl, the rows asked for, the backend the default ran. (torch's pure
+# helpers: test_torch_sdpa.py.)
 
 def test_impl_selection_keeps_the_baseline_refuses_an_unknown_name_and_leaves_out_on_request_rows():
     impls = [Impl(name, prepare=lambda *a: None) for name in ("numpy", "a", "b")]
@@ -208,70 +207,6 @@ def test_a_cpu_bench_asked_for_the_parity_rows_without_torch_records_why(cli, mo
     assert point[0]["d_k"] == 64 and point[0]["measured"]["sdpa_flash"]["why"].startswith("torch is not importable")
     result = cli(*args, "--impl", "no_such_impl")
     assert result.exit_code == 2 and "--impl no_such_impl" in result.output
-
-
-def test_the_default_backend_is_read_from_the_aten_operator_that_ran():
-    from andrea_cli.bench.torch_sdpa import sdpa_backend_of
-
-    generic = "aten::scaled_dot_product_attention"
-    assert sdpa_backend_of([generic, "aten::_scaled_dot_product_flash_attention", "aten::empty"]) == "flash"
-    assert sdpa_backend_of([generic, "aten::_scaled_dot_product_flash_attention_for_cpu"]) == "flash"
-    assert sdpa_backend_of([generic, "aten::_scaled_dot_product_cudnn_attention"]) == "cudnn"
-    assert sdpa_backend_of([generic, "aten::_scaled_dot_product_efficient_attention"]) == "efficient"
-    assert sdpa_backend_of([generic, "aten::_scaled_dot_product_attention_math", "aten::bmm"]) == "math"
-    assert sdpa_backend_of([generic, "aten::bmm"]) is None
-
-
-def test_a_refusal_reason_is_the_warning_behind_no_available_kernel():
-    from andrea_cli.bench.torch_sdpa import torch_environment, why_no_kernel
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        warnings.warn("cuDNN attention kernel not used because:")
-        warnings.warn("cuDNN attention requires a head dim that is a multiple of 8\nmore detail")
-    assert why_no_kernel(RuntimeError("No available kernel. Aborting execution."), caught) == \
-        "cuDNN attention requires a head dim that is a multiple of 8"
-    assert why_no_kernel(RuntimeError("No available kernel. Aborting execution.\nx"), []) == \
-        "No available kernel. Aborting execution."
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(sys.modules, "torch", None)
-        assert torch_environment("cuda") == {"reason": "torch is not importable (ModuleNotFoundError)"}
-
-
-@pytest.mark.parametrize("causal", [True, False])
-def test_kernel4_beside_kernel5_on_the_gpu_side_runs_through_the_cpu_build(cpu_backend, causal):
-    from andrea_cli.bench.gpu import fused_bf16_gpu_impl
-    from andrea_cli.masks import MaskSpec
-    from andrea_cli.verification import bf16_attention
-
-    impl = fused_bf16_gpu_impl(cpu_backend(), variant=4)
-    assert impl.name == "fused4_bf16" and impl.peer == "torch_sdpa_bf16" and impl.precision == "bf16"
-    rng = np.random.default_rng(2)
-    q, k, v = (rng.standard_normal((2, 70, 64), dtype=np.float32) for _ in range(3))
-    want, tol = bf16_attention.reference_and_tol(q, k, v, swept_mask(causal), True, variant=4)
-    assert (np.abs(impl.to_host(impl.prepare(q, k, v, swept_mask(causal))()) - want) <= tol).all()
-
-
-def test_torch_sdpa_pinned_and_default_on_the_cpu_where_torch_imports():
-    """Where torch is installed: the flash backend runs on the CPU and matches the float64
-    reference to bf16's precision, cuDNN's refusal is a one-line reason, the default names what it ran."""
-    pytest.importorskip("torch", reason="torch is not installed: the rows without it are tested above")
-    from andrea_cli import reference
-    from andrea_cli.bench.torch_sdpa import torch_impl
-    from andrea_cli.masks import MaskSpec
-
-    rng = np.random.default_rng(3)
-    q, k, v = (rng.standard_normal((2, 48, 64), dtype=np.float32) for _ in range(3))
-    want = reference.attention(q, k, v, MaskSpec("causal"))
-    flash = torch_impl("cpu", "bf16", "flash")
-    assert flash.name == "torch_sdpa_bf16_flash" and flash.chooser is None
-    np.testing.assert_allclose(flash.to_host(flash.prepare(q, k, v, MaskSpec("causal"))()), want, atol=0.05)
-    with pytest.raises(AndreaError, match=r"^SDPA's cudnn backend cannot run this on cpu: \S") as refused:
-        torch_impl("cpu", "bf16", "cudnn").prepare(q, k, v, MaskSpec("causal"))
-    assert "\n" not in str(refused.value)
-    default = torch_impl("cpu", "bf16")
-    run = default.prepare(q, k, v, MaskSpec("causal"))
-    assert default.chooser(run) in ("flash", "math")
 
 
 def test_the_bench_screen_says_which_backend_the_default_ran():

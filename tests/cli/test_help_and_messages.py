@@ -1,10 +1,12 @@
-"""What a learner meets first: --help shows every default and no placeholder on a flag; a bad
-seed is one line and exit 2 on every command and in the API; the fallback line without a GPU
-says what `andrea info` says."""
+"""What a learner meets first: --help shows every default and no placeholder on a flag (and
+imports no cupy); a bad seed is one line and exit 2 on every command and in the API; the
+fallback line without a GPU says what `andrea info` says."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -66,3 +68,9 @@ def test_without_a_driver_the_fallback_line_says_so_as_info_does():
     assert "cudaError" not in status.reason
     result = andrea_cli.attend(T=8, d_k=4)  # auto: the fallback notice
     assert any("no NVIDIA driver here" in notice for notice in result.raw.notices)
+
+
+def test_help_does_not_import_cupy():
+    code = "import sys; from andrea_cli.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit: pass\nprint('cupy' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip().endswith("False"), result.stdout + result.stderr

@@ -1,9 +1,8 @@
-"""`andrea attend` through the CLI: the tables, the JSON contract, and every bad input."""
+"""`andrea attend` through the CLI: the tables, the JSON contract, files in and out, a copy of the
+kernel file, and every bad input. (attend --fused: tests/runs/test_fused.py; the layer:
+tests/runs/test_layer.py.)"""
 
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -157,19 +156,6 @@ def test_failed_run_leaves_existing_out_untouched(run_main, tmp_path):
     assert code == 2 and out.read_bytes() == before
 
 
-def test_help_does_not_import_cupy():
-    code = "import sys; from andrea_cli.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit: pass\nprint('cupy' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.stdout.strip().endswith("False"), result.stdout + result.stderr
-
-
-def test_info_lists_backends(cli):
-    doc = json.loads(cli("info", "--json").stdout)
-    assert doc["backends"]["numpy"]["available"] is True
-    assert "scores_kernel1" in doc["kernels"]
-    assert cli("info").exit_code == 0
-
-
 def test_kernel_copy_missing_a_kernel_is_refused(run_main, tmp_path):
     from andrea_cli.kernel_file import packaged_kernel_path
 
@@ -191,17 +177,6 @@ def test_cpu_backend_attend_matches_numpy(cli):
     assert math.isclose(cpu["softmax"]["mean_entropy"], ref["softmax"]["mean_entropy"], rel_tol=1e-5)
 
 
-def test_kernels_are_found_in_code_only():
-    from andrea_cli.kernel_file import kernel_parameters
-
-    source = '''// scores_kernel9(const float* q) is only named in a comment
-/* extern "C" __global__ void ghost(int n) {} */
-extern "C" __global__ void __launch_bounds__(256) scaled(const float* in, float* out, long n, float s) {}
-__global__ void mangled(void) {}
-'''
-    assert kernel_parameters(source) == {"scaled": ["const float* in", "float* out", "long n", "float s"], "mangled": []}
-
-
 def test_kernel_copy_without_c_linkage_is_refused(run_main, tmp_path):
     from andrea_cli.kernel_file import packaged_kernel_path
 
@@ -209,14 +184,3 @@ def test_kernel_copy_without_c_linkage_is_refused(run_main, tmp_path):
     copy.write_text(packaged_kernel_path().read_text().replace('extern "C" __global__ void mask_kernel1', "__global__ void mask_kernel1"))
     code, _, err = run_main("attend", "-T", 8, "--backend", "cpu", "--kernel", copy)
     assert code == 2 and "mask_kernel1" in err
-
-
-def test_info_and_the_cpu_backend_agree_on_the_compiler(cli, monkeypatch):
-    # one compiler finder: a $CXX that is not there is "no compiler" for info, the backend and the build alike
-    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
-    doc = cli.json("info")
-    assert doc["cxx"] is None
-    cpu = doc["backends"]["cpu"]
-    assert cpu["available"] is False and "no-such-compiler-xyz" in cpu["reason"]
-    result = cli("attend", "--T", 8, "--d-k", 4, "--backend", "cpu")
-    assert result.exit_code == 2 and "no C++ compiler found" in result.output

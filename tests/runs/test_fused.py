@@ -1,6 +1,6 @@
-"""The bf16 tensor-core kernel where the other kernels are: `attend --fused --precision bf16`
-(JSON and tables say the precision, bad combinations are one-line exit 2), the bench's GPU-side
-launcher driven through the CPU build, and the bf16 peak of the roofline."""
+"""`attend --fused` (runs/fused.py): the single-head JSON contract with a sample of rows, the
+same output as the staged path, what it refuses; and `--precision bf16` on the tensor-core kernel
+(JSON and tables say the precision, bad combinations are one-line exit 2)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pytest
 
-from andrea_cli.bench.roofline import DevicePeak, bf16_flops_per_clock_per_sm, peak_from_properties
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import bf16_attention
 
@@ -47,32 +46,65 @@ def test_bad_precision_is_one_line_exit_2(run_main, args, match):
     assert code == 2 and match in err and len(err.strip().splitlines()) == 1, err
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_gpu_bench_bf16_launcher_runs_through_the_cpu_build(cpu_backend, causal):
-    from andrea_cli.bench.gpu import fused_bf16_gpu_impl
+def test_attend_fused_json_keeps_the_single_head_contract():
+    from typer.testing import CliRunner
 
-    impl = fused_bf16_gpu_impl(cpu_backend())
-    assert impl.precision == "bf16" and impl.peer == "torch_sdpa_bf16" and impl.only_d_ks == (64, 128)
-    rng = np.random.default_rng(1)
-    q, k, v = (rng.standard_normal((2, 70, 64), dtype=np.float32) for _ in range(3))
-    mask = MaskSpec("causal" if causal else "none")
-    want, tol = bf16_attention.reference_and_tol(q, k, v, mask, True)
-    assert (np.abs(impl.to_host(impl.prepare(q, k, v, mask)()) - want) <= tol).all()
+    from andrea_cli.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["attend", "--fused", "--backend", "cpu", "--T", "40", "--d-k", "8",
+                                 "--sample-rows", "5", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["fused"] is True and doc["sampled_rows"] == 5 and doc["backend"] == "cpu"
+    assert any("sample" in n for n in doc["notices"])
+    assert doc["sample"]["row_sums"]["max_abs_dev"] < 1e-6 and doc["sample"]["output_max_abs_err"] < 1e-5
+    assert doc["statistics_from"] == "a sample of 5 rows" and doc["row_sums"] == doc["sample"]["row_sums"]
+    for key in ("magnitude", "softmax", "shapes"):
+        assert doc[key] is not None
+    assert set(doc["timings_ms"]) >= {"scores", "softmax", "av", "total", "fused"}
+    assert doc["timings_ms"]["scores"] is None and doc["timings_ms"]["fused"] > 0
+
+    without_sample = json.loads(runner.invoke(app, ["attend", "--fused", "--backend", "cpu", "--T", "8", "--json"]).output)
+    assert without_sample["row_sums"] is None and without_sample["statistics_from"] is None
 
 
-def test_bf16_peak_from_properties():
-    h100 = {"name": "H100", "major": 9, "minor": 0, "multiProcessorCount": 132, "clockRate": 1_830_000,
-            "memoryClockRate": 2_619_000, "memoryBusWidth": 5120}
-    assert peak_from_properties(h100).bf16_tflops == pytest.approx(132 * 4096 * 1.83e9 / 1e12)  # 989, the datasheet's
-    a100 = dict(h100, major=8, multiProcessorCount=108, clockRate=1_410_000)
-    assert peak_from_properties(a100).bf16_tflops == pytest.approx(312, rel=0.01)
-    assert bf16_flops_per_clock_per_sm(7, 0) is None  # Volta: no bf16 mma
-    peak = DevicePeak("x", 1, 64, 1.0, peak_tflops=10.0, peak_gbs=1000.0, bf16_tflops=100.0)
-    assert peak.roofline_ms(1e12, 1e6, "bf16") == pytest.approx(10.0) and peak.roofline_ms(1e12, 1e6) == pytest.approx(100.0)
+def test_attend_fused_refuses_the_numpy_path_and_auto_runs_the_kernel():
+    from typer.testing import CliRunner
+
+    from andrea_cli.backends.cuda import cuda_availability
+    from andrea_cli.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["attend", "--fused", "--backend", "numpy", "--T", "8"])
+    assert result.exit_code == 2 and "cuda or cpu" in result.output
+    if not cuda_availability().ok:
+        doc = json.loads(runner.invoke(app, ["attend", "--fused", "--T", "8", "--json"]).output)
+        assert doc["backend"] == "cpu" and any("--backend cpu" in n or "cpu" in n for n in doc["notices"])
 
 
-def test_cpu_bench_reports_the_bf16_cpu_build_apart(cli):
-    doc = cli.json("bench", "--side", "cpu", "--T", "64", "--d-k", "64", "--mask", "causal", "--repeats", "1")
-    rows = [m for m in doc["measurements"] if m["impl"] == "cpu_build_fused_bf16"]
-    assert rows and all(m["precision"] == "bf16" and m["speed_path"] is False for m in rows)
-    assert all(m["max_abs_err"] < 2e-2 for m in rows if m["median_ms"] is not None)
+def test_attend_fused_cpu_matches_staged(tmp_path, cpu_device):
+    from typer.testing import CliRunner
+
+    from andrea_cli.cli import app
+
+    runner = CliRunner()
+    fused, staged = tmp_path / "fused.npy", tmp_path / "staged.npy"
+    for extra, path in ((["--fused"], fused), ([], staged)):
+        result = runner.invoke(app, ["attend", *extra, "--backend", "cpu", "--T", "21", "--d-k", "16",
+                                     "--mask", "window:4", "--out", str(path), "--json"])
+        assert result.exit_code == 0, result.output
+    np.testing.assert_allclose(np.load(fused), np.load(staged), rtol=1e-4, atol=1e-5)
+
+
+def test_sample_rows_needs_fused_and_fused_refuses_save_weights(tmp_path):
+    from typer.testing import CliRunner
+
+    from andrea_cli.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["attend", "--backend", "numpy", "--T", "8", "--sample-rows", "3"])
+    assert result.exit_code == 2 and "--fused" in result.output
+    result = runner.invoke(app, ["attend", "--fused", "--backend", "cpu", "--T", "8",
+                                 "--save-weights", str(tmp_path / "w.npy")])
+    assert result.exit_code == 2 and "--save-weights" in result.output

@@ -1,16 +1,15 @@
-"""The CPU execution layer: CUDA semantics on fibers, checked with small kernels (tests/kernels)."""
+"""CpuModule (cpu_runtime/module.py), the CPU execution layer: CUDA semantics on fibers, checked
+with small kernels (tests/kernels/basics.cu), and the project's softmax_kernel1 against NumPy.
+(Its build and cache: test_build.py; its sanitizer build: test_sanitize.py.)"""
 
 import os
 import pathlib
-import subprocess
 
 import numpy as np
 import pytest
 
-from andrea_cli.backends.cpu_runtime import build as cpu_build
 from andrea_cli.backends.cpu_runtime.errors import (
-    CompilerNotFoundError, CpuArgumentError, CpuCompileError, CpuDeadlockError, CpuFaultError, CpuLaunchError,
-    CpuRuntimeError, CpuSanitizerError, CpuWarpError)
+    CpuArgumentError, CpuDeadlockError, CpuFaultError, CpuLaunchError, CpuRuntimeError, CpuWarpError)
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.errors import AndreaError
 
@@ -260,46 +259,6 @@ def test_unknown_kernel(basics):
         basics.get_function("nope")
 
 
-def test_compile_error_names_file_and_line(tmp_path):
-    src = tmp_path / "broken.cu"
-    src.write_text('extern "C" __global__ void k(float* out) {\n'
-                   "    out[threadIdx.x] = undeclared_name;\n}\n")
-    with pytest.raises(CpuCompileError, match=r"broken\.cu:2:\d+: error: .*undeclared_name") as e:
-        CpuModule(src)
-    assert "undeclared_name" in e.value.log
-
-
-def test_missing_compiler_is_a_clear_error(monkeypatch, tmp_path):
-    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
-    src = tmp_path / "k.cu"
-    src.write_text('extern "C" __global__ void k(float* out) {}\n')
-    with pytest.raises(CompilerNotFoundError, match="apt-get install g\\+\\+"):
-        CpuModule(src)
-
-
-def test_cache_hit_and_key(tmp_path, monkeypatch):
-    src = tmp_path / "tiny.cu"
-    src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 1.0f; }\n')
-    first = CpuModule(src)
-    stat = first.library_path.stat()
-
-    def no_compiler(*args, **kwargs):
-        raise AssertionError(f"the cached library should have been loaded, not rebuilt: {args}")
-
-    monkeypatch.setattr(cpu_build.subprocess, "run", no_compiler)
-    second = CpuModule(src)
-    assert second.library_path == first.library_path
-    again = second.library_path.stat()
-    assert (again.st_ino, again.st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
-    monkeypatch.undo()
-    src.write_text(src.read_text().replace("1.0f", "2.0f"))
-    changed = CpuModule(src)
-    assert changed.library_path != first.library_path
-    out = np.zeros(4, np.float32)
-    changed.get_function("k")((1,), (4,), (out,))
-    assert (out == 2).all()
-
-
 def _project_kernel_file() -> pathlib.Path | None:
     for path in (REPO / "cuda" / "microgpt_cuda.cu", pathlib.Path(os.environ.get("ANDREA_KERNEL_FILE", ""))):
         if path.is_file():
@@ -327,23 +286,3 @@ def test_project_softmax_matches_numpy():
         e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
         np.testing.assert_allclose(p, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
         assert (p[0, 1:] == 0).all()
-
-
-@pytest.mark.slow  # builds the kernels with ASan+UBSan (~10 s) and starts worker processes
-def test_sanitizer_catches_out_of_bounds_read():
-    if subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip() \
-            in ("", "libasan.so"):
-        pytest.skip("g++ has no libasan")
-    mod = CpuModule(BASICS, sanitize=True)
-    x, y = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
-    mod.get_function("scale")((1,), (32,), (x, y, np.int32(16), np.float32(2)))  # in bounds: no report
-    np.testing.assert_array_equal(y, 2 * x)  # results come back from the sanitized process
-    with pytest.raises(CpuSanitizerError, match=r"heap-buffer-overflow.*basics\.cu:\d+") as e:
-        mod.get_function("out_of_bounds")((1,), (17,), (x, y, np.int32(16)))
-    assert "READ of size 4" in e.value.report
-    with pytest.raises(CpuSanitizerError, match=r"UndefinedBehaviorSanitizer: .*basics\.cu:\d+.*signed integer overflow"):
-        mod.get_function("overflow")((1,), (1,), (np.zeros(1, np.int32), np.int32(4)))
-    with pytest.raises(CpuDeadlockError):  # errors other than reports keep their type
-        mod.get_function("deadlock")((1,), (32,), (y,))
-    mod.get_function("scale")((1,), (16,), (x, y, np.int32(16), np.float32(3)))  # a fresh worker
-    np.testing.assert_array_equal(y, 3 * x)

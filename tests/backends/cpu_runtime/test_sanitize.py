@@ -1,18 +1,25 @@
-"""The project's kernel file built with AddressSanitizer and UndefinedBehaviorSanitizer: a sweep
-of awkward shapes through every kernel gives no report, and an out-of-bounds read planted in a
-copy of the file is caught on the CPU, with the kernel file's line."""
+"""The sanitizer build (cpu_runtime/sanitize.py), AddressSanitizer and UndefinedBehaviorSanitizer:
+small kernels' out-of-bounds read and integer overflow reported with their lines (tests/kernels/basics.cu);
+the project's kernel file through a sweep of awkward shapes gives no report, and an out-of-bounds
+read planted in a copy of the file is caught on the CPU, with the kernel file's line."""
+
+import pathlib
+import subprocess
 
 import numpy as np
 import pytest
 
 from andrea_cli import reference, reference_backward
 from andrea_cli.backends.cpu import CpuBackend
-from andrea_cli.backends.cpu_runtime.errors import CpuSanitizerError
+from andrea_cli.backends.cpu_runtime.errors import CpuDeadlockError, CpuSanitizerError
+from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.backends.launch.staged import ALL_PLANS, KERNEL1_PLAN
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 
 pytestmark = pytest.mark.slow  # one sanitized build: ~20 s the first time, cached afterwards
+
+BASICS = pathlib.Path(__file__).parents[2] / "kernels" / "basics.cu"
 
 SHAPES = [(1, 1, 1), (2, 3, 5), (17, 4, 8), (33, 16, 16), (65, 80, 48)]
 MASKS = [MaskSpec("causal"), MaskSpec("none"), MaskSpec("window", 5)]
@@ -81,3 +88,23 @@ def test_planted_overruns_are_caught_with_their_lines(tmp_path, run_main):
     assert code == 1 and "FAIL" in err
     planted = {f"microgpt_cuda.cu:{line_of(source, bad)}" for _, bad in plants}  # the first one a case reaches
     assert any(line in "".join(out.split()) for line in planted), out
+
+
+@pytest.mark.slow  # builds the kernels with ASan+UBSan (~10 s) and starts worker processes
+def test_sanitizer_catches_out_of_bounds_read():
+    if subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip() \
+            in ("", "libasan.so"):
+        pytest.skip("g++ has no libasan")
+    mod = CpuModule(BASICS, sanitize=True)
+    x, y = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    mod.get_function("scale")((1,), (32,), (x, y, np.int32(16), np.float32(2)))  # in bounds: no report
+    np.testing.assert_array_equal(y, 2 * x)  # results come back from the sanitized process
+    with pytest.raises(CpuSanitizerError, match=r"heap-buffer-overflow.*basics\.cu:\d+") as e:
+        mod.get_function("out_of_bounds")((1,), (17,), (x, y, np.int32(16)))
+    assert "READ of size 4" in e.value.report
+    with pytest.raises(CpuSanitizerError, match=r"UndefinedBehaviorSanitizer: .*basics\.cu:\d+.*signed integer overflow"):
+        mod.get_function("overflow")((1,), (1,), (np.zeros(1, np.int32), np.int32(4)))
+    with pytest.raises(CpuDeadlockError):  # errors other than reports keep their type
+        mod.get_function("deadlock")((1,), (32,), (y,))
+    mod.get_function("scale")((1,), (16,), (x, y, np.int32(16), np.float32(3)))  # a fresh worker
+    np.testing.assert_array_equal(y, 3 * x)

@@ -24,7 +24,7 @@ def mod(request):
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
     """float32 -> bf16 bits, nearest even (the kernels' own rounding is checked bit for bit in
-    test_cpu_surface.py; here it only makes inputs)."""
+    test_surface.py; here it only makes inputs)."""
     b = x.astype(np.float32).view(np.uint32)
     return ((b + 0x7fff + ((b >> 16) & 1)) >> 16).astype(np.uint16)
 

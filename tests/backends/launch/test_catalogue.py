@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from andrea_cli.backends.launch import backward, backward_bf16, catalogue, fused, fused_bf16, staged
+from andrea_cli.backends.launch.catalogue import check_kernel_runs
 from andrea_cli.bench.bound.geometry import RecordingDevice
+from andrea_cli.errors import AndreaError
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 
@@ -130,3 +132,31 @@ def test_a_run_reports_its_kernels(cpu_backend):
     assert bf16.kernels == {"to_bf16": "to_bf16_kernel1", "fused": "attention_fused_kernel5_d64"}
     assert backend.attention(q, k, v, mask=MaskSpec("none"), scaled=False).kernels == {
         "scores": "scores_kernel2", "softmax": "softmax_kernel3", "av": "av_kernel2"}
+
+
+def test_tensor_core_kernels_are_refused_below_sm_80_in_one_line():
+    check_kernel_runs("attention_fused_kernel2", (7, 5))  # fp32 kernels run anywhere
+    check_kernel_runs("attention_fused_kernel4_d64", (8, 0))
+    with pytest.raises(AndreaError, match="to_bf16_kernel1 uses Ampere instructions"):
+        check_kernel_runs("to_bf16_kernel1", (7, 5))
+    with pytest.raises(AndreaError) as caught:
+        check_kernel_runs("attention_fused_kernel4_d128", (7, 5))
+    message = str(caught.value)
+    assert "\n" not in message and "compute capability 8.0" in message and "this GPU has 7.5" in message
+    # the bf16 backward and the forward that feeds it are tensor-core code too; the FP32 backward is not
+    check_kernel_runs("attention_backward_dkdv_kernel1", (7, 5))
+    for name in ("attention_fused_lse_kernel4_d64", "attention_backward_dkdv_kernel2_d128",
+                 "attention_backward_dq_kernel2_d64"):
+        with pytest.raises(AndreaError, match=f"{name} uses Ampere instructions"):
+            check_kernel_runs(name, (7, 5))
+
+
+def test_wgmma_kernels_run_on_compute_capability_9_0_only():
+    check_kernel_runs("attention_fused_kernel6_d64", (9, 0))
+    for cc, shown in (((8, 0), "8.0"), ((8, 9), "8.9"), ((10, 0), "10.0"), ((12, 0), "12.0"), ((7, 5), "7.5")):
+        with pytest.raises(AndreaError) as caught:
+            check_kernel_runs("attention_fused_kernel6_d128", cc)
+        message = str(caught.value)
+        assert "\n" not in message and "wgmma" in message and f"this GPU has {shown}" in message
+        assert "sm_90a" in message and "attention_fused_kernel5" in message
+    check_kernel_runs("attention_fused_kernel5_d64", (12, 0))  # mma.sync runs on newer GPUs

@@ -1,9 +1,9 @@
-"""The fused kernel (attention_fused_kernel1) against the reference, through the CPU build of the
-kernel file; its NVRTC resource usage; and `attend --fused`."""
+"""The fused kernels (attention_fused_kernel1 and kernel2, backends/launch/fused.py) against the
+reference through the CPU build of the kernel file, the widths they refuse and the shared memory
+they take, and their NVRTC resource usage. (`attend --fused`: tests/runs/test_fused.py.)"""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -89,67 +89,3 @@ def test_fused_compiles_through_nvrtc_without_spills():
             assert "0 bytes spill stores, 0 bytes spill loads" in fused, fused
             # 256 threads x 80 registers: still 3 blocks (24 warps) per SM
             assert int(re.search(r"Used (\d+) registers", fused).group(1)) <= 80, fused
-
-
-def test_attend_fused_json_keeps_the_single_head_contract():
-    from typer.testing import CliRunner
-
-    from andrea_cli.cli import app
-
-    runner = CliRunner()
-    result = runner.invoke(app, ["attend", "--fused", "--backend", "cpu", "--T", "40", "--d-k", "8",
-                                 "--sample-rows", "5", "--json"])
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
-    assert doc["fused"] is True and doc["sampled_rows"] == 5 and doc["backend"] == "cpu"
-    assert any("sample" in n for n in doc["notices"])
-    assert doc["sample"]["row_sums"]["max_abs_dev"] < 1e-6 and doc["sample"]["output_max_abs_err"] < 1e-5
-    assert doc["statistics_from"] == "a sample of 5 rows" and doc["row_sums"] == doc["sample"]["row_sums"]
-    for key in ("magnitude", "softmax", "shapes"):
-        assert doc[key] is not None
-    assert set(doc["timings_ms"]) >= {"scores", "softmax", "av", "total", "fused"}
-    assert doc["timings_ms"]["scores"] is None and doc["timings_ms"]["fused"] > 0
-
-    without_sample = json.loads(runner.invoke(app, ["attend", "--fused", "--backend", "cpu", "--T", "8", "--json"]).output)
-    assert without_sample["row_sums"] is None and without_sample["statistics_from"] is None
-
-
-def test_attend_fused_refuses_the_numpy_path_and_auto_runs_the_kernel():
-    from typer.testing import CliRunner
-
-    from andrea_cli.backends.cuda import cuda_availability
-    from andrea_cli.cli import app
-
-    runner = CliRunner()
-    result = runner.invoke(app, ["attend", "--fused", "--backend", "numpy", "--T", "8"])
-    assert result.exit_code == 2 and "cuda or cpu" in result.output
-    if not cuda_availability().ok:
-        doc = json.loads(runner.invoke(app, ["attend", "--fused", "--T", "8", "--json"]).output)
-        assert doc["backend"] == "cpu" and any("--backend cpu" in n or "cpu" in n for n in doc["notices"])
-
-
-def test_attend_fused_cpu_matches_staged(tmp_path, cpu_device):
-    from typer.testing import CliRunner
-
-    from andrea_cli.cli import app
-
-    runner = CliRunner()
-    fused, staged = tmp_path / "fused.npy", tmp_path / "staged.npy"
-    for extra, path in ((["--fused"], fused), ([], staged)):
-        result = runner.invoke(app, ["attend", *extra, "--backend", "cpu", "--T", "21", "--d-k", "16",
-                                     "--mask", "window:4", "--out", str(path), "--json"])
-        assert result.exit_code == 0, result.output
-    np.testing.assert_allclose(np.load(fused), np.load(staged), rtol=1e-4, atol=1e-5)
-
-
-def test_sample_rows_needs_fused_and_fused_refuses_save_weights(tmp_path):
-    from typer.testing import CliRunner
-
-    from andrea_cli.cli import app
-
-    runner = CliRunner()
-    result = runner.invoke(app, ["attend", "--backend", "numpy", "--T", "8", "--sample-rows", "3"])
-    assert result.exit_code == 2 and "--fused" in result.output
-    result = runner.invoke(app, ["attend", "--fused", "--backend", "cpu", "--T", "8",
-                                 "--save-weights", str(tmp_path / "w.npy")])
-    assert result.exit_code == 2 and "--save-weights" in result.output

@@ -2,7 +2,7 @@
 attention_fused_kernel3_d64/_d128) through the CPU build, against float64 NumPy with the derived
 tolerances; and broken copies of them (a register tile index off by one, a skipped tile at the
 diagonal, the exp2 scale forgotten, a prefetch stored into the wrong stage) must fail the same
-checks."""
+checks. (The staged and fused launchers pick them: test_launchers_pick_the_register_tiled_kernels.)"""
 
 from __future__ import annotations
 
@@ -171,24 +171,6 @@ def test_launchers_pick_the_register_tiled_kernels(cpu_device):
     staged = run_staged(cpu_device, q, k, v, mask=MaskSpec("causal"), scaled=True)
     assert np.abs(fused.output - staged.output).max() < 1e-5
     assert np.abs(fused.output - fused3(cpu_device, q, k, v, MaskSpec("causal"), True)).max() == 0
-
-
-def test_cuda_launch_opts_in_to_large_shared_memory():
-    """Over 48 KiB of dynamic shared memory a kernel must opt in before its launch (on a GPU the
-    launch fails otherwise); checked here with a stand-in for cupy's RawKernel."""
-    from andrea_cli.backends.cuda import _checked_launch
-
-    class Kernel:
-        max_dynamic_shared_size_bytes = 0
-        launched_with = None
-
-        def __call__(self, grid, block, args, shared_mem=0):
-            self.launched_with = (shared_mem, self.max_dynamic_shared_size_bytes)
-
-    small, large = Kernel(), Kernel()
-    _checked_launch("k", small)((1, 1, 1), (32, 1, 1), (), shared_mem=4096)
-    _checked_launch("k", large)((1, 1, 1), (128, 1, 1), (), shared_mem=shared_bytes(128, 128, variant=3))
-    assert small.launched_with == (4096, 0) and large.launched_with == (99328, 99328)
 
 
 # Bugs a register-tiled kernel invites; the check beside each must catch it. Each broken copy of
