@@ -45,7 +45,8 @@
 #include <vector>
 // The standard headers that spell GCC's attribute `__noinline__`, included before qualifiers.h
 // makes that word CUDA's macro: a kernel file's own `#include <memory>` then finds them done.
-// tests/test_cuda_as_written.py includes every standard header g++ ships in front of a kernel.
+// tests/backends/cpu_runtime/test_cuda_as_written.py includes every standard header g++ ships
+// in front of a kernel.
 #include <memory>  // bits/shared_ptr_base.h: __attribute__((__noinline__))
 #if __has_include(<stacktrace>)
 #include <stacktrace>  // [[__gnu__::__noinline__]] (C++23)
