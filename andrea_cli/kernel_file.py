@@ -8,15 +8,11 @@ from pathlib import Path
 from andrea_cli.errors import AndreaError
 
 KERNEL_FILE_NAME = "microgpt_cuda.cu"
-# What the launchers call: an edited copy must keep every one of them (its bodies are the user's).
-REQUIRED_KERNELS = ("scores_kernel1", "scores_kernel2", "scale_kernel1", "mask_kernel1", "softmax_kernel1",
-                    "softmax_kernel2", "softmax_kernel3", "av_kernel1", "av_kernel2", "attention_fused_kernel1",
-                    "attention_fused_kernel2", "attention_fused_kernel3_d64", "attention_fused_kernel3_d128")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # extern "C" (optional here, so a kernel without it can be named in an error), __global__, an
 # optional __launch_bounds__ on either side of void, the name, the parameter list
-_KERNEL = re.compile(r'(extern\s+"C"\s+)?__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+'
-                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)")
+_KERNEL = re.compile(r'(?P<linkage>extern\s+"C"\s+)?__global__\s+(?:__launch_bounds__\s*\((?P<before>[^)]*)\)\s*)?'
+                     r"void\s+(?:__launch_bounds__\s*\((?P<after>[^)]*)\)\s*)?(?P<name>\w+)\s*\((?P<params>[^)]*)\)")
 
 
 def strip_comments(text: str) -> str:
@@ -26,7 +22,7 @@ def strip_comments(text: str) -> str:
 
 def kernel_parameters(text: str) -> dict[str, list[str]]:
     """Every __global__ kernel in the source -> its parameter declarations, as written."""
-    return {m.group(2): [p.strip() for p in m.group(3).split(",") if p.strip() and p.strip() != "void"]
+    return {m["name"]: [p.strip() for p in m["params"].split(",") if p.strip() and p.strip() != "void"]
             for m in _KERNEL.finditer(strip_comments(text))}
 
 
@@ -41,14 +37,14 @@ def template_kernels(text: str) -> set[str]:
             depth += {">": 1, "<": -1}.get(head[i], 0)
             if depth == 0:
                 if i < len(head) - 1 and head[:i].rstrip().endswith("template"):
-                    found.add(m.group(2))
+                    found.add(m["name"])
                 break
     return found
 
 
 def _c_linkage(text: str) -> set[str]:
     """Kernels declared extern "C": cupy finds a kernel by its plain name only then."""
-    return {m.group(2) for m in _KERNEL.finditer(strip_comments(text)) if m.group(1)}
+    return {m["name"] for m in _KERNEL.finditer(strip_comments(text)) if m["linkage"]}
 
 
 def packaged_cuda_file(name: str) -> Path:
@@ -65,8 +61,9 @@ def packaged_kernel_path() -> Path:
     return packaged_cuda_file(KERNEL_FILE_NAME)
 
 
-def resolve_kernel_path(user_path: Path | None) -> Path:
-    """--kernel FILE, checked, or the packaged file."""
+def resolve_kernel_path(user_path: Path | None, required: tuple[str, ...] = ()) -> Path:
+    """--kernel FILE, checked, or the packaged file. required: the kernels the launchers call
+    (the kernel table's): an edited copy must keep every one of them (its bodies are the user's)."""
     if user_path is None:
         return packaged_kernel_path()
     if not user_path.is_file():
@@ -75,7 +72,7 @@ def resolve_kernel_path(user_path: Path | None) -> Path:
         text = user_path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise AndreaError(f"--kernel {user_path}: cannot read it as text ({exc.__class__.__name__})") from None
-    missing = [name for name in REQUIRED_KERNELS if name not in _c_linkage(text)]
+    missing = [name for name in required if name not in _c_linkage(text)]
     if missing:
         raise AndreaError(f'--kernel {user_path}: no extern "C" __global__ {", ".join(missing)} in it; '
                           f"an edited copy of {KERNEL_FILE_NAME} must keep every kernel")
@@ -115,13 +112,34 @@ _DEFINE = re.compile(r"^[ \t]*#define[ \t]+(\w+)[ \t]+([^\n]+)$", re.M)
 _INTEGER_EXPRESSION = re.compile(r"[\d\s()+\-*/]+")
 
 
+def _evaluate(expression: str, names: dict[str, int]) -> int | None:
+    """An integer expression of digits, + - * / ( ) and names already known; None if it is not one."""
+    expression = re.sub(r"\b[A-Z_][A-Z0-9_]*\b", lambda m: str(names.get(m.group(0), m.group(0))), expression)
+    if not _INTEGER_EXPRESSION.fullmatch(expression):
+        return None
+    return int(eval(expression.replace("/", "//"), {"__builtins__": {}}))  # digits and + - * / ( ) only
+
+
 def integer_defines(text: str) -> dict[str, int]:
     """{NAME: value} of every `#define NAME <integer expression>` (other such names allowed in
     it, e.g. `(16 * TC_WARPS)`): the sizes the launchers must use as the kernels do. A name
     defined twice (under #if/#else) keeps its first value; a non-integer define is left out."""
     found: dict[str, int] = {}
     for name, body in _DEFINE.findall(strip_comments(text)):
-        expression = re.sub(r"\b[A-Z_][A-Z0-9_]*\b", lambda m: str(found.get(m.group(0), m.group(0))), body)
-        if name not in found and _INTEGER_EXPRESSION.fullmatch(expression):
-            found[name] = int(eval(expression.replace("/", "//"), {"__builtins__": {}}))  # digits and + - * / ( ) only
+        value = _evaluate(body, found)
+        if name not in found and value is not None:
+            found[name] = value
+    return found
+
+
+def launch_bounds(text: str) -> dict[str, int]:
+    """{kernel: its __launch_bounds__' threads per block} for every kernel that declares them (the
+    block size it is compiled for, e.g. `__launch_bounds__(32 * TC_WARPS)` -> 128)."""
+    defines = integer_defines(text)
+    found = {}
+    for m in _KERNEL.finditer(strip_comments(text)):
+        bounds = m["before"] or m["after"]
+        threads = _evaluate(bounds.split(",")[0], defines) if bounds else None
+        if threads is not None:
+            found[m["name"]] = threads
     return found

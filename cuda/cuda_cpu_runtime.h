@@ -45,7 +45,8 @@
 #include <vector>
 // The standard headers that spell GCC's attribute `__noinline__`, included before qualifiers.h
 // makes that word CUDA's macro: a kernel file's own `#include <memory>` then finds them done.
-// tests/test_cuda_as_written.py includes every standard header g++ ships in front of a kernel.
+// tests/backends/cpu_runtime/test_cuda_as_written.py includes every standard header g++ ships
+// in front of a kernel.
 #include <memory>  // bits/shared_ptr_base.h: __attribute__((__noinline__))
 #if __has_include(<stacktrace>)
 #include <stacktrace>  // [[__gnu__::__noinline__]] (C++23)
@@ -68,14 +69,15 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-// The parts, in the order each needs the one before. Everything in namespace andrea sits in an
-// anonymous namespace: two kernel libraries in one process must not share a scheduler (inline
-// functions' statics would otherwise become process-wide unique symbols).
+// The parts, in the order each needs the one before: first the execution model (warps.h and
+// device_abort.h with the CUDA names they implement), then the device functions on top of it.
+// Everything in namespace andrea sits in an anonymous namespace: two kernel libraries in one
+// process must not share a scheduler (inline functions' statics would otherwise become
+// process-wide unique symbols).
 #include "cpu_runtime/qualifiers.h"
 #include "cpu_runtime/cuda_runtime_stub.h"
 #include "cpu_runtime/vectors.h"
 #include "cpu_runtime/racecheck.h"
-#include "cpu_runtime/math_atomics.h"
 #include "cpu_runtime/context_switch.h"
 #include "cpu_runtime/fibers.h"
 #include "cpu_runtime/warps.h"
@@ -86,7 +88,10 @@
 #include "cpu_runtime/launch.h"
 #include "cpu_runtime/isolation.h"
 #include "cpu_runtime/exports.h"
-#include "cpu_runtime/sync_intrinsics.h"
-#include "cpu_runtime/intrinsics.h"
+
+#include "cpu_runtime/barriers.h"
+#include "cpu_runtime/atomics.h"
+#include "cpu_runtime/cache_hints.h"
+#include "cpu_runtime/clocks.h"
 #include "cpu_runtime/math_functions.h"
 #include "cpu_runtime/tensor_cores.h"

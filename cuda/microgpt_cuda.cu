@@ -16,7 +16,7 @@
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
-// sm_90 (NVRTC): tests/test_kernel_compile.py holds every kernel to its budget and to no spills.
+// sm_90 (NVRTC): tests/backends/launch/test_kernel_compile.py holds every kernel to its budget and to no spills.
 //
 //   scores_kernel1   S = Q · K^T, unscaled                      (H,T,d_k),(H,T,d_k) -> (H,T,T)
 //                    16x16 output tile per block, Q and K tiles staged in shared memory.
@@ -479,7 +479,7 @@ __device__ __forceinline__ void gemm_tile_8x8_k_loop(float (&a_s)[2][GEMM_BK][BM
     // them to a shared stage. PARTS > 1 splits a slice's copy: part p is fetched before the FMAs
     // of k-steps p·GEMM_BK/PARTS .. and stashed after them, so only its share is held at a time
     // (still 256 FMAs ahead of its use). Where to split was settled by compiling for sm_80 and
-    // sm_90 (tests/test_kernel_compile.py): whole slices spill in av/dq_kernel2 (A read along k,
+    // sm_90 (tests/backends/launch/test_kernel_compile.py): whole slices spill in av/dq_kernel2 (A read along k,
     // its copy transposed), halves spill in dv_kernel2 (A_KM), so av and dq take halves, the
     // rest whole slices.
     constexpr int PARTS = THREADS == 64 && !A_KM ? 2 : 1;

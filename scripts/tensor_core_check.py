@@ -25,7 +25,8 @@ from andrea_cli.verification.bf16_attention import bf16_bits, bf16_to_float  # n
 CHECKS = Path("tests/kernels/tensor_cores.cu")
 MMA_REL = 2.0**-22  # one fp32 rounding of the result, plus the hardware's own order of the sums
 # wgmma: K 64 in 4 k-steps, each rounded to fp32 (the emulation) or a few times more (the
-# hardware's order): a few ulp of the sum of the terms' magnitudes, as tests/test_wgmma.py
+# hardware's order): a few ulp of the sum of the terms' magnitudes, as
+# tests/backends/cpu_runtime/test_wgmma.py
 WGMMA_REL = 2.0**-20
 WGMMA_K = 64
 # (N, MN-major, flags): flags 1 accumulate onto C, 2 a commit group per wgmma, 4 SBO 128 (the

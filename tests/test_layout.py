@@ -1,10 +1,8 @@
-"""The package's rooms, and the sizes the Python launchers share with the kernel file."""
+"""The package's rooms, and the API's names. (How the kernel file is read: test_kernel_file.py.)"""
 
 from pathlib import Path
 
 import andrea_cli
-from andrea_cli.backends.launch import backward, backward_bf16, fused, fused_bf16, staged
-from andrea_cli.kernel_file import integer_defines, packaged_kernel_path
 
 # The modules and packages at andrea_cli/'s root. A new one here is a conscious choice: most new
 # code belongs in a room (commands/, runs/, verification/, backends/, bench/, render/).
@@ -23,27 +21,6 @@ def test_root_modules_are_the_listed_ones():
     found = {p.stem for p in here.glob("*.py")} | {p.name for p in here.iterdir()
                                                     if p.is_dir() and (p / "__init__.py").is_file()}
     assert found == ROOT, f"new at the root: {sorted(found - ROOT)}; gone: {sorted(ROOT - found)}"
-
-
-def test_launch_constants_are_the_kernel_file_defines():
-    defines = integer_defines(packaged_kernel_path().read_text())
-    assert staged.TILE == defines["TILE"]
-    assert staged.SOFTMAX3_PER_THREAD == 4 * defines["SOFTMAX3_VEC"]  # floats per float4
-    assert fused.FUSED_KEYS == defines["FUSED_KEYS"]
-    assert fused.FUSED_MAX_D == defines["FUSED_MAX_D"]
-    assert (fused.FUSED3_ROWS, fused.FUSED3_THREADS) == (defines["FUSED3_ROWS"], defines["FUSED3_THREADS"])
-    assert (fused_bf16.TC_ROWS, fused_bf16.TC_KEYS) == (defines["TC_ROWS"], defines["TC_KEYS"])
-    k5, k6 = fused_bf16.BF16_KERNELS[5], fused_bf16.BF16_KERNELS[6]
-    assert k5.rows == defines["K5_ROWS"] and k5.threads == 32 * defines["TC_WARPS"]
-    assert (k6.rows, k6.threads) == (defines["K6_ROWS"], defines["K6_THREADS"])
-    assert backward.FUSED_BWD_ROWS == defines["FUSED_BWD_ROWS"]
-    assert backward_bf16.TC_BWD_QUERIES == {d: defines[f"TC_BWD_QUERIES_D{d}"] for d in (64, 128)}
-
-
-def test_integer_defines_evaluate_names_and_skip_the_rest():
-    text = ("#define A 4  // four\n#define B (16 * A)\n#define C __int_as_float(0x7f800000)\n"
-            "#if X\n#define D 1\n#else\n#define D 0\n#endif\n#define E 1.5f\n")
-    assert integer_defines(text) == {"A": 4, "B": 64, "D": 1}
 
 
 def test_api_names_are_the_functions():

@@ -46,6 +46,7 @@ class StageOutputs:
     transfer_ms: dict[str, float] = field(default_factory=dict)  # "h2d", "d2h" where they exist
     load_ms: float = 0.0  # compiling or loading the kernel module, paid once per process
     device_output: Any = field(default=None, repr=False)  # output where the kernel wrote it (a GPU array on cuda)
+    kernels: dict[str, str] = field(default_factory=dict)  # {stage: the kernel it ran}; none on the NumPy path
 
 
 class Backend(Protocol):

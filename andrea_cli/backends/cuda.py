@@ -8,7 +8,8 @@ import numpy as np
 
 from andrea_cli.backends.base import Availability, DeviceFault, DeviceOutOfMemory
 from andrea_cli.backends.kernel_backend import KernelFileBackend
-from andrea_cli.backends.toolchain.cuda_arch import check_kernel_runs, compile_target
+from andrea_cli.backends.launch.catalogue import check_kernel_runs
+from andrea_cli.backends.toolchain.cuda_arch import compile_target
 from andrea_cli.backends.toolchain.cuda_setup import read_cuda_setup
 from andrea_cli.errors import AndreaError, first_line
 from andrea_cli.kernel_file import kernel_names

@@ -16,19 +16,15 @@ from andrea_cli.reference import scale_for
 IO_ARRAYS = 9  # Q, K, V, O, dO, dQ, dK, dV and the copy of dO: (H, T, d_k) each
 
 
-def _mask(causal: bool) -> MaskSpec:
-    return MaskSpec("causal" if causal else "none")
-
-
 def numpy_backward_impl() -> Impl:
     """The staged backward in float32 NumPy (BLAS matmuls), P from a forward done in prepare."""
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         T, d_k = q.shape[1], q.shape[2]
         scale = np.float32(scale_for(d_k, True))
         s = np.matmul(q, k.transpose(0, 2, 1)) * scale  # (H, T, T)
-        if causal:
-            s[:, np.triu(np.ones((T, T), dtype=bool), 1)] = -np.inf
+        if mask.hides_future:
+            s[:, ~mask.visible(T)] = -np.inf
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         p /= p.sum(axis=-1, keepdims=True)
         del s
@@ -46,7 +42,7 @@ def numpy_backward_impl() -> Impl:
 
     # P and dP, the product dP ∘ P of the rowsum, and a transposed view's copy: (H, T, T) each
     return Impl("numpy_backward", prepare, direction="backward",
-                peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 4) + (10.0 * T * T if causal else 0)
+                peak_bytes=lambda H, T, d_k, mask: tt_bytes(H, T, 4) + (10.0 * T * T if mask.hides_future else 0)
                 + io_bytes(H, T, d_k, IO_ARRAYS))
 
 
@@ -58,10 +54,9 @@ def staged_backward_impl(backend, gemm_variant: int = 2) -> Impl:
 
     dev = backend.device()
 
-    def prepare_on(dev, q, k, v, causal):
+    def prepare_on(dev, q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
-        mask = _mask(causal)
         buf = allocate_stages(dev, H, T, d_k, mask=mask, scaled=True)
         launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True)
         dp, ds = buf.scores, dev.empty((H, T, T))  # the forward's scores are spent: dP takes their place
@@ -76,7 +71,7 @@ def staged_backward_impl(backend, gemm_variant: int = 2) -> Impl:
 
     # the forward's scores, scaled, weights (and masked when causal), and dS: (H, T, T) each
     return Impl("staged_backward" if gemm_variant == 2 else f"staged_backward_kernel{gemm_variant}", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, direction="backward",
-                peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 4 + causal) + io_bytes(H, T, d_k, IO_ARRAYS))
+                peak_bytes=lambda H, T, d_k, mask: tt_bytes(H, T, 4 + mask.hides_future) + io_bytes(H, T, d_k, IO_ARRAYS))
 
 
 def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bool = True, **limits) -> Impl:
@@ -86,10 +81,9 @@ def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bo
 
     dev = backend.device()
 
-    def prepare_on(dev, q, k, v, causal):
+    def prepare_on(dev, q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
-        mask = _mask(causal)
         out, lse, delta = dev.empty((H, T, d_k)), dev.empty((H, T)), dev.empty((H, T))
         launch_fused_lse(dev, gq, gk, gv, out, lse, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True,
                          variant=default_lse_variant(d_k, d_k))
@@ -104,7 +98,7 @@ def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bo
 
     return Impl(name, partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, direction="backward", speed_path=speed_path,
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D, **limits,
-                peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, IO_ARRAYS) + 8.0 * H * T)
+                peak_bytes=lambda H, T, d_k, mask: io_bytes(H, T, d_k, IO_ARRAYS) + 8.0 * H * T)
 
 
 def fused_bf16_backward_impl(backend, *, name: str = "fused_bf16_backward", speed_path: bool = True,
@@ -117,13 +111,12 @@ def fused_bf16_backward_impl(backend, *, name: str = "fused_bf16_backward", spee
 
     dev = backend.device()
 
-    def prepare_on(dev, q, k, v, causal):
+    def prepare_on(dev, q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
         qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d_k), scaled=True)
         dob = dev.empty((H, T, d_k), dtype=np.uint16)
         launch_to_bf16(dev, gdo, dob, H * T * d_k, 1.0)
-        mask = _mask(causal)
         out, lse, delta = dev.empty((H, T, d_k)), dev.empty((H, T)), dev.empty((H, T))
         launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d_k, mask=mask)
         dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
@@ -138,5 +131,5 @@ def fused_bf16_backward_impl(backend, *, name: str = "fused_bf16_backward", spee
     # float32 Q, K, V, dO, O, dQ, dK, dV and four bf16 copies (two float32 arrays' worth)
     return Impl(name, partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, direction="backward", speed_path=speed_path,
                 only_d_ks=BF16_DIMS, precision="bf16", peer=peer, **limits,
-                peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, IO_ARRAYS + 1) + 8.0 * H * T)
+                peak_bytes=lambda H, T, d_k, mask: io_bytes(H, T, d_k, IO_ARRAYS + 1) + 8.0 * H * T)
 

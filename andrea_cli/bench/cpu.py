@@ -11,20 +11,20 @@ import numpy as np
 
 from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
+from andrea_cli.defaults import DEFAULT_BLAS_THREADS
+from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
 
 CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
-# its rows' names, which --impl accepts even where the CPU build cannot run (a note says why)
-CPU_BUILD_NAMES = ("cpu_build_fused", "cpu_build_fused_bf16", "cpu_build_fused_backward", "cpu_build_fused_bf16_backward")
+CPU_BUILD = "cpu_build_"  # its rows' names: the GPU side's, so prefixed
+CPU_BUILD_LIMITS = dict(speed_path=False, max_T=CPU_BUILD_MAX_T, repeats=1,
+                        why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}")
 
 
-def numpy_peak_bytes(H, T, d_k, causal):
-    """matmul's result and `* scale`'s copy of it live together; causal adds the (T, T) boolean
+def numpy_peak_bytes(H, T, d_k, mask: MaskSpec):
+    """matmul's result and `* scale`'s copy of it live together; a mask adds the (T, T) boolean
     and the two int64 index arrays `s[:, hidden]` makes of it."""
-    return tt_bytes(H, T, 2) + (10.0 * T * T if causal else 0) + io_bytes(H, T, d_k)
-
-
-DEFAULT_BLAS_THREADS = 1  # one core each: on a small or shared machine more threads spin against each other
+    return tt_bytes(H, T, 2) + (10.0 * T * T if mask.hides_future else 0) + io_bytes(H, T, d_k)
 
 
 def perf_counter_timer(run, warmup: int, repeats: int) -> list[float]:
@@ -64,10 +64,10 @@ def threads_seen(threads: int) -> dict:
 def numpy_impl() -> Impl:
     """The equation in float32 NumPy (BLAS matmuls): the CPU speed baseline."""
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         T, d_k = q.shape[1], q.shape[2]
         scale = np.float32(scale_for(d_k, True))
-        hidden = np.triu(np.ones((T, T), dtype=bool), 1) if causal else None
+        hidden = ~mask.visible(T) if mask.hides_future else None
 
         def run():
             s = np.matmul(q, k.transpose(0, 2, 1)) * scale  # (H, T, T)
@@ -83,18 +83,16 @@ def numpy_impl() -> Impl:
     return Impl("numpy", prepare, peak_bytes=numpy_peak_bytes)
 
 
-def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
+def cpu_build_impl(kernel_path, timeout: float | None = None, name: str = CPU_BUILD + "fused") -> Impl:
     """The default fused kernel through the CPU build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
-    from andrea_cli.masks import MaskSpec
 
     device = CpuBackend(kernel_path, timeout=timeout).device()
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         out = np.empty((H, T, d_k), dtype=np.float32)
-        mask = MaskSpec("causal" if causal else "none")
 
         def run():
             launch_fused(device, q, k, v, out, H, T, d_k, d_k, mask=mask, scaled=True)
@@ -102,25 +100,21 @@ def cpu_build_impl(kernel_path, timeout: float | None = None) -> Impl:
 
         return run
 
-    return Impl("cpu_build_fused", prepare, speed_path=False, max_T=CPU_BUILD_MAX_T, repeats=1,
-                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}",
-                max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
+    return Impl(name, prepare, **CPU_BUILD_LIMITS, max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
-def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
+def cpu_build_bf16_impl(kernel_path, timeout: float | None = None, name: str = CPU_BUILD + "fused_bf16") -> Impl:
     """The default tensor-core kernel (attention_fused_kernel5, its mma emulated) through the CPU
     build: reported, never a speed figure."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
-    from andrea_cli.masks import MaskSpec
 
     device = CpuBackend(kernel_path, timeout=timeout).device()
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         qb, kb, vb = convert_inputs(device, q, k, v, (H, T, d_k), scaled=True)
         out = np.empty((H, T, d_k), dtype=np.float32)
-        mask = MaskSpec("causal" if causal else "none")
 
         def run():
             launch_fused_bf16(device, qb, kb, vb, out, H, T, d_k, mask=mask)
@@ -128,23 +122,40 @@ def cpu_build_bf16_impl(kernel_path, timeout: float | None = None) -> Impl:
 
         return run
 
-    return Impl("cpu_build_fused_bf16", prepare, speed_path=False, max_T=CPU_BUILD_MAX_T, repeats=1,
-                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}",
-                only_d_ks=BF16_DIMS, precision="bf16")
+    return Impl(name, prepare, **CPU_BUILD_LIMITS, only_d_ks=BF16_DIMS, precision="bf16")
+
+
+def _cpu_build_backward(kernel_path, timeout: float | None, name: str) -> Impl:
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.bench.backward import fused_backward_impl
+
+    return fused_backward_impl(CpuBackend(kernel_path, timeout=timeout), name=name, **CPU_BUILD_LIMITS)
+
+
+def _cpu_build_bf16_backward(kernel_path, timeout: float | None, name: str) -> Impl:
+    from andrea_cli.backends.cpu import CpuBackend
+    from andrea_cli.bench.backward import fused_bf16_backward_impl
+
+    return fused_bf16_backward_impl(CpuBackend(kernel_path, timeout=timeout), name=name, peer=None, **CPU_BUILD_LIMITS)
+
+
+# The CPU build's rows, each the default kernel of a fused family (the GPU side's row of that name)
+CPU_BUILD_ROWS = {"fused": cpu_build_impl, "fused_bf16": cpu_build_bf16_impl, "fused_backward": _cpu_build_backward,
+                  "fused_bf16_backward": _cpu_build_bf16_backward}
 
 
 def cpu_device_name() -> str:
     return f"CPU {platform.machine()} ({os.cpu_count()} logical cores), NumPy {np.__version__}"
 
 
-def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, with_cpu_build=True,
+def bench_cpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, with_cpu_build=True,
               timeout: float | None = None, blas_threads: int = DEFAULT_BLAS_THREADS, only=None):
     """only: --impl's names (None: every implementation but those run on request: torch SDPA in
     bf16, by default and pinned, the tensor-core kernel's peers on a GPU)."""
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.inputs import available_memory_bytes
 
-    from andrea_cli.bench.backward import fused_backward_impl, fused_bf16_backward_impl, numpy_backward_impl
+    from andrea_cli.bench.backward import numpy_backward_impl
     from andrea_cli.bench.torch_sdpa import torch_backward_impl
 
     impls = [numpy_impl(), numpy_backward_impl()]
@@ -160,28 +171,22 @@ def bench_cpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, w
         impls += torch_impls
     else:
         notes.append(f"torch SDPA (CPU) not measured: {reason}")
+    # --impl accepts these names even where they cannot run (a note says why they have no rows)
+    unavailable = [impl.name for impl in torch_impls] + [CPU_BUILD + row for row in CPU_BUILD_ROWS]
     if with_cpu_build:
         from andrea_cli.backends.cpu import CpuBackend
 
         status = CpuBackend(kernel_path).available()
         if status.ok:
-            impls += [cpu_build_impl(kernel_path, timeout), cpu_build_bf16_impl(kernel_path, timeout)]
-            impls.append(fused_backward_impl(CpuBackend(kernel_path, timeout=timeout), name="cpu_build_fused_backward", speed_path=False,
-                                             max_T=CPU_BUILD_MAX_T, repeats=1,
-                                             why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}"))
-            impls.append(fused_bf16_backward_impl(
-                CpuBackend(kernel_path, timeout=timeout), name="cpu_build_fused_bf16_backward", speed_path=False,
-                peer=None, max_T=CPU_BUILD_MAX_T, repeats=1,
-                why_max_T=f"the CPU build is not a speed path; run only up to T={CPU_BUILD_MAX_T}"))
+            impls += [make(kernel_path, timeout, CPU_BUILD + row) for row, make in CPU_BUILD_ROWS.items()]
             notes.append(f"cpu_build_fused(_bf16, _backward) is the kernel file compiled for the CPU: a correctness tool, "
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")
-    unavailable = [impl.name for impl in torch_impls] + list(CPU_BUILD_NAMES)
     impls = select_impls(impls, only, "numpy", "cpu", unavailable)
     side = Side("cpu", cpu_device_name(), pinned_timer(blas_threads), available_memory_bytes)
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks,
-                       causals=causals, H=H, warmup=warmup, repeats=repeats, baseline="numpy",
+                       masks=masks, H=H, warmup=warmup, repeats=repeats, baseline="numpy",
                        progress=progress)
     result.notes = notes + result.notes
     result.threads = threads_seen(blas_threads)

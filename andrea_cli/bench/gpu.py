@@ -12,6 +12,7 @@ import numpy as np
 from andrea_cli.backends.cuda import gpu_errors
 from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
+from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
 
 def gpu_properties() -> dict:
@@ -73,17 +74,15 @@ def event_timer_with_l2_flush(l2_bytes: int):
 
 def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
     """variant None: what the launcher picks (kernel3 at d_k = 64 or 128, else kernel2 for widths
-    divisible by 4, else kernel1)."""
-    from andrea_cli.backends.launch.fused import FUSED_MAX_D, WHY_MAX_D, launch_fused
-    from andrea_cli.masks import MaskSpec
+    divisible by 4, else kernel1), the row "fused"; else the row of the variant's label."""
+    from andrea_cli.backends.launch.fused import FUSED, FUSED_MAX_D, WHY_MAX_D, launch_fused
 
     dev = backend.device()
 
-    def prepare_on(dev, q, k, v, causal):
+    def prepare_on(dev, q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         dq, dk, dv = (dev.to_device(a) for a in (q, k, v))
         out = dev.empty((H, T, d_k))
-        mask = MaskSpec("causal" if causal else "none")
 
         def run():
             launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_k, mask=mask, scaled=True, variant=variant)
@@ -91,26 +90,24 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
 
         return run
 
-    return Impl("fused" if variant is None else f"fused_kernel{variant}", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host,
+    return Impl("fused" if variant is None else FUSED[variant].label, partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host,
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
 def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
     """The tensor-core kernel on bf16 copies made before timing (torch SDPA in bf16 is timed the
     same way); the conversion itself is `attend --fused --precision bf16`'s to_bf16 stage.
-    variant None: the device's default (kernel6 on sm_90, wgmma; kernel5 elsewhere); 5 and 4: the
-    mma.sync kernels before it."""
-    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
-    from andrea_cli.masks import MaskSpec
+    variant None: the device's default (kernel6 on sm_90, wgmma; kernel5 elsewhere), the row
+    "fused_bf16"; 5 and 4: the mma.sync kernels before it, each the row of its label."""
+    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16
 
     dev = backend.device()
 
-    def prepare_on(dev, q, k, v, causal):
+    def prepare_on(dev, q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         dq, dk, dv = (dev.to_device(a) for a in (q, k, v))
         qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scaled=True)
         out = dev.empty((H, T, d_k))
-        mask = MaskSpec("causal" if causal else "none")
 
         def run():
             launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant)
@@ -118,8 +115,9 @@ def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
 
         return run
 
-    return Impl("fused_bf16" if variant is None else f"fused_bf16_kernel{variant}", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host, only_d_ks=BF16_DIMS, precision="bf16",
-                peer="torch_sdpa_bf16", peak_bytes=lambda H, T, d_k, causal: io_bytes(H, T, d_k, 5.5))
+    return Impl("fused_bf16" if variant is None else BF16_KERNELS[variant].label, partial(prepare_on, dev),
+                prepare_on=prepare_on, to_host=dev.to_host, only_d_ks=BF16_DIMS, precision="bf16",
+                peer="torch_sdpa_bf16", peak_bytes=lambda H, T, d_k, mask: io_bytes(H, T, d_k, 5.5))
 
 
 def staged_gpu_impl(backend, plan=None) -> Impl:
@@ -127,14 +125,12 @@ def staged_gpu_impl(backend, plan=None) -> Impl:
     plan None: the default (the register-tiled GEMMs, softmax_kernel3); else named after its
     GEMM variant (staged_kernel1: the one-output-per-thread kernels)."""
     from andrea_cli.backends.launch.staged import DEFAULT_PLAN, allocate_stages, launch_stages
-    from andrea_cli.masks import MaskSpec
 
     dev = backend.device()
 
-    def prepare_on(dev, q, k, v, causal):
+    def prepare_on(dev, q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         dq, dk, dv = (dev.to_device(a) for a in (q, k, v))
-        mask = MaskSpec("causal" if causal else "none")
         buf = allocate_stages(dev, H, T, d_k, mask=mask, scaled=True)
 
         def run():
@@ -146,19 +142,19 @@ def staged_gpu_impl(backend, plan=None) -> Impl:
 
     # scores, scaled and weights, and masked when causal: (H, T, T) each; Q, K, V and the output
     return Impl("staged" if plan is None else f"staged_kernel{plan.gemm_variant}", partial(prepare_on, dev), prepare_on=prepare_on, to_host=dev.to_host,
-                peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 3 + causal) + io_bytes(H, T, d_k))
+                peak_bytes=lambda H, T, d_k, mask: tt_bytes(H, T, 3 + mask.hides_future) + io_bytes(H, T, d_k))
 
 
 def cupy_impl() -> Impl:
     """cuBLAS matmuls and cupy's elementwise/reduction kernels: the T×T matrices in memory."""
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         import cupy
 
         T, d_k = q.shape[1], q.shape[2]
         dq, dk, dv = (cupy.asarray(a) for a in (q, k, v))
         scale = np.float32(scale_for(d_k, True))
-        hidden = cupy.triu(cupy.ones((T, T), dtype=bool), 1) if causal else None
+        hidden = cupy.asarray(~mask.visible(T)) if mask.hides_future else None
 
         def run():
             s = cupy.matmul(dq, dk.transpose(0, 2, 1)) * scale  # (H, T, T)
@@ -173,15 +169,16 @@ def cupy_impl() -> Impl:
 
     # at `exp(s - max)`: s, s - max and its exp, (H, T, T) each; causal adds the (T, T) boolean
     return Impl("cupy", prepare, to_host=cupy.asnumpy,
-                peak_bytes=lambda H, T, d_k, causal: tt_bytes(H, T, 3) + (T * T if causal else 0)
+                peak_bytes=lambda H, T, d_k, mask: tt_bytes(H, T, 3) + (T * T if mask.hides_future else 0)
                 + io_bytes(H, T, d_k, 5))
 
 
-def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, only=None):
+def bench_gpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, only=None):
     """only: --impl's names (None: every implementation but those run on request)."""
     import cupy
 
     from andrea_cli.backends.cuda import CudaBackend
+    from andrea_cli.backends.launch.catalogue import earlier_variants
     from andrea_cli.backends.launch.staged import KERNEL1_PLAN
     from andrea_cli.bench.sweep import Side, run_sweep
     from andrea_cli.bench.roofline import peak_from_properties
@@ -193,10 +190,10 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, o
     from andrea_cli.bench.torch_sdpa import torch_backward_impl
 
     # the defaults, then the older steps of each progression (the same run gives the ratios)
-    impls = [fused_gpu_impl(backend), fused_gpu_impl(backend, variant=2), fused_gpu_impl(backend, variant=1),
-             fused_bf16_gpu_impl(backend), fused_bf16_gpu_impl(backend, variant=5),
-             fused_bf16_gpu_impl(backend, variant=4), staged_gpu_impl(backend),
-             staged_gpu_impl(backend, plan=KERNEL1_PLAN),
+    impls = [fused_gpu_impl(backend), *(fused_gpu_impl(backend, v) for v in earlier_variants("fused", "fused")),
+             fused_bf16_gpu_impl(backend),
+             *(fused_bf16_gpu_impl(backend, v) for v in earlier_variants("fused_bf16", "fused")),
+             staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN),
              cupy_impl(), fused_backward_impl(backend), staged_backward_impl(backend),
              staged_backward_impl(backend, gemm_variant=1),
              fused_bf16_backward_impl(backend)]
@@ -222,7 +219,7 @@ def bench_gpu(kernel_path, *, Ts, d_ks, causals, H, warmup, repeats, progress, o
     side = Side("gpu", backend.device_name(), event_timer_with_l2_flush(props["l2CacheSize"]),
                 free_bytes=lambda: cupy.cuda.runtime.memGetInfo()[0], memory="GPU memory",
                 release=release_gpu_memory, out_of_memory=gpu_out_of_memory())
-    result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks, causals=causals, H=H, warmup=warmup, repeats=repeats,
+    result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks, masks=masks, H=H, warmup=warmup, repeats=repeats,
                        baseline="fused", peak=peak, progress=progress)
     result.notes = notes + result.notes
     if not only or any(name.startswith("torch_sdpa") for name in only):

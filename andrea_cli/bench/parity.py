@@ -12,21 +12,27 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from andrea_cli.backends.launch.fused_bf16 import BF16_KERNELS, default_bf16_variant
+from andrea_cli.backends.launch.catalogue import earlier_variants
+from andrea_cli.backends.toolchain.cuda_arch import WGMMA_CC
 from andrea_cli.bench.anchors import ANCHOR_T, anchors_json, published
+from andrea_cli.bench.cpu import CPU_BUILD
 
 PARITY_T = 16384
 PARITY_HEADS = 12
 D_KS = (64, 128)
 TARGET_VS_FA2_PUBLISHED = 0.9
 TARGET_VS_SDPA_FLASH = 1.0
-DEFAULT_KERNEL = "attention_fused_kernel6 on compute capability 9.0 (H100, H200), else attention_fused_kernel5"
+DEFAULT_KERNEL = (f"{BF16_KERNELS[default_bf16_variant(WGMMA_CC)].stem} on compute capability "
+                  f"{WGMMA_CC[0]}.{WGMMA_CC[1]} (H100, H200), else {BF16_KERNELS[default_bf16_variant(None)].stem}")
+EARLIER = earlier_variants("fused_bf16", "fused")  # kernel5 (FlashAttention-2's proportions on mma.sync), kernel4
 
 # each figure's bench rows, the GPU side's first: on the CPU side the kernels run as the CPU
-# build (not a speed path) and kernel4 has no row; torch's rows are named alike on both sides
+# build (not a speed path) and the earlier kernels have no row; torch's rows are named alike on
+# both sides
 ROLES = {
-    "andrea": ("fused_bf16", "cpu_build_fused_bf16"),  # the default: kernel6 on sm_90, else kernel5
-    "kernel5": ("fused_bf16_kernel5",),  # FlashAttention-2's proportions on mma.sync, beside it
-    "kernel4": ("fused_bf16_kernel4",),
+    "andrea": ("fused_bf16", CPU_BUILD + "fused_bf16"),  # the default: kernel6 on sm_90, else kernel5
+    **{f"kernel{v}": (BF16_KERNELS[v].label,) for v in EARLIER},
     "sdpa_flash": ("torch_sdpa_bf16_flash",),
     "sdpa_cudnn": ("torch_sdpa_bf16_cudnn",),
     "sdpa_default": ("torch_sdpa_bf16",),
@@ -35,8 +41,8 @@ ROLES = {
 
 def parity_impls(side: str) -> list[str]:
     """The names to pass to `bench --impl` on a side ("gpu" or "cpu"): every role's row it has."""
-    kernels = (["cpu_build_fused_bf16"] if side == "cpu"
-               else ["fused_bf16", "fused_bf16_kernel5", "fused_bf16_kernel4"])
+    kernels = ([CPU_BUILD + "fused_bf16"] if side == "cpu"
+               else ["fused_bf16", *(BF16_KERNELS[v].label for v in EARLIER)])
     return kernels + ["torch_sdpa_bf16", "torch_sdpa_bf16_flash", "torch_sdpa_bf16_cudnn"]
 
 

@@ -23,6 +23,12 @@ GPU_T = (256, 1024, 4096, 16384)
 CPU_T = (128, 256, 512, 1024)
 D_KS = (64, 128)
 VALIDATE_ROWS = 16  # rows of head 0 checked against the float64 reference before timing
+NO_MASK, CAUSAL = MaskSpec("none"), MaskSpec("causal")  # the masks bench sweeps (its --mask: none, causal, both)
+
+
+def swept_mask(causal: bool) -> MaskSpec:
+    """The mask a measurement's `causal` flag stands for (what bench's JSON has always shown)."""
+    return CAUSAL if causal else NO_MASK
 
 
 # ------------------------------------------------------------------------------------------------
@@ -34,7 +40,7 @@ class Measurement:
     T: int
     d_k: int
     H: int
-    causal: bool
+    causal: bool  # the point's mask hides the future (bench sweeps no mask and causal)
     median_ms: float | None  # None: skipped (see `skipped`)
     min_ms: float | None = None
     max_ms: float | None = None  # with min_ms, the spread of the repeats: a wide one is a noisy figure
@@ -101,7 +107,7 @@ def tt_bytes(H: int, T: int, arrays: float) -> float:
 
 @dataclass
 class Impl:
-    """One way to compute attention. `prepare(q, k, v, causal)` puts inputs where the
+    """One way to compute attention. `prepare(q, k, v, mask)` puts inputs where the
     implementation wants them and returns `run() -> output` (on its device) and `to_host`."""
 
     name: str
@@ -111,9 +117,9 @@ class Impl:
     max_T: int | None = None  # sizes beyond this are skipped (too slow to be useful)
     why_max_T: str = ""
     repeats: int | None = None  # fewer repeats (and no warm-up) for a slow correctness tool
-    # peak_bytes(H, T, d_k, causal): what it holds at once on its side (inputs, outputs, temporaries),
+    # peak_bytes(H, T, d_k, mask): what it holds at once on its side (inputs, outputs, temporaries),
     # so a size that cannot fit is skipped, or refused, before anything is allocated
-    peak_bytes: Callable[[int, int, int, bool], float] = lambda H, T, d_k, causal: io_bytes(H, T, d_k)
+    peak_bytes: Callable[[int, int, int, MaskSpec], float] = lambda H, T, d_k, mask: io_bytes(H, T, d_k)
     max_d_k: int | None = None
     why_max_d_k: str = ""
     # "backward": run() returns dQ for upstream_gradient(q), and the costs are the backward's
@@ -121,7 +127,7 @@ class Impl:
     only_d_ks: tuple[int, ...] | None = None  # head sizes it is built for (the tensor-core kernel)
     precision: str = "fp32"
     peer: str | None = None  # the implementation its vs_peer compares with (same precision)
-    # prepare_on(dev, q, k, v, causal): prepare on any KernelDevice; one of the kernel file's paths
+    # prepare_on(dev, q, k, v, mask): prepare on any KernelDevice; one of the kernel file's paths
     # has it, so the static bound can record what its run() launches (bench/bound/measured.py)
     prepare_on: Callable | None = None
     # chooser(run) -> what run() dispatched to (torch SDPA's default choice of backend), asked once
@@ -131,7 +137,8 @@ class Impl:
 
 
 def costs(direction: str, H: int, T: int, d_k: int, causal: bool) -> tuple[float, float]:
-    """(FLOPs, compulsory bytes) of one pass, by the FlashAttention conventions (roofline.py)."""
+    """(FLOPs, compulsory bytes) of one pass, by the FlashAttention conventions (roofline.py:
+    causal halves the FLOPs)."""
     if direction == "backward":
         return backward_flops(H, T, d_k, causal), backward_bytes(H, T, d_k)
     return attention_flops(H, T, d_k, causal), attention_bytes(H, T, d_k)
@@ -157,7 +164,7 @@ def gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def why_not(impl: Impl, H: int, T: int, d_k: int, causal: bool, budget: float, memory: str) -> str:
+def why_not(impl: Impl, H: int, T: int, d_k: int, mask: MaskSpec, budget: float, memory: str) -> str:
     """Why impl does not run at this size ("" when it does)."""
     if impl.max_T is not None and T > impl.max_T:
         return impl.why_max_T
@@ -165,7 +172,7 @@ def why_not(impl: Impl, H: int, T: int, d_k: int, causal: bool, budget: float, m
         return impl.why_max_d_k
     if impl.only_d_ks is not None and d_k not in impl.only_d_ks:
         return f"built for d_k {' or '.join(map(str, impl.only_d_ks))}"
-    need = impl.peak_bytes(H, T, d_k, causal)
+    need = impl.peak_bytes(H, T, d_k, mask)
     if need > budget:
         return f"needs about {gib(need)} of {memory}, over {gib(budget)} ({MEMORY_FRACTION:.0%} of what was free)"
     return ""
@@ -181,14 +188,14 @@ def check_options(Ts, d_ks, heads: int | None, repeats: int, warmup: int) -> Non
         raise AndreaError(f"--warmup must be >= 0 (got {warmup})")
 
 
-def check_baseline_fits(impls: list[Impl], baseline: str, H: int, Ts, d_ks, causals, budget: float,
+def check_baseline_fits(impls: list[Impl], baseline: str, H: int, Ts, d_ks, masks, budget: float,
                         memory: str) -> None:
     """The ratios divide by the baseline: a size it cannot run is refused before the sweep starts."""
     base = next(impl for impl in impls if impl.name == baseline)
     for d_k in d_ks:
         for T in Ts:
-            for causal in causals:
-                why = why_not(base, H, T, d_k, causal, budget, memory)
+            for mask in masks:
+                why = why_not(base, H, T, d_k, mask, budget, memory)
                 if why:
                     fix = "use a smaller --d-k" if base.max_d_k and d_k > base.max_d_k else \
                         f"use a smaller --T{' or fewer --heads' if H > 1 else ''}"
@@ -209,10 +216,9 @@ def select_impls(impls: list[Impl], only, baseline: str, side: str, unavailable=
     return [impl for impl in impls if impl.name in only or impl.name == baseline]
 
 
-def sample_error(q, k, v, out, causal: bool) -> float:
+def sample_error(q, k, v, out, mask: MaskSpec) -> float:
     """Max |out - reference| over VALIDATE_ROWS rows of head 0, the reference in float64."""
     rows = reference.sample_rows(q.shape[1], VALIDATE_ROWS)
-    mask = MaskSpec("causal" if causal else "none")
     _, _, want = reference.attention_rows(q[0], k[0], v[0], mask, True, rows)
     return float(np.abs(out[0, rows] - want).max())
 
@@ -222,24 +228,23 @@ def upstream_gradient(q: np.ndarray) -> np.ndarray:
     return np.random.default_rng(1).standard_normal(q.shape, dtype=np.float32)
 
 
-def sample_dq_error(q, k, v, dq, causal: bool) -> float:
+def sample_dq_error(q, k, v, dq, mask: MaskSpec) -> float:
     """Max |dQ - reference| over VALIDATE_ROWS rows of head 0: a row of dQ needs only its own row
     of P and dP (dS_i = P_i ∘ (dP_i − P_i·dP_i), dQ_i = scale · dS_i · K), so it is cheap."""
     rows = reference.sample_rows(q.shape[1], VALIDATE_ROWS)
-    mask = MaskSpec("causal" if causal else "none")
     _, p, _ = reference.attention_rows(q[0], k[0], v[0], mask, True, rows)  # (n, T) float64
     dp = upstream_gradient(q)[0, rows].astype(np.float64) @ v[0].astype(np.float64).T
     ds = reference_backward.softmax_backward(p, dp)
     return float(np.abs(dq[0, rows] - ds @ k[0].astype(np.float64) / math.sqrt(q.shape[2])).max())
 
 
-def measure(impl: Impl, timer, q, k, v, causal: bool, warmup: int,
+def measure(impl: Impl, timer, q, k, v, mask: MaskSpec, warmup: int,
             repeats: int) -> tuple[list[float], float, str | None]:
     """Validate, time, then ask what ran (impl.chooser). `run` and the buffers it holds die with
     this frame, so the next implementation never shares memory with this one."""
-    run = impl.prepare(q, k, v, causal)
+    run = impl.prepare(q, k, v, mask)
     check = sample_dq_error if impl.direction == "backward" else sample_error
-    err = check(q, k, v, impl.to_host(run()), causal)
+    err = check(q, k, v, impl.to_host(run()), mask)
     times = timer(run, warmup, repeats) if impl.repeats is None else timer(run, 0, impl.repeats)
     return times, err, impl.chooser(run) if impl.chooser else None
 
@@ -251,29 +256,29 @@ class Point:
     H: int
     T: int
     d_k: int
-    causal: bool
+    mask: MaskSpec
     q: np.ndarray  # (H, T, d_k) float32
     k: np.ndarray  # (H, T, d_k) float32
     v: np.ndarray  # (H, T, d_k) float32
 
     def describe(self) -> str:
-        return f"T={self.T} d_k={self.d_k} {'causal' if self.causal else 'none'} H={self.H}"
+        return f"T={self.T} d_k={self.d_k} {self.mask} H={self.H}"
 
 
-def run_sweep(side: Side, impls: list[Impl], *, Ts, d_ks, causals=(False, True), H: int = 1, warmup: int = 1,
+def run_sweep(side: Side, impls: list[Impl], *, Ts, d_ks, masks=(NO_MASK, CAUSAL), H: int = 1, warmup: int = 1,
               repeats: int = 5, baseline: str, peak: DevicePeak | None = None,
               progress: Callable[[str], None] = lambda s: None, seed: int = 0) -> BenchResult:
-    """Every implementation at every (d_k, causal, T), on the same inputs at each point; a size an
+    """Every implementation at every (d_k, mask, T), on the same inputs at each point; a size an
     implementation cannot hold is skipped with the reason, one that fails costs its row only."""
     side.release()
     budget = MEMORY_FRACTION * side.free_bytes()
-    check_baseline_fits(impls, baseline, H, Ts, d_ks, causals, budget, side.memory)
+    check_baseline_fits(impls, baseline, H, Ts, d_ks, masks, budget, side.memory)
     result = BenchResult(side.name, side.device, peak, baseline, warmup, repeats)
     rng = np.random.default_rng(seed)
     for d_k in d_ks:
-        for causal in causals:
+        for mask in masks:
             for T in Ts:
-                point = Point(H, T, d_k, causal, *(rng.standard_normal((H, T, d_k), dtype=np.float32) for _ in range(3)))
+                point = Point(H, T, d_k, mask, *(rng.standard_normal((H, T, d_k), dtype=np.float32) for _ in range(3)))
                 row = [measure_impl(side, impl, point, budget, warmup, repeats, peak, progress) for impl in impls]
                 set_ratios(row, baseline, impls)
                 result.measurements.extend(row)
@@ -284,14 +289,14 @@ def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, r
                  peak: DevicePeak | None, progress: Callable[[str], None]) -> Measurement:
     """One implementation at one point: skipped with the reason, or validated, timed and placed
     against the roofline."""
-    m = Measurement(impl.name, p.T, p.d_k, p.H, p.causal, None, speed_path=impl.speed_path,
+    m = Measurement(impl.name, p.T, p.d_k, p.H, p.mask.hides_future, None, speed_path=impl.speed_path,
                     direction=impl.direction, precision=impl.precision)
-    m.skipped = why_not(impl, p.H, p.T, p.d_k, p.causal, budget, side.memory)
+    m.skipped = why_not(impl, p.H, p.T, p.d_k, p.mask, budget, side.memory)
     if m.skipped:
         return m
     progress(f"bench: {impl.name} {p.describe()}")
     try:
-        times, m.max_abs_err, m.chose = measure(impl, side.timer, p.q, p.k, p.v, p.causal, warmup, repeats)
+        times, m.max_abs_err, m.chose = measure(impl, side.timer, p.q, p.k, p.v, p.mask, warmup, repeats)
     except side.out_of_memory as exc:
         m.skipped = f"ran out of {side.memory}: {type(exc).__name__}"
         return m
@@ -303,7 +308,7 @@ def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, r
     finally:
         side.release()
     m.median_ms, m.min_ms, m.max_ms, m.repeats = statistics.median(times), min(times), max(times), len(times)
-    flops, nbytes = costs(impl.direction, p.H, p.T, p.d_k, p.causal)
+    flops, nbytes = costs(impl.direction, p.H, p.T, p.d_k, p.mask.hides_future)
     seconds = m.median_ms / 1e3
     m.tflops, m.gbs = flops / seconds / 1e12, nbytes / seconds / 1e9
     if peak is not None and peak.compute_peak(impl.precision):

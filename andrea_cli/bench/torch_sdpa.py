@@ -8,16 +8,24 @@ import warnings
 
 from andrea_cli.bench.sweep import Impl, io_bytes, upstream_gradient
 from andrea_cli.errors import AndreaError
+from andrea_cli.masks import MaskSpec
 
 # pinned backends: name suffix -> torch.nn.attention.SDPBackend member
 PINNED = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
 
 
-def torch_peak_bytes(H, T, d_k, causal):
+def torch_peak_bytes(H, T, d_k, mask: MaskSpec):
     """A bound for SDPA's unfused math backend, the most it can take when no fused kernel applies:
     scores, then _safe_softmax's softmax, -inf test (bool), zeros and where: 18 bytes per score;
     causal adds a (T, T) bool and float mask."""
-    return 18.0 * H * T * T + (5.0 * T * T if causal else 0) + io_bytes(H, T, d_k, 6)
+    return 18.0 * H * T * T + (5.0 * T * T if mask.hides_future else 0) + io_bytes(H, T, d_k, 6)
+
+
+def is_causal(mask: MaskSpec) -> bool:
+    """SDPA's is_causal: bench sweeps no mask and causal; a window would need an attn_mask."""
+    if mask.kind == "window":
+        raise AndreaError(f"torch SDPA is timed without a mask or causal, not with {mask}")
+    return mask.kind == "causal"
 
 
 def torch_reason(device: str = "cpu") -> str | None:
@@ -87,10 +95,11 @@ def torch_impl(device: str, precision: str = "fp32", backend: str | None = None,
     backend None: SDPA's own choice (recorded per point, `chose`); "flash" or "cudnn": that backend
     alone (torch.nn.attention.sdpa_kernel), a point it cannot run is a row with torch's reason."""
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         import torch
         import torch.nn.functional as F
 
+        causal = is_causal(mask)
         # (1, H, T, d): the batch-and-heads layout SDPA's fused (flash / memory-efficient)
         # kernels expect; with 3-D inputs it may fall back to its unfused math path
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -129,7 +138,7 @@ def torch_impl(device: str, precision: str = "fp32", backend: str | None = None,
         return run_pinned
 
     # a pinned fused backend never falls back to the math path's (H, T, T) temporaries
-    peak = torch_peak_bytes if backend is None else lambda H, T, d_k, causal: io_bytes(H, T, d_k, 6)
+    peak = torch_peak_bytes if backend is None else lambda H, T, d_k, mask: io_bytes(H, T, d_k, 6)
     return Impl(torch_impl_name(precision, backend), prepare, to_host=lambda t: t[0].float().cpu().numpy(),
                 peak_bytes=peak, precision=precision, chooser=sdpa_chooser if backend is None else None,
                 on_request=on_request)
@@ -139,10 +148,11 @@ def torch_backward_impl(device: str, precision: str = "fp32") -> Impl:
     """torch SDPA's backward through autograd: the forward in prepare, the graph kept for every
     repeat. precision bf16: bf16 leaves and dO, the peer of the tensor-core backward."""
 
-    def prepare(q, k, v, causal):
+    def prepare(q, k, v, mask: MaskSpec):
         import torch
         import torch.nn.functional as F
 
+        causal = is_causal(mask)
         # (1, H, T, d) as the forward's peer; leaves that require grad, so autograd returns dQ
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
         tq, tk, tv = (torch.as_tensor(a[None], device=device).to(dtype).requires_grad_() for a in (q, k, v))
@@ -157,4 +167,4 @@ def torch_backward_impl(device: str, precision: str = "fp32") -> Impl:
     # what the forward keeps for autograd, and as much again for the backward's temporaries
     name = "torch_sdpa_backward" if precision == "fp32" else f"torch_sdpa_{precision}_backward"
     return Impl(name, prepare, to_host=lambda t: t[0].float().cpu().numpy(), direction="backward",
-                peak_bytes=lambda H, T, d_k, causal: 2 * torch_peak_bytes(H, T, d_k, causal), precision=precision)
+                peak_bytes=lambda H, T, d_k, mask: 2 * torch_peak_bytes(H, T, d_k, mask), precision=precision)

@@ -4,14 +4,11 @@ chosen, the kernels run, one report made, the outputs saved."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 from andrea_cli.backends import check_timeout
 from andrea_cli.backends.launch.fused import check_fused_shape
 from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
 from andrea_cli.commands.backend import choose_backend
-from andrea_cli.commands.options import RunOptions
+from andrea_cli.commands.options import AttendOptions, RunOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import (HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_seed, check_sizes, load_qkv,
@@ -20,22 +17,10 @@ from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
 
-@dataclass
-class AttendOptions(RunOptions):
-    """attend's options: the shared ones (commands/options.py) and its own."""
-
-    save_weights: Path | None = None
-    show_weights: bool = False
-    sample_rows: int = 0
-    plot: Path | None = None  # drawn by the CLI from the report (render/attend_plot.py)
-    timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
-    head: int | None = None  # the layer's --plot: this head alone (None: every head in a grid)
-
-
 def check_combinations(o: AttendOptions) -> None:
     """Options that cannot go together, refused before any work."""
     check_seed(o.seed)
-    if o.show_weights and o.as_json:
+    if o.show_weights and o.json:
         raise AndreaError("--show-weights draws in the terminal: drop --json, or keep the weights with --save-weights")
     if o.sample_rows < 0 or (o.sample_rows and not o.fused):
         raise AndreaError("--sample-rows N (N >= 0) goes with --fused; without it every row's statistics are shown")

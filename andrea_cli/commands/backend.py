@@ -6,7 +6,7 @@ from pathlib import Path
 
 from andrea_cli.backends import select_backend
 from andrea_cli.backends.base import Backend
-from andrea_cli.kernel_file import resolve_kernel_path
+from andrea_cli.backends.launch.catalogue import resolve_kernel_path
 
 
 def choose_backend(name: str, kernel: Path | None, *, fused: bool = False, on_device: bool = False,

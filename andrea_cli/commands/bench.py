@@ -2,37 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from andrea_cli.backends import check_timeout, make_backend, require_available
+from andrea_cli.backends.launch.catalogue import resolve_kernel_path
 from andrea_cli.bench import cpu as bench_cpu
 from andrea_cli.bench import gpu as bench_gpu
-from andrea_cli.bench.sweep import CPU_T, D_KS, GPU_T, BenchResult, check_options
+from andrea_cli.bench.sweep import CAUSAL, CPU_T, D_KS, GPU_T, NO_MASK, BenchResult, check_options
+from andrea_cli.commands.options import BenchOptions
 from andrea_cli.errors import AndreaError
-from andrea_cli.kernel_file import resolve_kernel_path
 
 SIDES = ("auto", "gpu", "cpu")
-MASKS = {"both": (False, True), "causal": (True,), "none": (False,)}  # --mask -> the causal flags swept
-
-
-@dataclass
-class BenchOptions:
-    """The command line's options, as parsed; None where the user gave nothing."""
-
-    side: str = "auto"
-    T: list[int] | None = None
-    d_k: list[int] | None = None
-    mask: str = "both"
-    heads: int | None = None
-    repeats: int = 5
-    warmup: int = 1
-    no_cpu_build: bool = False
-    kernel: Path | None = None
-    timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
-    blas_threads: int = bench_cpu.DEFAULT_BLAS_THREADS  # CPU side: NumPy's and torch's BLAS/OpenMP threads
-    impl: list[str] | None = None  # only these implementations (and the baseline); None: the side's set
+MASKS = {"both": (NO_MASK, CAUSAL), "causal": (CAUSAL,), "none": (NO_MASK,)}  # --mask -> the masks swept
 
 
 def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
@@ -50,7 +31,7 @@ def run_bench(o: BenchOptions, progress: Callable[[str], None]) -> BenchResult:
     gpu = cuda.available()
     on_gpu = o.side == "gpu" or (o.side == "auto" and gpu.ok)
     common = dict(Ts=tuple(o.T or (GPU_T if on_gpu else CPU_T)), d_ks=tuple(o.d_k or D_KS),
-                  causals=MASKS[o.mask], warmup=o.warmup, repeats=o.repeats, progress=progress)
+                  masks=MASKS[o.mask], warmup=o.warmup, repeats=o.repeats, progress=progress)
     if on_gpu:
         return bench_gpu.bench_gpu(path, H=o.heads or 12, only=o.impl, **common)
     result = bench_cpu.bench_cpu(path, H=o.heads or 1, with_cpu_build=not o.no_cpu_build, timeout=o.timeout,

@@ -10,23 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from andrea_cli.commands.backend import choose_backend
-from andrea_cli.defaults import DEFAULT_T
+from andrea_cli.commands.options import ScalingOptions
 from andrea_cli.inputs import check_seed, check_sizes
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.runs.scaling import ScalingReport, check_distribution, compare_scaling, parse_d_k_list
-
-
-@dataclass
-class ScalingOptions:
-    """The command line's options, as parsed."""
-
-    d_k: str = "64,256,4096"
-    T: int = DEFAULT_T
-    seed: int = 0
-    backend: str = "auto"
-    mask: str = "causal"
-    dist: str = "normal"
-    kernel: Path | None = None
 
 
 @dataclass

@@ -5,14 +5,13 @@ the gradients saved."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from andrea_cli.commands.attend import check_given_arrays, check_precision, head_inputs
 from andrea_cli.commands.backend import choose_backend
-from andrea_cli.commands.options import RunOptions
+from andrea_cli.commands.options import GradOptions
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV, check_seed, load_npy_matrix
 from andrea_cli.masks import MaskSpec, parse_mask
@@ -22,13 +21,6 @@ from andrea_cli.runs.gradient_flow import d_out_for
 # The staged backward holds the forward's four T×T arrays and dP, dS, on the device and the host,
 # and the float64 check its own: about twice what a forward run needs per score.
 BACKWARD_BYTES_PER_SCORE = 128
-
-
-@dataclass
-class GradOptions(RunOptions):
-    """grad's options: the shared ones (commands/options.py) and its own."""
-
-    d_out: Path | None = None
 
 
 def check_combinations(o: GradOptions) -> None:

@@ -3,15 +3,15 @@ Like every command: run_verify_command(options, progress) -> the report."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from andrea_cli.backends import check_timeout, make_backend, require_available
+from andrea_cli.backends.launch.catalogue import resolve_kernel_path
+from andrea_cli.commands.options import VerifyOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import check_fits_in_memory, check_sizes
-from andrea_cli.kernel_file import resolve_kernel_path
 from andrea_cli.masks import parse_mask
 from andrea_cli.verification import H_VERIFY, Case, CaseResult, VerifyReport, run_verify, sweep
 
@@ -58,23 +58,6 @@ def progress_line(result: CaseResult, done: int | None = None, total: int | None
     return f"{count}{mark} {result.case.label()}  [{result.case.plan.describe()}, {result.schedule}]"
 
 
-@dataclass
-class VerifyOptions:
-    """The command line's options, as parsed; None where the user gave nothing."""
-
-    backend: str = "auto"
-    quick: bool = False
-    T: int | None = None
-    d_k: int | None = None
-    d_v: int | None = None
-    mask: str | None = None
-    no_scale: bool = False
-    kernel: Path | None = None
-    sanitize: bool = False
-    racecheck: bool = False  # the CPU build under ThreadSanitizer: a data race fails the case
-    timeout: float | None = None  # the CPU build's watchdog limit per block, in seconds
-
-
 # Host bytes per T×T entry while one case is checked: the kernel's five float32 stages, the
 # float64 reference stages and the element-wise tolerances and errors of each comparison.
 VERIFY_BYTES_PER_SCORE = 256
@@ -83,7 +66,7 @@ VERIFY_BYTES_PER_SCORE = 256
 def run_verify_command(o: VerifyOptions, progress: Callable[[str], None] | None = None) -> VerifyReport:
     """progress: called with a line per case run (the CLI prints them to stderr unless --json)."""
     check_timeout(o.timeout)
-    T, d_k, d_v, mask, scaled = o.T, o.d_k, o.d_v, o.mask, not o.no_scale
+    T, d_k, d_v, mask, scaled = o.T, o.d_k, o.d_v, o.mask, o.scale is not False
     one_case = T is not None or d_k is not None or d_v is not None or mask is not None or not scaled
     if one_case and o.quick:
         raise AndreaError("--quick runs the sweep; --T/--d-k/--d-v/--mask/--no-scale pick one case: pass one or the other")

@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from andrea_cli.reference import scale_for
+
 
 def fmt(x: float, digits: int = 4) -> str:
     """Short numbers for tables: scientific notation only for the very large and very small."""
@@ -21,7 +23,8 @@ def fmt_shape(s: list[int]) -> str:
 
 
 def scale_text(d_k: int, scaled, scale: float) -> str:
-    if scaled is True or (scaled and scale == 1.0 / d_k ** 0.5):
+    """scale=1/sqrt(64) = 0.125; a factor given (the Python API's) that is 1/sqrt(d_k) reads the same."""
+    if scaled is True or (scaled and scale == scale_for(d_k, True)):
         return f"1/sqrt({d_k}) = {scale:.6g}"
     return f"{scale:.6g} (given)" if scaled else "off (--no-scale)"
 

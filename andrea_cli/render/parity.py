@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import textwrap
 
+from andrea_cli.bench.parity import ROLES
+
 WIDTH = 80
-COLUMNS = (("andrea", "andrea"), ("kernel5", "kernel5"), ("kernel4", "kernel4"), ("sdpa_flash", "flash"),
-           ("sdpa_cudnn", "cudnn"), ("sdpa_default", "default"))
+COLUMNS = tuple((role, role.removeprefix("sdpa_")) for role in ROLES)  # (role, its 7-wide header)
 
 
 def _tflops(x: float | None) -> str:

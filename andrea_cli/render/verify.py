@@ -20,8 +20,6 @@ CAPTION_GEOMETRY = ("geom: scores/av kernel (1 one output per thread, 2 8x8 per 
                     "run in order (fwd) or reversed (rev)")
 CAPTION_STAGES = ("bwd stages: the backward's dv, dp, ds, dq, dk, each on its own inputs; bwd: its dQ, dK, dV end "
                   "to end; fused bwd: the logsumexp and the fused backward's dQ, dK, dV")
-FAMILY_HEADERS = {"staged": "staged", "fused": "fused", "fused_bf16": "bf16", "backward": "bwd",
-                  "backward_bf16": "bf16\nbwd"}  # two lines: the table fits 120 columns
 
 
 def _share(check) -> float:
@@ -121,7 +119,7 @@ def family_table(report: VerifyReport) -> Table:
         else:
             cells += [_cell(r.stages, family_stages[f.name]) for f in FAMILIES] + [_invariants(r)]
         rows.append(cells)
-    columns = CASE_COLUMNS + [(FAMILY_HEADERS.get(f.name, f.name), "right") for f in FAMILIES] + [("invariants", "left")]
+    columns = CASE_COLUMNS + [(f.header or f.name, "right") for f in FAMILIES] + [("invariants", "left")]
     return _table("Cases, failures first: per kernel family, the worst error as a share of its tolerance",
                   f"{CAPTION_GEOMETRY}. A wider terminal shows each stage.", columns, rows)
 

@@ -9,8 +9,6 @@ from typing import Any
 import numpy as np
 
 from andrea_cli import reference, stats
-from andrea_cli.backends.launch.fused import default_variant
-from andrea_cli.backends.launch.fused_bf16 import bf16_kernel
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
@@ -42,7 +40,7 @@ class FusedReport(RunHeader):
     output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v); (H, T, d_v) from (H, T, d) inputs
     device_output: Any = field(default=None, repr=False)  # the output on the GPU (cuda), shaped like output
     precision: str = "fp32"  # the inputs the kernel multiplies: fp32, or bf16 copies (tensor cores)
-    kernel: str = ""  # the kernel that ran
+    kernel: str = ""  # the fused kernel that ran, as the launcher reports it
 
     def to_json(self) -> dict:
         """The single-head contract's keys, so scripts read both runs alike: the weight statistics
@@ -73,12 +71,6 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
         weight_stats=stats.weight_stats(raw, raw * scale_for(qkv.d_k, True), weights, mask.visible(qkv.T, rows)),
         output_max_abs_err=float(np.abs(output[rows] - want).max()),
     )
-
-
-def fused_kernel_name(d_k: int, d_v: int, precision: str) -> str:
-    if precision == "bf16":
-        return bf16_kernel(None).name(d_k)
-    return f"attention_fused_kernel{default_variant(d_k, d_v)}"
 
 
 def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sample: int = 0,
@@ -113,5 +105,5 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
                         shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]}),
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
         notices=notes, output=output, device_output=device_output, precision=precision,
-        kernel=out.kernel or fused_kernel_name(qkv.d_k, qkv.d_v, precision),
+        kernel=out.kernel,
     )

@@ -61,18 +61,14 @@ def relative_errors(got: dict[str, np.ndarray], exact: dict[str, np.ndarray]) ->
     return errors
 
 
-def backward_kernel_name(backend, fused: bool, precision: str, d_k: int) -> str | None:
-    """The kernels that compute dQ, dK, dV (the forward and delta that feed the fused ones aside);
-    None on the NumPy path, which runs none."""
-    if precision == "bf16":
-        return f"attention_backward_dkdv_kernel2_d{d_k} + attention_backward_dq_kernel2_d{d_k}"
-    if fused:
-        return "attention_backward_dkdv_kernel1 + attention_backward_dq_kernel1"
-    plan = getattr(backend, "plan", None)  # the kernel-file backends' launch plan
-    if plan is None:
+def backward_kernel_name(kernels: dict[str, str], fused: bool) -> str | None:
+    """The kernels that computed dQ, dK, dV, as the launchers report them (the forward and delta
+    that feed the fused ones aside); None on the NumPy path, which runs none."""
+    if not kernels:
         return None
-    n = plan.gemm_variant
-    return f"dv_kernel{n}, dp_kernel{n}, ds_kernel1, dq_kernel{n}, dk_kernel{n}"
+    if fused:
+        return f"{kernels['dkdv']} + {kernels['dq']}"
+    return ", ".join(kernels[stage] for stage in ("dv", "dp", "ds", "dq", "dk"))
 
 
 def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: bool, fused: bool,
@@ -113,7 +109,7 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
         **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
                         shapes={name: ([] if one else [qkv.H]) + shape for name, shape in
                                 (("dq", [T, d_k]), ("dk", [T, d_k]), ("dv", [T, d_v]), ("d_scores", [T, T]))}),
-        fused=fused, precision=precision, kernel=backward_kernel_name(backend, fused, precision, d_k),
+        fused=fused, precision=precision, kernel=backward_kernel_name(out.kernels, fused),
         grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,
         timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms, notices=notices,
         dq=out.dq[0] if one else out.dq, dk=out.dk[0] if one else out.dk, dv=out.dv[0] if one else out.dv,

@@ -10,8 +10,8 @@ import numpy as np
 
 from andrea_cli import reference, reference_backward
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.launch.backward import LSE_VARIANTS, lse_variants
-from andrea_cli.backends.launch.fused import FUSED_MAX_D
+from andrea_cli.backends.launch.backward import LSE, lse_variants
+from andrea_cli.backends.launch.fused import FUSED, FUSED_MAX_D
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, KERNEL1_PLAN
 from andrea_cli.errors import AndreaError
 from andrea_cli.verification import tolerances, tolerances_backward as tb
@@ -81,9 +81,9 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
             raise
         except AndreaError as exc:
             return stages, invariants, f"fused backward {variant}: {str(exc).splitlines()[0]}"
-        stages[f"fused{variant}_lse"] = compare(fused.lse, lse_exact, tb.lse_tol(q, k, visible, case.d_k, case.scaled))
+        stages[LSE[variant].label] = compare(fused.lse, lse_exact, tb.lse_tol(q, k, visible, case.d_k, case.scaled))
         for name in ("dq", "dk", "dv"):
-            stages[f"fused{variant}_{name}"] = compare(getattr(fused, name), getattr(exact, name), fused_end[name])
+            stages[_fused_stage(variant, name)] = compare(getattr(fused, name), getattr(exact, name), fused_end[name])
     return stages, invariants, None
 
 
@@ -96,9 +96,14 @@ def _logsumexp(q, k, case) -> np.ndarray:
     return (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0]  # (H, T)
 
 
+def _fused_stage(variant: int, gradient: str) -> str:
+    """fused1_dq: dQ of the fused backward after kernel1's forward (fused1_lse, its lse twin)."""
+    return f"{FUSED[variant].label}_{gradient}"
+
+
 STAGES = ("dv", "dp", "ds", "dq", "dk", "backward_dq", "backward_dk", "backward_dv",
-          *(f"fused{v}_{name}" for v in LSE_VARIANTS for name in ("lse", "dq", "dk", "dv")))
+          *(name for v in LSE for name in (LSE[v].label, *(_fused_stage(v, g) for g in ("dq", "dk", "dv")))))
 # three columns in verify's table, each the worst of its group; a failing stage is named under it
 GROUPS = (("bwd stages", STAGES[:5]), ("bwd", STAGES[5:8]), ("fused bwd", STAGES[8:]))
 FAMILY = Family("backward", stages=STAGES, columns=tuple(column for column, _ in GROUPS), groups=GROUPS,
-                applies=applies, check=check)
+                applies=applies, check=check, header="bwd")

@@ -72,9 +72,9 @@ def reference_and_tol(q, k, v, mask: MaskSpec, scaled: bool, variant: int | None
     (variant: attention_fused_kernel4 or 5, the launcher's default if None)."""
     qb, kb, vb = bf16_inputs(q, k, v, scaled)
     H, T, d_k = qb.shape
-    kernel = bf16_kernel(variant)
-    step = kernel.softmax_keys[d_k]
-    exp2_err = kernel.exp2_error_u * U
+    numerics = bf16_kernel(variant).numerics
+    step = numerics.softmax_keys[d_k]
+    exp2_err = numerics.exp2_error_u * U
     visible = mask.visible(T)
     s = np.where(visible, qb @ kb.transpose(0, 2, 1), -np.inf)  # log2 units; products exact
     m_final = s.max(axis=-1, keepdims=True)
@@ -110,7 +110,7 @@ def reference_and_tol(q, k, v, mask: MaskSpec, scaled: bool, variant: int | None
     sum_err = rel_x.max(axis=-1, keepdims=True) + rescale + gamma(step * tiles + tiles + 2)
     weighted_abs = (p_tilde @ abs_v) / l_exact  # sum p~|v| / l
     tol = flip_term + 1.01 * (acc_err * weighted_abs + (sum_err + 2 * U) * np.abs(output))
-    if kernel.flushes_subnormals:
+    if numerics.flushes_subnormals:
         # a weight x or an alpha below 2^-126 becomes 0: each of a row's keys (and each step's
         # rescale of what came before, at most every key's weight) loses at most 2^-126·|v|
         count = visible.sum(axis=-1, keepdims=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from andrea_cli.backends.launch.fused_bf16 import TC_KEYS
+from andrea_cli.backends.launch.backward_bf16 import LSE_FORWARD
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
 from andrea_cli.verification.bf16_attention import bf16_inputs, round_bf16
@@ -125,11 +125,12 @@ def lse_reference_and_tol(q, k, mask: MaskSpec, scaled: bool) -> tuple[np.ndarra
     lse2 = m + np.log2(l_sum)
     err_s = np.where(visible, gamma(2 * d) * (np.abs(qs) @ _t(np.abs(kb))), 0.0).max(axis=-1, keepdims=True)
     n = visible.sum(axis=-1, keepdims=True)
-    tiles = np.ceil(n / TC_KEYS) + 1
+    keys = LSE_FORWARD.tile_size()  # per tile of the forward that writes the lse
+    tiles = np.ceil(n / keys) + 1
     max_s = np.where(visible, np.abs(s), 0.0).max(axis=-1, keepdims=True)
     spread = np.where(visible, np.abs(s - m), 0.0).max(axis=-1, keepdims=True)
     rel_l = (LN2 * (2 * err_s + U * spread) + 4 * U + tiles * 5 * U + LN2 * U * 2 * max_s
-             + gamma(TC_KEYS * tiles + tiles + 2))
+             + gamma(keys * tiles + tiles + 2))
     err2 = 2 * err_s + 1.01 * LOG2E * rel_l + 2 * U * np.abs(np.log2(l_sum)) + U * np.abs(lse2)
     lse = LN2 * lse2
     return lse[..., 0], (1.01 * LN2 * err2 + 2 * U * np.abs(lse))[..., 0] + TINY

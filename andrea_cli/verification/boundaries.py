@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import math
 
-from andrea_cli.backends.launch.backward import FUSED_BWD_ROWS
-from andrea_cli.backends.launch.fused import FUSED_KEYS, FUSED_MAX_D, ROWS_PER_BLOCK
-from andrea_cli.backends.launch.staged import TILE
+from andrea_cli.backends.launch.backward import DKDV
+from andrea_cli.backends.launch.fused import FUSED, FUSED_KEYS, FUSED_MAX_D, ROWS_PER_BLOCK
+from andrea_cli.backends.launch.staged import SCALE, SCALE_GRID, TILE
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification.case import H_VERIFY, Case
 
+FUSED_BWD_ROWS = DKDV.tile_size()  # query rows the fused backward's key block walks at a time
 BLOCK_ROWS = math.lcm(ROWS_PER_BLOCK, FUSED_BWD_ROWS)  # query blocks start at multiples of this
-SCALE_GRID_STRIDE = 4096 * 256  # scale_kernel1's most threads: more scores take a second trip
+SCALE_GRID_STRIDE = SCALE_GRID * SCALE.block_threads()  # scale_kernel1's most threads: more scores take a second trip
 NARROW_WINDOW = 5  # narrower than a block: its rows see parts of different tiles
 WIDE_WINDOW = 100  # over three tiles: rows skip whole tiles at both ends
 
@@ -57,7 +58,7 @@ def edges_reached(cases: list[Case], families) -> dict[str, bool]:
     that rule. `families(case)` names the families that run on a case."""
     staged = [c for c in cases if "staged" in families(c)]
     fused = [c for c in cases if "fused" in families(c) and max(c.d_k, c.d_v) <= FUSED_MAX_D]
-    fused2 = [c for c in fused if c.d_k % 4 == 0 and c.d_v % 4 == 0]  # attention_fused_kernel2 too
+    fused2 = [c for c in fused if FUSED[2].takes(c.d_k, c.d_v)]  # attention_fused_kernel2 too
     windows = [c for c in fused2 if c.mask.kind == "window" and "backward" in families(c)]
     edges: dict[str, bool] = {}
     for name, size in (("T", TILE), ("d_k", TILE), ("d_v", TILE)):

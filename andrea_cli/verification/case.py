@@ -132,6 +132,7 @@ class Family:
     cases: Callable[[bool], list[Case]] = lambda quick: []
     columns: tuple[str, ...] | None = None
     groups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (column, the stages it stands for)
+    header: str = ""  # its column in verify's table of families (its name where empty)
 
     @property
     def table_columns(self) -> tuple[str, ...]:

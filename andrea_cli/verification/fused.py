@@ -4,7 +4,7 @@ inputs against the float64 equation (it has no intermediate stages to compare)."
 from __future__ import annotations
 
 from andrea_cli.backends.base import DeviceFault
-from andrea_cli.backends.launch.fused import FUSED_MAX_D, FUSED_VARIANTS, fused_variants
+from andrea_cli.backends.launch.fused import FUSED, FUSED_MAX_D, fused_variants
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN
 from andrea_cli.errors import AndreaError
 from andrea_cli.verification import tolerances
@@ -24,10 +24,11 @@ def check_fused(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult
         except DeviceFault:
             raise
         except AndreaError as exc:
-            kernel, message = f"attention_fused_kernel{variant}", str(exc).splitlines()[0]
+            kernel, message = FUSED[variant].stem, str(exc).splitlines()[0]
             result.error = message if message.startswith(kernel) else f"{kernel}: {message}"
             return
-        result.stages[f"fused{variant}"] = compare(fused.output, exact.output, tol)
+        result.stages[FUSED[variant].label] = compare(fused.output, exact.output, tol)
 
 
-FAMILY = Family("fused", stages=tuple(f"fused{v}" for v in FUSED_VARIANTS), applies=applies, check=check_fused)
+FAMILY = Family("fused", stages=tuple(k.label for k in FUSED.values()), applies=applies, check=check_fused,
+                header="fused")

@@ -13,9 +13,7 @@ from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import bf16_attention
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 
-STAGES = {variant: f"fused{variant}_bf16" for variant in BF16_KERNELS}  # fused4_bf16 .. fused6_bf16
-
-
+STAGES = {variant: k.label for variant, k in BF16_KERNELS.items()}  # fused4_bf16 .. fused6_bf16
 
 def applies(backend, case: Case) -> bool:
     return (case.plan == DEFAULT_PLAN and hasattr(backend, "attention_fused")
@@ -34,7 +32,7 @@ def check_bf16(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult)
         except DeviceFault:
             raise
         except AndreaError as exc:
-            kernel, message = BF16_KERNELS[variant].name(case.d_k), str(exc).splitlines()[0]
+            kernel, message = BF16_KERNELS[variant].entry(case.d_k), str(exc).splitlines()[0]
             result.error = message if message.startswith(kernel) else f"{kernel}: {message}"
             return
         result.stages[stage] = compare(out.output, want, tol)
@@ -61,4 +59,5 @@ def bf16_cases(quick: bool) -> list[Case]:
             Case(384, 64, 64, MaskSpec("window", 255), True)]
 
 
-FAMILY = Family("fused_bf16", stages=tuple(STAGES.values()), applies=applies, check=check_bf16, cases=bf16_cases)
+FAMILY = Family("fused_bf16", stages=tuple(STAGES.values()), applies=applies, check=check_bf16, cases=bf16_cases,
+                header="bf16")

@@ -69,4 +69,4 @@ def invariants(case: Case, out, exact: Exact, p_exact: np.ndarray) -> dict[str, 
 
 
 FAMILY = Family("staged", stages=(*STAGES, "output"), applies=lambda backend, case: True,
-                check=check_staged, cases=plan_cases)
+                check=check_staged, cases=plan_cases, header="staged")

@@ -37,6 +37,8 @@ struct cudaDeviceProp {
 #define __CUDACC_VER_MINOR__ 0
 #endif
 
+#define CUDART_INF_F INFINITY
+#define CUDART_NAN_F NAN
 #define CUDART_ZERO_F 0.0f
 #define CUDART_ONE_F 1.0f
 #define CUDART_MAX_NORMAL_F 3.40282347e+38f

@@ -1,6 +1,7 @@
-// cpu_runtime/device_abort.h — a failed device assert and __trap: on a GPU they end the launch with an
-// error; here the fiber records the message and stops, and the scheduler ends the launch with it
-// (ASSERT). Outside a kernel the host's behaviour stands: print and abort.
+// cpu_runtime/device_abort.h — a failed device assert (assert() calls glibc's __assert_fail, which
+// the kernel library defines here) and __trap(): on a GPU they end the launch with an error; here
+// the fiber records the message and stops, and the scheduler ends the launch with it (ASSERT).
+// Outside a kernel the host's behaviour stands: print and abort.
 // Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
 #pragma once
 
@@ -40,3 +41,20 @@ inline bool in_kernel() {
 
 }  // namespace
 }  // namespace andrea
+
+// ---------------------------------------------------------------------------------------------
+// The CUDA names. assert() expands to glibc's __assert_fail: this definition (hidden in the
+// kernel library) turns a failed device assert into an error of the launch.
+
+extern "C" void __assert_fail(const char* expr, const char* file, unsigned int line, const char* function) noexcept {
+    const char* slash = std::strrchr(file, '/');
+    const uint3 t = threadIdx;
+    andrea::device_abort("device assert failed at %s:%u in %s, thread (%u, %u, %u): `%s` (on a GPU: "
+                         "cudaErrorAssert, and the context is lost)", slash ? slash + 1 : file, line, function,
+                         t.x, t.y, t.z, expr);
+}
+[[noreturn]] inline void __trap() {
+    const uint3 t = threadIdx;
+    andrea::device_abort("__trap() in thread (%u, %u, %u) (on a GPU: an illegal-instruction error, and the "
+                         "context is lost)", t.x, t.y, t.z);
+}

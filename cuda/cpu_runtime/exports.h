@@ -1,7 +1,8 @@
 // cpu_runtime/exports.h — what the generated wrapper and Python call: launch() checks the
 // geometry (at most 1024 threads a block, no empty grid, at most 1 GiB of dynamic shared memory:
 // BAD_LAUNCH otherwise) and runs the launch in-process or isolated; the wrapper's argument
-// unpacking and kernel signatures; the C entry points (andrea_launch and the layout checks).
+// unpacking and kernel signatures; the C entry points (andrea_launch, the names of its return
+// codes, the layout checks).
 // Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
 #pragma once
 
@@ -76,6 +77,12 @@ ANDREA_EXPORT int andrea_launch(void (*entry)(void**), void** args, const unsign
     return andrea::launch(entry, args, grid, block, shared_bytes, reverse, opts, info);
 }
 ANDREA_EXPORT int andrea_info_size() { return (int)sizeof(andrea::LaunchInfo); }
+// What andrea_launch returns, by name: "OK=0 DEADLOCK=1 ..." (native.py reads its codes here).
+ANDREA_EXPORT const char* andrea_results() {
+#define ANDREA_RESULT_TEXT(name, code) #name "=" #code " "
+    return ANDREA_RESULTS(ANDREA_RESULT_TEXT);
+#undef ANDREA_RESULT_TEXT
+}
 // Racecheck: where the last launch's shared memory was (static base and size, dynamic base and
 // size), and the fences no atomic followed ("bx by bz tx ty tz file:line" lines); 0 elsewhere.
 ANDREA_EXPORT int andrea_racecheck(unsigned long long* layout, char* fences, int size) {

@@ -1,7 +1,8 @@
 // cpu_runtime/fibers.h — the scheduler's state and the fibers' lives: the built-in indices
 // (threadIdx, blockIdx per OS thread, blockDim, gridDim as plain globals the scheduler sets), a
 // fiber per thread with its own mmap'd stack below a guard page, each warp's collective state,
-// the launch's guard state (see guard.h), yield/resume with AddressSanitizer's stack-switch hooks.
+// the launch's guard state (see guard.h), yield/resume with AddressSanitizer's stack-switch hooks,
+// and the codes a launch returns.
 // A fiber runs until it blocks: no preemption, so a schedule is reproducible (forward, or
 // reversed on request). A launch may spread its blocks over several OS threads (launch.h): each
 // has its own scheduler, guard and tensor-core state (PerThread below), each block is run by one
@@ -20,8 +21,13 @@ namespace andrea {
 namespace {
 
 enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE };
-enum Result { OK = 0, DEADLOCK = 1, BAD_LAUNCH = 2, INTERNAL = 3, FAULT = 4, WARP_MISUSE = 5, ASSERT = 6,
-              TIMEOUT = 7, CRASHED = 8 };
+// What a launch returns, written once: the enum here, and andrea_results() (exports.h), which
+// gives Python each name with its number.
+#define ANDREA_RESULTS(X) X(OK, 0) X(DEADLOCK, 1) X(BAD_LAUNCH, 2) X(INTERNAL, 3) X(FAULT, 4) X(WARP_MISUSE, 5) \
+    X(ASSERT, 6) X(TIMEOUT, 7) X(CRASHED, 8)
+#define ANDREA_RESULT_ENUM(name, code) name = code,
+enum Result { ANDREA_RESULTS(ANDREA_RESULT_ENUM) };
+#undef ANDREA_RESULT_ENUM
 
 struct Sched;
 struct Guard;

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <atomic>
 #include <cstring>
 #include <type_traits>
 
@@ -150,7 +149,7 @@ inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return __nv_bfloat
 inline __nv_bfloat16 __short_as_bfloat16(short s) { return __nv_bfloat16_raw{(unsigned short)s}; }
 
 // Integers <-> 16-bit floats: from an integer through double (exact), to one with CUDA's
-// saturating float->integer conversions (intrinsics.h).
+// saturating float->integer conversions (math_functions.h).
 #define ANDREA_INT_CONVERSIONS(P, T, I, NAME)                                                       \
     inline I __##P##2##NAME##_rn(T h) { return __float2##NAME##_rn((float)h); }                     \
     inline I __##P##2##NAME##_rz(T h) { return __float2##NAME##_rz((float)h); }                     \
@@ -364,32 +363,6 @@ template <class T2> inline andrea::narrow2_t<T2>& operator/=(T2& a, T2 b) { retu
 template <class T2> inline andrea::if_narrow2<T2, bool> operator==(T2 a, T2 b) { return __hbeq2(a, b); }
 template <class T2> inline andrea::if_narrow2<T2, bool> operator!=(T2 a, T2 b) { return !__hbeq2(a, b); }
 
-// ---------------------------------------------------------------------------------------------
-// Atomics on 16-bit floats and pairs: a compare-and-swap loop on the storage, one rounding.
-
-namespace andrea {
-template <class T> inline T narrow_atomic(T* p, T v, T (*op)(T, T)) {
-    using Bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned>;
-    std::atomic_ref<Bits> r(*reinterpret_cast<Bits*>(p));
-    Bits old = r.load(), want;
-    T o, n;
-    do {
-        std::memcpy(&o, &old, sizeof(T));
-        n = op(o, v);
-        std::memcpy(&want, &n, sizeof(T));
-    } while (!r.compare_exchange_weak(old, want));
-    return o;
-}
-}  // namespace andrea
-inline __half atomicAdd(__half* p, __half v) { return andrea::narrow_atomic<__half>(p, v, __hadd); }
-inline __half2 atomicAdd(__half2* p, __half2 v) { return andrea::narrow_atomic<__half2>(p, v, __hadd2); }
-inline __nv_bfloat16 atomicAdd(__nv_bfloat16* p, __nv_bfloat16 v) { return andrea::narrow_atomic<__nv_bfloat16>(p, v, __hadd); }
-inline __nv_bfloat162 atomicAdd(__nv_bfloat162* p, __nv_bfloat162 v) { return andrea::narrow_atomic<__nv_bfloat162>(p, v, __hadd2); }
-inline __half atomicMax(__half* p, __half v) { return andrea::narrow_atomic<__half>(p, v, __hmax); }
-inline __half atomicMin(__half* p, __half v) { return andrea::narrow_atomic<__half>(p, v, __hmin); }
-inline __nv_bfloat16 atomicMax(__nv_bfloat16* p, __nv_bfloat16 v) { return andrea::narrow_atomic<__nv_bfloat16>(p, v, __hmax); }
-inline __nv_bfloat16 atomicMin(__nv_bfloat16* p, __nv_bfloat16 v) { return andrea::narrow_atomic<__nv_bfloat16>(p, v, __hmin); }
-
 #define CUDART_INF_FP16 __ushort_as_half((unsigned short)0x7C00U)
 #define CUDART_NAN_FP16 __ushort_as_half((unsigned short)0x7FFFU)
 #define CUDART_MIN_DENORM_FP16 __ushort_as_half((unsigned short)0x0001U)
@@ -404,3 +377,7 @@ inline __nv_bfloat16 atomicMin(__nv_bfloat16* p, __nv_bfloat16 v) { return andre
 #define CUDART_NEG_ZERO_BF16 __ushort_as_bfloat16((unsigned short)0x8000U)
 #define CUDART_ZERO_BF16 __ushort_as_bfloat16((unsigned short)0x0000U)
 #define CUDART_ONE_BF16 __ushort_as_bfloat16((unsigned short)0x3F80U)
+
+// The atomics on these types are atomics.h's, whose second part needs them.
+#define ANDREA_HALF_TYPES 1
+#include "atomics.h"

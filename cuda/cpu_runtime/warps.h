@@ -1,11 +1,14 @@
-// cpu_runtime/warps.h — warp collectives (__syncwarp, shuffles, votes, reduce, match) and __activemask.
-// A collective completes when every lane its mask names has arrived with the same mask; the last
-// lane computes every lane's result. Refused (the launch ends with WARP_MISUSE, naming the warp
-// and lanes): a mask without the caller's own lane, lanes that do not exist or have returned,
-// lanes that name each other at different collectives, a shuffle reading outside its group. On a
-// GPU each of these is undefined (a hang or garbage).
+// cpu_runtime/warps.h — the warp: warpSize, the collectives the scheduler completes, and CUDA's
+// warp intrinsics on them: __syncwarp, __activemask, the votes (__ballot_sync, __any_sync,
+// __all_sync), the shuffles (__shfl_sync, _up, _down, _xor, any width), the reduces
+// (__reduce_*_sync) and the matches (__match_any_sync, __match_all_sync). Refused (the launch
+// ends with WARP_MISUSE, naming the warp and lanes): a mask without the caller's own lane, lanes
+// that do not exist or have returned, lanes that name each other at different collectives, a
+// shuffle reading outside its group. On a GPU each of these is undefined (a hang or garbage).
 // Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
 #pragma once
+
+static constexpr int warpSize = 32;  // CUDA's built-in variable
 
 namespace andrea {
 namespace {
@@ -277,3 +280,59 @@ inline int lane_id() { return sched().cur->lid & 31; }
 
 }  // namespace
 }  // namespace andrea
+
+// ---------------------------------------------------------------------------------------------
+// CUDA's warp intrinsics, each one collective above
+
+inline void __syncwarp(unsigned mask = 0xffffffffu) { andrea::warp_sync(mask, "__syncwarp"); }
+// Never inlined: its return address tells one call site from another.
+__attribute__((noinline)) inline unsigned __activemask() {
+    return andrea::activemask(__builtin_return_address(0));
+}
+inline unsigned __ballot_sync(unsigned mask, int pred) { return andrea::vote(mask, pred, "__ballot_sync"); }
+inline int __any_sync(unsigned mask, int pred) { return andrea::vote(mask, pred, "__any_sync") != 0; }
+inline int __all_sync(unsigned mask, int pred) { return andrea::vote(mask, pred, "__all_sync") == mask; }
+
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+    const int lane = andrea::lane_id(), base = lane & ~(width - 1);
+    return andrea::shfl(mask, v, base + (src & (width - 1)), "__shfl_sync");
+}
+template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    const int lane = andrea::lane_id();
+    const int src = (lane & (width - 1)) >= (int)delta ? lane - (int)delta : -1;
+    return andrea::shfl(mask, v, src, "__shfl_up_sync");  // -1: no source, the lane keeps its value
+}
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    const int lane = andrea::lane_id();
+    const int src = (lane & (width - 1)) + (int)delta < width ? lane + (int)delta : -1;
+    return andrea::shfl(mask, v, src, "__shfl_down_sync");
+}
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    // PTX shfl.bfly: the source may lie in an earlier group of `width` lanes (it is read), a later
+    // group gives the lane its own value.
+    const int lane = andrea::lane_id(), src = lane ^ lane_mask;
+    return andrea::shfl(mask, v, src <= (lane | (width - 1)) ? src : -1, "__shfl_xor_sync");
+}
+
+inline unsigned __reduce_add_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_add_sync", andrea::C_ADD, v); }
+inline int __reduce_add_sync(unsigned mask, int v) { return (int)andrea::collective(mask, "__reduce_add_sync", andrea::C_ADD, (uint32_t)v); }
+inline unsigned __reduce_min_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_min_sync", andrea::C_MIN_U, v); }
+inline int __reduce_min_sync(unsigned mask, int v) { return (int)andrea::collective(mask, "__reduce_min_sync", andrea::C_MIN_I, (uint32_t)v); }
+inline unsigned __reduce_max_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_max_sync", andrea::C_MAX_U, v); }
+inline int __reduce_max_sync(unsigned mask, int v) { return (int)andrea::collective(mask, "__reduce_max_sync", andrea::C_MAX_I, (uint32_t)v); }
+inline unsigned __reduce_and_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_and_sync", andrea::C_AND, v); }
+inline unsigned __reduce_or_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_or_sync", andrea::C_OR, v); }
+inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return (unsigned)andrea::collective(mask, "__reduce_xor_sync", andrea::C_XOR, v); }
+
+// The lanes of mask whose value has the same bits as this lane's (4- or 8-byte values).
+template <class T> inline unsigned __match_any_sync(unsigned mask, T v) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_any_sync takes 32- or 64-bit values");
+    return (unsigned)andrea::collective(mask, "__match_any_sync", andrea::C_MATCH_ANY, andrea::to_bits(v));
+}
+// mask when every lane of mask holds the same value (and *pred = 1), else 0 (and *pred = 0).
+template <class T> inline unsigned __match_all_sync(unsigned mask, T v, int* pred) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_all_sync takes 32- or 64-bit values");
+    const unsigned r = (unsigned)andrea::collective(mask, "__match_all_sync", andrea::C_MATCH_ALL, andrea::to_bits(v));
+    *pred = r != 0;
+    return r;
+}

@@ -1,4 +1,5 @@
-// Small kernels that exercise one feature of the CPU runtime each (tests/test_cpu_runtime.py).
+// Small kernels that exercise one feature of the CPU runtime each
+// (tests/backends/cpu_runtime/test_module.py).
 
 // out[i] = in[i] * s, grid-stride; threads past n return at once.
 extern "C" __global__ void scale(const float* __restrict__ in, float* __restrict__ out, int n, float s) {

@@ -1,4 +1,5 @@
-// Kernels whose static bound is known by hand, for tests/test_bound.py (`andrea bench --bound`).
+// Kernels whose static bound is known by hand, for tests/bench/bound/test_model.py
+// (`andrea bench --bound`).
 // Each hot loop does one kind of work only:
 //   ffma_loop     8 independent FFMA chains, unrolled: FP32 pipe and issue (one FFMA per slot)
 //   shared_copy   float4 from one shared buffer to the other: 512 bytes in, 512 out per warp

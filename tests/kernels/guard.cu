@@ -1,6 +1,6 @@
 // Kernels that do what a wrong kernel does: run one element past an array, past dynamic shared
 // memory, loop forever, abort, or write over the runtime's own heap. The CPU build must report
-// each as an error for that launch and carry on (tests/test_guard.py).
+// each as an error for that launch and carry on (tests/backends/cpu_runtime/test_guard.py).
 
 #include <cassert>
 

@@ -1,5 +1,5 @@
-// Kernels for racecheck (tests/test_racecheck.py): each racy one has exactly one race, marked
-// "RACE:" on the two lines that make it; each correct one is a common pattern that must stay
+// Kernels for racecheck (tests/backends/cpu_runtime/test_racecheck.py): each racy one has exactly
+// one race, marked "RACE:" on the two lines that make it; each correct one is a common pattern that must stay
 // silent (a GPU orders it, so racecheck must too).
 
 #include <cooperative_groups.h>

@@ -1,5 +1,6 @@
 // Kernels written the way public CUDA code writes them, run unchanged on the CPU build
-// (tests/test_cpu_styles.py compares each with NumPy). Our own code, in two styles:
+// (tests/backends/cpu_runtime/test_styles.py compares each with NumPy). Our own code, in two
+// styles:
 //   llm.c dev/cuda: bf16 storage with float math, a warp per row through cooperative groups,
 //     Packed128 vector loads with cache hints, online softmax.
 //   cuda-samples: SharedMemory<T>, template kernels on block size, shared-memory atomics,

@@ -1,5 +1,5 @@
-// CUDA's device surface on the CPU build, one feature per kernel (tests/test_cpu_surface.py):
-// the bugs issue 13 found, 16-bit floats, cooperative groups, atomics, votes, intrinsics.
+// CUDA's device surface on the CPU build, one feature per kernel
+// (tests/backends/cpu_runtime/test_surface.py): the bugs issue 13 found, 16-bit floats, cooperative groups, atomics, votes, intrinsics.
 #include <cassert>
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>

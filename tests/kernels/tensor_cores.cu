@@ -1,6 +1,6 @@
 // Check kernels for the tensor-core building blocks of cuda/microgpt_cuda.cu, compiled appended to
-// that file: on the CPU build they run the emulated bodies (tests/test_tensor_cores.py compares
-// them with NumPy), on a GPU the PTX ones (scripts/tensor_core_check.py compares the two). One warp
+// that file: on the CPU build they run the emulated bodies
+// (tests/backends/cpu_runtime/test_tensor_cores.py compares them with NumPy), on a GPU the PTX ones (scripts/tensor_core_check.py compares the two). One warp
 // each, but the wgmma checks: one warpgroup or more.
 
 // y[i] = exp2_approx_ftz(x[i]): ex2.approx.ftz.f32 (emulated on the CPU build).

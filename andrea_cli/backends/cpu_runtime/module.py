@@ -165,7 +165,9 @@ class CpuModule:
             self._native = SanitizedLibrary(self.library_path, list(self._exports.values()))
         else:
             self._native = NativeLibrary(self.library_path)
-        self._worker = LaunchWorker(self.library_path, LaunchInfo) if self.isolation == "worker" else None
+        self._worker = None
+        if self.isolation == "worker":  # (the plain build: its NativeLibrary names the worker's return codes)
+            self._worker = LaunchWorker(self.library_path, LaunchInfo, self._native.result)
         self._kernels: dict[str, CpuKernel] = {}
 
     def get_function(self, name: str) -> CpuKernel:
@@ -203,19 +205,19 @@ class CpuModule:
     def _launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int) -> None:
         reverse = self.schedule == "reverse"
         if not self.isolate:
-            rc, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem, reverse,
-                                           self._options(args, fork=False))
-            raise_for(kernel.name, rc, info)
+            result, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem,
+                                               reverse, self._options(args, fork=False))
+            raise_for(kernel.name, result, info)
             if self.racecheck:
                 self._native.raise_races(kernel.name, kernel.params, block)
             return
         # Every array in its own guarded shared mapping: the caller's own when it is one already
         # (the backends allocate them so), else a copy, copied back if the kernel may write it.
         staged = tuple(a if not isinstance(a, np.ndarray) or region_of(a) else guarded_copy(a) for a in args)
-        rc, info = self._isolated_launch(kernel, grid, block, staged, shared_mem, reverse)
+        result, info = self._isolated_launch(kernel, grid, block, staged, shared_mem, reverse)
         arrays = {_param_name(kernel.params[i], i): region_of(a) for i, a in enumerate(staged)
                   if isinstance(a, np.ndarray)}
-        raise_for(kernel.name, rc, info, arrays)
+        raise_for(kernel.name, result, info, arrays)
         for param, region in arrays.items():
             hit = region.canary_hit()
             if hit is not None:

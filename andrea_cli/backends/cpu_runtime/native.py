@@ -1,5 +1,5 @@
 """The compiled kernel file loaded into this process: the launch entry point, its result record
-(LaunchInfo, the C struct of cuda_cpu_runtime.h) and the error each return code stands for."""
+(LaunchInfo, the C struct of cuda_cpu_runtime.h) and the error each result stands for."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from andrea_cli.backends.cpu_runtime.errors import (CpuAssertError, CpuCompileEr
                                                     CpuRuntimeError, CpuTimeoutError, CpuWarpError)
 from andrea_cli.backends.cpu_runtime.guarded_memory import GuardedRegion
 
-_OK, _DEADLOCK, _BAD_LAUNCH, _FAULT, _WARP_MISUSE, _ASSERT, _TIMEOUT, _CRASHED = 0, 1, 2, 4, 5, 6, 7, 8
+# The results of a launch that this module and worker.py tell apart, by the names
+# cpu_runtime/fibers.h gives them (ANDREA_RESULTS); the library says their numbers (results()).
+RESULTS = ("OK", "DEADLOCK", "BAD_LAUNCH", "FAULT", "WARP_MISUSE", "ASSERT", "TIMEOUT", "CRASHED")
 
 
 class LaunchInfo(ctypes.Structure):
@@ -55,6 +57,13 @@ def arg_bytes(args: tuple, signature: list[str]) -> list[bytes]:
     return out
 
 
+def results(lib: ctypes.CDLL) -> dict[int, str]:
+    """The library's return codes, number -> name: andrea_results() says "OK=0 DEADLOCK=1 ..."."""
+    lib.andrea_results.restype = ctypes.c_char_p
+    pairs = (entry.split("=") for entry in lib.andrea_results().decode().split())
+    return {int(code): name for name, code in pairs}
+
+
 def _pack(args: tuple, signature: list[str]) -> tuple[ctypes.Array, list]:
     """cupy-style: one void* per parameter, pointing at the argument's value."""
     keep = [ctypes.create_string_buffer(raw, len(raw)) for raw in arg_bytes(args, signature)]
@@ -78,6 +87,11 @@ class NativeLibrary:
             raise CpuRuntimeError(f"{path.name}: the runtime header and cpu_runtime/native.py disagree")
         if self.lib.andrea_options_size() != ctypes.sizeof(LaunchOptions):
             raise CpuRuntimeError(f"{path.name}: the runtime header and cpu_runtime/native.py disagree")
+        self.results = results(self.lib)  # return code -> its name
+        unknown = sorted(set(RESULTS) - set(self.results.values()))
+        if unknown:
+            raise CpuRuntimeError(f"{path.name}: the runtime header and cpu_runtime/native.py disagree: the "
+                                  f"library has no result {', '.join(unknown)}")
         self.lib.andrea_launch.restype = ctypes.c_int
         self.lib.andrea_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
@@ -89,44 +103,48 @@ class NativeLibrary:
         return fn().decode()
 
     def launch(self, name: str, signature: list[str], grid, block, args, shared_mem: int,
-               reverse: bool, options: LaunchOptions) -> tuple[int, LaunchInfo]:
+               reverse: bool, options: LaunchOptions) -> tuple[str, LaunchInfo]:
+        """The launch's result by name ("OK", "DEADLOCK", ...) and its report."""
         entry = ctypes.cast(self.lib[f"{name}__launch"], ctypes.c_void_p)
         argv, _keep = _pack(args, signature)
         info = LaunchInfo()
         rc = self.lib.andrea_launch(entry, argv, (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
                                     shared_mem, int(reverse), ctypes.byref(options), ctypes.byref(info))
-        return rc, info
+        return self.result(rc), info
+
+    def result(self, rc: int) -> str:
+        return self.results.get(rc, f"code {rc}")
 
 
-def raise_for(kernel: str, rc: int, info: LaunchInfo, arrays: dict[str, GuardedRegion] | None = None) -> None:
-    """arrays: the guarded mapping of each pointer argument, by parameter, to say which array a
-    fault ran past."""
-    if rc == _OK:
+def raise_for(kernel: str, result: str, info: LaunchInfo, arrays: dict[str, GuardedRegion] | None = None) -> None:
+    """result: the launch's, by name (NativeLibrary.launch); arrays: the guarded mapping of each
+    pointer argument, by parameter, to say which array a fault ran past."""
+    if result == "OK":
         return
     message = info.message.decode(errors="replace")
-    if rc == _FAULT and info.signal in (signal.SIGSEGV, signal.SIGBUS):
+    if result == "FAULT" and info.signal in (signal.SIGSEGV, signal.SIGBUS):
         for param, region in (arrays or {}).items():
             where = region.where(info.address)
             if where:
                 verb = {1: "wrote", 0: "read"}.get(info.access, "touched")
                 raise CpuFaultError(f"{kernel}: thread {tuple(info.thread)} of block {tuple(info.block)} {verb} "
                                     f"{param} at {where}: an out-of-bounds access")
-    if rc == _TIMEOUT:
+    if result == "TIMEOUT":
         raise CpuTimeoutError(f"{kernel}: block {tuple(info.block)} {message} (--timeout SECONDS sets the limit)")
-    if rc == _CRASHED:
+    if result == "CRASHED":
         if info.signal == signal.SIGINT:
             raise KeyboardInterrupt
         raise CpuCrashError(f"{kernel}: {message}; it was running block {tuple(info.block)}")
-    if rc == _DEADLOCK:
+    if result == "DEADLOCK":
         block = tuple(info.block)
         raise CpuDeadlockError(f"{kernel} deadlocked in block {block}: {message}", kernel, block)
-    if rc == _WARP_MISUSE:
+    if result == "WARP_MISUSE":
         block = tuple(info.block)
         raise CpuWarpError(f"{kernel}: block {block}: {message}", kernel, block, info.warp, info.mask, info.lanes)
-    if rc == _ASSERT:
+    if result == "ASSERT":
         raise CpuAssertError(f"{kernel}: {message} in block {tuple(info.block)}")
-    if rc == _FAULT:
+    if result == "FAULT":
         raise CpuFaultError(f"{kernel}: {message} in block {tuple(info.block)}")
-    if rc == _BAD_LAUNCH:
+    if result == "BAD_LAUNCH":
         raise CpuLaunchError(f"{kernel}: {message}")
     raise CpuRuntimeError(f"{kernel}: {message}")

@@ -80,15 +80,15 @@ class SanitizedLibrary:
         except BrokenPipeError:
             pass  # the worker is gone: _receive raises with what it left on stderr
         reply = self._receive()
-        rc, info_bytes, results = reply[:3]
-        for arg, result in zip(args, results):
-            if result is not None:
-                np.copyto(arg, result)
+        result, info_bytes, arrays = reply[:3]
+        for arg, array in zip(args, arrays):
+            if array is not None:
+                np.copyto(arg, array)
         self._launched(reply)
-        return rc, LaunchInfo.from_buffer_copy(info_bytes)
+        return result, LaunchInfo.from_buffer_copy(info_bytes)
 
     def _launched(self, reply: tuple) -> None:
-        """What a worker of another flavour sends after (rc, info, results): nothing here."""
+        """What a worker of another flavour sends after (result, info, arrays): nothing here."""
 
     def close(self) -> None:
         """End the worker: it leaves its loop when its input closes."""
@@ -127,7 +127,7 @@ def _report_error(report: str, fallback: str) -> CpuRuntimeError:
 def serve_launches(path: str, names: list[str], evidence=None, setup=None) -> None:
     """The worker process's loop (this module's and racecheck's): load the instrumented library,
     send the kernels' signatures, then run each launch the parent pickles to stdin and pickle back
-    (rc, info, the arrays) and, with evidence(lib, args), what it returns after them."""
+    (its result by name, info, the arrays) and, with evidence(lib, args), what it returns after them."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything the kernels print goes to stderr, not into the pickle stream
     lib = NativeLibrary(pathlib.Path(path))
@@ -142,10 +142,10 @@ def serve_launches(path: str, names: list[str], evidence=None, setup=None) -> No
             return
         # A fresh copy: its buffer comes from the instrumented malloc, exactly as large as the array.
         args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
-        rc, info = lib.launch(name, signature, grid, block, args, shared_mem, reverse,
-                              LaunchOptions.from_buffer_copy(options))
-        results = [a if isinstance(a, np.ndarray) else None for a in args]
-        reply = (rc, bytes(info), results)
+        result, info = lib.launch(name, signature, grid, block, args, shared_mem, reverse,
+                                  LaunchOptions.from_buffer_copy(options))
+        arrays = [a if isinstance(a, np.ndarray) else None for a in args]
+        reply = (result, bytes(info), arrays)
         pickle.dump(reply if evidence is None else (*reply, evidence(lib, args)), out)
         out.flush()
 

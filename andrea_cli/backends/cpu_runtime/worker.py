@@ -26,12 +26,12 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
+from typing import Callable
 
 from andrea_cli.backends.cpu_runtime.build import build_worker
 from andrea_cli.backends.cpu_runtime.guarded_memory import GuardedRegion, arena
 
 GRACE_S = 5.0  # CPU seconds past a block's own budget before the worker is killed
-_OK, _FAULT, _TIMEOUT, _CRASHED = 0, 4, 7, 8
 _UNAVAILABLE = (3, 4)  # the worker's exit status: the arena's range is taken there, or the library did not load
 _SIGNAL_NAMES = {signal.SIGSEGV: "SIGSEGV", signal.SIGBUS: "SIGBUS", signal.SIGFPE: "SIGFPE",
                  signal.SIGILL: "SIGILL", signal.SIGABRT: "SIGABRT", signal.SIGKILL: "SIGKILL",
@@ -88,16 +88,19 @@ def _last_line(text: str) -> str:
 class LaunchWorker:
     """The worker of one kernel library, started at its first launch and after each failed one."""
 
-    def __init__(self, library: os.PathLike, info_type: type[ctypes.Structure]):
+    def __init__(self, library: os.PathLike, info_type: type[ctypes.Structure], result: Callable[[int], str]):
+        """result: a return code's name (the library's own: NativeLibrary.result)."""
         self.library = os.fspath(library)
         self.info_type = info_type
+        self.result = result
         self.started = 0  # workers started so far (a benchmark and the tests read it)
         self._lock = threading.Lock()
         self._running: _Running | None = None
         self._info = GuardedRegion((ctypes.sizeof(info_type),), "u1")  # the report page, shared
 
     def launch(self, symbol: str, arg_bytes: list[bytes], grid, block, shared_mem: int, reverse: bool,
-               options: ctypes.Structure) -> tuple[int, ctypes.Structure]:
+               options: ctypes.Structure) -> tuple[str, ctypes.Structure]:
+        """The launch's result by name, as NativeLibrary.launch gives it, and its report."""
         with self._lock:
             run = self._running or self._start()
             ctypes.memset(self._info.start, 0, self._info.nbytes)
@@ -116,10 +119,10 @@ class LaunchWorker:
                 raise
             run.launches += 1
             info = self.info_type.from_buffer_copy(ctypes.string_at(self._info.start, self._info.nbytes))
-            rc = self._report(run, rc, info)
-            if rc != _OK:
+            result = self._report(run, rc, info)
+            if result != "OK":
                 self._end(kill=True)  # whatever the kernel did there, the next launch starts clean
-            return rc, info
+            return result, info
 
     def close(self) -> None:
         with self._lock:
@@ -195,8 +198,8 @@ class LaunchWorker:
                 run.proc.kill()
                 killed = True
 
-    def _report(self, run: _Running, rc: int | None, info: ctypes.Structure) -> int:
-        """rc as the forked launch gave it, info's message completed from the worker's stderr."""
+    def _report(self, run: _Running, rc: int | None, info: ctypes.Structure) -> str:
+        """The result as the forked launch gave it, info's message completed from the worker's stderr."""
         size = os.fstat(run.stderr_fd).st_size
         printed = os.pread(run.stderr_fd, size - run.stderr_seen, run.stderr_seen) if size > run.stderr_seen else b""
         run.stderr_seen = size
@@ -205,7 +208,7 @@ class LaunchWorker:
             info.running = -1
             _set_message(info, f"ran past its {info.limit_s:.3g} s limit and did not stop at the watchdog: its "
                                "process was killed (an endless loop?)")
-            return _TIMEOUT
+            return "TIMEOUT"
         if rc is None:
             status = run.proc.returncode
             if status in _UNAVAILABLE and run.launches == 1:
@@ -219,14 +222,15 @@ class LaunchWorker:
                 what = f"ended (exit status {status})"
             _set_message(info, f"the launch's process {what}{': ' if why else ''}{why} (a stray write that "
                                "corrupted memory outside the arrays?)")
-            return _CRASHED
-        if rc == _FAULT and info.signal == signal.SIGABRT:  # glibc's or assert's own words
+            return "CRASHED"
+        result = self.result(rc)
+        if result == "FAULT" and info.signal == signal.SIGABRT:  # glibc's or assert's own words
             why = _last_line(text)
             if why:
                 _set_message(info, f"{info.message.decode(errors='replace')}: {why}")
         elif printed:
             os.write(2, printed)
-        return rc
+        return result
 
 
 def _set_message(info: ctypes.Structure, text: str) -> None:

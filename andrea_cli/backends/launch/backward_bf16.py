@@ -9,66 +9,70 @@ from __future__ import annotations
 import numpy as np
 
 from andrea_cli.backends.launch.backward import BackwardOutputs, launch_delta
+from andrea_cli.backends.launch.catalogue import kernel
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
-from andrea_cli.backends.launch.fused_bf16 import (TC_KEYS, TC_ROWS, TC_THREADS, check_bf16_shape, convert_inputs,
-                                                   launch_to_bf16, shared_bytes_bf16)
+from andrea_cli.backends.launch.fused_bf16 import check_bf16_shape, convert_inputs, launch_to_bf16
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
 
 # The forward that saves the logsumexp: attention_fused_lse_kernel4, kernel4's body (kernel5 has no
-# lse twin yet)
-LSE_FORWARD_VARIANT = 4
+# lse twin yet); then dK, dV and dQ
+LSE_FORWARD, DKDV, DQ = (kernel("fused_bf16_backward", stage, variant)
+                         for stage, variant in (("forward", 4), ("dkdv", 2), ("dq", 2)))
+LSE_FORWARD_VARIANT = LSE_FORWARD.variant
 # What one run of it times, in launch order
 BF16_BACKWARD_STAGES = ("to_bf16", "forward", "delta", "dkdv", "dq")
 
 
-TC_BWD_QUERIES = {64: 64, 128: 32}  # must match TC_BWD_QUERIES_D64, _D128 in cuda/microgpt_cuda.cu
-
-
 def dkdv_queries(d: int) -> int:
     """Query rows per tile of the dK/dV kernel: its template argument QT (64 at d = 64; 32 at
-    d = 128, where 64 would spill)."""
-    return TC_BWD_QUERIES[d]
+    d = 128, where 64 would spill): TC_BWD_QUERIES_D64, _D128 in the kernel file."""
+    return DKDV.tile_size(d)
 
 
 def dkdv_shared_bytes_bf16(d: int) -> int:
     """k_s, v_s (64, d+8) + q_s, o_s (2, QT, d+8), bf16, + lse_s, delta_s (2, QT) float:
     56,320 bytes at d = 64, 70,144 at d = 128 (the cuda device opts in above 48 KiB)."""
-    qt = dkdv_queries(d)
-    return 2 * (2 * TC_KEYS + 4 * qt) * (d + 8) + 4 * 4 * qt
+    return DKDV.shared_bytes(d)
 
 
 def dq_shared_bytes_bf16(d: int) -> int:
     """q_s, o_s (64, d+8) + k_s, v_s (2, 64, d+8), bf16: 55,296 bytes at d = 64, 104,448 at d = 128."""
-    return 2 * (2 * TC_ROWS + 4 * TC_KEYS) * (d + 8)
+    return DQ.shared_bytes(d)
 
 
 def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, delta, dq, dk, dv, *, H: int,
-                         T: int, d: int, mask: MaskSpec, scaled: bool, clock=None) -> None:
+                         T: int, d: int, mask: MaskSpec, scaled: bool, clock=None) -> dict[str, str]:
     """delta, dkdv, dq on arrays already on the device: bf16 qb (pre-scaled), kb, vb, dob; the
-    forward's out and lse; float32 d_out for the rowsum term."""
+    forward's out and lse; float32 d_out for the rowsum term. Returns {stage: the kernel it ran}."""
     clock = clock or NoClock()
     i32 = np.int32
     mask_args = mask.kernel_args()
-    launch_delta(dev, d_out, out, delta, T=T, d_v=d, H=H, clock=clock)
+    ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d, H=H, clock=clock)
+    name = ran["dkdv"] = DKDV.entry(d)
     clock.start("dkdv")
-    dev.get_function(f"attention_backward_dkdv_kernel2_d{d}")(
-        (cdiv(T, TC_KEYS), 1, H), (TC_THREADS, 1, 1), (qb, kb, vb, dob, lse, delta, dk, dv, i32(T), *mask_args),
+    dev.get_function(name)(
+        (cdiv(T, DKDV.block_rows(d)), 1, H), (DKDV.block_threads(d), 1, 1), (qb, kb, vb, dob, lse, delta, dk, dv, i32(T), *mask_args),
         shared_mem=dkdv_shared_bytes_bf16(d))
     clock.stop("dkdv")
+    name = ran["dq"] = DQ.entry(d)
     clock.start("dq")
     scale = np.float32(scale_for(d, scaled))
-    dev.get_function(f"attention_backward_dq_kernel2_d{d}")(
-        (cdiv(T, TC_ROWS), 1, H), (TC_THREADS, 1, 1), (qb, kb, vb, dob, lse, delta, dq, i32(T), scale, *mask_args),
+    dev.get_function(name)(
+        (cdiv(T, DQ.block_rows(d)), 1, H), (DQ.block_threads(d), 1, 1), (qb, kb, vb, dob, lse, delta, dq, i32(T), scale, *mask_args),
         shared_mem=dq_shared_bytes_bf16(d))
     clock.stop("dq")
+    return ran
 
 
-def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T: int, d: int, mask: MaskSpec) -> None:
-    dev.get_function(f"attention_fused_lse_kernel4_d{d}")(
-        (cdiv(T, TC_ROWS), 1, H), (TC_THREADS, 1, 1),
+def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T: int, d: int,
+                          mask: MaskSpec) -> dict[str, str]:
+    name = LSE_FORWARD.entry(d)
+    dev.get_function(name)(
+        (cdiv(T, LSE_FORWARD.block_rows(d)), 1, H), (LSE_FORWARD.block_threads(d), 1, 1),
         (qb, kb, vb, out, lse, np.int32(T), *mask.kernel_args()),
-        shared_mem=shared_bytes_bf16(d, LSE_FORWARD_VARIANT))
+        shared_mem=LSE_FORWARD.shared_bytes(d))
+    return {"forward": name}
 
 
 def run_backward_bf16(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
@@ -86,16 +90,17 @@ def run_backward_bf16(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scal
     def launch(clock):
         clock.start("to_bf16")
         qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d), scaled)
-        launch_to_bf16(dev, gdo, dob, H * T * d, 1.0)
+        ran = launch_to_bf16(dev, gdo, dob, H * T * d, 1.0)
         clock.stop("to_bf16")
         clock.start("forward")
-        launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d, mask=mask)
+        ran.update(launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d, mask=mask))
         clock.stop("forward")
-        launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d, mask=mask,
-                             scaled=scaled, clock=clock)
+        return {**ran, **launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d,
+                                              mask=mask, scaled=scaled, clock=clock)}
 
-    stage_ms = timed_runs(dev, launch)
+    stage_ms, ran = timed_runs(dev, launch)
     timings = {name: stage_ms[name] for name in BF16_BACKWARD_STAGES}
     timings["total"] = sum(timings.values())
     host = transfers.download(dq, dk, dv, lse, out)
-    return BackwardOutputs(*host[:3], timings, lse=host[3], output=host[4], transfer_ms=transfers.elapsed_ms())
+    return BackwardOutputs(*host[:3], timings, lse=host[3], output=host[4], transfer_ms=transfers.elapsed_ms(),
+                           kernels=ran)

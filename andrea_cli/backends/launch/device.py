@@ -74,10 +74,12 @@ class Transfers:
         return self.clock.elapsed_ms()
 
 
-def timed_runs(dev: KernelDevice, launch: Callable[[StageClock], None]) -> dict[str, float]:
-    """`launch(clock)` run dev.warmup_runs times untimed, then once more: that run's stage times."""
+def timed_runs(dev: KernelDevice, launch: Callable[[StageClock], dict[str, str]]
+               ) -> tuple[dict[str, float], dict[str, str]]:
+    """`launch(clock)` run dev.warmup_runs times untimed, then once more: that run's stage times,
+    and what it returned ({stage: the kernel it ran})."""
     for _ in range(dev.warmup_runs + 1):
         clock = dev.clock()
-        launch(clock)
+        ran = launch(clock)
         timings = clock.elapsed_ms()
-    return timings
+    return timings, ran

@@ -8,15 +8,18 @@ from typing import Any
 
 import numpy as np
 
+from andrea_cli.backends.launch.catalogue import family
+from andrea_cli.backends.launch.kernel_spec import define
 from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
 
-FUSED_KEYS = 32  # must match FUSED_KEYS in cuda/microgpt_cuda.cu
-FUSED_MAX_D = 128  # must match FUSED_MAX_D: each lane keeps d_v / 32 output columns in registers
+FUSED = family("fused", "fused")  # {variant: its row}: kernel1, kernel2 (float4 loads), kernel3 (register-tiled)
+FUSED_KEYS = FUSED[1].tile_size()  # keys per tile of kernel1 and 2 (and of the fused backward): one per lane
+FUSED_MAX_D = define("FUSED_MAX_D")  # each lane keeps d_v / 32 output columns in registers
 WHY_MAX_D = f"the fused kernel keeps d_v / 32 columns per lane in registers: d_k, d_v <= {FUSED_MAX_D}"
-ROWS_PER_BLOCK = 8  # query rows (warps) per block; they share every K/V tile loaded
+ROWS_PER_BLOCK = FUSED[1].block_rows()  # query rows (warps) per block; they share every K/V tile loaded
 
 
 @dataclass
@@ -26,7 +29,12 @@ class FusedOutputs:
     transfer_ms: dict[str, float] = field(default_factory=dict)
     load_ms: float = 0.0
     device_output: Any = field(default=None, repr=False)  # the output where the kernel wrote it
-    kernel: str | None = None  # the kernel that ran, where the device chose it (bf16: kernel6 on sm_90)
+    kernels: dict[str, str] = field(default_factory=dict)  # {stage: the kernel it ran}
+
+    @property
+    def kernel(self) -> str:
+        """The fused kernel that ran (bf16: kernel6 on sm_90, where the device chose it)."""
+        return self.kernels["fused"]
 
 
 def check_fused_shape(d_k: int, d_v: int) -> None:
@@ -37,22 +45,15 @@ def check_fused_shape(d_k: int, d_v: int) -> None:
             )
 
 
-FUSED_VARIANTS = (1, 2, 3)  # attention_fused_kernel1, attention_fused_kernel2, attention_fused_kernel3_d*
-REGISTER_TILED_D = (64, 128)  # kernel3's entry points: attention_fused_kernel3_d64, _d128
-FUSED3_ROWS, FUSED3_THREADS = 64, 128  # must match FUSED3_ROWS and FUSED3_THREADS in the kernel file
-
-
 def fused_variants(d_k: int, d_v: int) -> list[int]:
     """The fused kernels that take these widths: kernel1 any width; kernel2 (float4 loads) widths
     divisible by 4; kernel3 (register-tiled, the head size compiled in) d_k = d_v = 64 or 128."""
-    variants = [1, 2] if d_k % 4 == 0 and d_v % 4 == 0 else [1]
-    return variants + [3] if d_k == d_v and d_k in REGISTER_TILED_D else variants
+    return [variant for variant, k in FUSED.items() if k.takes(d_k, d_v)]
 
 
-def _why_not(variant: int, d_k: int, d_v: int) -> str:
-    needs = {2: "d_k and d_v divisible by 4",
-             3: f"d_k = d_v, one of {', '.join(map(str, REGISTER_TILED_D))}"}.get(variant, "a variant of 1, 2 or 3")
-    return f"attention_fused_kernel{variant} needs {needs} (got d_k {d_k}, d_v {d_v})"
+def why_not(k, d_k: int, d_v: int) -> str:
+    """Why a row of the table does not take these widths."""
+    return f"{k.stem} needs {k.needs()} (got d_k {d_k}, d_v {d_v})"
 
 
 def default_variant(d_k: int, d_v: int) -> int:
@@ -65,31 +66,35 @@ def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 
     36,992 (kernel1) or 37,376 (kernel2) bytes, under the 48 KiB every GPU gives without an opt-in.
     Kernel3: q_s (64, d) + k_s (64, d + 4) + v_s (64, d): 50,176 bytes at d = 64, 99,328 at 128
     (the cuda backend opts in above 48 KiB)."""
-    if variant == 3:
-        return 4 * (3 * FUSED3_ROWS * d_k + 4 * FUSED3_ROWS)
-    k_stride = d_k | 1 if variant == 1 else d_k + 4
-    return 4 * (rows * d_k + FUSED_KEYS * k_stride + FUSED_KEYS * d_v)
+    k = FUSED[variant]
+    return k.shared_bytes(d_k, d_v, rows=None if k.head_sizes else rows)
 
 
 def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d_v: int, *,
-                 mask: MaskSpec, scaled: bool, rows: int = ROWS_PER_BLOCK, variant: int | None = None) -> None:
-    """One launch on arrays already on the device (bench times exactly this)."""
+                 mask: MaskSpec, scaled: bool, rows: int = ROWS_PER_BLOCK, variant: int | None = None) -> dict[str, str]:
+    """One launch on arrays already on the device (bench times exactly this); {"fused": the kernel}."""
+    check_fused_shape(d_k, d_v)
     variant = default_variant(d_k, d_v) if variant is None else variant
-    if variant not in fused_variants(d_k, d_v):
-        raise AndreaError(_why_not(variant, d_k, d_v))
+    if variant not in FUSED:
+        raise AndreaError(f"the fused kernels are attention_fused_kernel{', '.join(map(str, FUSED))} (got {variant})")
+    k = FUSED[variant]
+    if not k.takes(d_k, d_v):
+        raise AndreaError(why_not(k, d_k, d_v))
     scale = scale_for(d_k, scaled)
-    if variant == 3:  # 64 query rows per block of 128 threads; the head size is in the name
-        dev.get_function(f"attention_fused_kernel3_d{d_k}")(
-            (cdiv(T, FUSED3_ROWS), 1, H), (FUSED3_THREADS, 1, 1),
+    name = k.entry(d_k if k.head_sizes else None)
+    if k.head_sizes:  # register-tiled: its own rows and threads per block; the head size is in the name
+        dev.get_function(name)(
+            (cdiv(T, k.block_rows(d_k)), 1, H), (k.block_threads(d_k), 1, 1),
             (dq, dk, dv, out, np.int32(T), np.float32(scale), *mask.kernel_args()),
-            shared_mem=shared_bytes(d_k, d_v, variant=3),
+            shared_mem=k.shared_bytes(d_k, d_v),
         )
-        return
-    dev.get_function(f"attention_fused_kernel{variant}")(
+        return {"fused": name}
+    dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
         (dq, dk, dv, out, np.int32(T), np.int32(d_k), np.int32(d_v), np.float32(scale), *mask.kernel_args()),
-        shared_mem=shared_bytes(d_k, d_v, rows, variant),
+        shared_mem=k.shared_bytes(d_k, d_v, rows=rows),
     )
+    return {"fused": name}
 
 
 def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
@@ -106,10 +111,11 @@ def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
 
     def launch(clock):
         clock.start("fused")
-        launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scaled=scaled, rows=rows, variant=variant)
+        ran = launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scaled=scaled, rows=rows, variant=variant)
         clock.stop("fused")
+        return ran
 
-    timings = timed_runs(dev, launch)
+    timings, ran = timed_runs(dev, launch)
     timings["total"] = timings["fused"]
     (host,) = transfers.download(out)
-    return FusedOutputs(host, timings, transfers.elapsed_ms(), device_output=out)
+    return FusedOutputs(host, timings, transfers.elapsed_ms(), device_output=out, kernels=ran)

@@ -13,14 +13,18 @@ from typing import Any
 import numpy as np
 
 from andrea_cli.backends.base import StageOutputs
+from andrea_cli.backends.launch.catalogue import family, kernel
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
 
-TILE = 16  # must match TILE in cuda/microgpt_cuda.cu: scores_kernel1, mask_kernel1, av_kernel1
-SCORES2_TILE, AV2_TILE = 128, 64  # output tile edge of scores_kernel2 (256 threads), av_kernel2 (64)
-SOFTMAX3_PER_THREAD = 16  # values of a row each thread of softmax_kernel3 holds (SOFTMAX3_VEC float4s)
+SCORES, SOFTMAX, AV = (family("staged", stage) for stage in ("scores", "softmax", "av"))  # {variant: row}
+SCALE, MASK = kernel("staged", "scale"), kernel("staged", "mask")
+TILE = MASK.block_rows()  # 16x16 outputs per block: scores_kernel1, mask_kernel1, av_kernel1
+SCORES2_TILE, AV2_TILE = SCORES[2].block_rows(), AV[2].block_rows()  # output tile edge of the 8x8 kernels
+SOFTMAX3_PER_THREAD = SOFTMAX[3].tile_size()  # values of a row each thread of softmax_kernel3 holds
 SOFTMAX3_MAX_T = 1024 * SOFTMAX3_PER_THREAD  # longer rows take softmax_kernel2
+SCALE_GRID = 4096  # scale_kernel1's most blocks: a grid-stride loop does the rest
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,11 @@ class LaunchPlan:
     softmax_variant: int = 3  # 1: one block per row; 2: one warp per row; 3: the row in registers
     softmax_threads: int = 256  # threads per block for variant 1 (a multiple of 32)
     softmax_rows_per_block: int = 4  # warps (rows) per block for variant 2
+
+    def __post_init__(self):
+        if self.gemm_variant not in SCORES or self.softmax_variant not in SOFTMAX:
+            raise ValueError(f"no scores_kernel{self.gemm_variant} or no softmax_kernel{self.softmax_variant} "
+                             "in the kernel table")
 
     def softmax_for(self, T: int) -> int:
         """softmax_kernel3 holds the row in registers, up to SOFTMAX3_MAX_T; past it, kernel2."""
@@ -83,57 +92,67 @@ def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSp
 
 
 def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d_k: int, d_v: int, H: int,
-                  mask: MaskSpec, scaled: bool, plan: LaunchPlan = DEFAULT_PLAN, clock=None) -> None:
-    """One launch per stage on arrays already on the device (bench times exactly this)."""
+                  mask: MaskSpec, scaled: bool, plan: LaunchPlan = DEFAULT_PLAN, clock=None) -> dict[str, str]:
+    """One launch per stage on arrays already on the device (bench times exactly this); returns
+    {stage: the kernel it ran}."""
     clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
     tile_grid = (cdiv(T, TILE), cdiv(T, TILE), H)
     tile_block = (TILE, TILE, 1)
+    ran = {}
 
     clock.start("scores")
+    scores = ran["scores"] = SCORES[plan.gemm_variant].entry()
     if plan.gemm_variant == 2:
-        dev.get_function("scores_kernel2")((cdiv(T, SCORES2_TILE), cdiv(T, SCORES2_TILE), H), (256, 1, 1),
-                                           (dq, dk, buf.scores, i32(T), i32(d_k)))
+        dev.get_function(scores)((cdiv(T, SCORES2_TILE), cdiv(T, SCORES2_TILE), H), (SCORES[2].block_threads(), 1, 1),
+                                 (dq, dk, buf.scores, i32(T), i32(d_k)))
     else:
-        dev.get_function("scores_kernel1")(tile_grid, tile_block, (dq, dk, buf.scores, i32(T), i32(d_k)))
+        dev.get_function(scores)(tile_grid, tile_block, (dq, dk, buf.scores, i32(T), i32(d_k)))
     clock.stop("scores")
 
     if scaled:
         n = H * T * T
+        threads = SCALE.block_threads()
+        name = ran["scale"] = SCALE.entry()
         clock.start("scale")
-        dev.get_function("scale_kernel1")(
-            (min(cdiv(n, 256), 4096), 1, 1), (256, 1, 1),
+        dev.get_function(name)(
+            (min(cdiv(n, threads), SCALE_GRID), 1, 1), (threads, 1, 1),
             (buf.scores, buf.scaled, np.int64(n), f32(scale_for(d_k, scaled))),
         )
         clock.stop("scale")
 
     if mask.kind != "none":
+        name = ran["mask"] = MASK.entry()
         clock.start("mask")
-        dev.get_function("mask_kernel1")(tile_grid, tile_block, (buf.scaled, buf.masked, i32(T), *mask.kernel_args()))
+        dev.get_function(name)(tile_grid, tile_block, (buf.scaled, buf.masked, i32(T), *mask.kernel_args()))
         clock.stop("mask")
 
     clock.start("softmax")
     softmax = plan.softmax_for(T)
+    name = ran["softmax"] = SOFTMAX[softmax].entry()
     if softmax == 3:  # the smallest block whose threads hold the whole row
         threads = 32 * cdiv(cdiv(T, SOFTMAX3_PER_THREAD), 32)
-        dev.get_function("softmax_kernel3")((T, 1, H), (threads, 1, 1), (buf.masked, buf.weights, i32(T)))
+        dev.get_function(name)((T, 1, H), (threads, 1, 1), (buf.masked, buf.weights, i32(T)))
     elif softmax == 1:
         threads = plan.softmax_threads
-        dev.get_function("softmax_kernel1")(
-            (T, 1, H), (threads, 1, 1), (buf.masked, buf.weights, i32(T)), shared_mem=(threads // 32) * 4,
+        dev.get_function(name)(
+            (T, 1, H), (threads, 1, 1), (buf.masked, buf.weights, i32(T)),
+            shared_mem=SOFTMAX[1].shared_bytes(threads=threads),
         )
     else:
         rows = plan.softmax_rows_per_block
-        dev.get_function("softmax_kernel2")((cdiv(T, rows), 1, H), (32, rows, 1), (buf.masked, buf.weights, i32(T)))
+        dev.get_function(name)((cdiv(T, rows), 1, H), (32, rows, 1), (buf.masked, buf.weights, i32(T)))
     clock.stop("softmax")
 
     clock.start("av")
     av_args = (buf.weights, dv, buf.output, i32(T), i32(d_v), *mask.kernel_args())
+    av = ran["av"] = AV[plan.gemm_variant].entry()
     if plan.gemm_variant == 2:
-        dev.get_function("av_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (64, 1, 1), av_args)
+        dev.get_function(av)((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (AV[2].block_threads(), 1, 1), av_args)
     else:
-        dev.get_function("av_kernel1")((cdiv(d_v, TILE), cdiv(T, TILE), H), tile_block, av_args)
+        dev.get_function(av)((cdiv(d_v, TILE), cdiv(T, TILE), H), tile_block, av_args)
     clock.stop("av")
+    return ran
 
 
 def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
@@ -145,9 +164,10 @@ def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
     dq, dk, dv = transfers.upload(q, k, v)
 
     buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scaled)
-    timings = timed_runs(dev, lambda clock: launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask,
-                                                          scaled=scaled, plan=plan, clock=clock))
+    timings, ran = timed_runs(dev, lambda clock: launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_v, H=H,
+                                                               mask=mask, scaled=scaled, plan=plan, clock=clock))
     timings["total"] = sum(timings.values())
     names = ("scores", "scaled", "masked", "weights", "output")
     host = dict(zip(names, transfers.download(*(getattr(buf, name) for name in names))))
-    return StageOutputs(**host, timings_ms=timings, transfer_ms=transfers.elapsed_ms(), device_output=buf.output)
+    return StageOutputs(**host, timings_ms=timings, transfer_ms=transfers.elapsed_ms(), device_output=buf.output,
+                        kernels=ran)

@@ -1,4 +1,4 @@
-"""What NVRTC compiles the kernel file into for one GPU, and which kernels that GPU can run.
+"""What NVRTC compiles the kernel file into for one GPU, and with what compute capabilities.
 
 A cubin for the device's own sm_XX, never PTX for the driver to finish: NVRTC is often newer
 than the driver (a 13.5 NVRTC on a 13.0 driver, a 12.9 one on a 12.2 driver). CUDA's minor-version
@@ -13,18 +13,12 @@ from typing import Sequence
 
 from andrea_cli.errors import AndreaError
 
-# bf16 and tf32 mma.sync (m16n8k16, m16n8k8), bf16 conversions, ldmatrix and cp.async came
-# with Ampere. A kernel needs it when its name says bf16/tf32 or it is a tensor-core fused
-# kernel (attention_fused_kernel4_d64, _d128 and its lse variant, kernel5_d64, _d128: FlashAttention-2
-# on mma.sync; the backward's attention_backward_dkdv_kernel2_d64, _d128 and dq_kernel2_d64, _d128).
+# bf16 mma.sync (m16n8k16), bf16 conversions, ldmatrix and cp.async came with Ampere; Hopper's
+# wgmma (FlashAttention-3's way) exists only in sm_90a, the architecture-specific target of
+# compute capability 9.0 exactly: its cubin runs on H100/H200 and on no other GPU, older or newer
+# (a Blackwell has no wgmma). Which kernel needs which: the kernel table (backends/launch/catalogue.py).
 TENSOR_CORE_CC = (8, 0)
-TENSOR_CORE_TAGS = ("bf16", "tf32", "attention_fused_kernel4", "attention_fused_kernel5", "attention_fused_lse_kernel4",
-                    "attention_backward_dkdv_kernel2", "attention_backward_dq_kernel2")
-# Hopper's wgmma (attention_fused_kernel6*: FlashAttention-3's way) exists only in sm_90a, the
-# architecture-specific target of compute capability 9.0 exactly: its cubin runs on H100/H200 and
-# on no other GPU, older or newer (a Blackwell has no wgmma).
 WGMMA_CC = (9, 0)
-WGMMA_TAGS = ("attention_fused_kernel6",)
 ARCH_SPECIFIC_SINCE = (12, 0)  # the NVRTC that first compiles for sm_90a
 
 
@@ -64,29 +58,3 @@ def compile_target(cc: tuple[int, int], nvrtc_archs: Sequence[int], nvrtc_versio
     # The GPU is newer than this NVRTC: only PTX carries forward across a major, and a driver
     # that knows this GPU is newer than the NVRTC, so it can JIT what NVRTC wrote.
     return CompileTarget(f"compute_{max(a for a in archs if a <= device)}", "ptx")
-
-
-def needs_wgmma(kernel: str) -> bool:
-    """A kernel built on wgmma: it runs on compute capability 9.0 exactly (an sm_90a cubin)."""
-    return any(tag in kernel for tag in WGMMA_TAGS)
-
-
-def required_compute_capability(kernel: str) -> tuple[int, int] | None:
-    """The oldest GPU a kernel runs on, where it needs more than every GPU CUDA 12 supports (a
-    wgmma kernel: the only one, see needs_wgmma)."""
-    if needs_wgmma(kernel):
-        return WGMMA_CC
-    return TENSOR_CORE_CC if any(tag in kernel for tag in TENSOR_CORE_TAGS) else None
-
-
-def check_kernel_runs(kernel: str, cc: tuple[int, int]) -> None:
-    """Refuse, in one line, a kernel the GPU cannot run, before the driver is asked to launch it."""
-    if needs_wgmma(kernel) and tuple(cc) != WGMMA_CC:
-        raise AndreaError(f"{kernel} uses Hopper's wgmma, which only compute capability {_cc_text(WGMMA_CC)} "
-                          f"(sm_90a: H100, H200) has; this GPU has {_cc_text(cc)}: run attention_fused_kernel5 "
-                          "(mma.sync, any GPU from sm_80) on it")
-    need = required_compute_capability(kernel)
-    if need is not None and cc < need:
-        raise AndreaError(f"{kernel} uses Ampere instructions (bf16, mma.sync) that need compute capability "
-                          f"{_cc_text(need)} (sm_{need[0]}{need[1]}); this GPU has {_cc_text(cc)}: "
-                          "use the fp32 kernels on it")

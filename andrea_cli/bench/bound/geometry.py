@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from andrea_cli.backends.launch.backward import LSE_VARIANTS, launch_fused_backward, launch_fused_lse, \
-    launch_staged_backward
+from andrea_cli.backends.launch.backward import launch_fused_backward, launch_fused_lse, launch_staged_backward, \
+    lse_variants
 from andrea_cli.backends.launch.fused import fused_variants, launch_fused
 from andrea_cli.backends.launch.backward_bf16 import launch_backward_bf16, launch_fused_lse_bf16
 from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16, launch_to_bf16
@@ -116,7 +116,7 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
     def tensor_cores():
         if d in BF16_DIMS:
             qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), True)
-            for variant in BF16_KERNELS:  # kernel4, and kernel5 (the default)
+            for variant in BF16_KERNELS:  # kernel4, kernel5 and kernel6
                 launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask, variant=variant)
 
     def staged_backward():
@@ -128,10 +128,9 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
 
     def fused_backward():
         lse, delta = dev.empty((H, T)), dev.empty((H, T))
-        for variant in LSE_VARIANTS:
-            if variant in fused_variants(d, d):
-                launch_fused_lse(dev, q, k, v, out, lse, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True,
-                                 variant=variant)
+        for variant in lse_variants(d, d):
+            launch_fused_lse(dev, q, k, v, out, lse, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True,
+                             variant=variant)
         launch_fused_backward(dev, q, k, v, out, d_out, lse, delta, dev.empty((H, T, d)), dev.empty((H, T, d)),
                               dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
 

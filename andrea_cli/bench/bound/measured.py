@@ -18,15 +18,16 @@ from andrea_cli.bench.bound.geometry import Launch, Placeholder, RecordingDevice
 from andrea_cli.bench.bound.gpus import GpuSpec, spec_for_device
 from andrea_cli.bench.bound.report import NOT_MEASURED, kernel_bound, kernel_resources, kernel_sass
 from andrea_cli.bench.bound.sass import Instruction, find_cuobjdump
-from andrea_cli.bench.sweep import BenchResult, Impl, Measurement, costs
+from andrea_cli.bench.sweep import CAUSAL, NO_MASK, BenchResult, Impl, Measurement, costs, swept_mask
 from andrea_cli.errors import first_line
+from andrea_cli.masks import MaskSpec
 
 
-def recorded_launches(impl: Impl, H: int, T: int, d_k: int, causal: bool) -> list[Launch]:
+def recorded_launches(impl: Impl, H: int, T: int, d_k: int, mask: MaskSpec) -> list[Launch]:
     """What impl's timed run() launches at this shape (its prepare's untimed launches left out)."""
     dev = RecordingDevice()
     q, k, v = (Placeholder((H, T, d_k), np.dtype(np.float32)) for _ in range(3))
-    run = impl.prepare_on(dev, q, k, v, causal)
+    run = impl.prepare_on(dev, q, k, v, mask)
     dev.launches.clear()
     run()
     return list(dev.launches)
@@ -55,20 +56,22 @@ class RowBounds:
         self.spec, self.code, self.resources = spec, code, resources
         self._recorded: dict[tuple, list[Launch]] = {}  # a row and its other mask share a recording
 
-    def launches(self, impl: Impl, H: int, T: int, d_k: int, causal: bool) -> list[Launch]:
-        key = (impl.name, H, T, d_k, causal)
+    def launches(self, impl: Impl, H: int, T: int, d_k: int, mask: MaskSpec) -> list[Launch]:
+        key = (impl.name, H, T, d_k, mask)
         if key not in self._recorded:
-            self._recorded[key] = recorded_launches(impl, H, T, d_k, causal)
+            self._recorded[key] = recorded_launches(impl, H, T, d_k, mask)
         return self._recorded[key]
 
     @classmethod
     def compile(cls, path: Path, spec: GpuSpec) -> "RowBounds":
         return cls(spec, kernel_sass(path, spec.arch), kernel_resources(path, spec.arch))
 
-    def seconds(self, impl: Impl, H: int, T: int, d_k: int, causal: bool) -> float | None:
-        """The least time impl's run() can take at this shape on the modelled GPU; None when a
-        launch has no bound (its kernel not in the compiled file, or a block that cannot launch)."""
-        launches = {c: self.launches(impl, H, T, d_k, c) for c in (False, True)}
+    def seconds(self, impl: Impl, H: int, T: int, d_k: int, mask: MaskSpec) -> float | None:
+        """The least time impl's run() can take at this shape on the modelled GPU (mask: no mask or
+        causal, the two bench sweeps, each launch read beside its twin under the other); None when
+        a launch has no bound (its kernel not in the compiled file, or a block that cannot launch)."""
+        causal = mask.hides_future
+        launches = {c: self.launches(impl, H, T, d_k, m) for c, m in ((False, NO_MASK), (True, CAUSAL))}
         total = 0.0
         for launch, twin in _paired(launches[causal], launches[not causal]):
             if launch.kernel not in self.code:
@@ -84,7 +87,7 @@ class RowBounds:
 
     def tflops(self, impl: Impl, m: Measurement) -> float | None:
         """The row's useful FLOPs (the count its measured TFLOP/s uses) over its bound time."""
-        seconds = self.seconds(impl, m.H, m.T, m.d_k, m.causal)
+        seconds = self.seconds(impl, m.H, m.T, m.d_k, swept_mask(m.causal))
         if not seconds:
             return None
         flops, _ = costs(m.direction, m.H, m.T, m.d_k, m.causal)

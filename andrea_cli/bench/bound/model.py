@@ -44,28 +44,10 @@ PIPE_MEANING = {
     "hbm": "HBM bandwidth (every array of the launch once)",
 }
 
-# The matrix products of T×T×d each kernel does (2·T²·d flops each, FlashAttention's count:
-# 2 flops per multiply-add, half of them under a causal mask), by name; longest prefix first.
-# The fused backward kernels recompute Q·K^T: dkdv does 4 products, dq 3.
-MATMUL_PRODUCTS = (
-    ("attention_backward_dkdv_kernel", 4),
-    ("attention_backward_dq_kernel", 3),
-    ("attention_fused_lse_kernel", 2),
-    ("attention_fused_kernel", 2),
-    ("scores_kernel", 1),
-    ("av_kernel", 1),
-    ("dv_kernel", 1),
-    ("dp_kernel", 1),
-    ("dq_kernel", 1),
-    ("dk_kernel", 1),
-)
-
-
-def matmul_products(kernel: str) -> int:
-    return next((n for prefix, n in MATMUL_PRODUCTS if kernel.startswith(prefix)), 0)
-
 
 def attention_matmul_flops(products: int, H: int, T: int, d: int, causal: bool) -> float:
+    """products matrix products of T×T×d (the kernel table's count: 2·T²·d flops each,
+    FlashAttention's count, 2 flops per multiply-add, half of them under a causal mask)."""
     flops = products * 2.0 * T * T * d * H
     return flops / 2 if causal else flops
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from andrea_cli.backends.launch.catalogue import matmul_products
 from andrea_cli.backends.toolchain.cuda_arch import CompileTarget
 from andrea_cli.backends.toolchain.nvrtc import KernelResources, compile_kernel_file, compiled_kernel_file
 from andrea_cli.bench.bound.geometry import REFERENCE_HEADS, REFERENCE_T, ReferenceLaunch, reference_launches
 from andrea_cli.bench.bound.gpus import GpuSpec, gpu_spec
-from andrea_cli.bench.bound.model import Bound, Work, attention_matmul_flops, bound, matmul_products, occupancy
+from andrea_cli.bench.bound.model import Bound, Work, attention_matmul_flops, bound, occupancy
 from andrea_cli.bench.bound.sass import Instruction, Mix, disassemble, hot_loop, mix_of, parse_kernels, \
     steady_state
 from andrea_cli.kernel_file import kernel_parameters

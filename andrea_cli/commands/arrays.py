@@ -1,0 +1,85 @@
+"""The Python API's arrays: q, k, v (and grad's d_out) with any leading batch and head dims,
+folded into heads for one run and shaped back after; .npy paths go to the options instead."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from andrea_cli.errors import AndreaError
+from andrea_cli.inputs import QKV, as_matrix, is_gpu_array, qkv_from_arrays
+
+
+def is_path(a) -> bool:
+    return isinstance(a, (str, os.PathLike))
+
+
+def split_inputs(q, k, v) -> tuple[dict, tuple | None]:
+    """Paths go to the options as --q/--k/--v; arrays are returned apart."""
+    given = [a is not None for a in (q, k, v)]
+    if not any(given):
+        return {}, None
+    paths = [is_path(a) for a in (q, k, v) if a is not None]
+    if all(paths):
+        return {"q": q, "k": k, "v": v}, None
+    if any(paths):
+        raise AndreaError("q, k, v: pass all three as arrays or all three as .npy paths")
+    if not all(given):
+        raise AndreaError("pass all of q, k, v (or none, for random inputs of size T, d_k, d_v)")
+    return {}, (q, k, v)
+
+
+def as_array(a, name: str):
+    if is_gpu_array(a) or isinstance(a, np.ndarray):
+        return a
+    try:
+        return np.asarray(a)
+    except (TypeError, ValueError) as exc:
+        raise AndreaError(f"{name}: not an array of numbers ({exc}); pass a NumPy array") from None
+
+
+def fold_heads(arrays: dict) -> tuple[dict, tuple]:
+    """(..., T, d) arrays -> (H, T, d) with H the product of the leading dims (more than one of
+    them); returns the arrays and the leading dims to shape the results back with."""
+    arrays = {name: as_array(a, name) for name, a in arrays.items()}
+    shapes = {name: tuple(a.shape) for name, a in arrays.items()}
+    if any(len(shape) < 2 for shape in shapes.values()):
+        bad = next(name for name, shape in shapes.items() if len(shape) < 2)
+        raise AndreaError(f"{bad}: expected (..., T, d) with T and d last, got shape {shapes[bad]}")
+    lead = {shape[:-2] for shape in shapes.values()}
+    if len(lead) > 1:
+        shown = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise AndreaError(f"{shown}: the leading (batch, head) dims must agree")
+    dims = lead.pop()
+    if len(dims) <= 1:
+        return arrays, ()
+    return {name: a.reshape((-1, *a.shape[-2:])) for name, a in arrays.items()}, dims
+
+
+def unfold(a, dims: tuple):
+    return a if a is None or not dims else a.reshape((*dims, *a.shape[-2:]))
+
+
+def heads_of(arrays: tuple) -> tuple[QKV, tuple]:
+    """q, k, v as one run's heads, and the leading dims to shape its results back with."""
+    folded, dims = fold_heads(dict(zip("qkv", arrays)))
+    return qkv_from_arrays(folded["q"], folded["k"], folded["v"]), dims
+
+
+def backward_inputs(arrays: tuple, d_out) -> tuple[QKV, np.ndarray | None, tuple]:
+    """grad's q, k, v and (when given as an array) d_out as one run's heads, on the host."""
+    named = dict(zip("qkv", arrays))
+    if d_out is not None:
+        named["d_out"] = d_out
+    folded, dims = fold_heads(named)
+    data = qkv_from_arrays(folded["q"], folded["k"], folded["v"])
+    if data.on_device:
+        raise AndreaError("grad takes NumPy arrays: copy GPU arrays to the host first")
+    if "d_out" not in folded:
+        return data, None, dims
+    upstream = as_matrix(np.asarray(folded["d_out"]), "d_out", heads=True)
+    if upstream.shape != data.v.shape[:-1] + (data.d_v,):
+        raise AndreaError(f"d_out is {tuple(np.shape(d_out))} but the output is "
+                          f"{tuple(np.shape(arrays[2]))[:-1] + (data.d_v,)}: dO must have the output's shape")
+    return data, upstream, dims

@@ -1,0 +1,73 @@
+"""bench/bound/sass.py on fixed listings: instruction classes, the hot loop and its steady state,
+the work and shared-memory bytes of HMMA, LDSM and HGMMA per warp."""
+
+from __future__ import annotations
+
+from andrea_cli.bench.bound.gpus import GPUS
+from andrea_cli.bench.bound.model import Work, bound
+from andrea_cli.bench.bound.sass import (
+    hgmma_flops, hgmma_shared_bytes, hmma_flops, hot_loop, ldsm_bytes, mix_of, parse_kernels, steady_state,
+)
+
+
+H200 = GPUS["h200"]
+
+
+LISTING = """
+        Function : toy
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LDSM.16.M88.4 R4, [R2] ;
+        /*0020*/              @!PT LDS RZ, [RZ] ;
+        /*0030*/               @P1 BRA 0x60 ;
+        /*0040*/                   ISETP.GE.AND P0, PT, R3, R4, PT ;
+        /*0050*/                   FSEL R5, R5, -INF , P0 ;
+        /*0060*/                   HMMA.16816.F32.BF16 R8, R4, R6, R8 ;
+        /*0070*/                   FFMA R9, R4, R8, R9 ;
+        /*0080*/               @P0 BRA 0x10 ;
+        /*0090*/                   EXIT ;
+        /*00a0*/                   BRA 0xa0;
+"""
+
+
+def test_sass_classes_and_steady_state():
+    code = parse_kernels(LISTING)["toy"]
+    assert code[2].opcode == "NOP"  # @!PT never runs
+    assert hmma_flops("HMMA.16816.F32.BF16") == 4096 and hmma_flops("HMMA.1688.F32.TF32") == 2048
+    assert ldsm_bytes("LDSM.16.M88.4") == 512 and ldsm_bytes("LDSM.16.MT88.2") == 256
+    loop = hot_loop(code)
+    assert (loop.start, loop.end) == (0x10, 0x80)
+    # the masked fix-up (no arithmetic, no global memory) behind the forward branch is dropped
+    kept = [i.opcode.split(".")[0] for i in steady_state(loop)]
+    assert kept == ["LDSM", "NOP", "BRA", "HMMA", "FFMA", "BRA"]
+    mix = mix_of(steady_state(loop))
+    assert (mix.hmma, mix.ffma, mix.shared_load_bytes, mix.alu) == (1, 1, 512, 0)
+
+
+HGMMA_LISTING = """
+        Function : toy_wgmma
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   WARPGROUP.ARRIVE ;
+        /*0020*/                   HGMMA.64x128x16.F32.BF16 R24, R88, gdesc[UR8], R24 ;
+        /*0030*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT, gsb0 ;
+        /*0040*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0050*/                   R2UR UR9, R3 ;
+        /*0060*/               @P0 BRA 0x10 ;
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_hgmma_is_a_warp_s_quarter_of_the_warpgroup_s_work():
+    assert hgmma_flops("HGMMA.64x128x16.F32.BF16") == 2 * 64 * 128 * 16 // 4
+    assert hgmma_flops("HGMMA.64x256x32.F32.E4M3") == 2 * 64 * 256 * 32 // 4
+    # B only (A from registers), then A and B (the operand after the destination a descriptor too)
+    assert hgmma_shared_bytes("HGMMA.64x128x16.F32.BF16", "R24, R88, gdesc[UR8], R24") == 128 * 16 * 2 // 4
+    assert hgmma_shared_bytes("HGMMA.64x64x16.F32.BF16", "R24, gdesc[UR4], RZ, !UPT") == (64 * 16 + 16 * 64) * 2 // 4
+    assert hgmma_shared_bytes("HGMMA.64x64x8.F32.TF32", "R24, gdesc[UR4], R24") == (64 * 8 + 8 * 64) * 4 // 4
+    (loop,) = [hot_loop(parse_kernels(HGMMA_LISTING)["toy_wgmma"])]
+    mix = mix_of(steady_state(loop))
+    assert (mix.hgmma, mix.hmma, mix.instructions) == (2, 0, 6)
+    assert mix.tensor_flops == 65536 + 32768 and mix.wgmma_shared_bytes == 1024 + 1024
+    # WARPGROUP.ARRIVE / DEPBAR and R2UR take an issue slot and nothing else
+    assert (mix.alu, mix.fp32, mix.mufu, mix.bar, mix.shared_load_bytes) == (0, 0, 0, 0, 0)
+    b = bound(mix, Work(warps=1 << 16, array_bytes=1 << 20, executed_flops=1e12, useful_flops=1e12), H200, 8, looped=True)
+    assert b.bottleneck == "tensor" and b.peak_tflops == H200.bf16_peak_tflops

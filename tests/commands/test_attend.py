@@ -1,0 +1,186 @@
+"""`andrea attend` through the CLI: the tables, the JSON contract, files in and out, a copy of the
+kernel file, and every bad input. (attend --fused: tests/runs/test_fused.py; the layer:
+tests/runs/test_layer.py.)"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from andrea_cli import reference
+from andrea_cli.masks import MaskSpec
+
+NUMPY = ("--backend", "numpy")
+
+
+def test_tables_show_every_section(cli):
+    result = cli("attend", "--T", 64, "--d-k", 16, *NUMPY)
+    assert result.exit_code == 0, result.output
+    for text in ("Shapes", "(64, 16)", "(64, 64)", "Score magnitudes", "row sums", "Timings", "softmax", "4,096 scores per head"):
+        assert text in result.output
+
+
+def test_default_run_is_andrea_120m_head(cli):
+    doc = cli.json("attend", *NUMPY)
+    assert (doc["T"], doc["d_k"], doc["d_v"], doc["mask"], doc["scaled"]) == (1024, 64, 64, "causal", True)
+    assert doc["shapes"]["scores"] == [1024, 1024]
+    assert doc["scale"] == 1 / 8
+
+
+def test_json_contract(cli):
+    doc = cli.json("attend", "-T", 50, "--d-k", 32, "--d-v", 8, *NUMPY)
+    for key in ("backend", "device", "T", "d_k", "d_v", "mask", "scale", "shapes", "row_sums", "magnitude", "softmax", "timings_ms"):
+        assert key in doc
+    assert doc["shapes"] == {"q": [50, 32], "k": [50, 32], "v": [50, 8], "scores": [50, 50], "weights": [50, 50], "output": [50, 8]}
+    assert set(doc["row_sums"]) >= {"min", "max", "max_abs_dev"}
+    for side in ("unscaled", "scaled"):
+        assert set(doc["magnitude"][side]) >= {"mean_abs", "std", "max_abs"}
+    assert set(doc["softmax"]) >= {"mean_max_weight", "mean_entropy"}
+    assert set(doc["timings_ms"]) >= {"scores", "scale", "mask", "softmax", "av", "total"}
+    assert doc["row_sums"]["max_abs_dev"] < 1e-6
+    assert doc["hidden_weight_max"] == 0.0
+    # the scaled magnitudes are the unscaled ones divided by sqrt(d_k)
+    un, sc = doc["magnitude"]["unscaled"], doc["magnitude"]["scaled"]
+    assert math.isclose(sc["std"], un["std"] / math.sqrt(32), rel_tol=1e-5)
+
+
+def test_no_scale_and_no_mask_skip_their_stages(cli):
+    doc = cli.json("attend", "-T", 20, "--d-k", 4, "--no-scale", "--mask", "none", *NUMPY)
+    assert "scale" not in doc["timings_ms"] and "mask" not in doc["timings_ms"]
+    assert doc["hidden_weight_max"] is None and doc["scale"] == 1.0
+
+
+def test_seed_changes_and_repeats_the_inputs(cli):
+    a, b, c = (cli.json("attend", "-T", 16, "--d-k", 4, "--seed", s, *NUMPY) for s in (1, 1, 2))
+    assert a["magnitude"] == b["magnitude"] != c["magnitude"]
+
+
+def test_files_in_output_out(cli, tmp_path):
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((9, 5)).astype(np.float32) for _ in range(3))
+    np.savez(tmp_path / "qkv.npz", q=q, k=k, v=v)
+    out, weights = tmp_path / "o.npy", tmp_path / "w.npy"
+    doc = cli.json("attend", "--qkv", tmp_path / "qkv.npz", "--out", out, "--save-weights", weights, *NUMPY)
+    assert doc["T"] == 9 and "file" in doc["source"]
+    expected = reference.attention(q[None], k[None], v[None], MaskSpec("causal"))[0]
+    saved = np.load(out)
+    assert saved.dtype == np.float32 and saved.shape == (9, 5)
+    np.testing.assert_allclose(saved, expected, rtol=1e-5, atol=1e-6)
+    assert np.load(weights).shape == (9, 9)
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        np.save(tmp_path / f"{name}.npy", a)
+    doc2 = cli.json("attend", "--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy", "--v", tmp_path / "v.npy", *NUMPY)
+    assert doc2["magnitude"] == doc["magnitude"]
+    assert list(tmp_path.glob(".*tmp")) == []  # no temporary file left behind
+
+
+def _bad(tmp_path: Path) -> dict[str, list]:
+    """Each bad-input case: the arguments, and a word the one-line error must contain."""
+    good = np.ones((4, 3), np.float32)
+    np.save(tmp_path / "good.npy", good)
+    np.save(tmp_path / "three_d.npy", np.ones((2, 4, 3), np.float32))
+    np.save(tmp_path / "wide.npy", np.ones((4, 5), np.float32))
+    np.save(tmp_path / "long.npy", np.ones((6, 3), np.float32))
+    np.save(tmp_path / "nan.npy", np.array([[1, np.nan, 0]] * 4, np.float32))
+    np.save(tmp_path / "inf.npy", np.array([[1, np.inf, 0]] * 4, np.float32))
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}] * 12, dtype=object).reshape(4, 3), allow_pickle=True)
+    (tmp_path / "text.npy").write_text("not numpy at all")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "data.csv").write_text("1,2,3\n")
+    np.savez(tmp_path / "partial.npz", q=good, k=good)
+    g = str(tmp_path / "good.npy")
+    files = lambda q: ("--q", q, "--k", g, "--v", g)  # noqa: E731
+    return {
+        "missing file": [[*files(tmp_path / "absent.npy")], "no such file"],
+        "not npy": [[*files(tmp_path / "data.csv")], ".npy"],
+        "garbage npy": [[*files(tmp_path / "text.npy")], "not a .npy file, it does not start with NumPy's header"],
+        "empty npy": [[*files(tmp_path / "empty.npy")], "the file is empty"],
+        "seed negative": [["-T", 4, "--seed", -1], "--seed -1: a seed is a whole number >= 0"],
+        "huge d_k blames --d-k": [["-T", 16, "--d-k", 1_000_000_000], "use a smaller --d-k"],
+        "fused with show-weights": [["-T", 4, "--fused", "--show-weights"], "--show-weights draws the T×T weights"],
+        "preset with show-weights": [["--preset", "andrea-120m", "--show-weights"],
+                                     "--show-weights works on one head: drop --show-weights"],
+        "pickled objects": [[*files(tmp_path / "objects.npy")], "pickl"],
+        "3-D array": [[*files(tmp_path / "three_d.npy")], "2-D"],
+        "d_k disagrees": [[*files(tmp_path / "wide.npy")], "d_k"],
+        "T disagrees": [[*files(tmp_path / "long.npy")], "same T"],
+        "NaN": [[*files(tmp_path / "nan.npy")], "NaN"],
+        "Inf": [[*files(tmp_path / "inf.npy")], "Inf"],
+        "missing --v": [["--q", g, "--k", g], "--v"],
+        "npz lacks v": [["--qkv", tmp_path / "partial.npz"], "v"],
+        "T zero": [["--T", 0], "--T"],
+        "d_k zero": [["--d-k", 0], "--d-k"],
+        "d_v negative": [["--d-v", -3], "--d-v"],
+        "too big": [["--T", 10_000_000], "GiB"],
+        "out folder missing": [["-T", 4, "--out", tmp_path / "nowhere" / "o.npy"], "does not exist"],
+        "bad mask": [["-T", 4, "--mask", "window:0"], "window"],
+        "bad backend": [["-T", 4, "--backend", "tpu"], "backend"],
+        "T disagrees with files": [[*files(g), "--T", 7], "disagrees"],
+    }
+
+
+def test_every_bad_input_is_one_line_and_exit_2(run_main, tmp_path):
+    for case, (args, word) in _bad(tmp_path).items():
+        code, out, err = run_main("attend", *args)
+        assert code == 2, case
+        assert out == "", case
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (case, err)
+        assert word.lower() in lines[0].lower(), (case, lines[0])
+        assert "Traceback" not in err
+
+
+def test_usage_errors_are_one_line_too(run_main):
+    for args in (["attend", "--T", "many"], ["attend", "--frobnicate"]):
+        code, _, err = run_main(*args)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+
+
+def test_a_huge_T_is_refused_before_anything_is_drawn(run_main, monkeypatch):
+    import andrea_cli.commands.attend
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("inputs were drawn before the size was checked")
+
+    monkeypatch.setattr(andrea_cli.commands.attend, "random_qkv", must_not_run)
+    for args in (["--T", 2_000_000], ["--T", 10**9, "--fused"], ["--d-k", 10**9, "--fused"]):
+        code, _, err = run_main("attend", *args, "--backend", "cpu")
+        assert code == 2 and err.startswith("error: "), (args, err)
+
+
+def test_failed_run_leaves_existing_out_untouched(run_main, tmp_path):
+    out = tmp_path / "o.npy"
+    np.save(out, np.arange(3.0))
+    before = out.read_bytes()
+    code, _, _ = run_main("attend", "--T", 4, "--d-k", 0, "--out", out)
+    assert code == 2 and out.read_bytes() == before
+
+
+def test_kernel_copy_missing_a_kernel_is_refused(run_main, tmp_path):
+    from andrea_cli.kernel_file import packaged_kernel_path
+
+    copy = tmp_path / "mine.cu"
+    copy.write_text(packaged_kernel_path().read_text().replace("softmax_kernel2(", "softmax_kernel_two("))
+    code, _, err = run_main("attend", "-T", 8, "--backend", "cpu", "--kernel", copy)
+    assert code == 2 and "softmax_kernel2" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_main("attend", "-T", 8, "--backend", "cpu", "--kernel", tmp_path / "absent.cu")
+    assert code == 2 and "no such file" in err
+
+
+def test_cpu_backend_attend_matches_numpy(cli):
+    cpu = cli.json("attend", "-T", 45, "--d-k", 12, "--d-v", 7, "--mask", "window:9", "--backend", "cpu")
+    ref = cli.json("attend", "-T", 45, "--d-k", 12, "--d-v", 7, "--mask", "window:9", "--backend", "numpy")
+    assert cpu["backend"] == "cpu" and cpu["hidden_weight_max"] == 0.0
+    for side in ("unscaled", "scaled"):
+        for key, value in ref["magnitude"][side].items():
+            assert math.isclose(cpu["magnitude"][side][key], value, rel_tol=1e-5)
+    assert math.isclose(cpu["softmax"]["mean_entropy"], ref["softmax"]["mean_entropy"], rel_tol=1e-5)
+
+
+def test_kernel_copy_without_c_linkage_is_refused(run_main, tmp_path):
+    from andrea_cli.kernel_file import packaged_kernel_path
+
+    copy = tmp_path / "mine.cu"
+    copy.write_text(packaged_kernel_path().read_text().replace('extern "C" __global__ void mask_kernel1', "__global__ void mask_kernel1"))
+    code, _, err = run_main("attend", "-T", 8, "--backend", "cpu", "--kernel", copy)
+    assert code == 2 and "mask_kernel1" in err
