@@ -89,11 +89,11 @@ def command(options_class, name: str | None = None):
 
 
 def console() -> Console:
-    return Console(highlight=False)
+    return Console(highlight=False, emoji=False)  # emoji=False: an error's "file.cu:1234:" stays text, no emoji
 
 
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, emoji=False)
 
 
 def echo_err(line: str) -> None:

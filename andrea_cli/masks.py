@@ -21,10 +21,11 @@ class MaskSpec:
     def hides_future(self) -> bool:
         return self.kind != "none"
 
-    @property
-    def kernel_window(self) -> int:
-        """The mask kernel's `window` argument: 0 means no limit on how far back a query sees."""
-        return self.window if self.kind == "window" else 0
+    def kernel_args(self) -> tuple[np.int32, np.int32]:
+        """The scalars every kernel that masks takes, in its argument order: (causal, window), from
+        which the kernel file builds its Mask (Mask::from_args). causal != 0 hides the future;
+        window 0 sets no limit on how far back a query sees."""
+        return np.int32(self.hides_future), np.int32(self.window if self.kind == "window" else 0)
 
     def __str__(self) -> str:
         return f"window:{self.window}" if self.kind == "window" else self.kind

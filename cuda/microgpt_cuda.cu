@@ -7,9 +7,12 @@
 // single head is just gridDim.z = 1 (a causal fused kernel renumbers its blocks longest first
 // across the heads: causal_block_order). All data is float32, row-major, contiguous.
 //
-// The file: BUILDING BLOCKS first (warp reductions, the fused kernels' block order, ex2.approx,
-// the 8x8 GEMM tile of the register-tiled kernels, the tensor-core instructions' wrappers), then
-// the kernels in the order listed here.
+// The file: BUILDING BLOCKS first (warp reductions, the fused kernels' block order, the Mask,
+// ex2.approx, the 8x8 GEMM tile of the register-tiled kernels, the tensor-core instructions'
+// wrappers), then the kernels in the order listed here. Every kernel that masks takes the same
+// two arguments, (causal, window), and asks one Mask (BUILDING BLOCKS) for every test of a
+// (query, key) pair and every range of tiles it visits: today's masks are none, causal (key j
+// visible from query i when j <= i) and a causal sliding window (i - j < window as well).
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
@@ -27,9 +30,9 @@
 //                    (__launch_bounds__(256, 2): two blocks per SM)
 //   scale_kernel1    S' = S * scale, scale = 1/sqrt(d_k)        (n) -> (n), elementwise
 //                    grid-stride loop; grid (min(ceil(n/256), 4096)), block (256); registers <= 40
-//   mask_kernel1     S'[i][j] = -inf where key j is hidden from query i   (H,T,T) -> (H,T,T)
-//                    hidden: j > i (the future), or i - j >= window when window > 0 (a sliding
-//                    window: i sees i-window+1 .. i). grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//   mask_kernel1     S'[i][j] = -inf where the Mask hides key j from query i  (H,T,T) -> (H,T,T)
+//                    (causal: j > i, the future; a window: also i - j >= window, so i sees
+//                    i-window+1 .. i). grid (ceil(T/16), ceil(T/16), H), block (16, 16)
 //                    registers <= 24
 //   softmax_kernel1  P = row softmax of S', max-subtracted      (H,T,T) -> (H,T,T)
 //                    one block per row; warp shuffles, then the warp results through shared
@@ -43,13 +46,14 @@
 //                    grid (T, 1, H), block (32 * ceil(T/512), the smallest that holds the row)
 //                    registers <= 64
 //   av_kernel1       O = P · V                                  (H,T,T),(H,T,d_v) -> (H,T,d_v)
-//                    16x16 output tile per block, P and V tiles staged in shared memory;
-//                    with causal != 0 it stops at the diagonal, since P is exactly 0 beyond it.
+//                    16x16 output tile per block, P and V tiles staged in shared memory; only
+//                    the key tiles the Mask shows the block's rows (causal: none past the
+//                    diagonal; a window: none before its far end), since P is exactly 0 elsewhere.
 //                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   av_kernel2       the same O, 64x64 outputs per block, 8x8 per thread (scores_kernel2's tile
 //                    code and register prefetch, float4s where T and d_v are multiples of 4, 16
-//                    values a slice, held half a slice at a time: 8 registers); causal: stops
-//                    at the diagonal as kernel1 does.
+//                    values a slice, held half a slice at a time: 8 registers); it stops where
+//                    kernel1 does (from key 0 even under a window: its registers are full).
 //                    grid (ceil(d_v/64), ceil(T/64), H), block (64); registers <= 128
 //                    (__launch_bounds__(64, 8))
 //   attention_fused_kernel1   O = softmax(mask(Q · K^T * scale)) · V in one pass, flash-style
@@ -113,7 +117,8 @@
 // Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
 //
 //   dv_kernel1       dV = P^T · dO                              (H,T,T),(H,T,d_v) -> (H,T,d_v)
-//                    16x16 output tile per block; causal: skips the query tiles above key row j.
+//                    16x16 output tile per block; only the query tiles that see its keys (the
+//                    Mask's query_rows: causal, none above key row j; a window, none past its reach).
 //                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
 //   dp_kernel1       dP = dO · V^T (scores_kernel1's product)  (H,T,d_v),(H,T,d_v) -> (H,T,T)
 //                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
@@ -128,7 +133,8 @@
 //                    thread (av_kernel2's tile; dV and dK read P and dS transposed): 4 float4
 //                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1; the
 //                    register prefetch (dV, dK: a whole slice, 16 registers; dQ: halves, 8).
-//                    Causal: the tiles kernel1 skips. grid (ceil(d/64), ceil(T/64), H), block (64)
+//                    The Mask's ranges, as kernel1's (dQ from key 0, as av_kernel2).
+//                    grid (ceil(d/64), ceil(T/64), H), block (64)
 //                    (__launch_bounds__(64, 8)); registers <= 128, <= 128, <= 128
 //   dp_kernel2       the same dP, scores_kernel2's tile: 128x128 outputs per block.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256) (__launch_bounds__(256, 2));
@@ -190,9 +196,9 @@
 // BUILDING BLOCKS
 //
 // The device functions the kernels below are built from, each in one place: warp reductions,
-// the fused kernels' block order, ex2.approx, the register-tiled 8x8 GEMM tile of the staged
-// kernels, and the tensor-core instructions' wrappers. No kernel here: the stages follow, in the
-// order of the equation.
+// the fused kernels' block order, the Mask (which keys a query sees), ex2.approx, the
+// register-tiled 8x8 GEMM tile of the staged kernels, and the tensor-core instructions' wrappers.
+// No kernel here: the stages follow, in the order of the equation.
 // ------------------------------------------------------------------------------------------------
 
 // Warp reductions: every lane ends with the warp's max or sum, by xor-shuffles.
@@ -248,6 +254,143 @@ __device__ __forceinline__ BlockWork causal_block_order(int causal, bool longest
     const int rank = n / (int)gridDim.z;                       // 0: among the longest
     return {longest_last ? (int)gridDim.x - 1 - rank : rank, n % (int)gridDim.z};
 }
+
+// ------------------------------------------------------------------------------------------------
+// MASK: which keys a query row may see. Every kernel asks one Mask, for the test of a single pair
+// and for the ranges of tiles it visits; no kernel writes the rule out itself.
+//
+// Query row i sits at key position p = i + offset (offset 0 while queries and keys are one
+// sequence; S - L when the L queries are the last L of S keys, bottom-right causal). Key j is
+// visible from row i when neither of two bounds hides it:
+//   the right bound, under causal:    j <= p + right   (right 0: no key past the row's own)
+//   the left bound, when window > 0:  p - j < window   (p sees p-window+1 .. p); the first `sinks`
+//                                                      keys pass it however far back they lie
+// Causal is a local window of (infinity, 0), FlashAttention's reading: a mask flavour is a pair
+// of bounds (and the sinks), not another copy of the test.
+//
+// The kernels take (causal, window) and build their Mask with from_args; offset, right and sinks
+// are constants (0) until the kernels take them too, and SHIFTED and SINKS (compile-time choices)
+// keep their terms out of today's tests. How the rules are written is measured, not taste (NVVM,
+// kernel4's masked key tiles, 976 instructions a trip): a rule that adds a 0, a method that reads
+// its fields through `this` before it is inlined, or a bound test (j < T) left outside the call
+// compiles them to 8-28% more. So every method hands its fields as values to one of the rules of
+// plain ints at the end of the struct, the caller's own test comes in as `inside` (or `beyond`)
+// and is the rule's first term, and a kernel that builds a Mask reads causal and window only
+// through it. The kernels then compile as with the rule written out in each (the same
+// instruction counts; a comparison's operands may come out swapped).
+//
+// The ranges: a block of query rows visits the key tiles key_tiles names (every key any of its
+// rows sees lies in them); a block of keys, in the key-major backward kernels, walks the query
+// rows query_rows names. Within a tile, sees_any (may the warp skip it?) and hides_some (must it
+// test pairs one by one?) decide; edge_tiles splits a block's tiles into the masked and the
+// unmasked ones, for the kernels whose hot loop holds no mask code.
+
+// The key tiles a block of query rows [row0, row0 + rows) visits, KEYS keys each from j_begin.
+struct KeyTiles {
+    int row0, last_row;  // the block's first row, and its last inside T
+    int j_begin, j_end;  // j_begin (a multiple of KEYS) .. j_end - 1 hold every key a row of the block sees
+    int n_tiles;         // tiles from j_begin that reach j_end
+};
+
+// The query rows that see some key of a block of keys: i_begin .. i_end - 1.
+struct QueryRows {
+    int i_begin, i_end;
+};
+
+// A block's tiles (KeyTiles) by what crosses them: a mask edge or T crosses the first n_first and
+// those from n_last on (for some row of the block); the tiles between need no test of any pair.
+struct EdgeTiles {
+    int n_first, n_last;
+};
+
+struct Mask {
+    int causal;  // != 0: the right bound holds
+    int window;  // > 0: the left bound holds, window keys wide
+    static constexpr int offset = 0;  // key position of query row 0
+    static constexpr int right = 0;   // keys past the row's own position the right bound still shows
+    static constexpr int sinks = 0;   // the first keys the left bound never hides
+
+    // The kernels' arguments, (causal, window), as every launcher passes them (MaskSpec.kernel_args).
+    static __device__ __forceinline__ Mask from_args(int causal, int window) { return {causal, window}; }
+
+    // Is key j visible from query row i? inside: the caller's test that the pair lies in the matrix.
+    __device__ __forceinline__ bool visible(int i, int j, bool inside = true) const {
+        return pair_at(causal, window, inside, i - j, j);
+    }
+    // The same from the difference i - j (kernel5 and kernel6 keep it in one register).
+    __device__ __forceinline__ bool visible_at(int i_minus_j, int j, bool inside) const {
+        return pair_at(causal, window, inside, i_minus_j, j);
+    }
+    // Does some row of [i_first, i_last] see some key of [j_first, j_last]? (inside: there are such rows and keys)
+    __device__ __forceinline__ bool sees_any(int i_first, int i_last, int j_first, int j_last, bool inside) const {
+        return any_pair(causal, window, inside, i_first, i_last, j_first, j_last);
+    }
+    // Does the mask hide some pair of the rectangle, so that its pairs must be tested one by one?
+    __device__ __forceinline__ bool hides_some(int i_first, int i_last, int j_first, int j_last, bool beyond) const {
+        return some_hidden(causal, window, beyond, i_first, i_last, j_first, j_last);
+    }
+
+    // The key tiles a block of query rows [row0, row0 + rows) visits (T rows, T keys). Sinks keep
+    // the first tile at key 0; the tiles between them and the window come out wholly masked.
+    template <int KEYS>
+    __device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int T) const {
+        const int last_row = min(row0 + rows, T) - 1;
+        // one past the last key the block's last row sees; from the first key its first row's
+        // window reaches, in whole tiles
+        const int j_end = causal ? (SHIFTED ? min(T, last_row + offset + right + 1) : last_row + 1) : T;
+        const int j_begin = window > 0 && !SINKS ? max(0, row0 + offset - window + 1) / KEYS * KEYS : 0;
+        return {row0, last_row, j_begin, j_end, (j_end - j_begin + KEYS - 1) / KEYS};
+    }
+
+    // The query rows that see some key of [j0, j0 + keys) (T rows): under causal none before the
+    // first key's position, under a window none from the last key's position + window on.
+    __device__ __forceinline__ QueryRows query_rows(int j0, int keys, int T) const {
+        const int i_begin = causal ? (SHIFTED ? max(0, j0 - offset - right) : j0) : 0;
+        const bool far_end = window > 0 && (SINKS ? j0 >= sinks : true);
+        return {i_begin, far_end ? min(T, j0 + keys - 1 - offset + window) : T};
+    }
+
+    // Which of a block's key tiles a mask edge (or T) crosses: the first n_first (the window's far
+    // end, for some row: last_row - j0 >= window) and those from n_last on (keys past the block's
+    // first row under causal, or past T).
+    template <int KEYS>
+    __device__ __forceinline__ EdgeTiles edge_tiles(const KeyTiles& kt, int T) const {
+        return tile_edges<KEYS>(causal, window, kt.row0, kt.last_row, kt.j_begin, kt.n_tiles, T);
+    }
+
+    // The rules, on plain ints (see above). SHIFTED, SINKS: the forms with `+ offset + right` and
+    // with the sinks, chosen at compile time, only once those are not 0.
+    static constexpr bool SHIFTED = offset + right != 0, SINKS = sinks > 0;
+    // THE rule: key j, d = i - j positions behind row i (before the offset), against both bounds.
+    static __device__ __forceinline__ bool pair_at(int causal, int window, bool inside, int d, int j) {
+        return inside && (!causal || (SHIFTED ? d + offset + right : d) >= 0)
+               && (window <= 0 || (SHIFTED ? d + offset : d) < window || (SINKS ? j < sinks : false));
+    }
+    template <int KEYS>
+    static __device__ __forceinline__ EdgeTiles tile_edges(int causal, int window, int row0, int last_row, int j_begin,
+                                                           int n_tiles, int T) {
+        int n_first = 0;
+        if (window > 0 && last_row + offset - window >= j_begin)
+            n_first = min(n_tiles, (last_row + offset - window - j_begin) / KEYS + 1);
+        // the last tile's j0 that no row's right bound cuts, nor T
+        const int j0_max = causal ? min(T - KEYS, row0 + offset + right - KEYS + 1) : T - KEYS;
+        const int n_last = j0_max < j_begin ? n_first : max(n_first, min(n_tiles, (j0_max - j_begin) / KEYS + 1));
+        return {n_first, n_last};
+    }
+    // Over a rectangle the difference j - i fills one interval: its two ends decide.
+    static __device__ __forceinline__ bool any_pair(int causal, int window, bool inside, int i_first, int i_last,
+                                                    int j_first, int j_last) {
+        return inside && (!causal || j_first <= (SHIFTED ? i_last + offset + right : i_last))
+               && (window <= 0 || j_last > (SHIFTED ? i_first + offset : i_first) - window
+                   || (SINKS ? j_first < sinks : false));
+    }
+    // (A sink among the keys can only make a pair visible: "some hidden" stays a safe answer.)
+    static __device__ __forceinline__ bool some_hidden(int causal, int window, bool beyond, int i_first, int i_last,
+                                                       int j_first, int j_last) {
+        return beyond || (causal && j_last > (SHIFTED ? i_first + offset + right : i_first))
+               || (window > 0 && j_first <= (SHIFTED ? i_last + offset : i_last) - window);
+    }
+};
 
 // ------------------------------------------------------------------------------------------------
 // ex2.approx.ftz.f32: 2^x in one MUFU.EX2. The PTX manual bounds it at 2 ulp from the correctly
@@ -844,20 +987,19 @@ extern "C" __global__ void scale_kernel1(const float* __restrict__ in,  // (n)
 }
 
 // ------------------------------------------------------------------------------------------------
-// mask: the future (and, with a window, the distant past) gets -inf. Not -1e9: exp(-inf) is
-// exactly 0, so masked weights are exactly 0 and a fully masked row is detectable (its max is
-// -inf) instead of silently becoming a uniform distribution.
+// mask: every score the Mask hides (the future under causal; with a window, the distant past)
+// gets -inf. Not -1e9: exp(-inf) is exactly 0, so masked weights are exactly 0 and a fully masked
+// row is detectable (its max is -inf) instead of silently becoming a uniform distribution.
 
 extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, T, T)
                                         float* __restrict__ out,       // (H, T, T)
-                                        int T, int window) {
+                                        int T, int causal, int window) {
+    const Mask mask = Mask::from_args(causal, window);
     const int j = blockIdx.x * TILE + threadIdx.x;  // key
     const int i = blockIdx.y * TILE + threadIdx.y;  // query
     if (i >= T || j >= T) return;
     const long idx = (long)blockIdx.z * T * T + (long)i * T + j;
-    const bool future = j > i;
-    const bool too_far = window > 0 && i - j >= window;
-    out[idx] = (future || too_far) ? -INFINITY : in[idx];
+    out[idx] = mask.visible(i, j) ? in[idx] : -INFINITY;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -980,7 +1122,7 @@ extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H,
 extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H, T, T)
                                       const float* __restrict__ v,        // (H, T, d_v)
                                       float* __restrict__ out,            // (H, T, d_v)
-                                      int T, int d_v, int causal) {
+                                      int T, int d_v, int causal, int window) {
     __shared__ float p_tile[TILE][TILE + 1];  // p_tile[r][c] = P[row0 + r][j0 + c]
     __shared__ float v_tile[TILE][TILE + 1];  // v_tile[r][c] = V[j0 + r][col0 + c]
 
@@ -991,14 +1133,14 @@ extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H,
     v += head * T * d_v;
     out += head * T * d_v;
 
-    // Under a causal mask P[i][j] = 0 for j > i, so key tiles past this block's last query row
-    // contribute nothing: skipping them halves the work without changing a bit of the result.
-    const int last_row = min(row0 + TILE, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;
+    // P[i][j] = 0 wherever the Mask hides key j from row i, so only the key tiles this block's
+    // rows can see contribute (causal: none past its last row; a window: none before its first
+    // row's window): skipping the rest halves the causal work without changing a bit of the result.
+    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<TILE>(row0, TILE, T);
 
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
-    for (int j0 = 0; j0 < j_end; j0 += TILE) {
+    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
         const int pj = j0 + tx, vj = j0 + ty;
         p_tile[ty][tx] = (i < T && pj < T) ? weights[(long)i * T + pj] : 0.0f;
         v_tile[ty][tx] = (vj < T && c < d_v) ? v[(long)vj * d_v + c] : 0.0f;
@@ -1010,17 +1152,18 @@ extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H,
 }
 
 // av_kernel2: O = P · V, 64x64 outputs per block of 64 threads, 8x8 per thread (d_v is 64 or
-// 128 in practice: a 128-wide tile would leave half of it idle). With causal != 0 the k loop
-// stops after the block's last row, as in av_kernel1: P is exactly 0 beyond the diagonal.
+// 128 in practice: a 128-wide tile would leave half of it idle). The k loop stops where the Mask
+// says the block's rows see no more keys, as in av_kernel1. It starts at key 0 even under a
+// window: k_begin = kt.j_begin costs it 168 bytes of spill on sm_80 (its 128 registers are full).
 extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __restrict__ weights,  // (H, T, T)
                                                             const float* __restrict__ v,        // (H, T, d_v)
                                                             float* __restrict__ out,            // (H, T, d_v)
-                                                            int T, int d_v, int causal) {
+                                                            int T, int d_v, int causal, int window) {
     const long head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const int k_end = causal ? min(T, row0 + 64) : T;
+    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<GEMM_BK>(row0, 64, T);
     gemm_tile_8x8<64, 64, false>(weights + head * T * T, T, v + head * T * d_v, d_v, out + head * T * d_v, d_v,
-                                 T, d_v, k_end, row0, blockIdx.x * 64);
+                                 T, d_v, kt.j_end, row0, blockIdx.x * 64);
 }
 
 // ================================================================================================
@@ -1066,7 +1209,8 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
     float* v_s = k_s + FUSED_KEYS * ks;
 
     // Under a causal mask the last query tiles have the most key tiles: they go out first.
-    const BlockWork work = causal_block_order(causal, true);
+    const Mask mask = Mask::from_args(causal, window);
+    const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * rows;
     const int i = row0 + r;  // this warp's query row (may be >= T in the last tile)
     const long head = work.head;
@@ -1080,12 +1224,8 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         q_s[idx] = (row0 + rr < T) ? q[(long)(row0 + rr) * d_k + c] : 0.0f;
     }
 
-    // The key range any row of this block can see; tiles outside it are skipped entirely.
-    // Causal: nothing past the block's last row. Window: nothing before first_row - window + 1.
-    const int last_row = min(row0 + rows, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;
-    int j_begin = 0;
-    if (window > 0) j_begin = max(0, row0 - window + 1) / FUSED_KEYS * FUSED_KEYS;
+    // The key tiles any row of this block can see (the Mask's); the others are skipped entirely.
+    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, T);
 
     float m = -INFINITY;  // running max of this row's visible scores
     float l = 0.0f;       // running sum of exp(s - m)
@@ -1093,7 +1233,7 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
 #pragma unroll
     for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] = 0.0f;
 
-    for (int j0 = j_begin; j0 < j_end; j0 += FUSED_KEYS) {
+    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += FUSED_KEYS) {
         __syncthreads();  // the previous tile is fully read (and, first time, q_s is written)
         for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
             const int jj = idx / d_k, c = idx % d_k;
@@ -1107,7 +1247,7 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
 
         // Does this row see any key of the tile? The same answer for the whole warp (one row
         // per warp), so skipping keeps the warp converged for the shuffles below.
-        const bool any = i < T && (!causal || j0 <= i) && (window <= 0 || j0 + FUSED_KEYS - 1 > i - window);
+        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < T);
         if (!any) continue;
 
         // S tile: lane owns key j = j0 + lane.
@@ -1117,7 +1257,7 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         float s = 0.0f;
         for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
         s *= scale;
-        const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+        const bool visible = mask.visible(i, j, j < T);
         s = visible ? s : -INFINITY;  // -inf, not -1e9: exp gives exactly 0
 
         // Online softmax. m_new is finite here: `any` guarantees one visible key in the tile.
@@ -1187,7 +1327,8 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
     float* k_s = q_s + rows * d_k;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const BlockWork work = causal_block_order(causal, true);
+    const Mask mask = Mask::from_args(causal, window);
+    const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * rows;
     const int i = row0 + r;
     const long head = work.head;
@@ -1202,16 +1343,13 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
         ((float4*)q_s)[idx] = (row0 + rr < T) ? q4[(long)row0 * dk4 + idx] : zero4;
     }
 
-    const int last_row = min(row0 + rows, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;
-    int j_begin = 0;
-    if (window > 0) j_begin = max(0, row0 - window + 1) / FUSED_KEYS * FUSED_KEYS;
+    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, T);
 
     float m = -INFINITY, l = 0.0f;
     float4 acc = zero4;  // output columns 4·lane .. 4·lane+3, unnormalised
     const bool owns_columns = 4 * lane < d_v;
 
-    for (int j0 = j_begin; j0 < j_end; j0 += FUSED_KEYS) {
+    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += FUSED_KEYS) {
         __syncthreads();
         for (int idx = tid; idx < FUSED_KEYS * dk4; idx += n_threads) {
             const int jj = idx / dk4, c4 = idx % dk4;
@@ -1223,7 +1361,7 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
         }
         __syncthreads();
 
-        const bool any = i < T && (!causal || j0 <= i) && (window <= 0 || j0 + FUSED_KEYS - 1 > i - window);
+        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < T);
         if (!any) continue;
 
         const int j = j0 + lane;
@@ -1235,7 +1373,7 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
             s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
         }
         s *= scale;
-        const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+        const bool visible = mask.visible(i, j, j < T);
         s = visible ? s : -INFINITY;
 
         const float m_new = fmaxf(m, warp_max(s));
@@ -1321,7 +1459,8 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     float* p_s = k_s;
 
     const int tid = threadIdx.x, rg = tid / 16, cg = tid % 16;
-    const BlockWork work = causal_block_order(causal, true);  // longest blocks first
+    const Mask mask = Mask::from_args(causal, window);
+    const BlockWork work = causal_block_order(mask.causal, true);  // longest blocks first
     const int row0 = work.tile * FUSED3_ROWS;
     const long head = work.head;
     const float4* q4 = (const float4*)(q + head * T * D);
@@ -1339,10 +1478,8 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
         ((float4*)q_s)[idx] = a;
     }
 
-    // The key range any row of this block sees (as in kernel1), in whole tiles.
-    const int last_row = min(row0 + FUSED3_ROWS, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;
-    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS * FUSED3_KEYS : 0;
+    // The key tiles any row of this block sees (as in kernel1).
+    const KeyTiles kt = mask.key_tiles<FUSED3_KEYS>(row0, FUSED3_ROWS, T);
 
     float m[8], l[8], o[8][COLS];  // per row: running max (base 2), this lane's part of the sum
 #pragma unroll
@@ -1353,7 +1490,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
         for (int c = 0; c < COLS; ++c) o[r][c] = 0.0f;
     }
 
-    for (int j0 = j_begin; j0 < j_end; j0 += FUSED3_KEYS) {
+    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += FUSED3_KEYS) {
         __syncthreads();  // the previous tile (v_s, and P in k_s) is fully read; q_s is written
 #pragma unroll 4
         for (int n = 0; n < FUSED3_KEYS * D4 / FUSED3_THREADS; ++n) {  // 4 loads in flight per thread
@@ -1389,8 +1526,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
         }
 
         // The mask, element by element, only where the tile crosses one of its edges.
-        const bool edge = j0 + FUSED3_KEYS > T || (causal && j0 + FUSED3_KEYS - 1 > row0) ||
-                          (window > 0 && row0 + FUSED3_ROWS - 1 - j0 >= window);
+        const bool edge = mask.hides_some(row0, row0 + FUSED3_ROWS - 1, j0, j0 + FUSED3_KEYS - 1, j0 + FUSED3_KEYS > T);
         if (edge) {
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
@@ -1398,7 +1534,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 #pragma unroll
                 for (int n = 0; n < 4; ++n) {
                     const int j = j0 + cg + 16 * n;
-                    const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                    const bool visible = mask.visible(i, j, j < T);
                     if (!visible) s[r][n] = -INFINITY;
                 }
             }
@@ -1589,7 +1725,8 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
     // Causal: the last query tiles have the most key tiles; they go out first.
-    const BlockWork work = causal_block_order(causal, true);
+    const Mask mask = Mask::from_args(causal, window);
+    const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * TC_ROWS;
     const long head = work.head;
     q += head * T * D;
@@ -1598,9 +1735,8 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     out += head * T * D;
 
     // Key tiles any row of the block can see; the others are never loaded.
-    const int j_end = causal ? min(row0 + TC_ROWS, T) : T;
-    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
-    const int n_tiles = (j_end - j_begin + TC_KEYS - 1) / TC_KEYS;
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, T);
+    const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
     tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
     tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, T);
@@ -1641,9 +1777,8 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
         // Whole-warp decisions (so the warp stays converged at every .aligned instruction):
         // does any of its rows see a key of this tile, and must keys be tested one by one?
         const int j_last = min(j0 + TC_KEYS, T) - 1;
-        const bool any = w_row0 <= w_last && (!causal || j0 <= w_last) && (window <= 0 || j_last > w_row0 - window);
-        const bool edge = j0 + TC_KEYS > T || (causal && j0 + TC_KEYS - 1 > w_row0)
-                          || (window > 0 && j0 <= w_last - window);
+        const bool any = mask.sees_any(w_row0, w_last, j0, j_last, w_row0 <= w_last);
+        const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, j0 + TC_KEYS > T);
         if (any) {
             float s[TC_KEYS / 8][4];  // S slice: n8 tile nt holds keys j0 + 8nt .. j0 + 8nt + 7
 #pragma unroll
@@ -1664,7 +1799,7 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
-                        const bool visible = j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                        const bool visible = mask.visible(i, j, j < T);
                         if (!visible) s[nt][e] = -INFINITY;
                     }
             }
@@ -1802,33 +1937,17 @@ struct StaticFlag {
     static constexpr bool value = B;
 };
 
-// The key tiles one block of query rows [row0, row0 + rows) visits: 64 keys each from j_begin;
-// the tiles before it hold no key any row can see, and are never loaded.
-struct KeyTiles {
-    int row0, last_row, j_begin, n_tiles;
-};
-
-__device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int T, int causal, int window) {
-    const int last_row = min(row0 + rows, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;
-    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
-    return {row0, last_row, j_begin, (j_end - j_begin + TC_KEYS - 1) / TC_KEYS};
-}
-
-// Run tile(masked, hot, n) over the block's key tiles, each loop a copy of the tile's code of its
-// own. A mask edge crosses the first n_first tiles (the window's far end, for some row) and those
-// from n_last on (keys past the block's first row under a causal mask, or past T); the ones
-// between see no mask. HOT: the hot loop, the unmasked tiles but the last tile wholly below T
-// and those after it, copies tile n + 1 as a whole tile (no row tests, one copy path in its
-// code); without HOT the unmasked loop is the tested copy. (Computed here, after the kernel's
-// set-up, so the loop bounds hold no registers while Q's fragments are loaded.)
+// Run tile(masked, hot, n) over the block's key tiles (mask.key_tiles), each loop a copy of the
+// tile's code of its own: the first n_first tiles and those from n_last on cross a mask edge or
+// T (mask.edge_tiles); the ones between see no mask. HOT: the hot loop, the unmasked tiles but
+// the last tile wholly below T and those after it, copies tile n + 1 as a whole tile (no row
+// tests, one copy path in its code); without HOT the unmasked loop is the tested copy. (Computed
+// here, after the kernel's set-up, so the loop bounds hold no registers while Q's fragments are
+// loaded.) Kernel5 and kernel6 run their tiles through it.
 template <bool HOT, typename Tile>
-__device__ __forceinline__ void for_each_key_tile(const KeyTiles& kt, int T, int causal, int window, Tile&& tile) {
-    int n_first = 0;
-    if (window > 0 && kt.last_row - window >= kt.j_begin)
-        n_first = min(kt.n_tiles, (kt.last_row - window - kt.j_begin) / TC_KEYS + 1);
-    const int j0_max = causal ? min(T - TC_KEYS, kt.row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked tile's j0
-    const int n_last = j0_max < kt.j_begin ? n_first : max(n_first, min(kt.n_tiles, (j0_max - kt.j_begin) / TC_KEYS + 1));
+__device__ __forceinline__ void for_each_key_tile(const Mask& mask, const KeyTiles& kt, int T, Tile&& tile) {
+    const EdgeTiles et = mask.edge_tiles<TC_KEYS>(kt, T);
+    const int n_first = et.n_first, n_last = et.n_last;
     const int n_hot = HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS - 1) : n_first;
     int n = 0;
     for (; n < n_first; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
@@ -1852,7 +1971,8 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const BlockWork work = causal_block_order(causal, true);
+    const Mask mask = Mask::from_args(causal, window);
+    const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K5_ROWS;
     const long head = work.head;
     q += head * T * D;
@@ -1861,10 +1981,8 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     out += head * T * D;
 
     // Key tiles any row of the block can see; the others are never loaded.
-    const int last_row = min(row0 + K5_ROWS, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;
-    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
-    const int n_tiles = (j_end - j_begin + TC_KEYS - 1) / TC_KEYS;
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K5_ROWS, T);
+    const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
     // This thread's 16-byte pieces of every copy: rows cp_row + p·ROW_STEP, columns cp_col..+7.
     const int cp_row = threadIdx.x / CHUNKS, cp_col = 8 * (threadIdx.x % CHUNKS);
@@ -1955,8 +2073,11 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const int diff = diff0 + 16 * mt + 8 * (e / 2) - 8 * nt - e % 2;  // i - j
-                        const bool visible = 8 * nt + e % 2 < keys_left && (!causal || diff >= 0)
-                                             && (window <= 0 || diff < window);
+                        // mask.visible_at(diff, j, 8 * nt + e % 2 < keys_left) written out, the one
+                        // place outside the Mask: called, it spills 412 bytes at d = 128 on sm_90 (444
+                        // on sm_80), NVVM keeping more of the step's 64 tests live at the 255-register edge
+                        const bool visible = 8 * nt + e % 2 < keys_left && (!mask.causal || diff >= 0)
+                                             && (mask.window <= 0 || diff < mask.window);
                         if (!visible) s[mt][nt][e] = -INFINITY;
                     }
         }
@@ -2033,22 +2154,10 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
         __syncthreads();  // every warp is done with this stage before it is refilled
     };
 
-    // The tiles a mask edge crosses for some row of the block: the first n_first (the window's
-    // far end: last_row - j0 >= window) and those from n_last on (keys past the block's first
-    // row under a causal mask, or past T). The ones between see no mask at all.
-    int n_first = 0;
-    if (window > 0 && last_row - window >= j_begin) n_first = min(n_tiles, (last_row - window - j_begin) / TC_KEYS + 1);
-    const int j0_max = causal ? min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS;  // the last unmasked tile's j0
-    const int n_last = j0_max < j_begin ? n_first : max(n_first, min(n_tiles, (j0_max - j_begin) / TC_KEYS + 1));
-    int n = 0;
-    // the hot loop stops one tile short of the last tile wholly below T: its next copy is whole.
-    // (for_each_key_tile below runs the same schedule; kernel5 keeps it inline: written with it,
-    // its d = 128 copy spills, the register allocator being at its 255-register edge there)
-    const int n_hot = D == 64 ? min(n_last, (T - j_begin) / TC_KEYS - 1) : n_first;
-    for (; n < n_first; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
-    for (; n < n_hot; ++n) tile(StaticFlag<false>(), StaticFlag<true>(), n);  // the hot loop
-    for (; n < n_last; ++n) tile(StaticFlag<false>(), StaticFlag<false>(), n);
-    for (; n < n_tiles; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
+    // The tiles a mask edge (or T) crosses in loops of their own, the ones between without a test;
+    // at d = 64 the hot loop stops one tile short of the last tile wholly below T: its next copy
+    // is whole (at d = 128 that second copy path is the 4 bytes of spill: one tested path there).
+    for_each_key_tile<D == 64>(mask, kt, T, tile);
 
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
@@ -2135,7 +2244,8 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     unsigned short* v_s = k_s + 2 * KV_TILE;           // (2, KV_TILE)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const BlockWork work = causal_block_order(causal, true);
+    const Mask mask = Mask::from_args(causal, window);
+    const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K6_ROWS;
     const long head = work.head;
     q += head * T * D;
@@ -2143,7 +2253,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     v += head * T * D;
     out += head * T * D;
 
-    const KeyTiles kt = key_tiles(row0, K6_ROWS, T, causal, window);
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K6_ROWS, T);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
     // This thread's pieces: rows cp_row + p·ROW_STEP, columns cp_col..+7, in both layouts
@@ -2233,8 +2343,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int diff = diff0 + 8 * (e / 2) - 8 * c - e % 2;
-                    const bool visible = 8 * c + e % 2 < keys_left && (!causal || diff >= 0)
-                                         && (window <= 0 || diff < window);
+                    const bool visible = mask.visible_at(diff, js + 8 * c + 2 * t + e % 2, 8 * c + e % 2 < keys_left);
                     if (!visible) s[4 * c + e] = -INFINITY;
                 }
         }
@@ -2285,7 +2394,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         __syncthreads();  // every warp is done with this stage before it is refilled
     };
 
-    for_each_key_tile<true>(kt, T, causal, window, tile);
+    for_each_key_tile<true>(mask, kt, T, tile);
 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -2346,18 +2455,19 @@ attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigne
 __device__ __forceinline__ void transposed_product(const float* __restrict__ a,  // (T, T)
                                                    const float* __restrict__ b,  // (T, d)
                                                    float* __restrict__ out,      // (T, d)
-                                                   int T, int d, float scale, int causal) {
+                                                   int T, int d, float scale, int causal, int window) {
     __shared__ float a_tile[TILE][TILE + 1];  // a_tile[r][c] = A[i0 + r][row0 + c]
     __shared__ float b_tile[TILE][TILE + 1];  // b_tile[r][c] = B[i0 + r][col0 + c]
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     const int j = row0 + ty, c = col0 + tx;  // this thread's output: key row j, column c
 
-    // Under a causal mask A[i][j] = 0 for j > i (P and dS vanish above the diagonal): output row
-    // j gathers only from query rows i >= j, so the row tiles before this block's are skipped.
-    const int i_begin = causal ? row0 : 0;
+    // A[i][j] = 0 wherever the Mask hides key j from row i (P and dS vanish there): output row j
+    // gathers only from the query rows that see this block's keys (causal: i >= row0; a window:
+    // none past the last key's window), so the row tiles outside them are skipped.
+    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, TILE, T);
     float acc = 0.0f;
-    for (int i0 = i_begin; i0 < T; i0 += TILE) {
+    for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += TILE) {
         const int ai = i0 + ty, aj = row0 + tx, bc = col0 + tx;
         a_tile[ty][tx] = (ai < T && aj < T) ? a[(long)ai * T + aj] : 0.0f;  // coalesced along j
         b_tile[ty][tx] = (ai < T && bc < d) ? b[(long)ai * d + bc] : 0.0f;
@@ -2371,9 +2481,10 @@ __device__ __forceinline__ void transposed_product(const float* __restrict__ a, 
 extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, T, T)
                                       const float* __restrict__ d_out,    // (H, T, d_v)
                                       float* __restrict__ dv,             // (H, T, d_v)
-                                      int T, int d_v, int causal) {
+                                      int T, int d_v, int causal, int window) {
     const long head = blockIdx.z;
-    transposed_product(weights + head * T * T, d_out + head * T * d_v, dv + head * T * d_v, T, d_v, 1.0f, causal);
+    transposed_product(weights + head * T * T, d_out + head * T * d_v, dv + head * T * d_v, T, d_v, 1.0f, causal,
+                       window);
 }
 
 extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, T, d_v)
@@ -2427,7 +2538,7 @@ extern "C" __global__ void ds_kernel1(const float* __restrict__ weights,  // (H,
 extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, T, T)
                                       const float* __restrict__ k,   // (H, T, d_k)
                                       float* __restrict__ dq,        // (H, T, d_k)
-                                      int T, int d_k, float scale, int causal) {
+                                      int T, int d_k, float scale, int causal, int window) {
     // dQ = scale · dS · K: av_kernel1's product P·V with dS and K, and the scale on the store.
     __shared__ float s_tile[TILE][TILE + 1];  // s_tile[r][c] = dS[row0 + r][j0 + c]
     __shared__ float k_tile[TILE][TILE + 1];  // k_tile[r][c] = K[j0 + r][col0 + c]
@@ -2438,11 +2549,11 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, T, T
     k += head * T * d_k;
     dq += head * T * d_k;
 
-    const int last_row = min(row0 + TILE, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;  // dS[i][j] = 0 for j > i under a causal mask
+    // dS[i][j] = 0 wherever the Mask hides key j: only the key tiles the block's rows see (as av_kernel1)
+    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<TILE>(row0, TILE, T);
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
-    for (int j0 = 0; j0 < j_end; j0 += TILE) {
+    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
         const int sj = j0 + tx, kj = j0 + ty;
         s_tile[ty][tx] = (i < T && sj < T) ? ds[(long)i * T + sj] : 0.0f;
         k_tile[ty][tx] = (kj < T && c < d_k) ? k[(long)kj * d_k + c] : 0.0f;
@@ -2456,47 +2567,56 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, T, T
 extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, T, T)
                                       const float* __restrict__ q,   // (H, T, d_k)
                                       float* __restrict__ dk,        // (H, T, d_k)
-                                      int T, int d_k, float scale, int causal) {
+                                      int T, int d_k, float scale, int causal, int window) {
     const long head = blockIdx.z;
-    transposed_product(ds + head * T * T, q + head * T * d_k, dk + head * T * d_k, T, d_k, scale, causal);
+    transposed_product(ds + head * T * T, q + head * T * d_k, dk + head * T * d_k, T, d_k, scale, causal, window);
 }
 
 // ------------------------------------------------------------------------------------------------
 // The same four products through the register-tiled GEMM tile (BUILDING BLOCKS), 8x8 outputs per
 // thread: dp_kernel2 is scores_kernel2's product, dq_kernel2 av_kernel2's, dv_kernel2 and
 // dk_kernel2 av_kernel2's with A read transposed (A_KM): a k-slice of P or dS is a row segment,
-// read coalesced along the key rows the block owns. Causal: dq stops at the diagonal as
-// av_kernel2 does; dv and dk start there (query rows before the block's first key see none of it).
+// read coalesced along the key rows the block owns. Each k range is the Mask's: dq stops after
+// the keys its rows see, as av_kernel2 does; dv and dk take the query rows that see the block's
+// keys (mask.query_rows: under causal none before the block's first key), out to whole float4s.
+
+// A k range's end rounded up to a multiple of 4 within T: gemm_tile_8x8 copies float4s only where
+// every edge falls on one (P and dS are exactly 0 in the rows it adds, past the Mask's range).
+__device__ __forceinline__ int float4_end(int k_end, int T) { return min(T, (k_end + 3) / 4 * 4); }
 
 extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __restrict__ weights,  // (H, T, T)
                                                                const float* __restrict__ d_out,    // (H, T, d_v)
                                                                float* __restrict__ dv,             // (H, T, d_v)
-                                                               int T, int d_v, int causal) {
+                                                               int T, int d_v, int causal, int window) {
     const long head = blockIdx.z;
     const int row0 = blockIdx.y * 64;  // key rows row0 .. row0 + 63 of dV
+    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, 64, T);
     gemm_tile_8x8<64, 64, false, true>(weights + head * T * T, T, d_out + head * T * d_v, d_v, dv + head * T * d_v,
-                                       d_v, T, d_v, T, row0, blockIdx.x * 64, causal ? row0 : 0);
+                                       d_v, T, d_v, float4_end(qr.i_end, T), row0, blockIdx.x * 64, qr.i_begin);
 }
 
 extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __restrict__ ds,  // (H, T, T)
                                                                const float* __restrict__ k,   // (H, T, d_k)
                                                                float* __restrict__ dq,        // (H, T, d_k)
-                                                               int T, int d_k, float scale, int causal) {
+                                                               int T, int d_k, float scale, int causal, int window) {
     const long head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const int j_end = causal ? min(T, row0 + 64) : T;  // dS[i][j] = 0 for j > i: no key past the last row
+    // dS = 0 past the keys the block's rows see; from key 0 as av_kernel2 (k_begin = kt.j_begin: 3
+    // more instructions a k-slice on sm_90)
+    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<GEMM_BK>(row0, 64, T);
     gemm_tile_8x8<64, 64, false>(ds + head * T * T, T, k + head * T * d_k, d_k, dq + head * T * d_k, d_k, T, d_k,
-                                 j_end, row0, blockIdx.x * 64, 0, scale);
+                                 kt.j_end, row0, blockIdx.x * 64, 0, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __restrict__ ds,  // (H, T, T)
                                                                const float* __restrict__ q,   // (H, T, d_k)
                                                                float* __restrict__ dk,        // (H, T, d_k)
-                                                               int T, int d_k, float scale, int causal) {
+                                                               int T, int d_k, float scale, int causal, int window) {
     const long head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
+    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, 64, T);
     gemm_tile_8x8<64, 64, false, true>(ds + head * T * T, T, q + head * T * d_k, d_k, dk + head * T * d_k, d_k, T,
-                                       d_k, T, row0, blockIdx.x * 64, causal ? row0 : 0, scale);
+                                       d_k, float4_end(qr.i_end, T), row0, blockIdx.x * 64, qr.i_begin, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __restrict__ d_out,  // (H, T, d_v)
@@ -2538,11 +2658,6 @@ extern "C" __global__ void attention_backward_delta_kernel1(const float* __restr
     if (lane == 0) delta[(long)blockIdx.z * T + i] = dot;
 }
 
-// Is key j visible from query i? The forward's rule, in one place for both backward kernels.
-__device__ __forceinline__ bool key_visible(int i, int j, int T, int causal, int window) {
-    return i < T && j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
-}
-
 extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restrict__ q,      // (H, T, d_k)
                                                            const float* __restrict__ k,      // (H, T, d_k)
                                                            const float* __restrict__ v,      // (H, T, d_v)
@@ -2570,7 +2685,8 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     float* p_s = o_s + rows * d_v;
     float* g_s = p_s + rows * FUSED_KEYS;
 
-    const BlockWork work = causal_block_order(causal, false);  // causal: the first keys see the most rows
+    const Mask mask = Mask::from_args(causal, window);
+    const BlockWork work = causal_block_order(mask.causal, false);  // causal: the first keys see the most rows
     const int j0 = work.tile * FUSED_KEYS;
     const long head = work.head;
     q += head * T * d_k;
@@ -2591,17 +2707,16 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
         v_s[jj * vs + c] = (j0 + jj < T) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
     }
 
-    // The query rows that see any of keys j0 .. j0+31: causal, none before j0; a window of W,
-    // none from j0 + 31 + W on.
-    const int i_begin = causal ? j0 : 0;
-    const int i_end = window > 0 ? min(T, j0 + FUSED_KEYS - 1 + window) : T;
+    // The query rows that see any of keys j0 .. j0+31 (causal: none before j0; a window of W: none
+    // from j0 + 31 + W on)
+    const QueryRows qr = mask.query_rows(j0, FUSED_KEYS, T);
 
     const int per_thread = FUSED_KEYS * FUSED_MAX_D / (32 * FUSED_BWD_ROWS);  // 16
     float dk_acc[per_thread], dv_acc[per_thread];
 #pragma unroll
     for (int n = 0; n < per_thread; ++n) dk_acc[n] = dv_acc[n] = 0.0f;
 
-    for (int i0 = i_begin; i0 < i_end; i0 += rows) {
+    for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += rows) {
         __syncthreads();  // the previous rows are fully read (and, first time, k_s, v_s written)
         for (int idx = tid; idx < rows * d_k; idx += n_threads) {
             const int rr = idx / d_k, c = idx % d_k;
@@ -2616,7 +2731,7 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
         // Warp r takes query row i, lane takes key j: one entry of P and dS each.
         const int i = i0 + r, j = j0 + lane;
         float p = 0.0f, g = 0.0f;  // hidden keys keep exactly 0: no gradient through a -inf
-        if (key_visible(i, j, T, causal, window)) {
+        if (mask.visible(i, j, i < T && j < T)) {
             const float* qi = q_s + r * d_k;
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
@@ -2681,7 +2796,8 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
     float* k_s = o_s + rows * d_v;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const BlockWork work = causal_block_order(causal, true);  // longest rows first
+    const Mask mask = Mask::from_args(causal, window);
+    const BlockWork work = causal_block_order(mask.causal, true);  // longest rows first
     const int row0 = work.tile * rows;
     const int i = row0 + r;
     const long head = work.head;
@@ -2702,16 +2818,13 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
     const float lse_i = i < T ? lse[head * T + i] : 0.0f;
     const float delta_i = i < T ? delta[head * T + i] : 0.0f;
 
-    const int last_row = min(row0 + rows, T) - 1;
-    const int j_end = causal ? last_row + 1 : T;
-    int j_begin = 0;
-    if (window > 0) j_begin = max(0, row0 - window + 1) / FUSED_KEYS * FUSED_KEYS;
+    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, T);
 
     float acc[FUSED_MAX_D / 32];
 #pragma unroll
     for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] = 0.0f;
 
-    for (int j0 = j_begin; j0 < j_end; j0 += FUSED_KEYS) {
+    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += FUSED_KEYS) {
         __syncthreads();
         for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
             const int jj = idx / d_k, c = idx % d_k;
@@ -2723,12 +2836,12 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         }
         __syncthreads();
 
-        const bool any = i < T && (!causal || j0 <= i) && (window <= 0 || j0 + FUSED_KEYS - 1 > i - window);
+        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < T);
         if (!any) continue;  // the same for the whole warp: the shuffles below stay converged
 
         const int j = j0 + lane;
         float g = 0.0f;
-        if (key_visible(i, j, T, causal, window)) {
+        if (mask.visible(i, j, i < T && j < T)) {
             const float* qi = q_s + r * d_k;
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
@@ -2893,6 +3006,7 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
     float* delta_s = lse_s + 2 * QT;            // (2, QT)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
+    const Mask mask = Mask::from_args(causal, window);
     const int j0 = blockIdx.x * TC_KEYS;  // causal: the first key blocks have the most query tiles
     const long head = blockIdx.z;
     q += head * T * D;
@@ -2904,11 +3018,9 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
     dk += head * T * D;
     dv += head * T * D;
 
-    // Query rows that see any of the block's keys; the tiles outside are never loaded. (A window
-    // implies causal: query i sees i-window+1 .. i.)
-    const int i_begin = causal ? j0 : 0;
-    const int i_end = window > 0 ? min(T, j0 + TC_KEYS - 1 + window) : T;
-    const int n_tiles = (i_end - i_begin + QT - 1) / QT;
+    // Query rows that see any of the block's keys; the tiles outside are never loaded.
+    const QueryRows qr = mask.query_rows(j0, TC_KEYS, T);
+    const int i_begin = qr.i_begin, n_tiles = (qr.i_end - i_begin + QT - 1) / QT;
 
     tc_load_rows<D>(k_s, k, j0, TC_KEYS, T);
     tc_load_rows<D>(v_s, v, j0, TC_KEYS, T);
@@ -2945,9 +3057,8 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
         // Whole-warp decisions: does a query of the tile see a key of this warp, and does the
         // mask (or T) cut through the tile, so that pairs must be tested one by one?
         const int i_last = min(i0 + QT, T) - 1;
-        const bool any = w_key0 <= w_last && (!causal || i_last >= w_key0) && (window <= 0 || i0 - w_last < window);
-        const bool edge = i0 + QT > T || w_key0 + 16 > T || (causal && i0 < w_key0 + 15)
-                          || (window > 0 && i0 + QT - 1 - w_key0 >= window);
+        const bool any = mask.sees_any(i0, i_last, w_key0, w_last, w_key0 <= w_last);
+        const bool edge = mask.hides_some(i0, i0 + QT - 1, w_key0, w_key0 + 15, i0 + QT > T || w_key0 + 16 > T);
         if (any) {
             float p[QT / 8][4], ds[QT / 8][4];  // P^T, then dP^T -> dS^T: keys x queries
 #pragma unroll
@@ -2964,7 +3075,7 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
                     float pe = exp2f(p[nt][e] - ls[x]);
                     if (edge) {
                         const int i = i0 + x, j = keys[e / 2];
-                        const bool visible = i < T && j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                        const bool visible = mask.visible(i, j, i < T && j < T);
                         if (!visible) pe = 0.0f;  // no gradient through a hidden key
                     }
                     p[nt][e] = pe;
@@ -3008,7 +3119,8 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const int tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
+    const Mask mask = Mask::from_args(causal, window);
+    const int tile = mask.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
     const int row0 = tile * TC_ROWS;
     const long head = blockIdx.z;
     q += head * T * D;
@@ -3019,10 +3131,9 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     delta += head * T;
     dq += head * T * D;
 
-    // Key tiles any row of the block can see (kernel4's rule); the others are never loaded.
-    const int j_end = causal ? min(row0 + TC_ROWS, T) : T;
-    const int j_begin = window > 0 ? max(0, row0 - window + 1) / TC_KEYS * TC_KEYS : 0;
-    const int n_tiles = (j_end - j_begin + TC_KEYS - 1) / TC_KEYS;
+    // Key tiles any row of the block can see (kernel4's); the others are never loaded.
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, T);
+    const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
     tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
     tc_load_rows<D>(o_s, d_out, row0, TC_ROWS, T);
@@ -3059,9 +3170,8 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
         const unsigned short* vs = v_s + stage * TC_KEYS * S;
 
         const int j_last = min(j0 + TC_KEYS, T) - 1;
-        const bool any = w_row0 <= w_last && (!causal || j0 <= w_last) && (window <= 0 || j_last > w_row0 - window);
-        const bool edge = w_row0 + 16 > T || j0 + TC_KEYS > T || (causal && j0 + TC_KEYS - 1 > w_row0)
-                          || (window > 0 && j0 <= w_last - window);
+        const bool any = mask.sees_any(w_row0, w_last, j0, j_last, w_row0 <= w_last);
+        const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, w_row0 + 16 > T || j0 + TC_KEYS > T);
         if (any) {
             float s[TC_KEYS / 8][4], ds[TC_KEYS / 8][4];  // S, then dP -> dS: queries x keys
 #pragma unroll
@@ -3077,7 +3187,7 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
                     float pe = exp2f(s[nt][e] - lse2[e / 2]);
                     if (edge) {
                         const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
-                        const bool visible = i < T && j < T && (!causal || j <= i) && (window <= 0 || i - j < window);
+                        const bool visible = mask.visible(i, j, i < T && j < T);
                         if (!visible) pe = 0.0f;
                     }
                     ds[nt][e] = pe * (ds[nt][e] - dl[e / 2]);

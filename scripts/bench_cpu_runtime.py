@@ -158,6 +158,7 @@ SPLIT_PROBE = r"""
 import os, sys, time, numpy as np
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.kernel_file import packaged_kernel_path
+from andrea_cli.masks import MaskSpec
 
 def cpu_by_task():
     out = {}
@@ -171,7 +172,7 @@ rng = np.random.default_rng(0)
 q, k, v = (rng.standard_normal((T, d)).astype(np.float32) for _ in range(3))
 out = np.zeros((T, d), np.float32)
 kernel = CpuModule(packaged_kernel_path(), threads=threads).get_function("attention_fused_kernel3_d64")
-args = (q, k, v, out, np.int32(T), np.float32(0.125), np.int32(1), np.int32(0))
+args = (q, k, v, out, np.int32(T), np.float32(0.125), *MaskSpec("causal").kernel_args())
 launch = lambda: kernel((T // 64, 1, 1), (128, 1, 1), args, shared_mem=4 * (192 * d + 256))
 launch()  # the pool's threads start here
 before, wall = cpu_by_task(), time.perf_counter()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RULES = ["universal.rules", "c_like.rules", "c.rules"]  # what universalmutator applies to C
-_FUNCTION = re.compile(r"__(?:global|device)__\b[^;{]*?\b(\w+)\s*\([^)]*\)\s*\{", re.S)
+_FUNCTION = re.compile(r"__(?:global|device)__\b[^;{]*?\b(\w+)\s*\([^)]*\)\s*(?:const\s*)?\{", re.S)  # const: a method
 _TOKEN = re.compile(r"0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[fF]?|[A-Za-z_]\w*")
 # a mutant may turn one of these names into another (max ==> min); any other changed name is a
 # rename, which either does not compile or unplugs a kernel from its launcher

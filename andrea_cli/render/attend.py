@@ -29,4 +29,4 @@ def render_attend(console: Console, report, *, show_weights: bool = False) -> No
 
 def print_attend(report, *, show_weights: bool = False) -> None:
     """The report on stdout as `andrea attend` prints it (the Python API's show_weights=True)."""
-    render_attend(Console(highlight=False), report, show_weights=show_weights)
+    render_attend(Console(highlight=False, emoji=False), report, show_weights=show_weights)

@@ -15,7 +15,7 @@ _PRE = '<pre style="font-family: Menlo, Consolas, monospace; line-height: 1.25; 
 
 def as_html(draw: Callable[[Console], None]) -> str:
     console = Console(record=True, file=io.StringIO(), width=HTML_WIDTH, force_terminal=True,
-                      color_system="truecolor", highlight=False)
+                      color_system="truecolor", highlight=False, emoji=False)
     draw(console)
     return console.export_html(inline_styles=True, code_format=_PRE)
 
@@ -23,7 +23,8 @@ def as_html(draw: Callable[[Console], None]) -> str:
 def as_renderable(draw: Callable[[Console], None], outer: Console, width: int) -> Text:
     """What `draw` prints, captured at the width and colours of the console printing it."""
     inner = Console(file=io.StringIO(), width=width, force_terminal=outer.color_system is not None,
-                    color_system=outer.color_system or "auto", no_color=outer.no_color, highlight=False)
+                    color_system=outer.color_system or "auto", no_color=outer.no_color, highlight=False,
+                    emoji=False)
     with inner.capture() as captured:
         draw(inner)
     return Text.from_ansi(captured.get())

@@ -16,9 +16,10 @@ pytestmark = pytest.mark.slow  # one quick verify of the original and one of a m
 pytest.importorskip("cupy", reason="scripts/mutate.py weeds out mutants with NVRTC (cupy's bindings): "
                     "pip install '.[test,bound]'")
 
-KILLED = "const bool future = j >= i;"  # mask_kernel1 hides the diagonal: every row loses its own key
+# the Mask's rule hides the diagonal: every row loses its own key, in every kernel
+KILLED = "return inside && (!causal || (SHIFTED ? d + offset + right : d) > 0)"
 SAME_PTX = "if (c < d_v) acc[t] += pj * vj[c]; ⏎ continue;"  # the end of the loop body anyway: no code
-NOT_CODE = "const bool too_far = window > 0 && i - j <== window;"
+NOT_CODE = "return inside && (!causal || (SHIFTED ? d + offset + right : d) >== 0)"
 LISTED = "__shared__ float q_tile[TILE][TILE + 0];"  # in scripts/mutate_equivalents.txt: padding only
 
 

@@ -32,13 +32,15 @@ BROKEN = {
                                    (65, 64, "causal", True)),
     "rowsum term dropped (dq)": ("ds[nt][e] = pe * (ds[nt][e] - dl[e / 2]);", "ds[nt][e] = pe * ds[nt][e];",
                                  (130, 64, "none", True)),
-    # the tiles the causal mask cuts taken as wholly visible by dkdv: keys past their queries count
-    "a causal tile taken as visible (dkdv)": (" || (causal && i0 < w_key0 + 15)\n", "\n", (65, 64, "causal", True)),
-    # dq's first key tile of a narrow window: keys the window hides count
-    "a window tile taken as visible (dq)": ("\n                          || (window > 0 && j0 <= w_last - window);\n"
-                                            "        if (any) {\n            float s[TC_KEYS / 8][4], ds",
-                                            ";\n        if (any) {\n            float s[TC_KEYS / 8][4], ds",
-                                            (200, 64, "window:16", True)),
+    # the tiles the causal mask cuts taken as wholly visible by dkdv (it asks the Mask no more
+    # whether one hides a pair): keys past their queries count
+    "a causal tile taken as visible (dkdv)": (
+        "const bool edge = mask.hides_some(i0, i0 + QT - 1, w_key0, w_key0 + 15, i0 + QT > T || w_key0 + 16 > T);",
+        "const bool edge = i0 + QT > T || w_key0 + 16 > T;", (65, 64, "causal", True)),
+    # the same in dq: its first key tile of a narrow window counts keys the window hides
+    "a window tile taken as visible (dq)": (
+        "const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, w_row0 + 16 > T || j0 + TC_KEYS > T);",
+        "const bool edge = w_row0 + 16 > T || j0 + TC_KEYS > T;", (200, 64, "window:16", True)),
     "dS not rounded (dkdv)": ("            tc_warp_xb<QT, D, S>(dk_acc, ds, qs);  "
                               "// dK += bf16(dS^T)·Q (Q scaled by scale·log2 e)\n", DS_UNROUNDED,
                               (97, 128, "causal", True)),

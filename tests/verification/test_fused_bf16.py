@@ -37,7 +37,8 @@ BROKEN = {
     "rescale forgotten": (4, "                    acc[c][2 * r] *= alpha;\n                    acc[c][2 * r + 1] *= alpha;\n",
                           "", (200, 64, "window:100", True)),
     # the last tile's keys past T are left unmasked when T is one short of a tile edge
-    "mask off by one at a tile edge": (4, "const bool edge = j0 + TC_KEYS > T ||", "const bool edge = j0 + TC_KEYS - 1 > T ||",
+    "mask off by one at a tile edge": (4, "const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, j0 + TC_KEYS > T);",
+                                       "const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, j0 + TC_KEYS - 1 > T);",
                                        (127, 64, "none", True)),
     # kernel5's own code: its K fragments' lane offsets, taken from V's (ldmatrix.trans) layout
     "kernel5: K fragments from V's lane layout": (5,
@@ -48,17 +49,8 @@ BROKEN = {
     # the same in the hot loop's copy of the tile (d = 64 only: the hot loop holds one copy path)
     "kernel5: missing cp.async wait, hot loop": (5, "            load_kv(StaticFlag<true>(), n + 1);\n            cp_async_wait<1>();\n",
                                                  "            load_kv(StaticFlag<true>(), n + 1);\n", (257, 64, "causal", False)),
-    # the hot loop runs one tile further: its next copy, taken as whole, reads keys past T
-    "kernel5: hot loop's next copy crosses T": (5, "D == 64 ? min(n_last, (T - j_begin) / TC_KEYS - 1)",
-                                                "D == 64 ? min(n_last, (T - j_begin) / TC_KEYS)", (257, 64, "causal", False)),
     "kernel5: rescale forgotten": (5, "                acc[mt][c][2 * h] *= alpha;\n                acc[mt][c][2 * h + 1] *= alpha;\n",
                                    "", (300, 128, "causal", True)),
-    # the tile that crosses T taken for an unmasked one: keys past T get weight
-    "kernel5: last tile unmasked": (5, "min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS;",
-                                    "min(T - TC_KEYS, row0 - TC_KEYS + 1) : T - TC_KEYS + 1;", (127, 64, "none", True)),
-    # one tile too few at the window's far end: keys outside the window get weight
-    "kernel5: window's first tile unmasked": (5, "(last_row - window - j_begin) / TC_KEYS + 1);",
-                                              "(last_row - window - j_begin) / TC_KEYS);", (200, 64, "window:100", True)),
     # kernel6's descriptors: K's two strides swapped (LBO walks keys, SBO walks d)
     "kernel6: K descriptor strides swapped": (6, "wgmma_desc(k_s, 128, GROUP_BYTES)",
                                               "wgmma_desc(k_s, GROUP_BYTES, 128)", (65, 64, "causal", True)),
@@ -77,14 +69,19 @@ BROKEN = {
                                          (200, 64, "window:100", True)),
     "kernel6: rescale forgotten": (6, "                acc[4 * c + 2 * h] *= alpha;\n                acc[4 * c + 2 * h + 1] *= alpha;\n",
                                    "", (300, 128, "causal", True)),
-    # the hot loop runs one tile further: its next copy, taken as whole, reads keys past T
-    "kernel6: hot loop's next copy crosses T": (6, "HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS - 1)",
-                                                "HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS)", (257, 64, "causal", False)),
-    # for_each_key_tile (kernel6's schedule): the window's first tile, and the tile crossing T, unmasked
-    "kernel6: window's first tile unmasked": (6, "(kt.last_row - window - kt.j_begin) / TC_KEYS + 1);",
-                                              "(kt.last_row - window - kt.j_begin) / TC_KEYS);", (200, 64, "window:100", True)),
-    "kernel6: last tile unmasked": (6, "min(T - TC_KEYS, kt.row0 - TC_KEYS + 1) : T - TC_KEYS;",
-                                    "min(T - TC_KEYS, kt.row0 - TC_KEYS + 1) : T - TC_KEYS + 1;", (127, 64, "none", True)),
+    # for_each_key_tile, kernel5's and kernel6's schedule: the hot loop runs one tile further (its
+    # next copy, taken as whole, reads keys past T)
+    "kernel5, kernel6: hot loop's next copy crosses T": ((5, 6), "HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS - 1)",
+                                                         "HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS)",
+                                                         (257, 64, "causal", False)),
+    # the Mask's edge_tiles (their schedule's counts): one tile too few at the window's far end (keys
+    # outside the window get weight); the tile that crosses T taken for an unmasked one
+    "kernel5, kernel6: window's first tile unmasked": ((5, 6), "(last_row + offset - window - j_begin) / KEYS + 1);",
+                                                       "(last_row + offset - window - j_begin) / KEYS);",
+                                                       (200, 64, "window:100", True)),
+    "kernel5, kernel6: last tile unmasked": ((5, 6), "min(T - KEYS, row0 + offset + right - KEYS + 1) : T - KEYS;",
+                                             "min(T - KEYS, row0 + offset + right - KEYS + 1) : T - KEYS + 1;",
+                                             (127, 64, "none", True)),
     # S read before its wgmma_wait (the wgmmas still in flight): a synchronous emulation passes it,
     # the CPU build's S reads NaN until the wait, as a GPU gives whatever the registers held
     "kernel6: S read before its wgmma_wait": (6, "        wgmma_commit();\n        wgmma_wait<0>();\n#pragma unroll\n"
@@ -98,13 +95,14 @@ BROKEN = {
                                                  "        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);\n"
                                                  "        // every warp is done with this stage",
                                                  (300, 128, "causal", True)),
-    # the count of tiles the window's far end crosses: a remainder for the quotient (kernel5), and
-    # the tile whose first key is exactly the far end left unmasked (kernel6's schedule)
-    "kernel5: window tiles counted by remainder": (5, "(last_row - window - j_begin) / TC_KEYS + 1);",
-                                                   "(last_row - window - j_begin) % TC_KEYS + 1);", (384, 64, "window:255", True)),
-    "kernel6: window edge on a tile's first key unmasked": (6, "if (window > 0 && kt.last_row - window >= kt.j_begin)",
-                                                            "if (window > 0 && kt.last_row - window != kt.j_begin)",
+    # the count of tiles the window's far end crosses (edge_tiles): a remainder for the quotient,
+    # and the tile whose first key is exactly the far end left unmasked
+    "kernel5, kernel6: window tiles counted by remainder": ((5, 6), "(last_row + offset - window - j_begin) / KEYS + 1);",
+                                                            "(last_row + offset - window - j_begin) % KEYS + 1);",
                                                             (384, 64, "window:255", True)),
+    "kernel5, kernel6: window edge on a tile's first key unmasked": (
+        (5, 6), "if (window > 0 && last_row + offset - window >= j_begin)",
+        "if (window > 0 && last_row + offset - window != j_begin)", (384, 64, "window:255", True)),
     # the per-thread cp.async offset no longer advances with the tiles: every tile is the first
     "kernel5: cp.async source not advanced": (5, "        kv_src += TC_KEYS * D;\n", "", (200, 64, "window:100", True)),
 }

@@ -34,8 +34,8 @@ OVERFLOWING = Case(33, 256, 16, NONE, False, KERNEL1_PLAN, input_std=4.0)
 # Each broken copy runs only that case (a build and one case, not the whole sweep); the test after
 # this table holds the sweep to containing every one, so `verify --quick` would catch each copy.
 BROKEN = {
-    "mask off by one": ("const bool future = j > i;", "const bool future = j > i + 1;",
-                        Case(7, 3, 5, CAUSAL, True), "mask"),
+    "mask off by one": ("out[idx] = mask.visible(i, j) ? in[idx] : -INFINITY;",
+                        "out[idx] = mask.visible(i, j - 1) ? in[idx] : -INFINITY;", Case(7, 3, 5, CAUSAL, True), "mask"),
     # scores_kernel1 reads 16-wide slices of k: d_k = 40 takes three, so a missing barrier shows
     "missing barrier": ("        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];\n        __syncthreads();",
                         "        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];",
@@ -43,8 +43,8 @@ BROKEN = {
     "wrong scale": ("out[idx] = in[idx] * scale;", "out[idx] = in[idx] * scale * scale;",
                     Case(7, 3, 5, CAUSAL, True), "scale"),
     "no max subtraction": ("expf(x[j] - m)", "expf(x[j])", OVERFLOWING, "softmax"),
-    "bounds off by one": ("    const int j_end = causal ? last_row + 1 : T;\n\n    const int i = row0 + ty, c = col0 + tx;",
-                          "    const int j_end = causal ? last_row : T;\n\n    const int i = row0 + ty, c = col0 + tx;",
+    "bounds off by one": ("    for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {\n        const int pj = j0 + tx",
+                          "    for (int j0 = kt.j_begin; j0 < kt.j_end - 1; j0 += TILE) {\n        const int pj = j0 + tx",
                           Case(1, 1, 1, CAUSAL, True, KERNEL1_PLAN), "av"),
     # a lane that leaves before a full-mask shuffle: undefined on a GPU (a hang or garbage), an
     # error on the CPU build; at T = 1 softmax_kernel2 runs with 31 idle lanes
@@ -54,8 +54,9 @@ BROKEN = {
     "fused without rescale": ("for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] *= alpha;",
                               "for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] *= 1.0f;",
                               Case(64, 80, 64, CAUSAL, True), "fused1"),
-    "fused window off by one": ("(window <= 0 || i - j < window);\n        s = visible ? s : -INFINITY;  // -inf",
-                                "(window <= 0 || i - j <= window);\n        s = visible ? s : -INFINITY;  // -inf",
+    # the Mask's rule, which every kernel asks: a window one key too wide
+    "fused window off by one": ("(window <= 0 || (SHIFTED ? d + offset : d) < window",
+                                "(window <= 0 || (SHIFTED ? d + offset : d) <= window",
                                 Case(7, 3, 5, MaskSpec("window", 5), True), "fused1"),
     # the register-tiled fused kernel (the default where d_k = d_v = 64 or 128) in base e, not 2:
     # tests/backends/launch/test_register_tiled.py holds more broken copies of the register-tiled kernels

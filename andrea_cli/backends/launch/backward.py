@@ -75,7 +75,7 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
     clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
     scale = f32(scale_for(d_k, scaled))
-    causal = i32(mask.hides_future)
+    mask_args = mask.kernel_args()
     rows = DS_ROWS_PER_BLOCK
     ran = {stage: STAGED[stage][1 if stage == "ds" else gemm_variant].entry() for stage in BACKWARD_STAGES}
 
@@ -88,7 +88,7 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
         return (cdiv(width, edge), cdiv(T, edge), H), block
 
     clock.start("dv")
-    dev.get_function(ran["dv"])(*tile_grid("dv", d_v), (weights, d_out, dv, i32(T), i32(d_v), causal))
+    dev.get_function(ran["dv"])(*tile_grid("dv", d_v), (weights, d_out, dv, i32(T), i32(d_v), *mask_args))
     clock.stop("dv")
     clock.start("dp")
     dev.get_function(ran["dp"])(*tile_grid("dp", T), (d_out, v, dp, i32(T), i32(d_v)))
@@ -97,10 +97,10 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
     dev.get_function(ran["ds"])((cdiv(T, rows), 1, H), (32, rows, 1), (weights, dp, ds, i32(T)))
     clock.stop("ds")
     clock.start("dq")
-    dev.get_function(ran["dq"])(*tile_grid("dq", d_k), (ds, k, dq, i32(T), i32(d_k), scale, causal))
+    dev.get_function(ran["dq"])(*tile_grid("dq", d_k), (ds, k, dq, i32(T), i32(d_k), scale, *mask_args))
     clock.stop("dq")
     clock.start("dk")
-    dev.get_function(ran["dk"])(*tile_grid("dk", d_k), (ds, q, dk, i32(T), i32(d_k), scale, causal))
+    dev.get_function(ran["dk"])(*tile_grid("dk", d_k), (ds, q, dk, i32(T), i32(d_k), scale, *mask_args))
     clock.stop("dk")
     return ran
 
@@ -153,7 +153,7 @@ def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq
     clock = clock or NoClock()
     i32 = np.int32
     scale = np.float32(scale_for(d_k, scaled))
-    mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
+    mask_args = mask.kernel_args()
     ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d_v, H=H, clock=clock)
     name = ran["dkdv"] = DKDV.entry()
     clock.start("dkdv")
@@ -178,8 +178,7 @@ def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, 
     name = LSE[variant].entry()
     dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
-        (q, k, v, out, lse, np.int32(T), np.int32(d_k), np.int32(d_v), scale,
-         np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        (q, k, v, out, lse, np.int32(T), np.int32(d_k), np.int32(d_v), scale, *mask.kernel_args()),
         shared_mem=LSE[variant].shared_bytes(d_k, d_v, rows=rows))
     return {"forward": name}
 

@@ -47,7 +47,7 @@ def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, de
     forward's out and lse; float32 d_out for the rowsum term. Returns {stage: the kernel it ran}."""
     clock = clock or NoClock()
     i32 = np.int32
-    mask_args = (i32(mask.hides_future), i32(mask.kernel_window))
+    mask_args = mask.kernel_args()
     ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d, H=H, clock=clock)
     name = ran["dkdv"] = DKDV.entry(d)
     clock.start("dkdv")
@@ -70,7 +70,7 @@ def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T:
     name = LSE_FORWARD.entry(d)
     dev.get_function(name)(
         (cdiv(T, LSE_FORWARD.block_rows(d)), 1, H), (LSE_FORWARD.block_threads(d), 1, 1),
-        (qb, kb, vb, out, lse, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        (qb, kb, vb, out, lse, np.int32(T), *mask.kernel_args()),
         shared_mem=LSE_FORWARD.shared_bytes(d))
     return {"forward": name}
 

@@ -85,15 +85,13 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     if k.head_sizes:  # register-tiled: its own rows and threads per block; the head size is in the name
         dev.get_function(name)(
             (cdiv(T, k.block_rows(d_k)), 1, H), (k.block_threads(d_k), 1, 1),
-            (dq, dk, dv, out, np.int32(T), np.float32(scale), np.int32(mask.hides_future),
-             np.int32(mask.kernel_window)),
+            (dq, dk, dv, out, np.int32(T), np.float32(scale), *mask.kernel_args()),
             shared_mem=k.shared_bytes(d_k, d_v),
         )
         return {"fused": name}
     dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
-        (dq, dk, dv, out, np.int32(T), np.int32(d_k), np.int32(d_v), np.float32(scale),
-         np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        (dq, dk, dv, out, np.int32(T), np.int32(d_k), np.int32(d_v), np.float32(scale), *mask.kernel_args()),
         shared_mem=k.shared_bytes(d_k, d_v, rows=rows),
     )
     return {"fused": name}

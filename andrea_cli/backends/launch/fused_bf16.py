@@ -86,7 +86,7 @@ def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int
     name = kernel.entry(d)
     dev.get_function(name)(
         (cdiv(T, kernel.block_rows(d)), 1, H), (kernel.block_threads(d), 1, 1),
-        (qb, kb, vb, out, np.int32(T), np.int32(mask.hides_future), np.int32(mask.kernel_window)),
+        (qb, kb, vb, out, np.int32(T), *mask.kernel_args()),
         shared_mem=kernel.shared_bytes(d),
     )
     return {"fused": name}

@@ -124,7 +124,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
     if mask.kind != "none":
         name = ran["mask"] = MASK.entry()
         clock.start("mask")
-        dev.get_function(name)(tile_grid, tile_block, (buf.scaled, buf.masked, i32(T), i32(mask.kernel_window)))
+        dev.get_function(name)(tile_grid, tile_block, (buf.scaled, buf.masked, i32(T), *mask.kernel_args()))
         clock.stop("mask")
 
     clock.start("softmax")
@@ -145,7 +145,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
     clock.stop("softmax")
 
     clock.start("av")
-    av_args = (buf.weights, dv, buf.output, i32(T), i32(d_v), i32(mask.hides_future))
+    av_args = (buf.weights, dv, buf.output, i32(T), i32(d_v), *mask.kernel_args())
     av = ran["av"] = AV[plan.gemm_variant].entry()
     if plan.gemm_variant == 2:
         dev.get_function(av)((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (AV[2].block_threads(), 1, 1), av_args)

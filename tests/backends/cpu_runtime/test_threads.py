@@ -14,6 +14,7 @@ from andrea_cli.backends.cpu_runtime import RawModule
 from andrea_cli.backends.cpu_runtime.errors import CpuFaultError, CpuRuntimeError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.kernel_file import packaged_kernel_path
+from andrea_cli.masks import MaskSpec
 
 CODE = r'''
 extern "C" __global__ void count(unsigned long long* total, int* per_block) {
@@ -69,7 +70,7 @@ def test_the_kernel_files_fused_kernel_gives_the_same_bits_on_two_threads():
         out = np.zeros((T, d), np.float32)
         CpuModule(packaged_kernel_path(), threads=threads).get_function("attention_fused_kernel1")(
             (T // rows, 1, 1), (32, rows, 1),
-            (q, k, v, out, np.int32(T), np.int32(d), np.int32(d), np.float32(0.125), np.int32(1), np.int32(0)),
+            (q, k, v, out, np.int32(T), np.int32(d), np.int32(d), np.float32(0.125), *MaskSpec("causal").kernel_args()),
             shared_mem=shared)
         outs.append(out)
     scores = (q.astype(np.float64) @ k.T.astype(np.float64)) * 0.125

@@ -40,8 +40,9 @@ def softmax3(dev, x, threads=None):
 def av2(dev, p, v, causal):
     H, T, d_v = v.shape
     out = np.full((H, T, d_v), np.nan, np.float32)
+    mask = MaskSpec("causal" if causal else "none")
     dev.get_function("av_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (64, 1, 1),
-                                   (p, v, out, np.int32(T), np.int32(d_v), np.int32(causal)))
+                                   (p, v, out, np.int32(T), np.int32(d_v), *mask.kernel_args()))
     return out
 
 
@@ -134,8 +135,8 @@ def test_float4_and_element_copies_give_the_same_bits(cpu_device):
     def dv2(p, d_out):
         d_v = d_out.shape[-1]
         out = np.full(d_out.shape, np.nan, np.float32)
-        cpu_device.get_function("dv_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), 2), (64, 1, 1),
-                                              (p, d_out, out, np.int32(T), np.int32(d_v), np.int32(1)))
+        args = (p, d_out, out, np.int32(T), np.int32(d_v), *MaskSpec("causal").kernel_args())
+        cpu_device.get_function("dv_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), 2), (64, 1, 1), args)
         return out
 
     p_t = np.ascontiguousarray(p.transpose(0, 2, 1))
@@ -183,8 +184,8 @@ BROKEN_COPIES = [
             "const float4 b_hi = *(const float4*)&b_s[stage][kk][BN / 2 + 4 * tx + 1];",
             lambda d: check_scores(d, 130, 16)),
         "skipped tile at the diagonal (attention_fused_kernel3)": (
-            "const int j_end = causal ? last_row + 1 : T;\n    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS",
-            "const int j_end = causal ? row0 : T;\n    const int j_begin = window > 0 ? max(0, row0 - window + 1) / FUSED3_KEYS",
+            "for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += FUSED3_KEYS) {",
+            "for (int j0 = kt.j_begin; j0 < kt.j_end - FUSED3_KEYS; j0 += FUSED3_KEYS) {",
             lambda d: check_fused(d, 130, 64, MaskSpec("causal"), True)),
         "exp2 scale forgotten (softmax_kernel3)": (
             "exp2f((e[n] - m) * LOG2E)", "exp2f(e[n] - m)",
@@ -192,8 +193,8 @@ BROKEN_COPIES = [
     },
     {
         "skipped tile at the diagonal (av_kernel2)": (
-            "const int k_end = causal ? min(T, row0 + 64) : T;",
-            "const int k_end = causal ? min(T, row0) : T;",
+            "T, d_v, kt.j_end, row0, blockIdx.x * 64);",
+            "T, d_v, kt.j_end - 64, row0, blockIdx.x * 64);",
             lambda d: check_av(d, 130, 64, 1)),
         "exp2 scale forgotten (attention_fused_kernel3)": (
             "const float q_factor = scale * LOG2E;", "const float q_factor = scale;",
