@@ -6,7 +6,7 @@
 // the plainest version of its stage (the stage's kernel1):
 //
 //   scores_kernel1    S[i][j] = dot(Q[i], K[j])                        S = Q · K^T
-//   scale_kernel1     S'[i][j] = S[i][j] / sqrt(d_k)                   / sqrt(d_k)
+//   scale_kernel1     S'[i][j] = S[i][j] * (1.0f / sqrtf(d_k))         / sqrt(d_k)
 //   mask_kernel1      S'[i][j] = -inf where query i may not see key j  mask(...)
 //   softmax_kernel1   P[i][j] = exp(S'[i][j]) / sum_k exp(S'[i][k])    softmax(...)
 //   av_kernel1        output[i] = sum_j P[i][j] · V[j]                 the weighted sum, · V
@@ -50,7 +50,8 @@
 //                    same warp), as float4s where d_k % 4 == 0; 8 registers of the 128.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256); registers <= 128
 //                    (__launch_bounds__(256, 2): two blocks per SM)
-//   scale_kernel1    S' = S * scale, scale = 1/sqrt(d_k)        (n) -> (n), elementwise
+//   scale_kernel1    S' = S * scale, scale = 1.0f / sqrtf(d_k) worked out in the kernel (or a
+//                    factor given)                               (n) -> (n), elementwise
 //                    grid-stride loop; grid (min(ceil(n/256), 4096)), block (256); registers <= 40
 //   mask_kernel1     S'[i][j] = -inf where the Mask hides key j from query i  (H,T,T) -> (H,T,T)
 //                    (causal: j > i, the future; a window: also i - j >= window, so i sees
@@ -680,12 +681,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) scores_kernel2(const float*
 }
 
 // ------------------------------------------------------------------------------------------------
-// scale: S' = S / sqrt(d_k), written as a multiply by the launcher's 1/sqrt(d_k): one float
-// multiply per score. Out of place, so the unscaled scores stay available for statistics.
+// scale: S' = S / sqrt(d_k), as the course writes it: every score times (1.0f / sqrtf(d_k)), one
+// float multiply per score, the factor worked out here from d_k. Out of place, so the unscaled
+// scores stay available for statistics.
+// `given` is 0 for the course's factor, or a factor of the caller's own (the Python API's
+// scale=, as PyTorch's SDPA takes it), used as given. A sentinel rather than a second flag: a
+// factor is positive (andrea refuses 0 and below before any launch), so 0 can mean nothing else,
+// and the kernel keeps its one float. --no-scale launches no scale stage at all.
 
 extern "C" __global__ void scale_kernel1(const float* __restrict__ in,  // (n)
                                          float* __restrict__ out,       // (n)
-                                         long n, float scale) {
+                                         long n, int d_k, float given) {
+    const float scale = given != 0.0f ? given : 1.0f / sqrtf((float)d_k);  // the course's 1/sqrt(d_k)
     const long stride = (long)gridDim.x * blockDim.x;
     for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride)
         out[idx] = in[idx] * scale;
