@@ -2,17 +2,39 @@
 //
 //     Attention(Q, K, V) = softmax(mask(Q · K^T / sqrt(d_k))) · V
 //
+// START HERE. The equation as the course writes it is five kernels, one launch per stage, each
+// the plainest version of its stage (the stage's kernel1):
+//
+//   scores_kernel1    S[i][j] = dot(Q[i], K[j])                        S = Q · K^T
+//   scale_kernel1     S'[i][j] = S[i][j] * (1.0f / sqrtf(d_k))         / sqrt(d_k)
+//   mask_kernel1      S'[i][j] = -inf where query i may not see key j  mask(...)
+//   softmax_kernel1   P[i][j] = exp(S'[i][j]) / sum_k exp(S'[i][k])    softmax(...)
+//   av_kernel1        output[i] = sum_j P[i][j] · V[j]                 the weighted sum, · V
+//
+// They are the first kernels of STAGED ATTENTION, after the BUILDING BLOCKS they use (search
+// for "scores_kernel1("). Each stage's faster variants follow its kernel1 (scores_kernel2,
+// softmax_kernel2 and 3, av_kernel2: what andrea runs by default, the same result to rounding).
+//
+// Where everything is, in file order:
+//   BUILDING BLOCKS              warp reductions, the fused kernels' block order, the Mask (which
+//                                keys a query sees), the 8x8 GEMM tile of the register-tiled kernels
+//   STAGED ATTENTION             the five stages, one launch each, every variant of a stage together
+//   FUSED ATTENTION              the whole equation in one kernel (FP32, flash-style): no T×T matrix
+//   TENSOR-CORE BUILDING BLOCKS  mma.sync, ldmatrix, cp.async, wgmma, ex2.approx: one wrapper each
+//   TENSOR-CORE ATTENTION        the fused forward on tensor cores: bf16 in, fp32 out
+//   BACKWARD                     dQ, dK, dV: staged (one launch per stage), then fused
+//   BACKWARD ON TENSOR CORES     the fused backward on mma.sync
+// The catalogue below lists every kernel in that order, with its shapes and launch geometry.
+//
 // Every kernel works on H independent heads laid out one after the other (head h of a (H, T, d)
 // tensor starts at h * T * d); the head is blockIdx.z, so one launch covers every head and a
 // single head is just gridDim.z = 1 (a causal fused kernel renumbers its blocks longest first
 // across the heads: causal_block_order). All data is float32, row-major, contiguous.
 //
-// The file: BUILDING BLOCKS first (warp reductions, the fused kernels' block order, the Mask,
-// ex2.approx, the 8x8 GEMM tile of the register-tiled kernels, the tensor-core instructions'
-// wrappers), then the kernels in the order listed here. Every kernel that masks takes the same
-// two arguments, (causal, window), and asks one Mask (BUILDING BLOCKS) for every test of a
-// (query, key) pair and every range of tiles it visits: today's masks are none, causal (key j
-// visible from query i when j <= i) and a causal sliding window (i - j < window as well).
+// Every kernel that masks takes the same two arguments, (causal, window), and asks one Mask
+// (BUILDING BLOCKS) for every test of a (query, key) pair and every range of tiles it visits:
+// today's masks are none, causal (key j visible from query i when j <= i) and a causal sliding
+// window (i - j < window as well).
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
@@ -28,7 +50,8 @@
 //                    same warp), as float4s where d_k % 4 == 0; 8 registers of the 128.
 //                    grid (ceil(T/128), ceil(T/128), H), block (256); registers <= 128
 //                    (__launch_bounds__(256, 2): two blocks per SM)
-//   scale_kernel1    S' = S * scale, scale = 1/sqrt(d_k)        (n) -> (n), elementwise
+//   scale_kernel1    S' = S * scale, scale = 1.0f / sqrtf(d_k) worked out in the kernel (or a
+//                    factor given)                               (n) -> (n), elementwise
 //                    grid-stride loop; grid (min(ceil(n/256), 4096)), block (256); registers <= 40
 //   mask_kernel1     S'[i][j] = -inf where the Mask hides key j from query i  (H,T,T) -> (H,T,T)
 //                    (causal: j > i, the future; a window: also i - j >= window, so i sees
@@ -78,7 +101,8 @@
 //                    The same body (a __device__ function); the plain kernels pass nullptr.
 //                    registers <= 56, <= 80
 //
-// Tensor cores (bf16 in, fp32 accumulate; BUILDING BLOCKS explains mma.sync, ldmatrix, cp.async, wgmma):
+// Tensor cores (bf16 in, fp32 accumulate; TENSOR-CORE BUILDING BLOCKS explains mma.sync, ldmatrix,
+// cp.async, wgmma):
 //
 //   to_bf16_kernel1  out = bf16(in * multiplier), round to nearest even     (n) f32 -> (n) bf16
 //                    the copies of Q (pre-scaled by scale·log2 e), K and V the next kernel reads.
@@ -195,10 +219,11 @@
 // ================================================================================================
 // BUILDING BLOCKS
 //
-// The device functions the kernels below are built from, each in one place: warp reductions,
-// the fused kernels' block order, the Mask (which keys a query sees), ex2.approx, the
-// register-tiled 8x8 GEMM tile of the staged kernels, and the tensor-core instructions' wrappers.
-// No kernel here: the stages follow, in the order of the equation.
+// The device functions the FP32 kernels are built from, each in one place: warp reductions,
+// the fused kernels' block order, the Mask (which keys a query sees) and the register-tiled 8x8
+// GEMM tile of the staged kernels. No kernel here: the stages follow, in the order of the
+// equation. (The tensor-core instructions' wrappers come later, just before the first kernel
+// that uses them: TENSOR-CORE BUILDING BLOCKS.)
 // ------------------------------------------------------------------------------------------------
 
 // Warp reductions: every lane ends with the warp's max or sum, by xor-shuffles.
@@ -391,22 +416,6 @@ struct Mask {
                || (window > 0 && j_first <= (SHIFTED ? i_last + offset : i_last) - window);
     }
 };
-
-// ------------------------------------------------------------------------------------------------
-// ex2.approx.ftz.f32: 2^x in one MUFU.EX2. The PTX manual bounds it at 2 ulp from the correctly
-// rounded result over the whole range; subnormal inputs and results are flushed to zero. exp2f
-// adds an IEEE denormal guard around the same MUFU (a compare and two predicated multiplies per
-// call); a softmax weight below 2^-126 changes no output, so the tensor-core kernel5 drops it.
-// Needs no particular GPU generation; the CPU build emulates it (cuda/cpu_runtime/tensor_cores.h).
-__device__ __forceinline__ float exp2_approx_ftz(float x) {
-#if defined(__CUDA_ARCH__)
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-#else
-    return ptx_emulated::ex2_approx_ftz_f32(x);
-#endif
-}
 
 // ------------------------------------------------------------------------------------------------
 // The 8x8 GEMM tile, for scores_kernel2 and av_kernel2 (and the staged backward's kernel2s).
@@ -621,309 +630,6 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
     }
 }
 
-// ------------------------------------------------------------------------------------------------
-// Tensor cores: mma.sync, ldmatrix, cp.async and the bf16/tf32 conversions.
-//
-// Every kernel before the TENSOR-CORE ATTENTION section runs on the FP32 CUDA cores. A tensor
-// core multiplies small matrices in one warp-wide instruction: mma.sync.m16n8k16 with bf16
-// inputs and fp32 accumulation computes a 16x8 tile of D = A(16x16)·B(16x8) + C, 4096 flops,
-// spread over the 32 lanes' registers in the "fragment" layouts the PTX ISA documents. The
-// wrappers below are the only places that know those layouts' instructions; each is one PTX
-// instruction on a GPU (__CUDA_ARCH__) and, in the CPU build, an emulation in
-// cuda/cpu_runtime/tensor_cores.h (namespace ptx_emulated) that checks what a GPU would not
-// (the whole warp at an .aligned instruction, shared and aligned ldmatrix rows, cp.async data
-// unreadable before its wait, tf32 operands that skipped their conversion).
-//
-// Fragments (g = lane / 4, t = lane % 4; "lo" = bits 15:0 of a .b32 holding two bf16):
-//   A (16x16, row-major)  a0 = A[g][2t, 2t+1]  a1 = A[g+8][2t, 2t+1]  a2 = A[g][2t+8, +9]  a3 = A[g+8][2t+8, +9]
-//   B (16x8, "col")       b0 = B[2t, 2t+1][g]  b1 = B[2t+8, 2t+9][g]
-//   C, D (16x8, fp32)     c0, c1 = C[g][2t, 2t+1]  c2, c3 = C[g+8][2t, 2t+1]
-// Two adjacent n8 accumulator tiles (keys 0-7 and 8-15) hold exactly the A fragment of one k16
-// step over those keys: that is why P never leaves the registers between S = Q·K^T and O = P·V.
-// ------------------------------------------------------------------------------------------------
-
-// The PTX bodies need Ampere or newer (bf16 mma.sync, cvt.rn.bf16x2, cp.async: sm_80). The
-// file still compiles for older GPUs, where these bodies trap: andrea refuses the tensor-core
-// kernels on such a GPU before any launch (andrea_cli/backends/toolchain/cuda_arch.py).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define TC_PTX 1
-#else
-#define TC_PTX 0  // the CPU build (emulated bodies) or a GPU older than Ampere
-#endif
-
-typedef unsigned int u32;
-
-// Two floats -> one .b32 of two bf16, rounded to nearest even; `lo` lands in bits 15:0 (the
-// lower-indexed element of a fragment pair). cvt.rn.bf16x2.f32 d, a, b puts a in the UPPER half.
-__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
-#if TC_PTX
-    u32 r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-    return 0;
-#else
-    return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);
-#endif
-}
-
-// fp32 -> tf32 (round to nearest, ties away): the value in a .b32 with its low 13 bits zero.
-__device__ __forceinline__ u32 f32_to_tf32(float x) {
-#if TC_PTX
-    u32 r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-    return 0;
-#else
-    return ptx_emulated::cvt_rna_tf32_f32(x);
-#endif
-}
-
-// D = A·B + C: A 16x16 bf16 (a[4]), B 16x8 bf16 (b[2]), C and D 16x8 fp32 (4 per lane).
-__device__ __forceinline__ void mma_bf16_m16n8k16(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
-#if TC_PTX
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::mma_m16n8k16_bf16(d, a, b, c);
-#endif
-}
-
-// D = A·B + C with tf32: A 16x8 (a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]),
-// B 8x8 (b0 = B[t][g], b1 = B[t+4][g]); operands from f32_to_tf32 (raw fp32 gets truncated).
-__device__ __forceinline__ void mma_tf32_m16n8k8(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
-#if TC_PTX
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::mma_m16n8k8_tf32(d, a, b, c);
-#endif
-}
-
-// ldmatrix: N (1, 2, 4) 8x8 matrices of 16-bit values from shared memory, one register each.
-// Lanes 8i..8i+7 pass the addresses of matrix i's eight rows (16 bytes each, 16-byte aligned).
-// Lane L receives row L/4, elements 2(L%4), 2(L%4)+1 of each matrix: an A or B fragment piece.
-// TRANS: column L/4, rows 2(L%4) and 2(L%4)+1 instead, so a row-major V tile gives B fragments.
-template <int N, bool TRANS>
-__device__ __forceinline__ void ldmatrix(u32* r, const void* row) {
-#if TC_PTX
-    const u32 s = (u32)__cvta_generic_to_shared(row);
-    if (N == 4 && !TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
-    else if (N == 4 && TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
-    else if (N == 2 && !TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
-    else if (N == 2 && TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
-    else if (N == 1 && !TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::ldmatrix<N, TRANS>(r, row);
-#endif
-}
-
-// cp.async: 16 bytes global -> shared without passing through registers, while the thread goes
-// on computing. `valid` false reads nothing and fills the 16 bytes with zeros (rows past T).
-// The data may be read only after cp_async_wait and a barrier (other threads' copies).
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {
-#if TC_PTX
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"((u32)__cvta_generic_to_shared(smem_dst)), "l"(gmem_src), "r"(valid ? 16 : 0));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::cp_async_cg_16(smem_dst, gmem_src, valid ? 16 : 0);
-#endif
-}
-
-// The copies issued since the last commit become one group.
-__device__ __forceinline__ void cp_async_commit() {
-#if TC_PTX
-    asm volatile("cp.async.commit_group;\n" ::);
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::cp_async_commit_group();
-#endif
-}
-
-// Wait until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if TC_PTX
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
-#else
-    ptx_emulated::cp_async_wait_group(N);
-#endif
-}
-
-// ------------------------------------------------------------------------------------------------
-// wgmma (Hopper, sm_90a only): one warpGROUP (4 consecutive warps, 128 threads, the first warp a
-// multiple of 4) computes D (64 x N, fp32) = A (64 x 16, bf16) · B (16 x N, bf16) (+ D), each
-// warp w % 4 its own 16 rows 16(w % 4) .. +15. A comes from registers: each warp's a[4] is the
-// mma.m16n8k16 A fragment of its 16 rows (above). B is read by the tensor cores from shared
-// memory, described by a 64-bit matrix descriptor (wgmma_desc), never through the registers:
-// what mma.sync's ldmatrix costs every warp, the four warps' tensor cores are fed once.
-// D per thread: N/2 floats, n8 tile c in d[4c .. 4c+3] laid out as mma's C: d[4c], d[4c+1] =
-// D[g][8c+2t, +1], d[4c+2], d[4c+3] = D[g+8][8c+2t, +1] of the warp's 16 rows.
-// The instruction is asynchronous: wgmma_fence() before the first wgmma that reads registers
-// written since (A, and D when accumulating), wgmma_commit() closes a group, wgmma_wait<n>()
-// returns once at most n groups are in flight; only then may D be read, or B's shared memory be
-// written. Wgmmas of one shape accumulating into the same D chain without a fence or a wait
-// between them (the hardware orders them). Shared memory written by ordinary stores or cp.async
-// must be published to the tensor cores' (async) proxy with fence_proxy_async() before the
-// barrier that precedes the wgmma. ptxas pipelines the wgmmas of a stage only if no other
-// instruction reads or writes their D between issue and wait, the k-steps are unrolled (a
-// constant trip count) and no wgmma sits under a divergent branch; otherwise it waits after each
-// one ("C7514/C7515/C7519 ... serialized" in its log).
-//
-// B's layout without swizzling (the PTX ISA's canonical "interleaved" layout): B is cut into
-// "core matrices" of 8 rows x 16 bytes (8 bf16), each 128 contiguous bytes, row r at 16r.
-//   K-major (TRANS_B false; K^T in Q·K^T: a key's d values contiguous): a core matrix holds 8
-//     n (keys) x 8 k (d); element (k, n) at (n / 8)·SBO + (k / 8)·LBO + (n % 8)·16 + (k % 8)·2.
-//   MN-major (TRANS_B true; V in P·V: a key's d values contiguous, keys are k): a core matrix
-//     holds 8 k x 8 n; element (k, n) at (n / 8)·SBO + (k / 8)·LBO + (k % 8)·16 + (n % 8)·2.
-// LBO (leading byte offset) steps between core matrices along K, SBO (stride) along N.
-// Descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 start address >> 4 (the shared
-// window's address), 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0), 62-63 swizzle (0: none).
-// The CPU build (cuda/cpu_runtime/tensor_cores.h) emulates all of it, descriptors of dynamic
-// shared memory only: D reads as NaN until the wait, B changed before the wait is reported;
-// scripts/tensor_core_check.py holds the emulation to the hardware (on an H100/H200).
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define WGMMA_PTX 1
-#else
-#define WGMMA_PTX 0  // the CPU build (emulated), or a GPU / an arch without sm_90a's features
-#endif
-
-__device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, u32 lbo_bytes, u32 sbo_bytes) {
-#if WGMMA_PTX
-    const u32 addr = (u32)__cvta_generic_to_shared(smem);
-#elif defined(__CUDA_ARCH__)
-    const u32 addr = 0;  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
-#else
-    const u32 addr = ptx_emulated::wgmma_descriptor_address(smem, lbo_bytes, sbo_bytes);  // checks the alignment
-#endif
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)((lbo_bytes & 0x3FFFF) >> 4) << 16 |
-           (unsigned long long)((sbo_bytes & 0x3FFFF) >> 4) << 32;
-}
-
-// The same descriptor, its start address `bytes` further on (a multiple of 16): the start field
-// is the low 14 bits and an address inside the shared window never carries out of it, so one
-// 64-bit add; a kernel builds each descriptor once and walks it, as CUTLASS's iterators do.
-__device__ __forceinline__ unsigned long long wgmma_desc_advance(unsigned long long desc, u32 bytes) {
-    return desc + (bytes >> 4);
-}
-
-// D (N/2 floats per thread) = A·B (+ D when accumulate); N 64 or 128 (64 keys of S; d of O).
-template <int N, bool TRANS_B>
-__device__ __forceinline__ void wgmma_bf16_m64nNk16(float* d, const u32 a[4], unsigned long long desc_b, bool accumulate) {
-    static_assert(N == 64 || N == 128, "the kernels use N = 64 and 128");
-#if WGMMA_PTX
-    if constexpr (N == 64) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                     "{%32, %33, %34, %35}, %37, p, 1, 1, %38;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"((u32)accumulate), "l"(desc_b), "n"((int)TRANS_B));
-    }
-    if constexpr (N == 128) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-                     "{%64, %65, %66, %67}, %69, p, 1, 1, %70;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"((u32)accumulate), "l"(desc_b), "n"((int)TRANS_B));
-    }
-#elif defined(__CUDA_ARCH__)
-    __trap();  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
-#else
-    ptx_emulated::wgmma_m64nNk16_bf16(N, TRANS_B, d, a, desc_b, accumulate);
-#endif
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-#if WGMMA_PTX
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#else
-    ptx_emulated::wgmma_fence();
-#endif
-}
-
-__device__ __forceinline__ void wgmma_commit() {
-#if WGMMA_PTX
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#else
-    ptx_emulated::wgmma_commit_group();
-#endif
-}
-
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-#if WGMMA_PTX
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#else
-    ptx_emulated::wgmma_wait_group(N);
-#endif
-}
-
-// The registers a wgmma in flight writes: the compiler must neither read them early nor keep a
-// copy across the wait (an empty asm that "changes" them, CUTLASS's warpgroup_fence_operand).
-__device__ __forceinline__ void wgmma_hold(float& r) {
-#if WGMMA_PTX
-    asm volatile("" : "+f"(r)::"memory");
-#endif
-}
-
-// Generic-proxy writes to shared memory (stores, cp.async) made visible to the async proxy wgmma reads through.
-__device__ __forceinline__ void fence_proxy_async() {
-#if WGMMA_PTX
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#elif !defined(__CUDA_ARCH__)
-    ptx_emulated::fence_proxy_async_shared();
-#endif
-}
-
 // ================================================================================================
 // STAGED ATTENTION: one launch per stage of the equation, each writing its (H, T, T) or (H, T, d)
 // result to memory, every variant of a stage next to the others.
@@ -975,12 +681,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) scores_kernel2(const float*
 }
 
 // ------------------------------------------------------------------------------------------------
-// scale: S' = S / sqrt(d_k), written as a multiply by the launcher's 1/sqrt(d_k): one float
-// multiply per score. Out of place, so the unscaled scores stay available for statistics.
+// scale: S' = S / sqrt(d_k), as the course writes it: every score times (1.0f / sqrtf(d_k)), one
+// float multiply per score, the factor worked out here from d_k. Out of place, so the unscaled
+// scores stay available for statistics.
+// `given` is 0 for the course's factor, or a factor of the caller's own (the Python API's
+// scale=, as PyTorch's SDPA takes it), used as given. A sentinel rather than a second flag: a
+// factor is positive (andrea refuses 0 and below before any launch), so 0 can mean nothing else,
+// and the kernel keeps its one float. --no-scale launches no scale stage at all.
 
 extern "C" __global__ void scale_kernel1(const float* __restrict__ in,  // (n)
                                          float* __restrict__ out,       // (n)
-                                         long n, float scale) {
+                                         long n, int d_k, float given) {
+    const float scale = given != 0.0f ? given : 1.0f / sqrtf((float)d_k);  // the course's 1/sqrt(d_k)
     const long stride = (long)gridDim.x * blockDim.x;
     for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride)
         out[idx] = in[idx] * scale;
@@ -1647,11 +1359,337 @@ extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__
 }
 
 // ================================================================================================
+// TENSOR-CORE BUILDING BLOCKS
+//
+// The wrappers the tensor-core kernels below are built from, each one instruction on a GPU and
+// an emulation in the CPU build: mma.sync and its fragments, ldmatrix, cp.async, the bf16/tf32
+// conversions, Hopper's wgmma, and ex2.approx. Every kernel above this section runs on the FP32
+// CUDA cores and needs none of them.
+// ------------------------------------------------------------------------------------------------
+// Tensor cores: mma.sync, ldmatrix, cp.async and the bf16/tf32 conversions.
+//
+// Every kernel before the TENSOR-CORE ATTENTION section runs on the FP32 CUDA cores. A tensor
+// core multiplies small matrices in one warp-wide instruction: mma.sync.m16n8k16 with bf16
+// inputs and fp32 accumulation computes a 16x8 tile of D = A(16x16)·B(16x8) + C, 4096 flops,
+// spread over the 32 lanes' registers in the "fragment" layouts the PTX ISA documents. The
+// wrappers below are the only places that know those layouts' instructions; each is one PTX
+// instruction on a GPU (__CUDA_ARCH__) and, in the CPU build, an emulation in
+// cuda/cpu_runtime/tensor_cores.h (namespace ptx_emulated) that checks what a GPU would not
+// (the whole warp at an .aligned instruction, shared and aligned ldmatrix rows, cp.async data
+// unreadable before its wait, tf32 operands that skipped their conversion).
+//
+// Fragments (g = lane / 4, t = lane % 4; "lo" = bits 15:0 of a .b32 holding two bf16):
+//   A (16x16, row-major)  a0 = A[g][2t, 2t+1]  a1 = A[g+8][2t, 2t+1]  a2 = A[g][2t+8, +9]  a3 = A[g+8][2t+8, +9]
+//   B (16x8, "col")       b0 = B[2t, 2t+1][g]  b1 = B[2t+8, 2t+9][g]
+//   C, D (16x8, fp32)     c0, c1 = C[g][2t, 2t+1]  c2, c3 = C[g+8][2t, 2t+1]
+// Two adjacent n8 accumulator tiles (keys 0-7 and 8-15) hold exactly the A fragment of one k16
+// step over those keys: that is why P never leaves the registers between S = Q·K^T and O = P·V.
+// ------------------------------------------------------------------------------------------------
+
+// The PTX bodies need Ampere or newer (bf16 mma.sync, cvt.rn.bf16x2, cp.async: sm_80). The
+// file still compiles for older GPUs, where these bodies trap: andrea refuses the tensor-core
+// kernels on such a GPU before any launch (andrea_cli/backends/toolchain/cuda_arch.py).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TC_PTX 1
+#else
+#define TC_PTX 0  // the CPU build (emulated bodies) or a GPU older than Ampere
+#endif
+
+typedef unsigned int u32;
+
+// Two floats -> one .b32 of two bf16, rounded to nearest even; `lo` lands in bits 15:0 (the
+// lower-indexed element of a fragment pair). cvt.rn.bf16x2.f32 d, a, b puts a in the UPPER half.
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+#if TC_PTX
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+    return 0;
+#else
+    return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);
+#endif
+}
+
+// fp32 -> tf32 (round to nearest, ties away): the value in a .b32 with its low 13 bits zero.
+__device__ __forceinline__ u32 f32_to_tf32(float x) {
+#if TC_PTX
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+    return 0;
+#else
+    return ptx_emulated::cvt_rna_tf32_f32(x);
+#endif
+}
+
+// D = A·B + C: A 16x16 bf16 (a[4]), B 16x8 bf16 (b[2]), C and D 16x8 fp32 (4 per lane).
+__device__ __forceinline__ void mma_bf16_m16n8k16(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
+#if TC_PTX
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::mma_m16n8k16_bf16(d, a, b, c);
+#endif
+}
+
+// D = A·B + C with tf32: A 16x8 (a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]),
+// B 8x8 (b0 = B[t][g], b1 = B[t+4][g]); operands from f32_to_tf32 (raw fp32 gets truncated).
+__device__ __forceinline__ void mma_tf32_m16n8k8(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
+#if TC_PTX
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::mma_m16n8k8_tf32(d, a, b, c);
+#endif
+}
+
+// ldmatrix: N (1, 2, 4) 8x8 matrices of 16-bit values from shared memory, one register each.
+// Lanes 8i..8i+7 pass the addresses of matrix i's eight rows (16 bytes each, 16-byte aligned).
+// Lane L receives row L/4, elements 2(L%4), 2(L%4)+1 of each matrix: an A or B fragment piece.
+// TRANS: column L/4, rows 2(L%4) and 2(L%4)+1 instead, so a row-major V tile gives B fragments.
+template <int N, bool TRANS>
+__device__ __forceinline__ void ldmatrix(u32* r, const void* row) {
+#if TC_PTX
+    const u32 s = (u32)__cvta_generic_to_shared(row);
+    if (N == 4 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+    else if (N == 4 && TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+    else if (N == 2 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+    else if (N == 2 && TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+    else if (N == 1 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::ldmatrix<N, TRANS>(r, row);
+#endif
+}
+
+// cp.async: 16 bytes global -> shared without passing through registers, while the thread goes
+// on computing. `valid` false reads nothing and fills the 16 bytes with zeros (rows past T).
+// The data may be read only after cp_async_wait and a barrier (other threads' copies).
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, bool valid) {
+#if TC_PTX
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"((u32)__cvta_generic_to_shared(smem_dst)), "l"(gmem_src), "r"(valid ? 16 : 0));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::cp_async_cg_16(smem_dst, gmem_src, valid ? 16 : 0);
+#endif
+}
+
+// The copies issued since the last commit become one group.
+__device__ __forceinline__ void cp_async_commit() {
+#if TC_PTX
+    asm volatile("cp.async.commit_group;\n" ::);
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::cp_async_commit_group();
+#endif
+}
+
+// Wait until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if TC_PTX
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched on a GPU older than Ampere: andrea refuses it first
+#else
+    ptx_emulated::cp_async_wait_group(N);
+#endif
+}
+
+// ------------------------------------------------------------------------------------------------
+// wgmma (Hopper, sm_90a only): one warpGROUP (4 consecutive warps, 128 threads, the first warp a
+// multiple of 4) computes D (64 x N, fp32) = A (64 x 16, bf16) · B (16 x N, bf16) (+ D), each
+// warp w % 4 its own 16 rows 16(w % 4) .. +15. A comes from registers: each warp's a[4] is the
+// mma.m16n8k16 A fragment of its 16 rows (above). B is read by the tensor cores from shared
+// memory, described by a 64-bit matrix descriptor (wgmma_desc), never through the registers:
+// what mma.sync's ldmatrix costs every warp, the four warps' tensor cores are fed once.
+// D per thread: N/2 floats, n8 tile c in d[4c .. 4c+3] laid out as mma's C: d[4c], d[4c+1] =
+// D[g][8c+2t, +1], d[4c+2], d[4c+3] = D[g+8][8c+2t, +1] of the warp's 16 rows.
+// The instruction is asynchronous: wgmma_fence() before the first wgmma that reads registers
+// written since (A, and D when accumulating), wgmma_commit() closes a group, wgmma_wait<n>()
+// returns once at most n groups are in flight; only then may D be read, or B's shared memory be
+// written. Wgmmas of one shape accumulating into the same D chain without a fence or a wait
+// between them (the hardware orders them). Shared memory written by ordinary stores or cp.async
+// must be published to the tensor cores' (async) proxy with fence_proxy_async() before the
+// barrier that precedes the wgmma. ptxas pipelines the wgmmas of a stage only if no other
+// instruction reads or writes their D between issue and wait, the k-steps are unrolled (a
+// constant trip count) and no wgmma sits under a divergent branch; otherwise it waits after each
+// one ("C7514/C7515/C7519 ... serialized" in its log).
+//
+// B's layout without swizzling (the PTX ISA's canonical "interleaved" layout): B is cut into
+// "core matrices" of 8 rows x 16 bytes (8 bf16), each 128 contiguous bytes, row r at 16r.
+//   K-major (TRANS_B false; K^T in Q·K^T: a key's d values contiguous): a core matrix holds 8
+//     n (keys) x 8 k (d); element (k, n) at (n / 8)·SBO + (k / 8)·LBO + (n % 8)·16 + (k % 8)·2.
+//   MN-major (TRANS_B true; V in P·V: a key's d values contiguous, keys are k): a core matrix
+//     holds 8 k x 8 n; element (k, n) at (n / 8)·SBO + (k / 8)·LBO + (k % 8)·16 + (n % 8)·2.
+// LBO (leading byte offset) steps between core matrices along K, SBO (stride) along N.
+// Descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 start address >> 4 (the shared
+// window's address), 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0), 62-63 swizzle (0: none).
+// The CPU build (cuda/cpu_runtime/tensor_cores.h) emulates all of it, descriptors of dynamic
+// shared memory only: D reads as NaN until the wait, B changed before the wait is reported;
+// scripts/tensor_core_check.py holds the emulation to the hardware (on an H100/H200).
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WGMMA_PTX 1
+#else
+#define WGMMA_PTX 0  // the CPU build (emulated), or a GPU / an arch without sm_90a's features
+#endif
+
+__device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, u32 lbo_bytes, u32 sbo_bytes) {
+#if WGMMA_PTX
+    const u32 addr = (u32)__cvta_generic_to_shared(smem);
+#elif defined(__CUDA_ARCH__)
+    const u32 addr = 0;  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
+#else
+    const u32 addr = ptx_emulated::wgmma_descriptor_address(smem, lbo_bytes, sbo_bytes);  // checks the alignment
+#endif
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)((lbo_bytes & 0x3FFFF) >> 4) << 16 |
+           (unsigned long long)((sbo_bytes & 0x3FFFF) >> 4) << 32;
+}
+
+// The same descriptor, its start address `bytes` further on (a multiple of 16): the start field
+// is the low 14 bits and an address inside the shared window never carries out of it, so one
+// 64-bit add; a kernel builds each descriptor once and walks it, as CUTLASS's iterators do.
+__device__ __forceinline__ unsigned long long wgmma_desc_advance(unsigned long long desc, u32 bytes) {
+    return desc + (bytes >> 4);
+}
+
+// D (N/2 floats per thread) = A·B (+ D when accumulate); N 64 or 128 (64 keys of S; d of O).
+template <int N, bool TRANS_B>
+__device__ __forceinline__ void wgmma_bf16_m64nNk16(float* d, const u32 a[4], unsigned long long desc_b, bool accumulate) {
+    static_assert(N == 64 || N == 128, "the kernels use N = 64 and 128");
+#if WGMMA_PTX
+    if constexpr (N == 64) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                     "{%32, %33, %34, %35}, %37, p, 1, 1, %38;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"((u32)accumulate), "l"(desc_b), "n"((int)TRANS_B));
+    }
+    if constexpr (N == 128) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                     "{%64, %65, %66, %67}, %69, p, 1, 1, %70;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"((u32)accumulate), "l"(desc_b), "n"((int)TRANS_B));
+    }
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched: andrea refuses the wgmma kernels on a GPU other than sm_90
+#else
+    ptx_emulated::wgmma_m64nNk16_bf16(N, TRANS_B, d, a, desc_b, accumulate);
+#endif
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if WGMMA_PTX
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::wgmma_fence();
+#endif
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+#if WGMMA_PTX
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::wgmma_commit_group();
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#if WGMMA_PTX
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::wgmma_wait_group(N);
+#endif
+}
+
+// The registers a wgmma in flight writes: the compiler must neither read them early nor keep a
+// copy across the wait (an empty asm that "changes" them, CUTLASS's warpgroup_fence_operand).
+__device__ __forceinline__ void wgmma_hold(float& r) {
+#if WGMMA_PTX
+    asm volatile("" : "+f"(r)::"memory");
+#endif
+}
+
+// Generic-proxy writes to shared memory (stores, cp.async) made visible to the async proxy wgmma reads through.
+__device__ __forceinline__ void fence_proxy_async() {
+#if WGMMA_PTX
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#elif !defined(__CUDA_ARCH__)
+    ptx_emulated::fence_proxy_async_shared();
+#endif
+}
+
+// ------------------------------------------------------------------------------------------------
+// ex2.approx.ftz.f32: 2^x in one MUFU.EX2. The PTX manual bounds it at 2 ulp from the correctly
+// rounded result over the whole range; subnormal inputs and results are flushed to zero. exp2f
+// adds an IEEE denormal guard around the same MUFU (a compare and two predicated multiplies per
+// call); a softmax weight below 2^-126 changes no output, so the tensor-core kernel5 drops it.
+// Needs no particular GPU generation; the CPU build emulates it (cuda/cpu_runtime/tensor_cores.h).
+__device__ __forceinline__ float exp2_approx_ftz(float x) {
+#if defined(__CUDA_ARCH__)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return ptx_emulated::ex2_approx_ftz_f32(x);
+#endif
+}
+
+// ================================================================================================
 // TENSOR-CORE ATTENTION
 //
-// Every kernel above runs on the FP32 CUDA cores; kernel4 and kernel5 run the fused forward on
-// tensor cores (the BUILDING BLOCKS section explains mma.sync, its fragments, ldmatrix and
-// cp.async), from the bf16 copies to_bf16_kernel1 makes.
+// Every kernel before the TENSOR-CORE BUILDING BLOCKS runs on the FP32 CUDA cores; kernel4, 5 and
+// 6 run the fused forward on tensor cores (the TENSOR-CORE BUILDING BLOCKS just above explain
+// mma.sync, its fragments, ldmatrix, cp.async and wgmma), from the bf16 copies to_bf16_kernel1 makes.
 // ------------------------------------------------------------------------------------------------
 
 // ------------------------------------------------------------------------------------------------

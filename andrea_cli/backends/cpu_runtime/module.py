@@ -1,7 +1,7 @@
 """Run the unmodified kernel file on the CPU, with cupy's RawModule call shape.
 
     mod = CpuModule(pathlib.Path("cuda/microgpt_cuda.cu"))
-    mod.get_function("scale_kernel1")((4,), (256,), (x, y, np.int32(n), np.float32(0.125)))
+    mod.get_function("scale_kernel1")((4,), (256,), (x, y, np.int64(n), np.int32(64), np.float32(0)))
 """
 
 from __future__ import annotations

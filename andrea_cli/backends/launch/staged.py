@@ -16,7 +16,7 @@ from andrea_cli.backends.base import StageOutputs
 from andrea_cli.backends.launch.catalogue import family, kernel
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.reference import given_scale
 
 SCORES, SOFTMAX, AV = (family("staged", stage) for stage in ("scores", "softmax", "av"))  # {variant: row}
 SCALE, MASK = kernel("staged", "scale"), kernel("staged", "mask")
@@ -117,7 +117,8 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
         clock.start("scale")
         dev.get_function(name)(
             (min(cdiv(n, threads), SCALE_GRID), 1, 1), (threads, 1, 1),
-            (buf.scores, buf.scaled, np.int64(n), f32(scale_for(d_k, scaled))),
+            # 0: the kernel works out the course's 1.0f / sqrtf(d_k) itself; else the factor given
+            (buf.scores, buf.scaled, np.int64(n), i32(d_k), f32(scaled if given_scale(scaled) else 0.0)),
         )
         clock.stop("scale")
 
