@@ -44,6 +44,16 @@ def isolated_cache(tmp_path_factory):
         os.environ["ANDREA_CACHE_DIR"] = old
 
 
+@pytest.fixture
+def quick_builds(monkeypatch):
+    """CPU builds at -O0 for this test (build.OPTIMIZATION; its own cache key): for broken copies
+    of the kernel file, built only to be caught failing on a few small cases, where -O2's compile
+    is most of the test's time. The real kernel file keeps -O2's build, shared by the run."""
+    from andrea_cli.backends.cpu_runtime import build
+
+    monkeypatch.setattr(build, "OPTIMIZATION", "-O0")
+
+
 @pytest.fixture(scope="session")
 def cpu_backend():
     """The packaged kernel file's CPU build, one backend per schedule for the whole run:
