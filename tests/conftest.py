@@ -33,8 +33,14 @@ class Cli:
 def isolated_cache(tmp_path_factory):
     """One fresh CPU-build cache for the whole run, every test's: tests see real compiles (a cold
     cache, as on a fresh clone), share what one of them built, and never litter ~/.cache. The
-    environment carries it to the `andrea` and script subprocesses a test starts."""
-    path = tmp_path_factory.mktemp("andrea-cpu-cache")
+    environment carries it to the `andrea` and script subprocesses a test starts. Under pytest-xdist
+    (-n) the run's workers share one (in the run's base temporary folder, so still fresh per run):
+    the build's per-key lock lets one worker compile a key while the other waits for it."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        path = tmp_path_factory.getbasetemp().parent / "andrea-cpu-cache"  # beside the popen-gwN folders
+        path.mkdir(exist_ok=True)
+    else:
+        path = tmp_path_factory.mktemp("andrea-cpu-cache")
     old = os.environ.get("ANDREA_CACHE_DIR")
     os.environ["ANDREA_CACHE_DIR"] = str(path)
     yield path

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
@@ -226,11 +228,44 @@ def build(src: KernelSource, *, sanitize: bool, racecheck: bool = False,
     flavour = "-tsan" if racecheck else "-asan" if sanitize else ""
     stem = f"{src.path.stem}-{key.hexdigest()[:24]}{flavour}"
     deps_file = out_dir / f"{stem}.deps"
+    lib = _cached_library(deps_file, out_dir, stem)
+    if lib is not None:
+        return lib
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # One compile per key at a time, across processes and threads: whoever asks for a key being
+    # built waits for that library instead of compiling the same source again (pytest -n 2's
+    # workers share a cache; the kernel file's -O2 build is seconds of CPU).
+    with _key_lock(out_dir / f"{stem}.lock"):
+        lib = _cached_library(deps_file, out_dir, stem)
+        if lib is not None:
+            return lib
+        return _compile(src, cxx, flags, wrapper, out_dir, stem, deps_file)
+
+
+def _cached_library(deps_file: pathlib.Path, out_dir: pathlib.Path, stem: str) -> pathlib.Path | None:
+    """The library a build of this key left, if every header it read is as it was then."""
     if deps_file.exists():
         lib = out_dir / f"{stem}-{_dependencies_key(deps_file.read_text().splitlines())}.so"
         if lib.exists():
             return lib
-    out_dir.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+@contextlib.contextmanager
+def _key_lock(path: pathlib.Path):
+    """An exclusive flock on the key's lock file (each holder opens its own, so threads of one
+    process wait for each other too); released when the build is done or fails."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _compile(src: KernelSource, cxx: str, flags: list[str], wrapper: str, out_dir: pathlib.Path, stem: str,
+             deps_file: pathlib.Path) -> pathlib.Path:
+    """Compile the wrapper into the cache: the library under its dependencies' key, then the list."""
     # Unique temporary names, then os.replace: concurrent builds of one key never see half a file.
     fd, tmp_cpp = tempfile.mkstemp(suffix=".cpp", prefix=stem + ".", dir=out_dir)
     with os.fdopen(fd, "w") as f:
