@@ -222,6 +222,31 @@ def attend(q=None, k=None, v=None, **keywords) -> AttendResult:
                         scores=unfold(getattr(report, "scores", None), dims))
 
 
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False, *, backend: str = "auto", kernel=None):
+    """torch.nn.functional.scaled_dot_product_attention, with its signature, defaults and meaning
+    (torch 2.13's documentation is the spec): softmax(Q·K^T·scale + bias)·V.
+
+    query (..., H_q, L, E), key (..., H_k, S, E), value (..., H_v, S, E_v): 2 dims or more, the
+    leading ones broadcast; NumPy arrays, cupy arrays or torch tensors (requires_grad ones are read
+    detached: no autograd through andrea), float16, bfloat16, float32 or float64. Returns
+    (..., L, E_v) as the query's type, dtype and device. No mask by default (attend's default is
+    causal). attn_mask: bool (True: takes part) or float (added to the scores), broadcast to
+    (..., L, S); is_causal: query i sees keys 0..i, top-left aligned when L != S (torch's meaning;
+    not with attn_mask, which torch's reference refuses too); scale: None is 1/sqrt(E);
+    enable_gqa: H_q a multiple of H_k and H_v, query head h reading K/V head h // (H_q / H_k).
+    dropout_p must be 0.0: andrea has no dropout.
+
+    backend: "auto" (the cuda kernels where a GPU answers, else the NumPy path), "cuda", "cpu"
+    (the kernel file's CPU build) or "numpy"; kernel: an edited copy of the kernel file. The
+    kernels compute in float32 (fp16/bf16 inputs widened, the result rounded back once); what they
+    cannot take yet (L != S, grouped heads, mask arrays, float64) runs the NumPy path in float32
+    (float64 for float64 inputs) with a KernelFallbackWarning saying why. Bad input: AndreaError."""
+    from andrea_cli.commands.sdpa import scaled_dot_product_attention as run
+
+    return run(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, backend=backend, kernel=kernel)
+
+
 @keywords_of(GradOptions)
 def grad(q=None, k=None, v=None, d_out=None, **keywords) -> GradResult:
     """The backward pass through the kernels, as `andrea grad` runs it: dQ, dK, dV from the upstream
@@ -336,5 +361,5 @@ def info(**keywords) -> InfoResult:
     return InfoResult(json_document(document), document)
 
 
-__all__ = ["attend", "grad", "verify", "compare_scaling", "benchmark", "bench_bound", "info", "AttendResult",
+__all__ = ["attend", "scaled_dot_product_attention", "grad", "verify", "compare_scaling", "benchmark", "bench_bound", "info", "AttendResult",
            "GradResult", "VerifyResult", "ScalingResult", "BenchResult", "BoundResult", "InfoResult", "AndreaError"]

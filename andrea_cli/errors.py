@@ -20,3 +20,9 @@ def first_line(exc: BaseException, limit: int = 120) -> str:
     text = str(exc).strip()
     line = text.splitlines()[0] if text else type(exc).__name__
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class KernelFallbackWarning(UserWarning):
+    """scaled_dot_product_attention: the backend named runs the kernels, which cannot take this
+    call (its message says why), so the NumPy path ran it. warnings.simplefilter("error",
+    KernelFallbackWarning) makes it an error."""
