@@ -21,7 +21,7 @@ from typing import Any
 
 from andrea_cli.commands.options import (AttendOptions, BenchOptions, GradOptions, InfoOptions, ScalingOptions,
                                          VerifyOptions, from_keywords, python_signature)
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, shown
 
 
 @dataclass(repr=False)
@@ -180,19 +180,44 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+# torch's SDPA arguments, which attend() does not take: a wrong call named, pointing to the function that does
+SDPA_ONLY = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "enable_gqa")
+
+
+def _not_sdpa(extra: tuple, keywords: dict) -> None:
+    """attend() called as torch's SDPA is: one line pointing to scaled_dot_product_attention."""
+    sdpa = "andrea_cli.scaled_dot_product_attention (torch's signature, no mask by default)"
+    if extra:
+        raise AndreaError(f"attend takes q, k, v by position and its options by keyword ({len(extra)} more "
+                          f"positional given); for torch's positional call use {sdpa}")
+    given = [name for name in SDPA_ONLY if name in keywords]
+    if given:
+        raise AndreaError(f"{given[0]}: an argument of {sdpa}; attend takes q, k, v and mask='causal' (its "
+                          "default), 'none' or 'window:W'")
+    mask = keywords.get("mask")
+    if hasattr(mask, "shape"):
+        raise AndreaError(f"mask={shown(mask)}: attend's mask is text ('causal', 'none', 'window:W'); a mask "
+                          f"array goes to {sdpa} as attn_mask")
+
+
 @keywords_of(AttendOptions)
-def attend(q=None, k=None, v=None, **keywords) -> AttendResult:
-    """softmax(mask(Q·K^T · scale))·V through the kernels, as `andrea attend` runs it.
+def attend(q=None, k=None, v=None, *extra, **keywords) -> AttendResult:
+    """softmax(mask(Q·K^T · scale))·V through the kernels, as `andrea attend` runs it, with the
+    course's defaults: causal (mask="causal"), unlike torch's SDPA (no mask by default; for its
+    signature and meaning, andrea_cli.scaled_dot_product_attention).
 
     q, k: (..., T, d_k) and v: (..., T, d_v), any leading batch and head dims (run as heads of one
-    launch per stage), as NumPy arrays (any backend) or cupy arrays / DLPack tensors (cuda, where
-    they are); or .npy paths, as --q/--k/--v. Without them: random N(0, 1) inputs of size T
-    (1024), d_k (64), d_v (d_k) from `seed`, exactly as the command makes them, or the layer
-    (d_model, n_head, preset, x, layer_weights). scale: None (1/sqrt(d_k)), False (none) or the
-    factor itself, as PyTorch's scaled_dot_product_attention takes it. The other keywords are the
-    command's options: mask ("causal", "none", "window:W"), backend ("auto", "cuda", "cpu",
-    "numpy"), kernel (an edited copy of the kernel file), fused (+ sample_rows, precision "bf16"),
-    out / save_weights / plot (files), show_weights / json (print as the command does)."""
+    launch per stage), as NumPy arrays or torch CPU tensors (any backend; requires_grad ones read
+    detached) or cupy arrays / DLPack tensors (cuda, where they are); or .npy paths, as
+    --q/--k/--v. The results are float32 NumPy arrays (cupy on the GPU). Without them: random
+    N(0, 1) inputs of size T (1024), d_k (64), d_v (d_k) from `seed`, exactly as the command makes
+    them, or the layer (d_model, n_head, preset, x, layer_weights). scale: None (1/sqrt(d_k)), False
+    (none) or the factor itself, as PyTorch's scaled_dot_product_attention takes it. The other
+    keywords are the command's options: mask ("causal", "none", "window:W"), backend ("auto",
+    "cuda", "cpu", "numpy"), kernel (an edited copy of the kernel file), fused (+ sample_rows,
+    precision "bf16"), out / save_weights / plot (files), show_weights / json (print as the
+    command does). Bad input: AndreaError, one line."""
+    _not_sdpa(extra, keywords)
     from andrea_cli.commands.arrays import heads_of, split_inputs, unfold
     from andrea_cli.commands.attend import run_attend
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from andrea_cli.array_types import FLOAT_TYPES, ArrayKind, detached, dtype_name, library_of, to_host
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, shown
 
 NAMES = ("query", "key", "value")
 
@@ -47,14 +47,6 @@ class SdpaCall:
         return tuple(self.q.shape[:-2]) == tuple(self.k.shape[:-2]) == tuple(self.v.shape[:-2])
 
 
-def short(a) -> str:
-    """An argument as an error shows it: an array by its shape and dtype, never its entries."""
-    if hasattr(a, "shape") and hasattr(a, "dtype"):
-        return f"{type(a).__name__} of shape {tuple(a.shape)}, {dtype_name(a)}"
-    text = repr(a)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def check_array(a, name: str):
     """A real array of at least 2 dims, none of them empty, finite; anything np.asarray takes."""
     if a is None:
@@ -63,7 +55,7 @@ def check_array(a, name: str):
         try:
             a = np.asarray(a)
         except (TypeError, ValueError):
-            raise AndreaError(f"{name}={short(a)}: not an array of numbers; pass a NumPy array or a tensor") from None
+            raise AndreaError(f"{name}={shown(a)}: not an array of numbers; pass a NumPy array or a tensor") from None
     a = detached(a)
     if dtype_name(a) not in FLOAT_TYPES:
         raise AndreaError(f"{name}: dtype {dtype_name(a)} is not a float type; pass float16, bfloat16, float32 "
@@ -80,16 +72,16 @@ def check_array(a, name: str):
 def check_flags(dropout_p, is_causal, scale, enable_gqa) -> float | None:
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float, np.integer, np.floating)) \
             or dropout_p != 0:
-        raise AndreaError(f"dropout_p={short(dropout_p)}: andrea has no dropout (it computes attention exactly "
+        raise AndreaError(f"dropout_p={shown(dropout_p)}: andrea has no dropout (it computes attention exactly "
                           "as in inference); pass dropout_p=0.0")
     for name, flag in (("is_causal", is_causal), ("enable_gqa", enable_gqa)):
         if not isinstance(flag, (bool, np.bool_)):
-            raise AndreaError(f"{name}={short(flag)}: pass True or False")
+            raise AndreaError(f"{name}={shown(flag)}: pass True or False")
     if scale is None:
         return None
     if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating)) \
             or not math.isfinite(scale):
-        raise AndreaError(f"scale={short(scale)}: pass None (1/sqrt(E), E = query's last dim) or a finite number")
+        raise AndreaError(f"scale={shown(scale)}: pass None (1/sqrt(E), E = query's last dim) or a finite number")
     return float(scale)
 
 
