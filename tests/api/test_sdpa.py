@@ -150,3 +150,51 @@ def test_requires_grad_and_bf16_tensors_come_back_as_tensors_of_their_dtype():
     np.testing.assert_allclose(out.numpy(), exact, atol=2e-6)
     half = sdpa(*(t.bfloat16() for t in (q, k, v)), backend="numpy")
     assert half.dtype == torch.bfloat16 and half.shape == (2, 3, 10, 8)
+
+
+def random_call(rng):
+    """A random SDPA call: 2 to 4 dims, broadcast and grouped K/V heads, every mask kind, scales."""
+    nd, gqa = int(rng.integers(2, 5)), bool(rng.integers(0, 2))
+    gqa = gqa and nd >= 3
+    L, S, E, E_v = (int(x) for x in rng.integers(1, 9, size=4))
+    lead = [int(x) for x in rng.integers(1, 4, size=nd - 2)]
+
+    def kv_lead():
+        dims = [1 if rng.random() < 0.3 else d for d in lead]
+        if gqa:
+            dims[-1] = int(rng.choice([d for d in range(1, lead[-1] + 1) if lead[-1] % d == 0]))
+        return dims
+
+    k_lead = kv_lead()
+    v_lead = k_lead if rng.random() < 0.7 else kv_lead()
+    causal = bool(rng.integers(0, 2))
+    mask = None
+    if not causal and rng.random() < 0.6:
+        mask_nd = int(rng.integers(2, nd + 1))
+        shape = [d if rng.random() < 0.6 else 1 for d in lead[len(lead) - (mask_nd - 2):]] if mask_nd > 2 else []
+        shape += [L if rng.random() < 0.8 else 1, S]
+        mask = rng.random(shape) < 0.7 if rng.random() < 0.5 else rng.standard_normal(shape).astype(np.float32)
+    scale = None if rng.random() < 0.5 else float(rng.uniform(-1, 2))
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in (lead + [L, E], k_lead + [S, E], v_lead + [S, E_v]))
+    return (q, k, v, mask), dict(is_causal=causal, scale=scale, enable_gqa=gqa)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_random_calls_agree_with_torch_errors_included(backend):
+    torch = pytest.importorskip("torch", reason="torch is an optional test dependency: pip install torch")
+    rng = np.random.default_rng(7)
+    for _ in range(25):
+        (q, k, v, mask), keywords = random_call(rng)
+        try:
+            want = torch.nn.functional.scaled_dot_product_attention(
+                *map(torch.from_numpy, (q, k, v)), attn_mask=None if mask is None else torch.from_numpy(mask),
+                **keywords).numpy()
+        except (RuntimeError, IndexError):  # what torch refuses, andrea refuses
+            with pytest.raises(AndreaError):
+                sdpa(q, k, v, mask, backend=backend, **keywords)
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", KernelFallbackWarning)
+            out = sdpa(q, k, v, mask, backend=backend, **keywords)
+        assert out.shape == want.shape
+        np.testing.assert_allclose(out, want, atol=1e-5, err_msg=str((q.shape, k.shape, v.shape, keywords)))
