@@ -8,7 +8,7 @@ andrea_cli.scaled_dot_product_attention, written as torch's documentation writes
 q (..., H_q, L, E), k (..., H_k, S, E), v (..., H_v, S, E_v); the leading dims broadcast; with
 enable_gqa, query head h reads K/V head h // (H_q / H_k), as torch's repeat_interleave does.
 A row with every key hidden gets zeros, as torch's kernels (and andrea's) give. Inputs are
-assumed checked (commands/sdpa.py does that)."""
+assumed checked (sdpa_inputs.py does that)."""
 
 from __future__ import annotations
 
