@@ -46,7 +46,10 @@ def render_generate(console: Console, r: GenerateReport) -> None:
                   "trained that way learns from outputs generation can never produce: the shortcut the causal "
                   "mask removes.")
     total_ms = float(step_ms.sum())
-    rate = r.bytes_read / (total_ms * 1e-3) if total_ms > 0 else 0.0
-    where = "on this GPU" if r.backend == "cuda" else "on the CPU build (a check of the kernels, not a GPU figure)"
-    console.print(f"time: {r.T} steps in {fmt(total_ms)} ms, {_bytes(r.bytes_read)} of cache read, "
-                  f"{_bytes(rate)}/s {where}")
+    console.print(f"time: {r.T} steps in {fmt(total_ms)} ms; the decode kernel read {_bytes(r.bytes_read)} of "
+                  f"cache at {fmt(r.decode_gbs)} GB/s")
+    if r.hbm_gbs:
+        console.print(f"  {r.decode_gbs / r.hbm_gbs:.0%} of this GPU's memory bandwidth ({fmt(r.hbm_gbs)} GB/s): "
+                      "a decode step is bound by the bytes it reads, not by arithmetic")
+    else:
+        console.print("  on the CPU build: a check of the kernels, not a GPU figure")

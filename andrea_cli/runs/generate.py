@@ -48,6 +48,13 @@ class GenerateReport:
     elapsed_s: float
     output: np.ndarray  # (T, d_v): what generation produced
     notices: list[str] = field(default_factory=list)
+    hbm_gbs: float | None = None  # the GPU's memory bandwidth (its properties), None on the CPU build
+
+    @property
+    def decode_gbs(self) -> float:
+        """The cache bytes over the decode kernel's own time (the kernel that reads them)."""
+        ms = sum(s.ms["decode"] for s in self.steps)
+        return self.bytes_read / (ms * 1e-3) / 1e9 if ms > 0 else 0.0
 
     @property
     def agrees(self) -> bool:
@@ -77,6 +84,8 @@ class GenerateReport:
             "steps": [{"position": s.position, "keys": s.keys, "bytes_read": s.bytes_read, "slices": s.slices,
                        "ms": {k: round(v, 4) for k, v in s.ms.items()}} for s in self.steps],
             "total_ms": round(float(ms.sum()), 3), "cache_bytes_read": self.bytes_read,
+            "decode_gbs": round(self.decode_gbs, 3), "hbm_gbs": self.hbm_gbs,
+            "decode_share_of_hbm": round(self.decode_gbs / self.hbm_gbs, 4) if self.hbm_gbs else None,
             "elapsed_s": round(self.elapsed_s, 3),
         }
 
@@ -143,4 +152,14 @@ def run_generate(backend, q, k, v, *, mask: MaskSpec, precision: str, seed: int,
         vs_unmasked=np.abs(generated - unmasked.output[0]).max(axis=-1),
         generation_error=float((np.abs(generated - exact) / gen_tol).max()),
         causal_error=float((np.abs(causal.output[0] - exact) / pass_tol).max()),
-        elapsed_s=time.perf_counter() - start, output=generated, notices=notices)
+        elapsed_s=time.perf_counter() - start, output=generated, notices=notices, hbm_gbs=hbm_bandwidth(backend))
+
+
+def hbm_bandwidth(backend) -> float | None:
+    """GB/s of the GPU's memory, from its properties (bench's roofline); None off a GPU."""
+    if backend.name != "cuda":
+        return None
+    from andrea_cli.bench.gpu import gpu_properties
+    from andrea_cli.bench.roofline import peak_from_properties
+
+    return peak_from_properties(gpu_properties()).peak_gbs
