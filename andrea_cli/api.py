@@ -6,6 +6,8 @@
     r.output, r.weights, r.scores, r.report    # arrays, and the dict `andrea attend --json` prints
     andrea_cli.attend(q, k, v, scale=0.125)    # as PyTorch's SDPA: None is 1/sqrt(d_k), a number is used as given
     g = andrea_cli.grad(q, k, v, d_out)        # g.dq, g.dk, g.dv: the backward pass, as `andrea grad`
+    o = andrea_cli.scaled_dot_product_attention(query, key, value)   # torch's SDPA: its signature,
+                                               # defaults (no mask), types and dtypes back
 
 Every option of a command is a keyword of its function, named as the option is (--d-k: d_k,
 --precision: precision, --json: json, --no-scale: scale=False). Bad input raises AndreaError
@@ -19,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from andrea_cli.commands.options import (AttendOptions, BenchOptions, GradOptions, InfoOptions, ScalingOptions,
-                                         VerifyOptions, from_keywords, python_signature)
+from andrea_cli.commands.options import (AttendOptions, BenchOptions, GenerateOptions, GradOptions, InfoOptions,
+                                         ScalingOptions, VerifyOptions, from_keywords, python_signature)
 from andrea_cli.errors import AndreaError, shown
 
 
@@ -118,6 +120,21 @@ class ScalingResult(Result):
 
         check_plot_path(Path(path))
         save_scaling_plot(self.raw, Path(path))
+        return Path(path)
+
+
+@dataclass(repr=False)
+class GenerateResult(Result):
+    output: Any = None  # (T, d_v): what the T steps of generation produced, row t from step t
+    _renderer = "render_generate_result"
+
+    def plot(self, path) -> Path:
+        """Each position's distance to the causal and the unmasked pass, and the step times, as a PNG."""
+        from andrea_cli.render.generate_plot import save_generate_plot
+        from andrea_cli.render.plot_common import check_plot_path
+
+        check_plot_path(Path(path))
+        save_generate_plot(self.raw, Path(path))
         return Path(path)
 
 
@@ -317,6 +334,30 @@ def verify(**keywords) -> VerifyResult:
     return VerifyResult(_document(report), report, passed=report.passed)
 
 
+@keywords_of(GenerateOptions)
+def generate(q=None, k=None, v=None, **keywords) -> GenerateResult:
+    """One token at a time, as `andrea generate` runs it: step t appends k[t], v[t] to the KV cache
+    and attends with q[t] alone (the decode kernels, on cuda or the CPU build); the report compares
+    the T outputs with one causal pass (the same, to rounding) and one unmasked pass. q, k: (T, d_k),
+    v: (T, d_v) NumPy arrays or .npy paths; without them random inputs of size T, d_k, d_v from
+    `seed`. precision "bf16": a bf16 cache. `.output` is what generation produced."""
+    from andrea_cli.commands.arrays import heads_of, split_inputs
+    from andrea_cli.commands.generate import run_generate_command
+
+    files, arrays = split_inputs(q, k, v)
+    o = from_keywords(GenerateOptions, "generate", {**keywords, **files})
+    _use_threads(o.threads)
+    _check_plot(o.plot)
+    data = heads_of(arrays)[0] if arrays is not None else None
+    report = run_generate_command(o, data=data)
+    result = GenerateResult(_document(report), report, output=report.output)
+    if o.plot is not None:
+        result.plot(o.plot)
+    if o.json:
+        _print_json(report)
+    return result
+
+
 @keywords_of(ScalingOptions)
 def compare_scaling(**keywords) -> ScalingResult:
     """Why divide by sqrt(d_k), as `andrea compare-scaling` measures it: each d_k (one width, a
@@ -386,5 +427,5 @@ def info(**keywords) -> InfoResult:
     return InfoResult(json_document(document), document)
 
 
-__all__ = ["attend", "scaled_dot_product_attention", "grad", "verify", "compare_scaling", "benchmark", "bench_bound", "info", "AttendResult",
-           "GradResult", "VerifyResult", "ScalingResult", "BenchResult", "BoundResult", "InfoResult", "AndreaError"]
+__all__ = ["attend", "scaled_dot_product_attention", "grad", "generate", "verify", "compare_scaling", "benchmark",
+           "bench_bound", "info", "AttendResult", "GradResult", "GenerateResult", "VerifyResult", "ScalingResult", "BenchResult", "BoundResult", "InfoResult", "AndreaError"]

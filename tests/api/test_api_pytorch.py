@@ -101,7 +101,7 @@ def test_grad_takes_leading_dims_too():
 
 
 COMMANDS = {"attend": api.attend, "grad": api.grad, "verify": api.verify, "bench": api.benchmark, "info": api.info,
-            "compare-scaling": api.compare_scaling}
+            "compare-scaling": api.compare_scaling, "generate": api.generate}
 
 
 def test_every_command_option_is_a_keyword_of_its_function_with_its_default():
