@@ -97,6 +97,7 @@ def _bad(tmp_path: Path) -> dict[str, list]:
         "empty npy": [[*files(tmp_path / "empty.npy")], "the file is empty"],
         "seed negative": [["-T", 4, "--seed", -1], "--seed -1: a seed is a whole number >= 0"],
         "huge d_k blames --d-k": [["-T", 16, "--d-k", 1_000_000_000], "use a smaller --d-k"],
+        "huge fused T blames --T": [["-T", 100_000_000, "--fused", "--backend", "numpy"], "use a smaller --T (or --d-k)"],
         "fused with show-weights": [["-T", 4, "--fused", "--show-weights"], "--show-weights draws the T×T weights"],
         "preset with show-weights": [["--preset", "andrea-120m", "--show-weights"],
                                      "--show-weights works on one head: drop --show-weights"],
