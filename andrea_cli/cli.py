@@ -133,8 +133,14 @@ def check_plot(plot: Path | None) -> None:
 
 
 def print_plot_saved(plot: Path | None) -> None:
-    if plot is not None:
-        console().print(f"plot saved to {plot}")
+    print_saved(("plot", plot))
+
+
+def print_saved(*files: tuple[str, Path | None]) -> None:
+    """One line per file a run wrote (--out, --save-weights, --plot), after the report."""
+    for what, path in files:
+        if path is not None:
+            console().print(f"{what} saved to {escape(str(path))}", soft_wrap=True)
 
 
 @command(AttendOptions)
@@ -162,7 +168,7 @@ def attend(o: AttendOptions) -> None:
         from andrea_cli.render.attend import render_attend
 
         render_attend(console(), report, show_weights=o.show_weights)
-        print_plot_saved(o.plot)
+        print_saved(("output", o.out), ("weights", o.save_weights), ("plot", o.plot))
 
 
 @command(GradOptions)
@@ -184,6 +190,7 @@ def grad(o: GradOptions) -> None:
         from andrea_cli.render.grad import render_grad
 
         render_grad(console(), report)
+        print_saved(("gradients", o.out))
 
 
 @command(VerifyOptions)
@@ -247,7 +254,10 @@ def bench_bound(o: BenchOptions) -> None:
 
     try:
         check_bound_options(o)
-        report = run_bound(o.gpu, o.kernel)
+        from andrea_cli.render.progress import progress_lines
+
+        with progress_lines(err_console(), echo_err) as progress:  # a compile of 15-40 s: say what runs
+            report = run_bound(o.gpu, o.kernel, progress=progress)
     except AndreaError as exc:
         raise fail_on(exc) from None
     if o.json:

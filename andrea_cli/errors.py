@@ -14,6 +14,11 @@ class KernelError(AndreaError):
     failed case."""
 
 
+class AndreaWarning(UserWarning):
+    """From the Python API, a notice the command prints in words (scores past float32's range,
+    say) instead of the raw NumPy RuntimeWarning that would otherwise surface."""
+
+
 def first_line(exc: BaseException, limit: int = 120) -> str:
     """An exception as one short line: its message's first line, or its type when it has none.
     Driver and compiler messages run long; one line is what an error or a table cell can hold."""
