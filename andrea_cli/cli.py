@@ -155,7 +155,10 @@ def attend(o: AttendOptions) -> None:
     try:
         use_cpu_threads(o.threads)
         check_plot(o.plot)
-        report = run_attend(o)
+        from andrea_cli.render.progress import progress_lines
+
+        with progress_lines(err_console(), echo_err) as progress:  # a large T runs for many seconds
+            report = run_attend(o, progress=progress)
         if o.plot is not None:
             from andrea_cli.render.attend_plot import save_attend_report_plot
 
@@ -322,6 +325,8 @@ def main(argv: list[str] | None = None) -> None:
     group = typer.main.get_command(app)
     try:
         code = group.main(args=argv, prog_name="andrea", standalone_mode=False)
+    except KeyboardInterrupt:  # Ctrl-C outside a command's body (Typer turns one inside into 130)
+        code = 130
     except Exception as exc:
         if _is_usage_error(exc):
             ctx = getattr(exc, "ctx", None)
@@ -329,8 +334,20 @@ def main(argv: list[str] | None = None) -> None:
             where = f"andrea {name} --help" if name and name != "andrea" else "andrea --help"
             typer.echo(f"error: {exc.format_message()} (see {where})", err=True)
             sys.exit(2)
-        if type(exc).__name__ == "Abort":  # Ctrl-C or end of input while prompting
-            typer.echo("aborted", err=True)
-            sys.exit(130)
-        raise
+        if type(exc).__name__ != "Abort":  # Abort: Ctrl-C or end of input while prompting
+            raise
+        code = 130
+    if code == INTERRUPTED:
+        say_interrupted()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+INTERRUPTED = 130  # the shells' code for a command ended by SIGINT; no command of andrea exits so itself
+
+
+def say_interrupted() -> None:
+    """One word on stderr. On a terminal the line is cleared first, taking the terminal's echoed
+    "^C" with it (a progress line was already erased by its own context)."""
+    clear = "\r\x1b[2K" if sys.stderr.isatty() else ""
+    sys.stderr.write(f"{clear}interrupted\n")
+    sys.stderr.flush()
