@@ -10,6 +10,16 @@ from rich.text import Text
 from andrea_cli.reference import scale_for
 
 
+# The stages as a table names them: the course's words. The keys stay the kernels' stems
+# (av_kernel1, and the "av" a script reads in the JSON); a table says "weighted sum (av)", so one
+# row holds the course's word and the name to grep for in the kernel file and the JSON.
+STAGE_LABELS = {"scores": "scores", "scale": "scale", "mask": "mask", "softmax": "softmax", "av": "weighted sum (av)"}
+
+
+def stage_label(stage: str) -> str:
+    return STAGE_LABELS.get(stage, stage)
+
+
 def fmt(x: float, digits: int = 4) -> str:
     """Short numbers for tables: scientific notation only for the very large and very small."""
     if x == 0:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
-from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, timings_table
+from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, stage_label, timings_table
 from andrea_cli.runs.layer import LayerReport
 
 
@@ -39,7 +39,7 @@ def render_layer(console: Console, report: LayerReport) -> None:
 
     t = report.host_timings_ms
     rows = [("projections x·W_Q, x·W_K, x·W_V (host NumPy)", t["projections"]), ("split into heads (host)", t["split"]),
-            *((f"  {stage} (all heads at once)", r.timings_ms[stage]) for stage in STAGES if stage in r.timings_ms),
+            *((f"  {stage_label(stage)} (all heads at once)", r.timings_ms[stage]) for stage in STAGES if stage in r.timings_ms),
             ("attention total", r.timings_ms["total"]), ("concat heads (host)", t["concat"]),
             ("concat · W_O (host NumPy)", t["w_o"])]
     console.print(timings_table(rows, r.transfer_ms, r.load_ms, total=("layer total", t["total"]), first_column="step"))

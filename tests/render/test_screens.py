@@ -294,3 +294,34 @@ def test_verify_progress_lines_count_the_cases(run_main):
     lines = err.strip().splitlines()
     assert lines[0].startswith("[1/2] ok ") and lines[1].startswith("[2/2] ok ")  # forward and reverse schedules
     assert "PASSED: 2 cases" in out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_stages_are_named_as_the_course_names_them(width):
+    """Every table says "weighted sum" for the last stage, beside its key "av" (the kernel's stem
+    and the JSON's key); a masked score reads -inf, its weight 0."""
+    from andrea_cli.backends.numpy_backend import NumpyBackend
+    from andrea_cli.inputs import random_qkv
+    from andrea_cli.render.head import render_head
+    from andrea_cli.render.verify import render_verify
+    from andrea_cli.runs.head import run_attention
+
+    report = run_attention(random_qkv(8, 4, 4, seed=0), NumpyBackend(), MaskSpec("causal"), True)
+    text = draw(render_head, report, width=width)
+    assert_fits(text, width)
+    assert "│ weighted sum (av) " in text and "│ av " not in text
+    lines = text.splitlines()
+    scores_at = next(n for n, line in enumerate(lines) if line.startswith("Scores after the mask"))
+    weights_at = next(n for n, line in enumerate(lines) if line.startswith("Weights, first"))
+    row_1 = [line for line in lines[scores_at:weights_at] if line.startswith("│ 1 ")][0].strip("│ ").split("│")
+    assert [cell.strip() for cell in row_1[3:]] == ["-inf"] * 6  # query 1 sees keys 0 and 1 only
+    weights_row_1 = [line for line in lines[weights_at:] if line.startswith("│ 1 ")][0].strip("│ ").split("│")
+    assert [cell.strip() for cell in weights_row_1[3:]] == ["0"] * 6
+    verify_text = draw(render_verify, verify_report(failing_stage="av"), width=width)
+    assert_fits(verify_text, width)
+    if width == 80:  # the worst stage by name (its cell may wrap, its words whole); 120 shows families
+        assert "weighted" in verify_text and "sum (av)" in verify_text and "3.00" in verify_text
+    assert "FAILED (2 failing)" in verify_text
+    wide = draw(render_verify, verify_report(failing_stage="av"), width=240)  # a column per stage
+    header = [line for line in wide.splitlines() if line.startswith("┃")]
+    assert any("weighted" in line for line in header) and any("(av)" in line for line in header)
