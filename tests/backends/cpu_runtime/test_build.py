@@ -47,3 +47,23 @@ def test_cache_hit_and_key(tmp_path, monkeypatch):
     out = np.zeros(4, np.float32)
     changed.get_function("k")((1,), (4,), (out,))
     assert (out == 2).all()
+
+
+def test_a_compiler_stopped_by_ctrl_c_is_an_interrupt_not_a_compile_error(tmp_path, monkeypatch):
+    """Ctrl-C reaches g++ too (the terminal's whole process group): its death by SIGINT ends the
+    command as "interrupted", not as a compile error quoting an empty log."""
+    import signal
+    import subprocess
+
+    real_run = subprocess.run
+
+    def compiler_interrupted(cmd, *args, **kwargs):
+        if "-MMD" in cmd:  # the kernel file's compile; the version query runs for real
+            return subprocess.CompletedProcess(cmd, -signal.SIGINT, "", "")
+        return real_run(cmd, *args, **kwargs)
+
+    src = tmp_path / "interrupted.cu"
+    src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 3.0f; }\n')
+    monkeypatch.setattr(cpu_build.subprocess, "run", compiler_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        CpuModule(src)
