@@ -12,8 +12,9 @@ from andrea_cli.runs.layer import LayerReport
 
 def render_layer(console: Console, report: LayerReport) -> None:
     r = report
+    # heads count from 0 here as in the per-head table and --head N
     print_header(console, r.notices,
-                 f"[bold]output = concat(head_0 .. head_{report.n_head - 1}) · W_O,  "  # heads count from 0, as its table and --head
+                 f"[bold]output = concat(head_0 .. head_{report.n_head - 1}) · W_O,  "
                  f"head_h = softmax(mask(Q_h·K_h^T / sqrt(d_k))) · V_h,  Q = x·W_Q[/bold]\n"
                  f"T={r.T} d_model={report.d_model} n_head={report.n_head} d_k={r.d_k} mask={r.mask} "
                  f"scale={scale_text(r.d_k, r.scaled, r.scale)}",

@@ -10,7 +10,8 @@ from typing import Callable
 
 from andrea_cli.backends.launch.catalogue import matmul_products
 from andrea_cli.backends.toolchain.cuda_arch import CompileTarget
-from andrea_cli.backends.toolchain.nvrtc import KernelResources, compile_kernel_file, compiled_kernel_file, nvrtc_version
+from andrea_cli.backends.toolchain.nvrtc import (KernelResources, compile_kernel_file, compiled_kernel_file,
+                                                nvrtc_version)
 from andrea_cli.bench.bound.geometry import REFERENCE_HEADS, REFERENCE_T, ReferenceLaunch, reference_launches
 from andrea_cli.bench.bound.gpus import GpuSpec, gpu_spec
 from andrea_cli.bench.bound.model import Bound, Work, attention_matmul_flops, bound, occupancy
