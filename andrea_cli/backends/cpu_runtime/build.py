@@ -10,6 +10,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -275,6 +276,8 @@ def _compile(src: KernelSource, cxx: str, flags: list[str], wrapper: str, out_di
            "-I", str(INCLUDE_DIR), "-o", tmp_so, tmp_cpp]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode == -signal.SIGINT:  # Ctrl-C reaches the compiler too (the terminal's process group)
+            raise KeyboardInterrupt
         if proc.returncode != 0:
             raise CpuCompileError(_first_error(proc.stderr, src.path), proc.stderr)
         deps = [d for d in _read_depfile(pathlib.Path(tmp_d)) if d != tmp_cpp]

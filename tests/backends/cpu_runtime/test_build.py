@@ -83,3 +83,23 @@ def test_one_key_is_compiled_once_when_two_ask_at_once(tmp_path, monkeypatch):
         libs = list(pool.map(lambda _: cpu_build.build(kernel, sanitize=False), range(2)))
     assert libs[0] == libs[1] and libs[0].read_bytes() == b"not a library"
     assert (tmp_path / "compiles").read_text().count("compile") == 1
+
+
+def test_a_compiler_stopped_by_ctrl_c_is_an_interrupt_not_a_compile_error(tmp_path, monkeypatch):
+    """Ctrl-C reaches g++ too (the terminal's whole process group): its death by SIGINT ends the
+    command as "interrupted", not as a compile error quoting an empty log."""
+    import signal
+    import subprocess
+
+    real_run = subprocess.run
+
+    def compiler_interrupted(cmd, *args, **kwargs):
+        if "-MMD" in cmd:  # the kernel file's compile; the version query runs for real
+            return subprocess.CompletedProcess(cmd, -signal.SIGINT, "", "")
+        return real_run(cmd, *args, **kwargs)
+
+    src = tmp_path / "interrupted.cu"
+    src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 3.0f; }\n')
+    monkeypatch.setattr(cpu_build.subprocess, "run", compiler_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        CpuModule(src)
