@@ -36,7 +36,8 @@ BROKEN = {
     # torch's repeat vs repeat_interleave: query head h on K/V head h % H_kv instead of h / group
     "scores: K head interleaved": ("k + head / group * S * d_k, d_k,", "k + head % (gridDim.z / group) * S * d_k, d_k,",
                                    GROUPED, "scores"),
-    "av_kernel1: V head interleaved": ("v += head / group * S * d_v;", "v += head % (gridDim.z / group) * S * d_v;",
+    "av_kernel1: V head interleaved": ("v += head / group * S * d_v;  // query head h reads K/V head h / group",
+                                       "v += head % (gridDim.z / group) * S * d_v;",
                                        GROUPED_KERNEL1, "av"),
     "av_kernel2: one query head per K/V head": ("d_v, group * L, d_v, kt.j_end, row0", "d_v, L, d_v, kt.j_end, row0",
                                                 GROUPED, "av"),
