@@ -131,7 +131,7 @@ def compact_table(report: VerifyReport) -> Table:
     rows = []
     for r in report.results:
         c = r.case
-        case = f"{c.T}×{c.d_k}×{c.d_v} {c.mask}{'' if c.scaled else ' unscaled'}"
+        case = f"{c.shape_text()}×{c.d_k}×{c.d_v} {c.mask}{'' if c.scaled else ' unscaled'}"
         run = f"{c.plan.short()} {_schedule(r)}"
         if r.error:
             worst, invariants = "[red]error[/red]", "[red]stopped early[/red]"
