@@ -100,6 +100,13 @@ def echo_err(line: str) -> None:
     typer.echo(line, err=True)
 
 
+def build_progress():
+    """A transient line on stderr while the CPU build compiles (a first run only)."""
+    from andrea_cli.render.build_progress import build_progress as progress
+
+    return progress(err_console())
+
+
 def print_json(document: dict) -> None:
     """JSON for scripts: plain stdout, never through Rich (which would wrap and colour it)."""
     from andrea_cli.render.json_document import json_text
@@ -149,7 +156,8 @@ def attend(o: AttendOptions) -> None:
     try:
         use_cpu_threads(o.threads)
         check_plot(o.plot)
-        report = run_attend(o)
+        with build_progress():
+            report = run_attend(o)
         if o.plot is not None:
             from andrea_cli.render.attend_plot import save_attend_report_plot
 
@@ -163,6 +171,8 @@ def attend(o: AttendOptions) -> None:
 
         render_attend(console(), report, show_weights=o.show_weights)
         print_plot_saved(o.plot)
+    if o.strict and getattr(report, "check", None) is not None and not report.check.agrees:
+        raise typer.Exit(1)  # --strict: a run that is not the equation fails (the report said where)
 
 
 @command(GradOptions)
@@ -175,7 +185,8 @@ def grad(o: GradOptions) -> None:
     from andrea_cli.commands.grad import run_grad
 
     try:
-        report = run_grad(o)
+        with build_progress():
+            report = run_grad(o)
     except AndreaError as exc:
         raise fail_on(exc) from None
     if o.json:
@@ -285,7 +296,8 @@ def compare_scaling(o: ScalingOptions) -> None:
     try:
         check_scaling_options(o)  # a bad option is named before a bad --plot file
         check_plot(o.plot)
-        report = run_compare_scaling(o)
+        with build_progress():
+            report = run_compare_scaling(o)
         if o.plot is not None:
             from andrea_cli.render.scaling_plot import save_scaling_plot
 

@@ -25,12 +25,14 @@ def cuda_availability() -> Availability:
     try:
         import cupy  # noqa: F401
     except Exception as exc:  # ImportError, or a broken CUDA install raising at import
+        if read_cuda_setup().driver is None:  # the real cause: no GPU driver, whatever cupy does
+            return Availability(False, "no NVIDIA driver here (no GPU to run on)", INSTALL_HINT)
         return _unavailable(f"cupy is not importable ({first_line(exc)})")
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # cupy imports fine without a GPU; the driver call is what fails
         if read_cuda_setup().driver is None:  # what `andrea info` says, not cupy's insufficient-driver code
-            return Availability(False, "no NVIDIA driver here (cupy is installed but finds no driver to talk to)",
+            return Availability(False, "no NVIDIA driver here (no GPU to run on)",
                                 INSTALL_HINT)
         return _unavailable(f"no CUDA device answers ({first_line(exc)})")
     if count < 1:

@@ -62,6 +62,9 @@ class LaunchPlan:
 
 DEFAULT_PLAN = LaunchPlan()
 KERNEL1_PLAN = LaunchPlan(1, 1, 256)  # the one-output-per-thread kernels: the default before register tiling
+# attend --plan: the fast kernels (the default), or the five stages as the course writes them:
+# scores_kernel1, scale_kernel1, mask_kernel1, softmax_kernel1, av_kernel1, one output per thread
+NAMED_PLANS = {"fast": DEFAULT_PLAN, "textbook": KERNEL1_PLAN}
 ALL_PLANS = (
     DEFAULT_PLAN,
     KERNEL1_PLAN,
