@@ -63,7 +63,7 @@ def staged_backward_impl(backend, gemm_variant: int = 2) -> Impl:
         dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
 
         def run():
-            launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k, d_v=d_k,
+            run.kernels = launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k, d_v=d_k,
                                    H=H, mask=mask, scaled=True, gemm_variant=gemm_variant)
             return dq
 
@@ -90,7 +90,7 @@ def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bo
         dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
 
         def run():
-            launch_fused_backward(dev, gq, gk, gv, out, gdo, lse, delta, dq, dk, dv, T=T, d_k=d_k, d_v=d_k, H=H,
+            run.kernels = launch_fused_backward(dev, gq, gk, gv, out, gdo, lse, delta, dq, dk, dv, T=T, d_k=d_k, d_v=d_k, H=H,
                                   mask=mask, scaled=True)
             return dq
 
@@ -122,7 +122,7 @@ def fused_bf16_backward_impl(backend, *, name: str = "fused_bf16_backward", spee
         dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
 
         def run():
-            launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d_k,
+            run.kernels = launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d_k,
                                  mask=mask, scaled=True)
             return dq
 

@@ -95,7 +95,7 @@ def cpu_build_impl(kernel_path, timeout: float | None = None, name: str = CPU_BU
         out = np.empty((H, T, d_k), dtype=np.float32)
 
         def run():
-            launch_fused(device, q, k, v, out, H, T, d_k, d_k, mask=mask, scaled=True)
+            run.kernels = launch_fused(device, q, k, v, out, H, T, d_k, d_k, mask=mask, scaled=True)
             return out
 
         return run
@@ -117,7 +117,7 @@ def cpu_build_bf16_impl(kernel_path, timeout: float | None = None, name: str = C
         out = np.empty((H, T, d_k), dtype=np.float32)
 
         def run():
-            launch_fused_bf16(device, qb, kb, vb, out, H, T, d_k, mask=mask)
+            run.kernels = launch_fused_bf16(device, qb, kb, vb, out, H, T, d_k, mask=mask)
             return out
 
         return run

@@ -85,7 +85,7 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
         out = dev.empty((H, T, d_k))
 
         def run():
-            launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_k, mask=mask, scaled=True, variant=variant)
+            run.kernels = launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_k, mask=mask, scaled=True, variant=variant)
             return out
 
         return run
@@ -110,7 +110,7 @@ def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
         out = dev.empty((H, T, d_k))
 
         def run():
-            launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant)
+            run.kernels = launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant)
             return out
 
         return run
@@ -134,7 +134,7 @@ def staged_gpu_impl(backend, plan=None) -> Impl:
         buf = allocate_stages(dev, H, T, d_k, mask=mask, scaled=True)
 
         def run():
-            launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True,
+            run.kernels = launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True,
                           plan=plan or DEFAULT_PLAN)
             return buf.output
 
