@@ -29,6 +29,7 @@ def render_info(console: Console, doc: dict) -> None:
     # paths to copy: on lines of their own, never cut or folded by a table cell (the terminal wraps them)
     for label, key in (("kernel file", "kernel_file"), ("CPU build cache", "cpu_build_cache")):
         console.print(f"{label}: {escape(doc[key])}", soft_wrap=True)
+    console.print(escape(doc["edit_kernel"]))
     table = Table(title="Backends", title_justify="left")
     table.add_column("backend")
     table.add_column("works here")
