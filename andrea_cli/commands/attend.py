@@ -131,7 +131,9 @@ def attend_layer(o: AttendOptions, mask: MaskSpec):
     check_head(o.head, n_head)
     backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout, racecheck=o.racecheck)
     use_plan(backend, o.plan)
-    return run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
+    from andrea_cli.verification.spot_check import spot_check
+
+    return run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices, check=spot_check)
 
 
 def check_backend_takes(o: AttendOptions, data: QKV) -> None:

@@ -106,3 +106,8 @@ def test_verify_on_the_doubled_copy_shows_a_few_lines_per_stage_and_counts_the_r
         assert text.count(f"]: {stage} first differs at") == 3
         more = [line for line in out.splitlines() if line.startswith(f"{stage} differs in ")]
         assert len(more) == 1 and int(more[0].split()[3]) > 10, more
+
+
+def test_the_layer_checks_every_head(cli):
+    doc = cli.json("attend", "--d-model", 32, "--n-head", 4, "--T", 20, *CPU)
+    assert doc["check"]["agrees"] is True and doc["kernels"]["softmax"] == "softmax_kernel3"
