@@ -13,7 +13,7 @@ from andrea_cli.backends.launch.kernel_spec import define
 from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.scale import Scale
 
 FUSED = family("fused", "fused")  # {variant: its row}: kernel1, kernel2 (float4 loads), kernel3 (register-tiled)
 FUSED_KEYS = FUSED[1].tile_size()  # keys per tile of kernel1 and 2 (and of the fused backward): one per lane
@@ -71,7 +71,7 @@ def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 
 
 
 def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d_v: int, *,
-                 mask: MaskSpec, scaled: bool, rows: int = ROWS_PER_BLOCK, variant: int | None = None) -> dict[str, str]:
+                 mask: MaskSpec, scale: Scale, rows: int = ROWS_PER_BLOCK, variant: int | None = None) -> dict[str, str]:
     """One launch on arrays already on the device (bench times exactly this); {"fused": the kernel}."""
     check_fused_shape(d_k, d_v)
     variant = default_variant(d_k, d_v) if variant is None else variant
@@ -80,24 +80,23 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     k = FUSED[variant]
     if not k.takes(d_k, d_v):
         raise AndreaError(why_not(k, d_k, d_v))
-    scale = scale_for(d_k, scaled)
     name = k.entry(d_k if k.head_sizes else None)
     if k.head_sizes:  # register-tiled: its own rows and threads per block; the head size is in the name
         dev.get_function(name)(
             (cdiv(T, k.block_rows(d_k)), 1, H), (k.block_threads(d_k), 1, 1),
-            (dq, dk, dv, out, np.int32(T), np.float32(scale), *mask.kernel_args()),
+            (dq, dk, dv, out, np.int32(T), np.float32(scale.factor), *mask.kernel_args()),
             shared_mem=k.shared_bytes(d_k, d_v),
         )
         return {"fused": name}
     dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
-        (dq, dk, dv, out, np.int32(T), np.int32(d_k), np.int32(d_v), np.float32(scale), *mask.kernel_args()),
+        (dq, dk, dv, out, np.int32(T), np.int32(d_k), np.int32(d_v), np.float32(scale.factor), *mask.kernel_args()),
         shared_mem=k.shared_bytes(d_k, d_v, rows=rows),
     )
     return {"fused": name}
 
 
-def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
+def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
               rows: int = ROWS_PER_BLOCK, variant: int | None = None) -> FusedOutputs:
     """q, k: (H, T, d_k); v: (H, T, d_v) -> output (H, T, d_v) and the kernel's time."""
     H, T, d_k = q.shape
@@ -111,7 +110,7 @@ def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
 
     def launch(clock):
         clock.start("fused")
-        ran = launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scaled=scaled, rows=rows, variant=variant)
+        ran = launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scale=scale, rows=rows, variant=variant)
         clock.stop("fused")
         return ran
 

@@ -16,7 +16,7 @@ from andrea_cli.backends.base import StageOutputs
 from andrea_cli.backends.launch.catalogue import family, kernel
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import given_scale
+from andrea_cli.scale import Scale
 
 SCORES, SOFTMAX, AV = (family("staged", stage) for stage in ("scores", "softmax", "av"))  # {variant: row}
 SCALE, MASK = kernel("staged", "scale"), kernel("staged", "mask")
@@ -87,7 +87,8 @@ class StageBuffers:
     output: Any  # (H, T, d_v)
 
 
-def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSpec, scaled: bool) -> StageBuffers:
+def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSpec, scaled) -> StageBuffers:
+    """scaled: whether a scale stage runs (a Scale, or a bool)."""
     scores = dev.empty((H, T, T))
     scaled_scores = dev.empty((H, T, T)) if scaled else scores
     masked = dev.empty((H, T, T)) if mask.kind != "none" else scaled_scores
@@ -95,7 +96,7 @@ def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSp
 
 
 def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d_k: int, d_v: int, H: int,
-                  mask: MaskSpec, scaled: bool, plan: LaunchPlan = DEFAULT_PLAN, clock=None) -> dict[str, str]:
+                  mask: MaskSpec, scale: Scale, plan: LaunchPlan = DEFAULT_PLAN, clock=None) -> dict[str, str]:
     """One launch per stage on arrays already on the device (bench times exactly this); returns
     {stage: the kernel it ran}."""
     clock = clock or NoClock()
@@ -113,7 +114,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
         dev.get_function(scores)(tile_grid, tile_block, (dq, dk, buf.scores, i32(T), i32(d_k)))
     clock.stop("scores")
 
-    if scaled:
+    if scale.applied:
         n = H * T * T
         threads = SCALE.block_threads()
         name = ran["scale"] = SCALE.entry()
@@ -121,7 +122,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
         dev.get_function(name)(
             (min(cdiv(n, threads), SCALE_GRID), 1, 1), (threads, 1, 1),
             # 0: the kernel works out the course's 1.0f / sqrtf(d_k) itself; else the factor given
-            (buf.scores, buf.scaled, np.int64(n), i32(d_k), f32(scaled if given_scale(scaled) else 0.0)),
+            (buf.scores, buf.scaled, np.int64(n), i32(d_k), f32(scale.kernel_given())),
         )
         clock.stop("scale")
 
@@ -159,7 +160,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
     return ran
 
 
-def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
+def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
                plan: LaunchPlan = DEFAULT_PLAN) -> StageOutputs:
     H, T, d_k = q.shape
     d_v = v.shape[-1]
@@ -167,9 +168,9 @@ def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
     transfers = Transfers(dev)
     dq, dk, dv = transfers.upload(q, k, v)
 
-    buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scaled)
+    buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scale)
     timings, ran = timed_runs(dev, lambda clock: launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_v, H=H,
-                                                               mask=mask, scaled=scaled, plan=plan, clock=clock))
+                                                               mask=mask, scale=scale, plan=plan, clock=clock))
     timings["total"] = sum(timings.values())
     names = ("scores", "scaled", "masked", "weights", "output")
     host = dict(zip(names, transfers.download(*(getattr(buf, name) for name in names))))
