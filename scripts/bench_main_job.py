@@ -48,7 +48,7 @@ def main() -> None:
     doc = runs[-1][2]
     kernels = statistics.median(r[2]["timings_ms"]["total"] for r in runs)
     print(f"andrea {' '.join(COMMAND + args.extra)}: backend {doc['backend']}, "
-          f"{', '.join(doc['kernels'].values()) or 'no kernels'}")
+          f"{', '.join(doc.get('kernels', {}).values()) or 'kernels not named'}")
     print(f"wall  median {statistics.median(walls):.3f} s of {args.repeat} warm runs "
           f"(min {min(walls):.3f}, max {max(walls):.3f})")
     print(f"cpu   median {statistics.median(cpus):.3f} s (user + sys, the launch worker included)")
