@@ -85,8 +85,9 @@ def test_the_kernel_files_bounds_on_an_h200(h200_report):
     # kernel6 by hand, per warp and 64-key tile (its 16 rows of a warpgroup's 64, sm_90a): S = Q·K^T
     # is d/16 wgmma m64n64k16, O += P·V 4 wgmma m64n(d)k16; each warp's share of their flops is a
     # quarter, of K's and V's tiles (B, 2 x 64 x d bf16) read through descriptors a quarter too, no
-    # ldmatrix; its eighth of the block's copy of the next tile by cp.async. Issue 22's target: its
-    # bound is the tensor pipe (at d 64 the exponentials come within 2%: the test allows a tie)
+    # ldmatrix; its eighth of the block's copy of the next tile by cp.async: d/32 LDGSTS.128 each of
+    # K and V, whose lane addresses the reader follows (issue 34: 32 wavefronts each, a quarter-warp's
+    # 8 lanes on one key row's chunks 128 bytes apart, against 4)
     for d in (64, 128):
         k6 = by_name[f"attention_fused_kernel6_d{d}"]
         m = k6.mix
@@ -94,7 +95,10 @@ def test_the_kernel_files_bounds_on_an_h200(h200_report):
         assert m.tensor_flops == (d // 16) * 2 * 64 * 64 * 16 // 4 + 4 * 2 * 64 * d * 16 // 4, d
         assert m.wgmma_shared_bytes == 2 * 64 * d * 2 // 4 and m.global_load_bytes == 2 * 64 * d * 2 // 8, d
         assert k6.spill_bytes == 0
-        assert k6.full.bottleneck == "tensor", (d, k6.full.bottleneck, k6.full.seconds)
+        copies = [i for i in k6.trip if i.opcode.startswith("LDGSTS")]
+        assert len(copies) == d // 16 and {i.wavefronts for i in copies} == {32}, [i.wavefronts for i in copies]
+        assert m.shared_conflict_wavefronts == 28 * d // 16 and m.shared_assumed == 0, d
+        assert k6.full.bottleneck == "shared", (d, k6.full.bottleneck, k6.full.seconds)
         assert k6.warps_per_sm == (16 if d == 64 else 8), (d, k6.warps_per_sm)  # d 64: two blocks per SM
     assert by_name["scores_kernel1"].full.bottleneck == "shared"
     assert by_name["softmax_kernel3"].full.bottleneck == "hbm"
