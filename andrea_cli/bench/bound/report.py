@@ -156,7 +156,10 @@ def kernel_bound(name: str, code: list[Instruction], res: KernelResources | None
         else:
             kb.full = b
     if kb.full.at_peak_because:
-        kb.notes.append(f"at the {kb.full.bottleneck} peak only if: " + "; ".join(kb.full.at_peak_because))
+        b = kb.full
+        where = "the tensor peak" if b.bottleneck == "tensor" and b.peak_fraction >= 0.99 else \
+            f"its {b.bottleneck} pipe's ceiling"
+        kb.notes.append(f"{b.tflops:.1f} TFLOP/s, {where}, only if: " + "; ".join(b.at_peak_because))
     if mix.shared_conflict_wavefronts:
         kb.notes.append(f"bank conflicts: {mix.shared_conflict_wavefronts:g} shared wavefronts a trip beyond "
                         "the bytes / 128 of its accesses (their lane addresses read from the SASS)")
