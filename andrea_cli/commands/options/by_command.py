@@ -160,7 +160,11 @@ class BenchOptions:
     json: bool = JSON.but(help="Print one JSON document instead of a table.").field()
     plot: Path | None = PLOT.but(help="Save time and TFLOP/s against T to FILE.png.").field()
     bound: bool = option("--bound", default=False, help="No timing: each kernel's static bound on --gpu, read "
-                                                        "from its SASS (no GPU needed; not a measurement).")
+                                                        "from its SASS (no GPU needed; not a measurement). "
+                                                        "Assumed: every pipe at 1.83 GHz with tensor-core work "
+                                                        "(1.98 without) on Hopper, mma.sync there at 2/3 of "
+                                                        "the tensor rate, bank conflicts counted where the "
+                                                        "SASS gives lane addresses (else none).")
     gpu: str | None = option("--gpu", help="With --bound: h200 (default), h100 or a100.")
     progress: bool = PROGRESS.but(help="Print a line per size to stderr.", kind=None).field()
 
