@@ -11,6 +11,7 @@ import numpy as np
 
 from andrea_cli.backends.launch.backward import launch_fused_backward, launch_fused_lse, launch_staged_backward, \
     lse_variants
+from andrea_cli.backends.launch.decode import VARIANT as CACHE_PRECISIONS, append, decode, new_cache
 from andrea_cli.backends.launch.fused import fused_variants, launch_fused
 from andrea_cli.backends.launch.backward_bf16 import launch_backward_bf16, launch_fused_lse_bf16
 from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16, launch_to_bf16
@@ -144,8 +145,14 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
             launch_backward_bf16(dev, qb, kb, vb, dob, out, d_out, lse, delta, dev.empty((H, T, d)),
                                  dev.empty((H, T, d)), dev.empty((H, T, d)), H=H, T=T, d=d, mask=mask, scale=course_scale(d))
 
+    def decode_step():  # the last step of generating T tokens: one query per head, T cached keys
+        for precision in CACHE_PRECISIONS:
+            cache = new_cache(dev, H, T, d, d, precision)
+            append(dev, cache, dev.empty((H, d)), dev.empty((H, d)), T - 1)
+            decode(dev, cache, dev.empty((H, d)), T, H, mask=mask, scale=course_scale(d))
+
     return {"staged": staged, "fused": fused, "tensor-core": tensor_cores, "staged backward": staged_backward,
-            "fused backward": fused_backward, "bf16 backward": bf16_backward}
+            "fused backward": fused_backward, "bf16 backward": bf16_backward, "decode": decode_step}
 
 
 @dataclass(frozen=True)
