@@ -14,6 +14,12 @@ class KernelError(AndreaError):
     failed case."""
 
 
+class SetupError(AndreaError):
+    """This machine or environment cannot run what was asked (a compiler, a sanitizer runtime or a
+    worker process missing or broken): not the user's input, so the CLI exits with code 1, and
+    the message says what to install or repair."""
+
+
 def first_line(exc: BaseException, limit: int = 120) -> str:
     """An exception as one short line: its message's first line, or its type when it has none.
     Driver and compiler messages run long; one line is what an error or a table cell can hold."""
