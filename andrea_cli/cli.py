@@ -17,7 +17,7 @@ from rich.markup import escape
 from andrea_cli.commands.options import (AttendOptions, BenchOptions, Declared, GenerateOptions, GradOptions,
                                          InfoOptions, ScalingOptions, VerifyOptions, from_command_line,
                                          on_command_line)
-from andrea_cli.errors import AndreaError, KernelError
+from andrea_cli.errors import AndreaError, KernelError, SetupError
 
 
 class _FlagsWithoutPlaceholders:
@@ -147,8 +147,9 @@ def use_cpu_threads(threads: int | None) -> None:
 
 
 def fail_on(exc: AndreaError) -> typer.Exit:
-    """Exit 1 when the kernel file did something wrong while it ran, 2 for bad usage."""
-    return fail(str(exc), 1 if isinstance(exc, KernelError) else 2)
+    """Exit 1 when the kernel file did something wrong while it ran or this environment cannot
+    run it, 2 for bad usage."""
+    return fail(str(exc), 1 if isinstance(exc, (KernelError, SetupError)) else 2)
 
 
 def check_plot(plot: Path | None) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from andrea_cli.backends.base import Availability, Backend
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 
 BACKEND_NAMES = ("auto", "cuda", "cpu", "numpy")
 
@@ -45,7 +45,7 @@ def require_available(backend: Backend, flag: str) -> Backend:
     """The backend, if it can run here; else the one-line error "{flag}: {reason}; {fix}"."""
     status: Availability = backend.available()
     if not status.ok:
-        raise AndreaError(f"{flag}: {status.reason}; {status.fix}")
+        raise (SetupError if status.setup else AndreaError)(f"{flag}: {status.reason}; {status.fix}")
     return backend
 
 

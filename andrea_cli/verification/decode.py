@@ -13,7 +13,7 @@ from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.launch import decode as launch
 from andrea_cli.backends.launch.fused_bf16 import device_cc, launch_to_bf16
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import resolve_scale
 from andrea_cli.verification import tolerances
@@ -88,7 +88,7 @@ def check_one(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult, 
     try:
         cache = fill_cache(dev, x.k[:kv_heads], x.v[:kv_heads], precision)
         got = steps(dev, cache, x.q, rows, case.mask, case.scaled)
-    except DeviceFault:
+    except (DeviceFault, SetupError):  # the machine, not the case: stop the run
         raise
     except AndreaError as exc:
         result.error = f"{stage}: {str(exc).splitlines()[0]}"

@@ -32,7 +32,9 @@
 //    of a warpgroup's 4 warps the same instruction, every lane of a warp the same descriptor.
 //  - a descriptor (start, LBO, SBO) addressing bytes past the launch's dynamic shared memory, or
 //    built from an address or offsets that are not 16-byte multiples (the encoding drops the low
-//    4 bits), is reported.
+//    4 bits), is reported; so is one this emulation does not decode: a layout type (bits 62-63)
+//    other than 0, the no-swizzle (interleave) layout, or a base offset (bits 49-51) other than 0.
+//    Read as no-swizzle, a 128-byte-swizzled tile would give other bytes, silently.
 // The products of bf16 or tf32 operands are exact in double; each output is summed in double and
 // rounded once (a GPU's summation order inside one mma is unspecified: compare with tolerances).
 //
@@ -293,6 +295,24 @@ struct WgmmaOperands { unsigned long long desc; int n; bool trans_b; bool accumu
 
 inline const char* wgmma_shared_base() { return guard().dyn_base; }
 
+// A matrix descriptor's fields (the PTX ISA's "Matrix Descriptor Format", CuTe's GmmaDescriptor):
+// start address, leading and stride byte offsets (each held >> 4 in 14 bits), base offset, layout
+// type (0 interleave / no swizzle, 1 128-byte, 2 64-byte, 3 32-byte swizzle).
+struct WgmmaDescriptor { uint32_t start, lbo, sbo; int base_offset, layout; };
+
+inline WgmmaDescriptor wgmma_decode(unsigned long long desc) {
+    return {(uint32_t)(desc & 0x3fff) << 4, (uint32_t)(desc >> 16 & 0x3fff) << 4,
+            (uint32_t)(desc >> 32 & 0x3fff) << 4, (int)(desc >> 49 & 7), (int)(desc >> 62 & 3)};
+}
+
+inline const char* wgmma_layout_name(int layout) {
+    static const char* names[4] = {"no swizzle", "128-byte swizzle", "64-byte swizzle", "32-byte swizzle"};
+    return names[layout & 3];
+}
+
+// What the emulation decodes: the no-swizzle layout from a base offset of 0, nothing else.
+inline bool wgmma_decodable(const WgmmaDescriptor& d) { return d.layout == 0 && d.base_offset == 0; }
+
 // The byte offset (into dynamic shared memory) of B's 16-byte row `row` of 2N: K-major, row
 // (n, k / 8) of the core matrices' 8 n x 8 k; MN-major, row (k, n / 8) of their 8 k x 8 n.
 inline uint32_t wgmma_b_row(uint32_t start, uint32_t lbo, uint32_t sbo, bool trans_b, int n, int row) {
@@ -378,8 +398,15 @@ inline void wgmma_round(AlignedRound& r) {
         wg.base = slowest;
     }
 
-    const uint32_t start = (uint32_t)(op.desc & 0x3fff) << 4, lbo = (uint32_t)(op.desc >> 16 & 0x3fff) << 4,
-                   sbo = (uint32_t)(op.desc >> 32 & 0x3fff) << 4;
+    const WgmmaDescriptor dd = wgmma_decode(op.desc);
+    if (!wgmma_decodable(dd)) {
+        warp_misuse(wi, 0xffffffffu, 1u, "%s in warp %d: the B descriptor %#llx has layout type %d (%s) and base "
+                    "offset %d: the CPU build decodes only layout type 0 (no swizzle) with base offset 0; lay B "
+                    "out without a swizzle", r.what, wi, op.desc, dd.layout, wgmma_layout_name(dd.layout),
+                    dd.base_offset);
+        return;
+    }
+    const uint32_t start = dd.start, lbo = dd.lbo, sbo = dd.sbo;
     auto issue = std::make_shared<WgmmaIssue>();
     issue->what = r.what;
     issue->start = start; issue->lbo = lbo; issue->sbo = sbo; issue->n = N; issue->trans_b = op.trans_b;
