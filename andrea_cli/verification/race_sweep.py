@@ -27,12 +27,12 @@ FP32_T, FP32_D_K, FP32_D_V = 33, 40, 36
 SOFTMAX_T = 2
 MAX_THREADS = 256
 # The tensor-core kernels and kernel3 (d 64 and 128 compiled in): no mask, so every block walks
-# every key tile (two of 64 keys, the second partial).
+# every key tile (three of 64 keys, the third partial; kernel5 and kernel6: two blocks of 128 rows).
 TC_FAMILIES = ("fused", "fused_bf16", "backward_bf16")
 
 
 def tc_T() -> int:
-    """One past the widest tile any head-size kernel has."""
+    """The most trips_needed of any head-size kernel."""
     return max(trips_needed(k, d) for k in KERNELS if k.head_sizes for d in k.head_sizes)
 
 
@@ -52,5 +52,7 @@ def head_sizes() -> list[int]:
 
 def trips_needed(k: Kernel, d: int | None) -> int:
     """The least T at which the kernel's tile loop (its table row's tile: keys, or queries for dK
-    and dV) goes round twice; every case runs two heads, so every grid has two blocks."""
-    return 1 + k.tile_size(d)
+    and dV) goes round twice, three times for the tensor-core kernels: they double-buffer their
+    tiles, so a stage is refilled (after the barrier that says every warp is done reading it) only
+    on the third trip. Every case runs two heads, so every grid has two blocks."""
+    return 1 + (2 if k.precision == "bf16" and k.tile_size(d) > 2 else 1) * k.tile_size(d)
