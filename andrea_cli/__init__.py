@@ -1,6 +1,7 @@
 """andrea: the attention equation of a decoder-only transformer, made tangible on real kernels.
 
-From Python: `andrea_cli.attend(q, k, v)`, `andrea_cli.grad(q, k, v, d_out)`, `andrea_cli.verify()`,
+From Python: `andrea_cli.attend(q, k, v)`, `andrea_cli.scaled_dot_product_attention(query, key, value)`
+(torch's SDPA), `andrea_cli.grad(q, k, v, d_out)`, `andrea_cli.generate()`, `andrea_cli.verify()`,
 `andrea_cli.compare_scaling()`, `andrea_cli.benchmark()` (`andrea bench`), `andrea_cli.bench_bound()`, `andrea_cli.info()` (see andrea_cli/api.py); `andrea_cli.RawModule` / `RawKernel`: cupy's
 shape for a kernel of your own on the CPU build. They are loaded on first use, so `import andrea_cli` (and the CLI's
 start) stays light: no cupy, no matplotlib. (`andrea verify`'s sweep is the package
@@ -10,8 +11,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-_API = ("attend", "grad", "verify", "compare_scaling", "benchmark", "bench_bound", "info", "AttendResult", "GradResult",
-        "VerifyResult", "ScalingResult", "BenchResult", "BoundResult", "InfoResult")
+_API = ("attend", "scaled_dot_product_attention", "grad", "generate", "verify", "compare_scaling", "benchmark",
+        "bench_bound", "info", "AttendResult", "GradResult", "GenerateResult", "VerifyResult", "ScalingResult", "BenchResult", "BoundResult", "InfoResult")
 _CPU_BUILD = ("RawModule", "RawKernel")
 
 

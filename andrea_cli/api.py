@@ -6,6 +6,8 @@
     r.output, r.weights, r.scores, r.report    # arrays, and the dict `andrea attend --json` prints
     andrea_cli.attend(q, k, v, scale=0.125)    # as PyTorch's SDPA: None is 1/sqrt(d_k), a number is used as given
     g = andrea_cli.grad(q, k, v, d_out)        # g.dq, g.dk, g.dv: the backward pass, as `andrea grad`
+    o = andrea_cli.scaled_dot_product_attention(query, key, value)   # torch's SDPA: its signature,
+                                               # defaults (no mask), types and dtypes back
 
 Every option of a command is a keyword of its function, named as the option is (--d-k: d_k,
 --precision: precision, --json: json, --no-scale: scale=False). Bad input raises AndreaError
@@ -19,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from andrea_cli.commands.options import (AttendOptions, BenchOptions, GradOptions, InfoOptions, ScalingOptions,
-                                         VerifyOptions, from_keywords, python_signature)
-from andrea_cli.errors import AndreaError
+from andrea_cli.commands.options import (AttendOptions, BenchOptions, GenerateOptions, GradOptions, InfoOptions,
+                                         ScalingOptions, VerifyOptions, from_keywords, python_signature)
+from andrea_cli.errors import AndreaError, shown
 
 
 @dataclass(repr=False)
@@ -122,6 +124,21 @@ class ScalingResult(Result):
 
 
 @dataclass(repr=False)
+class GenerateResult(Result):
+    output: Any = None  # (T, d_v): what the T steps of generation produced, row t from step t
+    _renderer = "render_generate_result"
+
+    def plot(self, path) -> Path:
+        """Each position's distance to the causal and the unmasked pass, and the step times, as a PNG."""
+        from andrea_cli.render.generate_plot import save_generate_plot
+        from andrea_cli.render.plot_common import check_plot_path
+
+        check_plot_path(Path(path))
+        save_generate_plot(self.raw, Path(path))
+        return Path(path)
+
+
+@dataclass(repr=False)
 class BoundResult(Result):
     """`report` is the list `andrea bench --bound --json` prints, one dict per kernel; `raw` the
     BoundReport. A static bound, not a measurement."""
@@ -180,19 +197,44 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+# torch's SDPA arguments, which attend() does not take: a wrong call named, pointing to the function that does
+SDPA_ONLY = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "enable_gqa")
+
+
+def _not_sdpa(extra: tuple, keywords: dict) -> None:
+    """attend() called as torch's SDPA is: one line pointing to scaled_dot_product_attention."""
+    sdpa = "andrea_cli.scaled_dot_product_attention (torch's signature, no mask by default)"
+    if extra:
+        raise AndreaError(f"attend takes q, k, v by position and its options by keyword ({len(extra)} more "
+                          f"positional given); for torch's positional call use {sdpa}")
+    given = [name for name in SDPA_ONLY if name in keywords]
+    if given:
+        raise AndreaError(f"{given[0]}: an argument of {sdpa}; attend takes q, k, v and mask='causal' (its "
+                          "default), 'none' or 'window:W'")
+    mask = keywords.get("mask")
+    if hasattr(mask, "shape"):
+        raise AndreaError(f"mask={shown(mask)}: attend's mask is text ('causal', 'none', 'window:W'); a mask "
+                          f"array goes to {sdpa} as attn_mask")
+
+
 @keywords_of(AttendOptions)
-def attend(q=None, k=None, v=None, **keywords) -> AttendResult:
-    """softmax(mask(Q·K^T · scale))·V through the kernels, as `andrea attend` runs it.
+def attend(q=None, k=None, v=None, *extra, **keywords) -> AttendResult:
+    """softmax(mask(Q·K^T · scale))·V through the kernels, as `andrea attend` runs it, with the
+    course's defaults: causal (mask="causal"), unlike torch's SDPA (no mask by default; for its
+    signature and meaning, andrea_cli.scaled_dot_product_attention).
 
     q, k: (..., T, d_k) and v: (..., T, d_v), any leading batch and head dims (run as heads of one
-    launch per stage), as NumPy arrays (any backend) or cupy arrays / DLPack tensors (cuda, where
-    they are); or .npy paths, as --q/--k/--v. Without them: random N(0, 1) inputs of size T
-    (1024), d_k (64), d_v (d_k) from `seed`, exactly as the command makes them, or the layer
-    (d_model, n_head, preset, x, layer_weights). scale: None (1/sqrt(d_k)), False (none) or the
-    factor itself, as PyTorch's scaled_dot_product_attention takes it. The other keywords are the
-    command's options: mask ("causal", "none", "window:W"), backend ("auto", "cuda", "cpu",
-    "numpy"), kernel (an edited copy of the kernel file), fused (+ sample_rows, precision "bf16"),
-    out / save_weights / plot (files), show_weights / json (print as the command does)."""
+    launch per stage), as NumPy arrays or torch CPU tensors (any backend; requires_grad ones read
+    detached) or cupy arrays / DLPack tensors (cuda, where they are); or .npy paths, as
+    --q/--k/--v. The results are float32 NumPy arrays (cupy on the GPU). Without them: random
+    N(0, 1) inputs of size T (1024), d_k (64), d_v (d_k) from `seed`, exactly as the command makes
+    them, or the layer (d_model, n_head, preset, x, layer_weights). scale: None (1/sqrt(d_k)), False
+    (none) or the factor itself, as PyTorch's scaled_dot_product_attention takes it. The other
+    keywords are the command's options: mask ("causal", "none", "window:W"), backend ("auto",
+    "cuda", "cpu", "numpy"), kernel (an edited copy of the kernel file), fused (+ sample_rows,
+    precision "bf16"), out / save_weights / plot (files), show_weights / json (print as the
+    command does). Bad input: AndreaError, one line."""
+    _not_sdpa(extra, keywords)
     from andrea_cli.commands.arrays import heads_of, split_inputs, unfold
     from andrea_cli.commands.attend import run_attend
 
@@ -220,6 +262,31 @@ def attend(q=None, k=None, v=None, **keywords) -> AttendResult:
     return AttendResult(_document(report), report, output=unfold(output, dims),
                         weights=unfold(getattr(report, "weights", None), dims),
                         scores=unfold(getattr(report, "scores", None), dims))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False, *, backend: str = "auto", kernel=None):
+    """torch.nn.functional.scaled_dot_product_attention, with its signature, defaults and meaning
+    (torch 2.13's documentation is the spec): softmax(Q·K^T·scale + bias)·V.
+
+    query (..., H_q, L, E), key (..., H_k, S, E), value (..., H_v, S, E_v): 2 dims or more, the
+    leading ones broadcast; NumPy arrays, cupy arrays or torch tensors (requires_grad ones are read
+    detached: no autograd through andrea), float16, bfloat16, float32 or float64. Returns
+    (..., L, E_v) as the query's type, dtype and device. No mask by default (attend's default is
+    causal). attn_mask: bool (True: takes part) or float (added to the scores), broadcast to
+    (..., L, S); is_causal: query i sees keys 0..i, top-left aligned when L != S (torch's meaning;
+    not with attn_mask, which torch's reference refuses too); scale: None is 1/sqrt(E);
+    enable_gqa: H_q a multiple of H_k and H_v, query head h reading K/V head h // (H_q / H_k).
+    dropout_p must be 0.0: andrea has no dropout.
+
+    backend: "auto" (the cuda kernels where a GPU answers, else the NumPy path), "cuda", "cpu"
+    (the kernel file's CPU build) or "numpy"; kernel: an edited copy of the kernel file. The
+    kernels compute in float32 (fp16/bf16 inputs widened, the result rounded back once); what they
+    cannot take yet (L != S, grouped heads, mask arrays, float64) runs the NumPy path in float32
+    (float64 for float64 inputs) with a KernelFallbackWarning saying why. Bad input: AndreaError."""
+    from andrea_cli.commands.sdpa import scaled_dot_product_attention as run
+
+    return run(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, backend=backend, kernel=kernel)
 
 
 @keywords_of(GradOptions)
@@ -265,6 +332,30 @@ def verify(**keywords) -> VerifyResult:
     if o.json:
         _print_json(report)
     return VerifyResult(_document(report), report, passed=report.passed)
+
+
+@keywords_of(GenerateOptions)
+def generate(q=None, k=None, v=None, **keywords) -> GenerateResult:
+    """One token at a time, as `andrea generate` runs it: step t appends k[t], v[t] to the KV cache
+    and attends with q[t] alone (the decode kernels, on cuda or the CPU build); the report compares
+    the T outputs with one causal pass (the same, to rounding) and one unmasked pass. q, k: (T, d_k),
+    v: (T, d_v) NumPy arrays or .npy paths; without them random inputs of size T, d_k, d_v from
+    `seed`. precision "bf16": a bf16 cache. `.output` is what generation produced."""
+    from andrea_cli.commands.arrays import heads_of, split_inputs
+    from andrea_cli.commands.generate import run_generate_command
+
+    files, arrays = split_inputs(q, k, v)
+    o = from_keywords(GenerateOptions, "generate", {**keywords, **files})
+    _use_threads(o.threads)
+    _check_plot(o.plot)
+    data = heads_of(arrays)[0] if arrays is not None else None
+    report = run_generate_command(o, data=data)
+    result = GenerateResult(_document(report), report, output=report.output)
+    if o.plot is not None:
+        result.plot(o.plot)
+    if o.json:
+        _print_json(report)
+    return result
 
 
 @keywords_of(ScalingOptions)
@@ -336,5 +427,5 @@ def info(**keywords) -> InfoResult:
     return InfoResult(json_document(document), document)
 
 
-__all__ = ["attend", "grad", "verify", "compare_scaling", "benchmark", "bench_bound", "info", "AttendResult",
-           "GradResult", "VerifyResult", "ScalingResult", "BenchResult", "BoundResult", "InfoResult", "AndreaError"]
+__all__ = ["attend", "scaled_dot_product_attention", "grad", "generate", "verify", "compare_scaling", "benchmark",
+           "bench_bound", "info", "AttendResult", "GradResult", "GenerateResult", "VerifyResult", "ScalingResult", "BenchResult", "BoundResult", "InfoResult", "AndreaError"]

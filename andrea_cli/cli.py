@@ -13,8 +13,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from andrea_cli.commands.options import (AttendOptions, BenchOptions, Declared, GradOptions, InfoOptions,
-                                         ScalingOptions, VerifyOptions, from_command_line, on_command_line)
+from andrea_cli.commands.options import (AttendOptions, BenchOptions, Declared, GenerateOptions, GradOptions,
+                                         InfoOptions, ScalingOptions, VerifyOptions, from_command_line,
+                                         on_command_line)
 from andrea_cli.errors import AndreaError, KernelError
 
 
@@ -184,6 +185,40 @@ def grad(o: GradOptions) -> None:
         from andrea_cli.render.grad import render_grad
 
         render_grad(console(), report)
+
+
+@command(GenerateOptions)
+def generate(o: GenerateOptions) -> None:
+    """Generate one token at a time: T steps, each appending its k and v to a KV cache and attending
+    with its query alone (the decode kernels), against one causal pass over all T positions (the
+    same numbers, to rounding) and one unmasked pass (not: the future it could not have seen)."""
+    from andrea_cli.commands.generate import check_generate_options, run_generate_command
+
+    try:
+        use_cpu_threads(o.threads)
+        check_generate_options(o)  # a bad option is named before a bad --plot file
+        check_plot(o.plot)
+        from andrea_cli.render.progress import progress_lines
+
+        with progress_lines(err_console(), echo_err) as line:
+            def progress(done: int, total: int) -> None:
+                if done == total or done % max(1, total // 20) == 0:
+                    line(f"generating: step {done} of {total}")
+
+            report = run_generate_command(o, progress=None if o.json else progress)
+        if o.plot is not None:
+            from andrea_cli.render.generate_plot import save_generate_plot
+
+            save_generate_plot(report, o.plot)
+    except AndreaError as exc:
+        raise fail_on(exc) from None
+    if o.json:
+        print_json(report.to_json())
+    else:
+        from andrea_cli.render.generate import render_generate
+
+        render_generate(console(), report)
+        print_plot_saved(o.plot)
 
 
 @command(VerifyOptions)

@@ -14,9 +14,24 @@ class KernelError(AndreaError):
     failed case."""
 
 
+def shown(value, limit: int = 40) -> str:
+    """A value as an error shows it: an array (NumPy, cupy, torch) by its type, shape and dtype,
+    never its entries; anything else by a repr cut to `limit` characters."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"{type(value).__name__} of shape {tuple(value.shape)}, {str(value.dtype).removeprefix('torch.')}"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def first_line(exc: BaseException, limit: int = 120) -> str:
     """An exception as one short line: its message's first line, or its type when it has none.
     Driver and compiler messages run long; one line is what an error or a table cell can hold."""
     text = str(exc).strip()
     line = text.splitlines()[0] if text else type(exc).__name__
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class KernelFallbackWarning(UserWarning):
+    """scaled_dot_product_attention: the backend named runs the kernels, which cannot take this
+    call (its message says why), so the NumPy path ran it. warnings.simplefilter("error",
+    KernelFallbackWarning) makes it an error."""

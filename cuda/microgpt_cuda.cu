@@ -22,6 +22,7 @@
 //   FUSED ATTENTION              the whole equation in one kernel (FP32, flash-style): no T×T matrix
 //   TENSOR-CORE BUILDING BLOCKS  mma.sync, ldmatrix, cp.async, wgmma, ex2.approx: one wrapper each
 //   TENSOR-CORE ATTENTION        the fused forward on tensor cores: bf16 in, fp32 out
+//   DECODE                       generation: one new query a step against the KV cache
 //   BACKWARD                     dQ, dK, dV: staged (one launch per stage), then fused
 //   BACKWARD ON TENSOR CORES     the fused backward on mma.sync
 // The catalogue below lists every kernel in that order, with its shapes and launch geometry.
@@ -137,6 +138,23 @@
 //                    1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d) bytes (51,200
 //                    at d = 64; 100,352 at d = 128: opt-ins); registers <= 128 (two blocks, 16
 //                    warps, per SM), <= 184
+//
+// Decode, one step of generation: one query per head (the newest position, S - 1) against the S
+// cached keys and values; K/V heads may be fewer than query heads (group = H / H_kv per K/V head):
+//
+//   kv_append_kernel1, kv_append_kernel2   the step's k and v into row `position` of the cache,
+//                    (H_kv, d) -> (H_kv, capacity, d); kernel2 stores bf16 (two per 32-bit word),
+//                    half the bytes each later step reads. grid (1, 1, H_kv), block (128);
+//                    registers <= 24, <= 24
+//   attention_decode_kernel1, attention_decode_kernel2   flash-decoding: the cache cut into
+//                    slices of keys_per_split keys, one block per (slice, head); a warp per key
+//                    row (coalesced reads, the dot by shuffles), online softmax, the block's 4
+//                    warps merged in shared memory; writes each slice's normalised output and
+//                    logsumexp. kernel2 reads the bf16 cache. (H,d_k) + cache -> (H,splits,d_v),
+//                    (H,splits). grid (splits, 1, H), block (128); registers <= 40, <= 40
+//   attention_decode_merge_kernel1   the slices of a head merged by their logsumexps
+//                    (H,splits,d_v),(H,splits) -> (H,d_v),(H); grid (1, 1, H), block (128);
+//                    registers <= 40
 //
 // Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
 //
@@ -2467,6 +2485,184 @@ attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigne
                              int T, int causal, int window) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_fused6<128>(q, k, v, out, T, causal, window, tc_smem);
+}
+
+// ================================================================================================
+// DECODE: generation, one new query at a time against a KV cache
+//
+// A decoder generates one token per step. At step t the new position's query attends to the keys
+// and values of positions 0..t, which the earlier steps left in a cache (the KV cache): the step
+// appends its own k and v (kv_append_kernel), then reads the whole cache for one output row per
+// head. Nothing is T×T: a step is one pass over K and V, 2·S·(d_k + d_v) flops against
+// S·(d_k + d_v) numbers read, so it is bound by memory bandwidth, and what counts is that the
+// cache streams at full speed. One block per head would leave most of a GPU idle (12 heads,
+// 132 SMs), so the cache is split across blocks (flash-decoding): each block softmaxes its own
+// slice of keys and writes the slice's output, normalised, with its logsumexp; a second kernel
+// merges the slices of a head, weighting each by exp(lse_slice - lse_row), which is exactly the
+// softmax over all the keys: sum_j e^{s_j} v_j / sum_j e^{s_j}, regrouped by slice.
+//
+// The query is the newest position, S - 1, and its own key is in the cache: causal hides nothing
+// there, a window the keys before S - window. The Mask says which keys (key_tiles of that row).
+// Grouped K/V heads (as Llama's): query head h reads K/V head h / group, never a copy.
+// ------------------------------------------------------------------------------------------------
+
+#define DECODE_THREADS 128  // 4 warps per block, each walking every 4th key of the block's slice
+#define DECODE_MAX_D 128    // each lane holds d / 32 <= 4 columns of q and of the output
+
+// A cache element: float32, or bf16 stored two to a 32-bit word (pack_bf16x2's order: element
+// 2p in the low half). A bf16 value is the top half of a float32, so widening is one shift.
+template <bool BF16>
+__device__ __forceinline__ float cache_load(const void* __restrict__ cache, long idx) {
+    if (BF16) {
+        const u32 word = ((const u32*)cache)[idx >> 1];
+        return __uint_as_float((idx & 1) ? (word & 0xffff0000u) : (word << 16));
+    }
+    return ((const float*)cache)[idx];
+}
+
+// kv_append_kernel1 (float32 cache) and kv_append_kernel2 (bf16 cache): write position
+// `position`'s k and v, one row per K/V head, into the cache. grid (1, 1, H_kv), block (128).
+extern "C" __global__ void kv_append_kernel1(const float* __restrict__ k_new,  // (H_kv, d_k)
+                                             const float* __restrict__ v_new,  // (H_kv, d_v)
+                                             float* __restrict__ k_cache,      // (H_kv, capacity, d_k)
+                                             float* __restrict__ v_cache,      // (H_kv, capacity, d_v)
+                                             int position, int capacity, int d_k, int d_v) {
+    const long h = blockIdx.z, row = h * capacity + position;
+    for (int c = threadIdx.x; c < d_k; c += blockDim.x) k_cache[row * d_k + c] = k_new[h * d_k + c];
+    for (int c = threadIdx.x; c < d_v; c += blockDim.x) v_cache[row * d_v + c] = v_new[h * d_v + c];
+}
+
+// The bf16 cache holds d / 2 words a row (d_k, d_v even), rounded to nearest even as the
+// tensor-core kernels round their operands; half the bytes of kernel1's cache to read per step.
+extern "C" __global__ void kv_append_kernel2(const float* __restrict__ k_new,  // (H_kv, d_k)
+                                             const float* __restrict__ v_new,  // (H_kv, d_v)
+                                             u32* __restrict__ k_cache,        // (H_kv, capacity, d_k / 2)
+                                             u32* __restrict__ v_cache,        // (H_kv, capacity, d_v / 2)
+                                             int position, int capacity, int d_k, int d_v) {
+    const long h = blockIdx.z, row = h * capacity + position;
+    for (int p = threadIdx.x; p < d_k / 2; p += blockDim.x)
+        k_cache[row * (d_k / 2) + p] = pack_bf16x2(k_new[h * d_k + 2 * p], k_new[h * d_k + 2 * p + 1]);
+    for (int p = threadIdx.x; p < d_v / 2; p += blockDim.x)
+        v_cache[row * (d_v / 2) + p] = pack_bf16x2(v_new[h * d_v + 2 * p], v_new[h * d_v + 2 * p + 1]);
+}
+
+// One slice of one head's cache: the body of attention_decode_kernel1 (float32 cache) and 2 (bf16).
+template <bool BF16>
+__device__ __forceinline__ void attention_decode(const float* __restrict__ q,  // (H, d_k)
+                                                 const void* __restrict__ k_cache,  // (H_kv, capacity, d_k)
+                                                 const void* __restrict__ v_cache,  // (H_kv, capacity, d_v)
+                                                 float* __restrict__ part_out,  // (H, splits, d_v)
+                                                 float* __restrict__ part_lse,  // (H, splits)
+                                                 int S, int capacity, int d_k, int d_v, float scale,
+                                                 int causal, int window, int group, int keys_per_split) {
+    // A warp takes every 4th key of the slice: its 32 lanes read one key row together (d / 32
+    // consecutive columns each, one coalesced line), reduce the dot product by shuffles and keep
+    // their own columns of an online softmax's output; then the 4 warps merge through shared memory.
+    __shared__ float m_s[DECODE_THREADS / 32], l_s[DECODE_THREADS / 32];
+    __shared__ float acc_s[DECODE_THREADS / 32][DECODE_MAX_D];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+    const int split = blockIdx.x, h = blockIdx.z;
+    const long kv = h / group;  // the K/V head this query head shares with group - 1 others
+
+    // The keys the query at position S - 1 sees, cut into slices of keys_per_split.
+    const Mask mask = Mask::from_args(causal, window);
+    const KeyTiles kt = mask.key_tiles<1>(S - 1, 1, S);
+    const int j_first = kt.j_begin + split * keys_per_split;
+    const int j_stop = min(kt.j_end, j_first + keys_per_split);
+
+    float qr[DECODE_MAX_D / 32], acc[DECODE_MAX_D / 32];
+#pragma unroll
+    for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
+        const int c = lane + 32 * t;
+        qr[t] = c < d_k ? q[(long)h * d_k + c] : 0.0f;
+        acc[t] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;  // this warp's running max and sum of exp(s - m)
+    for (int j = j_first + warp; j < j_stop; j += n_warps) {
+        const long k_row = (kv * capacity + j) * d_k, v_row = (kv * capacity + j) * d_v;
+        float s = 0.0f;
+#pragma unroll
+        for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
+            const int c = lane + 32 * t;
+            if (c < d_k) s += qr[t] * cache_load<BF16>(k_cache, k_row + c);
+        }
+        s = warp_sum(s) * scale;
+        const float m_new = fmaxf(m, s);
+        const float alpha = expf(m - m_new);  // m = -inf before the warp's first key: 0
+        const float p = expf(s - m_new);
+        l = l * alpha + p;
+        m = m_new;
+#pragma unroll
+        for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
+            const int c = lane + 32 * t;
+            if (c < d_v) acc[t] = acc[t] * alpha + p * cache_load<BF16>(v_cache, v_row + c);
+        }
+    }
+
+    if (lane == 0) {
+        m_s[warp] = m;
+        l_s[warp] = l;
+    }
+#pragma unroll
+    for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
+        const int c = lane + 32 * t;
+        if (c < d_v) acc_s[warp][c] = acc[t];
+    }
+    __syncthreads();
+
+    // The slice's max and sum over its warps; a warp that got no key has m = -inf, l = 0 and
+    // weighs exp(-inf) = 0. Every slice holds a key (the launcher cuts only the keys seen).
+    float m_b = -INFINITY, l_b = 0.0f;
+    for (int w = 0; w < n_warps; ++w) m_b = fmaxf(m_b, m_s[w]);
+    for (int w = 0; w < n_warps; ++w) l_b += l_s[w] * expf(m_s[w] - m_b);
+    const long row = (long)h * gridDim.x + split;
+    for (int c = threadIdx.x; c < d_v; c += blockDim.x) {
+        float o = 0.0f;
+        for (int w = 0; w < n_warps; ++w) o += acc_s[w][c] * expf(m_s[w] - m_b);
+        part_out[row * d_v + c] = l_b > 0.0f ? o / l_b : 0.0f;
+    }
+    if (threadIdx.x == 0) part_lse[row] = l_b > 0.0f ? m_b + logf(l_b) : -INFINITY;
+}
+
+extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
+attention_decode_kernel1(const float* __restrict__ q, const float* __restrict__ k_cache,
+                         const float* __restrict__ v_cache, float* __restrict__ part_out,
+                         float* __restrict__ part_lse, int S, int capacity, int d_k, int d_v, float scale,
+                         int causal, int window, int group, int keys_per_split) {
+    attention_decode<false>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale, causal,
+                            window, group, keys_per_split);
+}
+
+extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
+attention_decode_kernel2(const float* __restrict__ q, const u32* __restrict__ k_cache,
+                         const u32* __restrict__ v_cache, float* __restrict__ part_out,
+                         float* __restrict__ part_lse, int S, int capacity, int d_k, int d_v, float scale,
+                         int causal, int window, int group, int keys_per_split) {
+    attention_decode<true>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale, causal,
+                           window, group, keys_per_split);
+}
+
+// attention_decode_merge_kernel1: one head's slices into its output row. With L = log sum_s
+// exp(lse_s), the row's logsumexp, out = sum_s exp(lse_s - L) · out_s: each slice's softmax
+// rescaled to the whole row's. grid (1, 1, H), block (128); lse (H) kept for verify.
+extern "C" __global__ void attention_decode_merge_kernel1(const float* __restrict__ part_out,  // (H, splits, d_v)
+                                                          const float* __restrict__ part_lse,  // (H, splits)
+                                                          float* __restrict__ out,             // (H, d_v)
+                                                          float* __restrict__ lse,             // (H)
+                                                          int splits, int d_v) {
+    const long h = blockIdx.z;
+    const float* slice_lse = part_lse + h * splits;
+    float m = -INFINITY;
+    for (int s = 0; s < splits; ++s) m = fmaxf(m, slice_lse[s]);
+    float sum = 0.0f;  // sum_s exp(lse_s - m); 0 only if no slice saw a key
+    for (int s = 0; s < splits; ++s) sum += expf(slice_lse[s] - m);
+    const float row_lse = sum > 0.0f ? m + logf(sum) : -INFINITY;
+    for (int c = threadIdx.x; c < d_v; c += blockDim.x) {
+        float o = 0.0f;
+        for (int s = 0; s < splits; ++s) o += expf(slice_lse[s] - row_lse) * part_out[(h * splits + s) * d_v + c];
+        out[h * d_v + c] = sum > 0.0f ? o : 0.0f;
+    }
+    if (threadIdx.x == 0) lse[h] = row_lse;
 }
 
 // ================================================================================================

@@ -144,6 +144,13 @@ def main() -> int:
     grad_bf16_T = "2048" if gpu else "128"
     step("grad_bf16", f"grad --fused --precision bf16 T={grad_bf16_T}", [*ANDREA, "grad", "--fused", "--precision", "bf16",
                                                                        "--T", grad_bf16_T, "--backend", backend, "--json"], 300)
+    # generation one token at a time through the decode kernels: the cache read per step in GB/s
+    # against the GPU's memory bandwidth (generate's JSON: decode_gbs, hbm_gbs), fp32 and bf16 cache
+    gen_T = "4096" if gpu else "64"
+    for precision in ("fp32", "bf16"):
+        step(f"generate_{precision}", f"generate T={gen_T} cache {precision}",
+             [*ANDREA, "generate", "--T", gen_T, "--d-k", "64", "--precision", precision, "--backend", backend,
+              "--json"], 300)
     # 12 heads, d_k 64 and 128, causal and not: the fp32 kernels, the bf16 tensor-core kernel and
     # torch SDPA in both precisions; the cupy peer at T = 16,384 holds 13 GB per (12, T, T) array
     bench_T = ["--T", "1024", "--T", "4096", "--T", "16384"] if gpu else ["--T", "64", "--T", "128"]

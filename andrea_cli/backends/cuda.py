@@ -42,6 +42,14 @@ def cuda_availability() -> Availability:
     return Availability(True)
 
 
+def to_gpu(a: np.ndarray):
+    """A host array copied to the current GPU (the Python API hands a cupy caller's result back there)."""
+    import cupy
+
+    with gpu_errors("copying the result to the GPU"):
+        return cupy.asarray(a)
+
+
 def _unavailable(reason: str) -> Availability:
     mismatch = read_cuda_setup().problem()
     if mismatch is not None:

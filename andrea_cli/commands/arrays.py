@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 
+from andrea_cli.array_types import detached, library_of, to_host
 from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import QKV, as_matrix, is_gpu_array, qkv_from_arrays
 
@@ -31,8 +32,13 @@ def split_inputs(q, k, v) -> tuple[dict, tuple | None]:
 
 
 def as_array(a, name: str):
+    """A NumPy array, or a GPU array left where it is; torch CPU tensors read detached (requires_grad
+    ones included), bf16 widened to float32."""
+    a = detached(a)
     if is_gpu_array(a) or isinstance(a, np.ndarray):
         return a
+    if library_of(a) == "torch":
+        return to_host(a)
     try:
         return np.asarray(a)
     except (TypeError, ValueError) as exc:

@@ -42,6 +42,12 @@ def render_verify_result(console: Console, report) -> None:
     render_verify(console, report)
 
 
+def render_generate_result(console: Console, report) -> None:
+    from andrea_cli.render.generate import render_generate
+
+    render_generate(console, report)
+
+
 def render_scaling_result(console: Console, report) -> None:
     from andrea_cli.render.scaling import render_scaling
 

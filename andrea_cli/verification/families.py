@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from andrea_cli.verification.backward import FAMILY as BACKWARD
 from andrea_cli.verification.backward_bf16 import FAMILY as BACKWARD_BF16
+from andrea_cli.verification.decode import FAMILY as DECODE
 from andrea_cli.verification.fused import FAMILY as FUSED
 from andrea_cli.verification.fused_bf16 import FAMILY as FUSED_BF16
 from andrea_cli.verification.staged import FAMILY as STAGED
@@ -15,6 +16,7 @@ FAMILIES = (
     FUSED_BF16,
     BACKWARD,
     BACKWARD_BF16,
+    DECODE,
 )
 
 STAGE_ORDER = tuple(name for family in FAMILIES for name in family.table_columns)  # verify's table columns

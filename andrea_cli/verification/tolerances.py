@@ -89,3 +89,18 @@ def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scale
     tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / FUSED_KEYS) + 1  # (T, 1)
     rescale = 2 * (5 * tiles + 4.64 * max_s) * U
     return base + rescale * np.matmul(p_exact, np.abs(v.astype(np.float64)))
+
+
+def decode_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool, warps: int,
+               slices: int) -> np.ndarray:
+    """One step of generation against the float64 equation's row: the fused kernels' bound, with
+    the online softmax stepping one key at a time in each of `warps` warps (a rescale per key that
+    raises the warp's max) and two merges, of the warps and of the `slices`, each an expf, a
+    product and a sum per part: (5·keys_per_warp + 5·(warps + slices) + 2·4.64·max|s|)·u."""
+    base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4)
+    factor = scale_for(d_k, scaled)
+    s = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
+    max_s = np.where(visible, np.abs(s), 0).max(axis=-1, keepdims=True)
+    per_warp = np.ceil(visible.sum(axis=-1, keepdims=True) / warps)
+    rescale = 2 * (5 * per_warp + 5 * (warps + slices) + 2 * 4.64 * max_s) * U
+    return base + rescale * np.matmul(p_exact, np.abs(v.astype(np.float64)))

@@ -101,7 +101,7 @@ def test_grad_takes_leading_dims_too():
 
 
 COMMANDS = {"attend": api.attend, "grad": api.grad, "verify": api.verify, "bench": api.benchmark, "info": api.info,
-            "compare-scaling": api.compare_scaling}
+            "compare-scaling": api.compare_scaling, "generate": api.generate}
 
 
 def test_every_command_option_is_a_keyword_of_its_function_with_its_default():
@@ -167,3 +167,36 @@ def test_grad_with_the_layer_options_returns_the_layers_gradients():
         "dx": (8, 32), "dw_q": (32, 32), "dw_k": (32, 32), "dw_v": (32, 32), "dw_o": (32, 32)}
     # the report's own check of these arrays against the float64 layer backward
     assert max(r.report["max_rel_error"].values()) < 1e-4
+
+
+def test_attend_keeps_the_courses_causal_default_where_sdpa_has_none(qkv):
+    q, k, v = qkv
+    causal = andrea_cli.attend(q, k, v, backend="numpy").output
+    np.testing.assert_allclose(causal, andrea_cli.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                               backend="numpy"), atol=2e-6)
+    assert np.abs(causal - andrea_cli.scaled_dot_product_attention(q, k, v, backend="numpy")).max() > 0.1
+    assert "causal" in api.attend.__doc__.split("\n\n")[0]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda q: andrea_cli.attend(q, q, q, None, 0.0, True), r"^attend takes q, k, v by position .*\(3 more positional"),
+    (lambda q: andrea_cli.attend(q, q, q, is_causal=True), r"^is_causal: an argument of andrea_cli.scaled_dot_"),
+    (lambda q: andrea_cli.attend(query=q, key=q, value=q), r"^query: an argument of andrea_cli.scaled_dot_"),
+    (lambda q: andrea_cli.attend(q, q, q, mask=np.ones((12, 12), bool)),
+     r"^mask=ndarray of shape \(12, 12\), bool: attend's mask is text"),
+    (lambda q: andrea_cli.attend(q, q, q, seed=np.ones(3)), r"^seed=ndarray of shape \(3,\), float64: --seed takes"),
+])
+def test_attend_called_as_torchs_sdpa_is_one_line_pointing_to_it(qkv, call, message):
+    with pytest.raises(AndreaError, match=message) as caught:
+        call(qkv[0])
+    assert "\n" not in str(caught.value) and "True" not in str(caught.value)
+
+
+def test_attend_reads_requires_grad_and_bf16_tensors():
+    torch = pytest.importorskip("torch", reason="torch is an optional test dependency: pip install torch")
+    q, k, v = (torch.randn(6, 8, requires_grad=True) for _ in range(3))
+    r = andrea_cli.attend(q, k, v, backend="numpy")
+    want = sdpa(*(t.detach().numpy() for t in (q, k, v)), 1 / math.sqrt(8))[0]
+    np.testing.assert_allclose(r.output, want, atol=2e-6)
+    half = andrea_cli.attend(*(t.bfloat16() for t in (q, k, v)), backend="numpy")
+    assert half.output.dtype == np.float32

@@ -98,6 +98,15 @@ KERNELS = (
     Kernel("attention_fused_kernel6", "fused_bf16", "fused", 6, "fused6_bf16", **{**TC, "cc": WGMMA_CC},
            cc_exact=True, rows="K6_ROWS", tile="TC_KEYS", shared=_bf16_shared(0), products=2,
            numerics=Numerics({64: 64, 128: 64}, 5.0, True)),  # K, V unpadded: wgmma's canonical layout
+    # decode: one query per head against the KV cache (flash-decoding); the block's threads from
+    # __launch_bounds__, the keys of a slice (tile) the launcher's choice
+    Kernel("kv_append_kernel1", "decode", "append", 1, "append1", threads=128),
+    Kernel("kv_append_kernel2", "decode", "append", 2, "append2_bf16", precision="bf16", cc=TENSOR_CORE_CC,
+           threads=128, width_multiple=2),  # bf16 stored two to a word
+    Kernel("attention_decode_kernel1", "decode", "decode", 1, "decode1", max_d="DECODE_MAX_D"),
+    Kernel("attention_decode_kernel2", "decode", "decode", 2, "decode2_bf16", precision="bf16", cc=TENSOR_CORE_CC,
+           max_d="DECODE_MAX_D", width_multiple=2),
+    Kernel("attention_decode_merge_kernel1", "decode", "merge", 1, "merge", threads=128),
     Kernel("dv_kernel1", "staged_backward", "dv", 1, "dv1", **SQUARE_TILE, products=1),
     Kernel("dp_kernel1", "staged_backward", "dp", 1, "dp1", **SQUARE_TILE, products=1),
     Kernel("ds_kernel1", "staged_backward", "ds", 1, "ds", rows=DS_ROWS, **WARP_ROWS),

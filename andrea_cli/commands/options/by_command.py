@@ -189,6 +189,39 @@ class ScalingOptions:
 
 
 @dataclass
+class GenerateOptions:
+    """`andrea generate`: T steps of generation through the decode kernels, against one causal pass."""
+
+    T: int | None = SEQ_LEN.but(help=f"Steps (positions) to generate [default: {DEFAULT_T}].").field()
+    d_k: int | None = D_K.field()
+    d_v: int | None = D_V.field()
+    seed: int = SEED.field()
+    q: Path | None = Q.field()
+    k: Path | None = K.field()
+    v: Path | None = V.field()
+    qkv: Path | None = QKV.field()
+    mask: str = MASK.but(help="causal or window:W (a step's query sees the last W cached keys); none "
+                              "cannot be generated one token at a time.").field()
+    scale: float | bool | None = SCALE.field()
+    precision: str = PRECISION.but(help="The KV cache: fp32, or bf16 (half the bytes a step reads).").field()
+    backend: str = BACKEND.but(help="auto (cuda if a GPU answers, else cpu), cuda or cpu.").field()
+    kernel: Path | None = KERNEL.field()
+    json: bool = JSON.field()
+    plot: Path | None = PLOT.but(help="Save each position's distance to the unmasked pass, and the step "
+                                      "times, to FILE.png.").field()
+    timeout: float | None = TIMEOUT.field()
+    threads: int | None = THREADS.field()
+
+    @property
+    def scaled(self) -> bool | float:
+        return True if self.scale is None else self.scale
+
+    @property
+    def has_qkv_files(self) -> bool:
+        return any(p is not None for p in (self.q, self.k, self.v, self.qkv))
+
+
+@dataclass
 class InfoOptions:
     """`andrea info`."""
 

@@ -92,7 +92,7 @@ def python_signature(options_class, function) -> inspect.Signature:
     """function's signature for help() and editors: its own parameters (q, k, v), then every
     option as a keyword, with its type and default."""
     own = inspect.signature(function)
-    first = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    first = [p for p in own.parameters.values() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     keywords = [inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=d.option.default,
                                   annotation=d.hint)
                 for d in declared(options_class) if d.name not in own.parameters]

@@ -8,7 +8,7 @@ import types
 import typing
 from pathlib import Path
 
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, shown
 
 KINDS = {int: ("a whole number", "1024"), float: ("a number", "2.0"), str: ("text", "'causal'"),
          bool: ("True or False", "True"), Path: ("a file path", "'file.npy'")}
@@ -72,5 +72,5 @@ def check_keyword(name: str, value, hint, flags: tuple[str, ...], default=None, 
         if kind is None and default is not None and not isinstance(default, bool):
             example = repr(default)
         if not flags:
-            raise AndreaError(f"{name}={value!r}: pass {what}") from None
-        raise AndreaError(f"{name}={value!r}: {flags[0]} takes {what}; e.g. {name}={example}") from None
+            raise AndreaError(f"{name}={shown(value)}: pass {what}") from None
+        raise AndreaError(f"{name}={shown(value)}: {flags[0]} takes {what}; e.g. {name}={example}") from None

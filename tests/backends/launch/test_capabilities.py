@@ -1,0 +1,34 @@
+"""capabilities.kernels_take: the one place that says whether the kernels run a call, and why not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from andrea_cli.backends.launch.capabilities import AttentionCase, fused_takes, kernels_take
+
+SQUARE = AttentionCase(L=64, S=64, d_k=64, d_v=64, q_heads=4, k_heads=4, v_heads=4, same_leading=True,
+                       mask="causal", dtype="float32", scale=0.125)
+
+
+def test_todays_kernels_take_one_length_one_head_count_causal_or_none_float32():
+    assert kernels_take(SQUARE) is None
+    assert kernels_take(replace(SQUARE, mask="none")) is None
+
+
+@pytest.mark.parametrize("change, why", [
+    (dict(S=80), "one length (L 64, S 80)"),
+    (dict(L=1), "one length (L 1, S 64)"),
+    (dict(k_heads=1, v_heads=1), "heads 4/1/1"),
+    (dict(same_leading=False), "same leading dims"),
+    (dict(mask="array"), "not an attn_mask array"),
+    (dict(dtype="float64"), "float64 runs the float64 NumPy path"),
+    (dict(scale=0.0), "a positive scale (got 0.0)"),
+])
+def test_each_thing_they_cannot_take_is_named(change, why):
+    assert why in kernels_take(replace(SQUARE, **change))
+
+
+def test_wide_heads_go_to_the_staged_kernels():
+    assert fused_takes(SQUARE) and not fused_takes(replace(SQUARE, d_v=256))
