@@ -29,7 +29,7 @@ def applies(backend, case: Case) -> bool:
     """Up to MAX_T, on a backend with the backward kernels: on every shape (the default geometry,
     whose staged products are the register-tiled dv/dp/dq/dk_kernel2) and on the shapes the
     one-output-per-thread plan runs (dv/dp/dq/dk_kernel1)."""
-    return case.plan in (DEFAULT_PLAN, KERNEL1_PLAN) and case.T <= MAX_T and hasattr(backend, "attention_backward")
+    return case.square and case.plan in (DEFAULT_PLAN, KERNEL1_PLAN) and case.T <= MAX_T and hasattr(backend, "attention_backward")
 
 
 def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:

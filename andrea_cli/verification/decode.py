@@ -25,7 +25,7 @@ STAGES = (launch.DECODE[1].label, launch.DECODE[2].label, GQA)
 
 
 def applies(backend, case: Case) -> bool:
-    return (case.plan == DEFAULT_PLAN and hasattr(backend, "device")
+    return (case.square and case.plan == DEFAULT_PLAN and hasattr(backend, "device")
             and max(case.d_k, case.d_v) <= launch.DECODE_MAX_D)
 
 

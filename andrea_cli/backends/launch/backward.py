@@ -11,6 +11,7 @@ import numpy as np
 from andrea_cli.backends.launch.catalogue import family, kernel
 from andrea_cli.backends.launch.fused import ROWS_PER_BLOCK, check_fused_shape, why_not
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
+from andrea_cli.backends.launch.shapes import require_square
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan, allocate_stages, launch_stages
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
@@ -75,7 +76,7 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
     clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
     scale = f32(scale_for(d_k, scaled))
-    mask_args = mask.kernel_args()
+    mask_args = mask.square_args()  # the staged backward: L = S only
     rows = DS_ROWS_PER_BLOCK
     ran = {stage: STAGED[stage][1 if stage == "ds" else gemm_variant].entry() for stage in BACKWARD_STAGES}
 
@@ -109,6 +110,7 @@ def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sc
                         plan: LaunchPlan = DEFAULT_PLAN) -> BackwardOutputs:
     """q, k: (H, T, d_k); v, d_out: (H, T, d_v). The staged forward runs first for P, with `plan`;
     the backward's products take its GEMM variant."""
+    require_square(q, k, v, "the staged backward's kernels")
     H, T, d_k = q.shape
     d_v = v.shape[-1]
     transfers = Transfers(dev)
@@ -153,7 +155,7 @@ def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq
     clock = clock or NoClock()
     i32 = np.int32
     scale = np.float32(scale_for(d_k, scaled))
-    mask_args = mask.kernel_args()
+    mask_args = mask.square_args()  # the fused backward: L = S only
     ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d_v, H=H, clock=clock)
     name = ran["dkdv"] = DKDV.entry()
     clock.start("dkdv")
@@ -178,7 +180,8 @@ def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, 
     name = LSE[variant].entry()
     dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
-        (q, k, v, out, lse, np.int32(T), np.int32(d_k), np.int32(d_v), scale, *mask.kernel_args()),
+        (q, k, v, out, lse, np.int32(T), np.int32(T), np.int32(d_k), np.int32(d_v), np.int32(1), scale,
+         *mask.kernel_args()),
         shared_mem=LSE[variant].shared_bytes(d_k, d_v, rows=rows))
     return {"forward": name}
 
@@ -186,6 +189,7 @@ def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, 
 def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool,
                        variant: int | None = None) -> BackwardOutputs:
     """The fused forward (with its logsumexp), then the fused backward; no (T, T) array anywhere."""
+    require_square(q, k, v, "the fused backward's kernels")
     H, T, d_k = q.shape
     d_v = v.shape[-1]
     check_fused_shape(d_k, d_v)

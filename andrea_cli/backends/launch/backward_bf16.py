@@ -11,6 +11,7 @@ import numpy as np
 from andrea_cli.backends.launch.backward import BackwardOutputs, launch_delta
 from andrea_cli.backends.launch.catalogue import kernel
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
+from andrea_cli.backends.launch.shapes import require_square
 from andrea_cli.backends.launch.fused_bf16 import check_bf16_shape, convert_inputs, launch_to_bf16
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
@@ -47,7 +48,7 @@ def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, de
     forward's out and lse; float32 d_out for the rowsum term. Returns {stage: the kernel it ran}."""
     clock = clock or NoClock()
     i32 = np.int32
-    mask_args = mask.kernel_args()
+    mask_args = mask.square_args()  # L = S only
     ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d, H=H, clock=clock)
     name = ran["dkdv"] = DKDV.entry(d)
     clock.start("dkdv")
@@ -70,7 +71,7 @@ def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T:
     name = LSE_FORWARD.entry(d)
     dev.get_function(name)(
         (cdiv(T, LSE_FORWARD.block_rows(d)), 1, H), (LSE_FORWARD.block_threads(d), 1, 1),
-        (qb, kb, vb, out, lse, np.int32(T), *mask.kernel_args()),
+        (qb, kb, vb, out, lse, np.int32(T), *mask.square_args()),
         shared_mem=LSE_FORWARD.shared_bytes(d))
     return {"forward": name}
 
@@ -78,6 +79,7 @@ def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T:
 def run_backward_bf16(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
     """q, k, v, d_out: (H, T, d) float32, d = 64 or 128 -> dQ, dK, dV (H, T, d) float32, with the
     forward's output and logsumexp; no (T, T) array anywhere."""
+    require_square(q, k, v, "the bf16 backward kernels")
     H, T, d = q.shape
     check_bf16_shape(d, v.shape[-1])
     transfers = Transfers(dev)

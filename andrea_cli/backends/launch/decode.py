@@ -121,7 +121,7 @@ def decode(dev: KernelDevice, cache: KVCache, q, length: int, heads: int, *, mas
     dev.get_function(k.entry())(
         (n, 1, heads), (k.block_threads(), 1, 1),
         (q, cache.k, cache.v, part_out, part_lse, np.int32(length), np.int32(cache.capacity), np.int32(cache.d_k),
-         np.int32(cache.d_v), np.float32(scale_for(cache.d_k, scaled)), *mask.kernel_args(),
+         np.int32(cache.d_v), np.float32(scale_for(cache.d_k, scaled)), *mask.square_args(),
          np.int32(heads // cache.heads), np.int32(per_slice)))
     if clock:
         clock.stop("decode")

@@ -14,6 +14,7 @@ from andrea_cli.backends.launch.catalogue import default_variant, family, kernel
 from andrea_cli.backends.launch.kernel_spec import Kernel
 from andrea_cli.backends.launch.fused import FusedOutputs
 from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
+from andrea_cli.backends.launch.shapes import require_square
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import scale_for
@@ -86,7 +87,7 @@ def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int
     name = kernel.entry(d)
     dev.get_function(name)(
         (cdiv(T, kernel.block_rows(d)), 1, H), (kernel.block_threads(d), 1, 1),
-        (qb, kb, vb, out, np.int32(T), *mask.kernel_args()),
+        (qb, kb, vb, out, np.int32(T), *mask.square_args()),
         shared_mem=kernel.shared_bytes(d),
     )
     return {"fused": name}
@@ -106,6 +107,7 @@ def convert_inputs(dev: KernelDevice, dq, dk, dv, shape: tuple[int, int, int], s
 def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
                    variant: int | None = None) -> FusedOutputs:
     """q, k, v: (H, T, d) float32 -> output (H, T, d) float32; timings of the conversion and the kernel."""
+    require_square(q, k, v, "the bf16 kernels (4-6)")
     H, T, d_k = q.shape
     check_bf16_shape(d_k, v.shape[-1])
 

@@ -25,7 +25,7 @@ def scores2(dev, q, k):
     H, T, d_k = q.shape
     out = np.full((H, T, T), np.nan, np.float32)
     dev.get_function("scores_kernel2")((cdiv(T, SCORES2_TILE), cdiv(T, SCORES2_TILE), H), (256, 1, 1),
-                                       (q, k, out, np.int32(T), np.int32(d_k)))
+                                       (q, k, out, np.int32(T), np.int32(T), np.int32(d_k), np.int32(1)))
     return out
 
 
@@ -33,7 +33,7 @@ def softmax3(dev, x, threads=None):
     H, T, _ = x.shape
     threads = threads or 32 * cdiv(cdiv(T, SOFTMAX3_PER_THREAD), 32)
     out = np.full_like(x, np.nan)
-    dev.get_function("softmax_kernel3")((T, 1, H), (threads, 1, 1), (x, out, np.int32(T)))
+    dev.get_function("softmax_kernel3")((T, 1, H), (threads, 1, 1), (x, out, np.int32(T), np.int32(T)))
     return out
 
 
@@ -42,7 +42,7 @@ def av2(dev, p, v, causal):
     out = np.full((H, T, d_v), np.nan, np.float32)
     mask = MaskSpec("causal" if causal else "none")
     dev.get_function("av_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (64, 1, 1),
-                                   (p, v, out, np.int32(T), np.int32(d_v), *mask.kernel_args()))
+                                   (p, v, out, np.int32(T), np.int32(T), np.int32(d_v), np.int32(1), *mask.kernel_args()))
     return out
 
 
@@ -135,7 +135,7 @@ def test_float4_and_element_copies_give_the_same_bits(cpu_device):
     def dv2(p, d_out):
         d_v = d_out.shape[-1]
         out = np.full(d_out.shape, np.nan, np.float32)
-        args = (p, d_out, out, np.int32(T), np.int32(d_v), *MaskSpec("causal").kernel_args())
+        args = (p, d_out, out, np.int32(T), np.int32(d_v), *MaskSpec("causal").square_args())
         cpu_device.get_function("dv_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), 2), (64, 1, 1), args)
         return out
 
@@ -214,7 +214,7 @@ BROKEN_COPIES = [
 # the first in the default tier, the rest in the slow one (a CPU build of the kernel file each)
 @pytest.mark.parametrize("copy", [n if n == 0 else pytest.param(n, marks=pytest.mark.slow)
                                   for n in range(len(BROKEN_COPIES))])
-def test_checks_catch_broken_copies(tmp_path, copy):
+def test_checks_catch_broken_copies(tmp_path, copy, quick_builds):
     text = REAL
     for bug, (old, new, _) in BROKEN_COPIES[copy].items():
         assert text.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
