@@ -460,6 +460,19 @@ inline void wgmma_round(AlignedRound& r) {
     }
 }
 
+// racecheck: the tensor cores read B (2N rows of 16 bytes) from a wgmma's issue to the wait that
+// retires it, as the issuing warpgroup's reads: each lane records its share of the rows at both
+// ends, so a write by another thread that no barrier parts from either end is a race (a write
+// while the wgmma is in flight too: it falls between the two reads).
+inline void wgmma_race_read_b(uint32_t start, uint32_t lbo, uint32_t sbo, bool trans_b, int n) {
+    const char* base = wgmma_shared_base();
+    const size_t bytes = guard().dyn_bytes;
+    for (int row = lane_id(); row < 2 * n; row += 32) {
+        const uint32_t off = wgmma_b_row(start, lbo, sbo, trans_b, n, row);
+        if (base && (size_t)off + 16 <= bytes) race_read(base + off, 16);
+    }
+}
+
 // At the wait that retires it: B's bytes are the ones the wgmma read at issue.
 inline void wgmma_check_b(WgmmaIssue& issue) {
     if (issue.checked) return;
@@ -601,16 +614,8 @@ __attribute__((noinline)) inline void wgmma_m64nNk16_bf16(int n, bool trans_b, f
                             what, f->lid, s.nthreads);
         andrea::warp_fail(f);
     }
-    {  // racecheck: the tensor cores read B (2N rows of 16 bytes), split over the warp's lanes
-        const uint32_t start = (uint32_t)(desc_b & 0x3fff) << 4, lbo = (uint32_t)(desc_b >> 16 & 0x3fff) << 4,
-                       sbo = (uint32_t)(desc_b >> 32 & 0x3fff) << 4;
-        const char* base = andrea::wgmma_shared_base();
-        const size_t bytes = andrea::guard().dyn_bytes;
-        for (int row = andrea::lane_id(); row < 2 * n; row += 32) {
-            const uint32_t off = andrea::wgmma_b_row(start, lbo, sbo, trans_b, n, row);
-            if (base && (size_t)off + 16 <= bytes) andrea::race_read(base + off, 16);
-        }
-    }
+    andrea::wgmma_race_read_b((uint32_t)(desc_b & 0x3fff) << 4, (uint32_t)(desc_b >> 16 & 0x3fff) << 4,
+                              (uint32_t)(desc_b >> 32 & 0x3fff) << 4, trans_b, n);
     andrea::WgmmaOperands op{desc_b, n, trans_b, accumulate};
     andrea::aligned_round(what, __builtin_return_address(0), d, const_cast<unsigned*>(a), &op, nullptr,
                           andrea::wgmma_round);
@@ -632,6 +637,7 @@ inline void wgmma_commit_group() {
 // (unless a later wgmma in flight took the registers over), its B is checked unchanged.
 inline void wgmma_wait_group(int n) {
     andrea::Sched& s = andrea::sched();
+    std::vector<std::shared_ptr<andrea::WgmmaIssue>> retired;  // their B: read by this thread until now
     {
         andrea::RaceQuiet quiet;
         andrea::WgmmaQueue& q = andrea::tensor_cores().wgmmas[s.cur->lid];
@@ -641,8 +647,14 @@ inline void wgmma_wait_group(int n) {
             for (andrea::WgmmaInFlight& w : q.committed[g]) {
                 andrea::wgmma_check_b(*w.issue);
                 if (!w.superseded) std::memcpy(w.d, w.value, sizeof(float) * (size_t)w.count);
+                retired.push_back(w.issue);
             }
         q.committed.erase(q.committed.begin(), q.committed.begin() + (long)retire);
+    }
+    for (const auto& b : retired) andrea::wgmma_race_read_b(b->start, b->lbo, b->sbo, b->trans_b, b->n);
+    {
+        andrea::RaceQuiet quiet;
+        retired.clear();  // (the vector's memory is the runtime's)
     }
     if (s.misused) andrea::warp_fail(s.cur);
 }
