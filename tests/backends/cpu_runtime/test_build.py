@@ -83,3 +83,39 @@ def test_one_key_is_compiled_once_when_two_ask_at_once(tmp_path, monkeypatch):
         libs = list(pool.map(lambda _: cpu_build.build(kernel, sanitize=False), range(2)))
     assert libs[0] == libs[1] and libs[0].read_bytes() == b"not a library"
     assert (tmp_path / "compiles").read_text().count("compile") == 1
+
+
+def test_a_compiler_stopped_by_ctrl_c_is_an_interrupt_not_a_compile_error(tmp_path, monkeypatch):
+    """Ctrl-C reaches g++ too (the terminal's whole process group): its death by SIGINT ends the
+    command as "interrupted", not as a compile error quoting an empty log."""
+    import signal
+    import subprocess
+
+    real_run = subprocess.run
+
+    def compiler_interrupted(cmd, *args, **kwargs):
+        if "-MMD" in cmd:  # the kernel file's compile; the version query runs for real
+            return subprocess.CompletedProcess(cmd, -signal.SIGINT, "", "")
+        return real_run(cmd, *args, **kwargs)
+
+    src = tmp_path / "interrupted.cu"
+    src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 3.0f; }\n')
+    monkeypatch.setattr(cpu_build.subprocess, "run", compiler_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        CpuModule(src)
+def test_a_compile_is_announced_and_a_cached_build_is_not(tmp_path, quick_builds):
+    """What attend's transient line shows while the first build runs: what compiles and about
+    how long; the second build of the same file hits the cache and announces nothing."""
+    from andrea_cli.backends.cpu_runtime.build_notice import announce_builds
+
+    src = tmp_path / "announced.cu"
+    src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 2.0f; }\n')
+    lines, ends = [], []
+    with announce_builds(lines.append, lambda: ends.append(1)):
+        cpu_build.build(cpu_build.scan(src), sanitize=False)
+        assert [line for line in lines if "announced.cu" in line] == [
+            "compiling announced.cu for the CPU (once, then cached; about 1 s)"]
+        assert len(ends) == len(lines)  # every line taken down again
+        before = len(lines)
+        cpu_build.build(cpu_build.scan(src), sanitize=False)
+    assert len(lines) == before  # cached: nothing said
