@@ -166,6 +166,12 @@ def test_setmaxnreg_a_warp_skips_is_a_deadlock(checks):
 
 # --- racecheck -------------------------------------------------------------------------------------
 
+def line_of(text: str) -> int:
+    """The line of async_barriers.cu that holds `text` (once)."""
+    (line,) = [i + 1 for i, t in enumerate(CHECKS.read_text().splitlines()) if text in t]
+    return line
+
+
 @pytest.fixture(scope="module")
 def racecheck():
     return CpuModule(CHECKS, racecheck=True)
@@ -184,7 +190,10 @@ def test_racecheck_names_a_missing_named_barrier(racecheck, how):
     with pytest.raises(CpuRaceError) as caught:
         run_named(racecheck, how)
     line = caught.value.hazards[0]
-    assert "buf[" in line and "async_barriers.cu" in line, line
+    write = line_of("buf[t] = 2.0f * x[t];") if how == 7 else line_of("buf[64 + t] = 5.0f;")
+    read = line_of("out[t - 64] = buf[t - 64] + 1.0f;") if how == 7 else line_of("else out[64 + t - 64]")
+    assert line.startswith("read after write on __shared__ buf"), line
+    assert f"async_barriers.cu:{write}" in line and f"async_barriers.cu:{read}" in line, line
 
 
 @pytest.mark.slow
@@ -199,4 +208,7 @@ def test_racecheck_names_a_missing_mbarrier_wait(racecheck):
     with pytest.raises(CpuRaceError) as caught:
         run_ring(racecheck, 8)
     line = caught.value.hazards[0]
-    assert "stage[" in line and "async_barriers.cu" in line, line
+    assert line.startswith("read after write on __shared__ stage"), line
+    assert f"async_barriers.cu:{line_of('out[tile * 64 + i] = 3.0f * stage[s][i];')}" in line, line
+    assert f"async_barriers.cu:{line_of('stage[s][lane] = x[tile * 64 + lane];')}" in line or \
+        f"async_barriers.cu:{line_of('stage[s][32 + lane] = x[tile * 64 + 32 + lane];')}" in line, line
