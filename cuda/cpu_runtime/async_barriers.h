@@ -135,7 +135,14 @@ ANDREA_NO_TSAN inline void race_named_forget(int id) {
     __tsan_java_free((unsigned long)&race_named_object[id][0], sizeof race_named_object[id]);
 }
 inline void* race_named_sync(int id) { return &race_named_object[id][1]; }
+// Inside runtime code (RaceQuiet), an emulated instruction's own accesses checked as the thread's.
+struct RaceLoud {
+    bool on;
+    ANDREA_NO_TSAN RaceLoud() : on(race().running) { if (on) __tsan_ignore_thread_end(); }
+    ANDREA_NO_TSAN ~RaceLoud() { if (on) __tsan_ignore_thread_begin(); }
+};
 #else
+struct RaceLoud {};
 inline void race_acquire_for(const std::vector<int>&, void*) {}
 inline void race_release_here(void*) {}
 inline void race_acquire_here(void*) {}
@@ -353,6 +360,82 @@ inline void setmaxnreg(uint32_t n, const char* what) {
     named_arrive(kNamedBarriers + w, 128, true, what);
 }
 
+// --- TMA: cp.async.bulk.tensor with a tensor map -------------------------------------------------
+
+// What the CPU build's tensor map holds: cuTensorMapEncodeTiled's fields, 128 bytes like a
+// CUtensorMap, written on the host by andrea_cli/backends/cpu_runtime/tensor_map.py (which checks
+// them the way the driver does) and read here. Element strides, interleave, L2 promotion and the
+// out-of-bounds fill are not kept: every element stride is 1, and a box must lie inside the tensor.
+struct TensorMapFields {
+    uint32_t magic;       // kTensorMapMagic: the host encoded it
+    uint32_t rank;        // 1..5
+    uint32_t elem_bytes;  // 1, 2, 4 or 8
+    uint32_t swizzle;     // bytes of the swizzle span: 0 (none), 32, 64, 128
+    uint64_t base;        // the global address of element 0
+    uint64_t dims[5];     // elements, innermost first
+    uint64_t strides[4];  // bytes between consecutive indices of dims 1..rank-1
+    uint32_t box[5];      // elements the copy moves along each dim
+    uint32_t pad[3];
+};
+static_assert(sizeof(TensorMapFields) == 128, "the host's layout (tensor_map.py) is 128 bytes");
+constexpr uint32_t kTensorMapMagic = 0x50414d54;  // "TMAP"
+
+// The byte offset a swizzled box puts logical byte offset `off` at: CUTLASS's Swizzle<B, 4, 3>
+// (the 16-byte chunk index within each 128-byte row XORed with the row index mod 2^B), B = 1, 2, 3
+// for the 32, 64 and 128-byte modes.
+inline size_t tma_swizzle(size_t off, uint32_t swizzle) {
+    const int b = swizzle == 32 ? 1 : swizzle == 64 ? 2 : swizzle == 128 ? 3 : 0;
+    return off ^ ((off >> 7) & ((1u << b) - 1)) << 4;
+}
+
+// cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [map, {c0, c1}], [bar]
+// The copy is done when issued (the source read then, as the issuing thread's), then completes its
+// bytes on the barrier. racecheck: the destination is written in the issuing thread's name before
+// its complete_tx releases the barrier, so a reader that did not wait on that phase races with it.
+inline void tma_load_2d(void* dst, const void* map, int c0, int c1, void* bar) {
+    RaceQuiet quiet;
+    const char* what = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes";
+    Fiber* f = sched().cur;
+    TensorMapFields m;
+    std::memcpy(&m, map, sizeof m);
+    if (m.magic != kTensorMapMagic)
+        ANDREA_ASYNC_MISUSE("%s calls %s with a tensor map the host did not encode (build it with "
+                            "tensor_map.encode_tiled)", thread_text(f).c_str(), what);
+    if (m.rank != 2)
+        ANDREA_ASYNC_MISUSE("%s calls %s (2d) with a tensor map of rank %u", thread_text(f).c_str(), what, m.rank);
+    Mbar& b = mbar_at(bar, what);
+    const size_t row = (size_t)m.box[0] * m.elem_bytes, bytes = row * m.box[1];
+    const size_t align = m.swizzle ? 1024 : 128;
+    if (row % 16 || (m.swizzle && row > m.swizzle))
+        ANDREA_ASYNC_MISUSE("%s calls %s with a box row of %zu bytes: it must be a multiple of 16 and at most "
+                            "the swizzle span (%u)", thread_text(f).c_str(), what, row, m.swizzle);
+    if (!is_shared(dst, bytes) || (uintptr_t)dst % align)
+        ANDREA_ASYNC_MISUSE("%s calls %s with a destination at %s of %zu bytes: it must be shared memory, "
+                            "%zu-byte aligned (swizzle %u)", thread_text(f).c_str(), what,
+                            shared_place(dst).c_str(), bytes, align, m.swizzle);
+    if (c0 < 0 || c1 < 0 || (uint64_t)c0 + m.box[0] > m.dims[0] || (uint64_t)c1 + m.box[1] > m.dims[1])
+        ANDREA_ASYNC_MISUSE("%s calls %s for box (%d..%d, %d..%d) of a (%llu, %llu) tensor, whose mbarrier "
+                            "is at %s: the box leaves the tensor (a GPU fills the outside with zeros; the "
+                            "CPU build asks for boxes inside)", thread_text(f).c_str(), what, c0,
+                            c0 + (int)m.box[0] - 1, c1, c1 + (int)m.box[1] - 1, (unsigned long long)m.dims[0],
+                            (unsigned long long)m.dims[1], shared_place(bar).c_str());
+    char* out = static_cast<char*>(dst);
+    for (uint32_t r = 0; r < m.box[1]; r++) {
+        const char* src = (const char*)(uintptr_t)m.base + (uint64_t)(c1 + r) * m.strides[0] +
+                          (uint64_t)c0 * m.elem_bytes;
+        {
+            // the source as the issuing thread reads it, the destination as it writes it (kernel code)
+            RaceLoud loud;
+            race_read(src, row);
+            for (size_t k = 0; k < row; k += 16) race_write(out + tma_swizzle(r * row + k, m.swizzle), 16);
+        }
+        for (size_t k = 0; k < row; k += 16)  // 16-byte chunks: the unit the swizzle moves
+            std::memcpy(out + tma_swizzle(r * row + k, m.swizzle), src + k, 16);
+    }
+    (void)b;
+    mbar_complete_tx(bar, (uint32_t)bytes, what);
+}
+
 // --- deadlocks ------------------------------------------------------------------------------------
 
 // One waiting thread's barrier and what it still lacks.
@@ -454,6 +537,22 @@ inline bool mbarrier_test_wait_parity(unsigned long long* bar, uint32_t parity) 
 // mbarrier.try_wait.shared::cta.b64 done, [addr], state (the token of an arrive in that phase)
 inline bool mbarrier_try_wait(unsigned long long* bar, unsigned long long token) {
     return andrea::mbar_wait(bar, (uint32_t)(token & 1), true, "mbarrier.try_wait.shared::cta.b64");
+}
+
+// cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [map, {c0, c1}], [bar]
+inline void cp_async_bulk_tensor_2d(void* dst, const void* map, int c0, int c1, unsigned long long* bar) {
+    andrea::tma_load_2d(dst, map, c0, c1, bar);
+}
+
+// tensormap.replace.tile.global_address.global.b1024.b64 [map], addr: the map's global address set on
+// the device (a host-encoded map holds the host's address of the tensor, which a launch in another
+// process, racecheck's worker, does not see; the kernel's own pointer argument is the launch's).
+inline void tensormap_replace_global_address(void* map, const void* addr) {
+    andrea::RaceQuiet quiet;
+    andrea::TensorMapFields m;
+    std::memcpy(&m, map, sizeof m);
+    m.base = (uint64_t)(uintptr_t)addr;
+    std::memcpy(map, &m, sizeof m);
 }
 
 // setmaxnreg.inc.sync.aligned.u32 N / setmaxnreg.dec.sync.aligned.u32 N

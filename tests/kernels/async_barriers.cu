@@ -93,6 +93,29 @@ __device__ __forceinline__ bool mbar_test(u64* bar, u32 parity) {
 #endif
 }
 
+// TMA: the 2d tiled load of box {c0, c1} (elements, innermost first) through the tensor map at `map`
+// (encoded on the host, in global memory), its bytes completed on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int c0, int c1, u64* bar) {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
+#else
+    ptx_emulated::cp_async_bulk_tensor_2d(dst, map, c0, c1, bar);
+#endif
+}
+
+// The map's global address replaced on the device (the map in global memory), then fenced so the
+// copy engine sees it: what CUTLASS does for maps whose tensor is known only at the launch.
+__device__ __forceinline__ void tensormap_set_address(void* map, const void* addr) {
+#ifdef __CUDA_ARCH__
+    asm volatile("tensormap.replace.tile.global_address.global.b1024.b64 [%0], %1;" ::"l"(map), "l"(addr) : "memory");
+    asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(map) : "memory");
+#else
+    ptx_emulated::tensormap_replace_global_address(map, addr);
+#endif
+}
+
 template <bool INC>
 __device__ __forceinline__ void set_max_nreg(u32 n) {  // N is an immediate on a GPU: see the callers
 #ifdef __CUDA_ARCH__
@@ -209,4 +232,26 @@ extern "C" __global__ void setmaxnreg_check(const float* x, float* out, int how)
     }
 #endif
     out[t] = x[t] + 1.0f;
+}
+
+// --- TMA ------------------------------------------------------------------------------------------
+
+// Thread 0 arms the barrier for `bytes` and issues one TMA load of the box at (c0, c1); every thread
+// waits on phase 0, then the block copies the shared-memory bytes (as the swizzle left them) to out.
+// 128 threads. how: 0 correct, 1 nobody arms or issues (deadlock: never armed), 2 the copy without
+// the expect_tx (deadlock: the transaction count below zero), 3 the readers do not wait (a race).
+// src: the tensor, whose address replaces the map's (null: the map's own, the host's address).
+extern "C" __global__ void tma_check(unsigned char* map, const void* src, unsigned char* out, int c0, int c1,
+                                     int bytes, int how) {
+    __shared__ __align__(1024) unsigned char tile[8192];
+    __shared__ __align__(8) u64 bar;
+    if (threadIdx.x == 0) mbar_init(&bar, 1);
+    __syncthreads();
+    if (threadIdx.x == 0 && how != 1) {
+        if (src) tensormap_set_address(map, src);
+        if (how != 2) mbar_arrive_expect_tx(&bar, bytes);
+        tma_load_2d(tile, map, c0, c1, &bar);
+    }
+    if (how != 3) mbar_wait(&bar, 0);
+    for (int i = threadIdx.x; i < bytes; i += blockDim.x) out[i] = tile[i];
 }

@@ -8,11 +8,15 @@ missing. The results are compared with NumPy; a missing wait is a race racecheck
 from __future__ import annotations
 
 import pathlib
+import re
 
 import numpy as np
 import pytest
 
-from andrea_cli.backends.cpu_runtime.errors import CpuDeadlockError, CpuRaceError, CpuWarpError
+from andrea_cli.backends.cpu_runtime import tensor_map
+from andrea_cli.backends.cpu_runtime.errors import (CpuDeadlockError, CpuRaceError, CpuRuntimeError,
+                                                CpuWarpError)
+from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 
 CHECKS = pathlib.Path(__file__).parents[2] / "kernels" / "async_barriers.cu"
@@ -212,3 +216,110 @@ def test_racecheck_names_a_missing_mbarrier_wait(racecheck):
     assert f"async_barriers.cu:{line_of('out[tile * 64 + i] = 3.0f * stage[s][i];')}" in line, line
     assert f"async_barriers.cu:{line_of('stage[s][lane] = x[tile * 64 + lane];')}" in line or \
         f"async_barriers.cu:{line_of('stage[s][32 + lane] = x[tile * 64 + 32 + lane];')}" in line, line
+
+
+# --- TMA -------------------------------------------------------------------------------------------
+
+def tma_expected(tensor: np.ndarray, c0: int, c1: int, box: tuple[int, int], swizzle: int) -> np.ndarray:
+    """The box (rows c1.., columns c0..) as shared memory holds it: row-major bytes, each byte offset
+    moved by the swizzle (computed here from the byte offsets, independently of the emulation)."""
+    rows, cols = box
+    raw = np.ascontiguousarray(tensor[c1:c1 + rows, c0:c0 + cols]).view(np.uint8).ravel()
+    out = np.empty_like(raw)
+    for off in range(raw.size):
+        out[tensor_map.swizzled_offset(off, swizzle)] = raw[off]
+    return out
+
+
+def run_tma(module, tensor, box, swizzle, c0, c1, how=0, map_bytes=None, replace=True):
+    """One tma_check launch; replace: the kernel sets the map's address to its own `src` argument
+    (tensormap.replace), else the map's host address is used as encoded."""
+    m = tensor_map.encode_tiled(tensor, box, swizzle) if map_bytes is None else map_bytes
+    nbytes = box[0] * box[1] * tensor.itemsize
+    out = np.zeros(nbytes, np.uint8)
+    module.get_function("tma_check")((1,), (128,), (guarded_copy(m), tensor if replace else None, out, np.int32(c0), np.int32(c1),
+                                                    np.int32(nbytes), np.int32(how)))
+    return out
+
+
+def tma_tensor(dtype=np.float32, shape=(40, 96)) -> np.ndarray:
+    data = np.random.default_rng(3).standard_normal(shape).astype(np.float32).astype(dtype)
+    return guarded_copy(data)  # its address is the launch worker's too
+
+
+@pytest.mark.parametrize("swizzle, box", [(0, (8, 24)), (32, (8, 8)), (64, (16, 16)), (128, (8, 32)),
+                                          (128, (16, 16))])
+def test_tma_copies_the_box_with_its_swizzle(checks, swizzle, box):
+    tensor = tma_tensor()
+    c0, c1 = 16, 5
+    out = run_tma(checks, tensor, box, swizzle, c0, c1)
+    np.testing.assert_array_equal(out, tma_expected(tensor, c0, c1, box, swizzle))
+    if swizzle:  # the swizzle moved bytes: the plain layout differs
+        assert not np.array_equal(out, tma_expected(tensor, c0, c1, box, 0))
+
+
+def test_tma_with_the_hosts_address_as_encoded(checks):
+    # the launch worker sees the guarded tensor at the host's address: the map works unchanged
+    tensor = tma_tensor()
+    out = run_tma(checks, tensor, (8, 32), 128, 16, 5, replace=False)
+    np.testing.assert_array_equal(out, tma_expected(tensor, 16, 5, (8, 32), 128))
+
+
+def test_tma_of_bf16_rows_with_the_128_byte_swizzle(checks):
+    tensor = guarded_copy(np.random.default_rng(4).integers(0, 1 << 16, (64, 128)).astype(np.uint16))
+    out = run_tma(checks, tensor, (16, 64), 128, 64, 32)
+    np.testing.assert_array_equal(out, tma_expected(tensor, 64, 32, (16, 64), 128))
+
+
+def test_tma_box_outside_the_tensor_is_one_line(checks):
+    tensor = tma_tensor()
+    with pytest.raises(CpuWarpError) as caught:
+        run_tma(checks, tensor, (8, 32), 128, 80, 0)
+    message = str(caught.value)
+    assert "\n" not in message and "thread (0, 0, 0)" in message
+    assert "box (80..111, 0..7) of a (96, 40) tensor, whose mbarrier is at shared+" in message
+    assert "the box leaves the tensor" in message
+
+
+def test_tma_map_the_host_did_not_encode_is_refused(checks):
+    with pytest.raises(CpuWarpError, match="a tensor map the host did not encode"):
+        run_tma(checks, tma_tensor(), (8, 32), 0, 0, 0, map_bytes=np.zeros(128, np.uint8))
+
+
+def test_tma_wait_on_a_phase_never_armed_is_a_deadlock(checks):
+    with pytest.raises(CpuDeadlockError) as caught:
+        run_tma(checks, tma_tensor(), (8, 32), 0, 0, 0, how=1)
+    assert "waits on mbarrier at shared+" in str(caught.value)
+    assert "phase 0 (parity 0), never armed" in str(caught.value)
+
+
+def test_tma_without_expect_tx_leaves_the_count_below_zero(checks):
+    with pytest.raises(CpuDeadlockError, match="pending arrivals 1, pending tx bytes -1024"):
+        run_tma(checks, tma_tensor(), (8, 32), 0, 0, 0, how=2)
+
+
+@pytest.mark.parametrize("box, swizzle, words", [
+    ((8, 32), 64, "more than the 64-byte swizzle span"),
+    ((8, 2), 0, "must be a multiple of 16"),
+    ((8, 300), 0, "each box dim 1..256"),
+    ((8, 8), 16, "swizzle 16"),
+])
+def test_encode_tiled_checks_as_the_driver_does(box, swizzle, words):
+    with pytest.raises(CpuRuntimeError, match=re.escape(words)):
+        tensor_map.encode_tiled(tma_tensor(), box, swizzle)
+
+
+@pytest.mark.slow
+def test_racecheck_is_silent_on_a_tma_load_waited_for(racecheck):
+    tensor = tma_tensor()
+    out = run_tma(racecheck, tensor, (8, 32), 128, 16, 5)
+    np.testing.assert_array_equal(out, tma_expected(tensor, 16, 5, (8, 32), 128))
+
+
+@pytest.mark.slow
+def test_racecheck_names_a_read_of_a_tma_destination_before_its_wait(racecheck):
+    with pytest.raises(CpuRaceError) as caught:
+        run_tma(racecheck, tma_tensor(), (8, 32), 128, 16, 5, how=3)
+    line = caught.value.hazards[0]
+    assert "__shared__ tile" in line, line
+    assert f"async_barriers.cu:{line_of('out[i] = tile[i];')}" in line, line
