@@ -17,6 +17,7 @@ from andrea_cli.backends.cpu_runtime import tensor_map
 from andrea_cli.backends.cpu_runtime.errors import (CpuDeadlockError, CpuRaceError, CpuRuntimeError,
                                                 CpuWarpError)
 from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy
+from andrea_cli.backends.cpu_runtime.racecheck import static_shared_symbols
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 
 CHECKS = pathlib.Path(__file__).parents[2] / "kernels" / "async_barriers.cu"
@@ -77,6 +78,14 @@ def test_named_barrier_nobody_arrives_at_is_a_deadlock_naming_it(checks):
 TILES = 5  # stage 0 is used three times: its phases 0, 1, 2 and parities 0, 1, 0
 
 
+def bars_at(module) -> dict[str, int]:
+    """Where the ring's mbarriers are in static shared memory ("shared+N" in messages), from the
+    library's symbols: b0 (full[0]), b16 (empty[0]), b32 (bars[4], never initialised), b36."""
+    (start,) = [off for off, _, name in static_shared_symbols(module.library_path)
+                if name == "bars in mbarrier_ring_check"]
+    return {f"b{k}": start + k for k in (0, 16, 32, 36)}
+
+
 def run_ring(module, how: int) -> tuple[np.ndarray, np.ndarray]:
     x = np.random.default_rng(10 + how).standard_normal(TILES * 64).astype(np.float32)
     out = np.full_like(x, -7.0)
@@ -98,9 +107,9 @@ def test_mbarrier_a_skipped_wait_passes_a_plain_run(checks):
 
 
 @pytest.mark.parametrize("how, words", [
-    (1, ["calls mbarrier.try_wait.parity.shared::cta.b64 on the mbarrier at shared+32, which no "
+    (1, ["calls mbarrier.try_wait.parity.shared::cta.b64 on the mbarrier at shared+{b32} (bars in mbarrier_ring_check, byte 32), which no "
          "mbarrier.init initialised"]),
-    (5, ["thread (0, 0, 0) calls mbarrier.init.shared::cta.b64 on the mbarrier at shared+36, which is not "
+    (5, ["thread (0, 0, 0) calls mbarrier.init.shared::cta.b64 on the mbarrier at shared+{b36} (bars in mbarrier_ring_check, byte 36), which is not "
          "8-byte aligned"]),
     (6, ["thread (0, 0, 0)", "with count 0: the count is 1 .. 2^20 - 1"]),
 ])
@@ -110,13 +119,13 @@ def test_mbarrier_misuse_is_one_line(checks, how, words):
     message = str(caught.value)
     assert "\n" not in message
     for w in words:
-        assert w in message, message
+        assert w.format(**bars_at(checks)) in message, message
 
 
 @pytest.mark.parametrize("how, words", [
-    (2, ["waits on mbarrier at shared+0 phase 0 (parity 0), pending arrivals 0, pending tx bytes 4"]),
-    (3, ["waits on mbarrier at shared+0 phase 0 (parity 0), never armed", "32 returned"]),
-    (4, ["waits on mbarrier at shared+16 phase 0 (parity 0), pending arrivals 32, pending tx bytes 0"]),
+    (2, ["waits on mbarrier at shared+{b0} (bars in mbarrier_ring_check, byte 0) phase 0 (parity 0), pending arrivals 0, pending tx bytes 4"]),
+    (3, ["waits on mbarrier at shared+{b0} (bars in mbarrier_ring_check, byte 0) phase 0 (parity 0), never armed", "32 returned"]),
+    (4, ["waits on mbarrier at shared+{b16} (bars in mbarrier_ring_check, byte 16) phase 0 (parity 0), pending arrivals 32, pending tx bytes 0"]),
 ])
 def test_mbarrier_deadlock_names_thread_barrier_and_what_is_missing(checks, how, words):
     with pytest.raises(CpuDeadlockError) as caught:
@@ -124,7 +133,7 @@ def test_mbarrier_deadlock_names_thread_barrier_and_what_is_missing(checks, how,
     message = str(caught.value)
     assert "\n" not in message and "thread (" in message
     for w in words:
-        assert w in message, message
+        assert w.format(**bars_at(checks)) in message, message
 
 
 def test_mbarrier_deadlock_names_the_first_waiter_in_schedule_order(modules):
@@ -132,8 +141,8 @@ def test_mbarrier_deadlock_names_the_first_waiter_in_schedule_order(modules):
         run_ring(modules["forward"], 3)
     with pytest.raises(CpuDeadlockError) as reverse:
         run_ring(modules["reverse"], 3)
-    assert "thread (32, 0, 0) waits on mbarrier at shared+0" in str(forward.value)
-    assert "thread (95, 0, 0) waits on mbarrier at shared+0" in str(reverse.value)
+    assert f"thread (32, 0, 0) waits on mbarrier at shared+{bars_at(modules['forward'])['b0']} " in str(forward.value)
+    assert f"thread (95, 0, 0) waits on mbarrier at shared+{bars_at(modules['reverse'])['b0']} " in str(reverse.value)
 
 
 # --- setmaxnreg ----------------------------------------------------------------------------------
@@ -278,6 +287,7 @@ def test_tma_box_outside_the_tensor_is_one_line(checks):
     message = str(caught.value)
     assert "\n" not in message and "thread (0, 0, 0)" in message
     assert "box (80..111, 0..7) of a (96, 40) tensor, whose mbarrier is at shared+" in message
+    assert "(bar in tma_check, byte 0)" in message
     assert "the box leaves the tensor" in message
 
 
