@@ -333,3 +333,17 @@ def test_racecheck_names_a_read_of_a_tma_destination_before_its_wait(racecheck):
     line = caught.value.hazards[0]
     assert "__shared__ tile" in line, line
     assert f"async_barriers.cu:{line_of('out[i] = tile[i];')}" in line, line
+
+
+# --- the GPU side ----------------------------------------------------------------------------------
+
+@pytest.mark.slow  # NVRTC and ptxas: a few seconds, no GPU needed
+def test_the_wrappers_inline_ptx_assembles_for_sm_90a():
+    """The same check kernels with their PTX bodies (bar, mbarrier, cp.async.bulk.tensor,
+    tensormap.replace, setmaxnreg) through NVRTC and ptxas for Hopper: the PTX is what ptxas
+    accepts, which the CPU build alone cannot say."""
+    pytest.importorskip("cupy", reason="cupy is not installed (it brings the NVRTC bindings)")
+    from andrea_cli.backends.toolchain.nvrtc import compile_kernel_file
+
+    kernels = {r.kernel for r in compile_kernel_file(CHECKS, "sm_90a")}
+    assert kernels == {"named_barrier_check", "mbarrier_ring_check", "setmaxnreg_check", "tma_check"}
