@@ -287,6 +287,11 @@ inline void mbar_init(void* p, uint32_t count) {
 inline uint64_t mbar_arrive(void* p, uint32_t tx_bytes, const char* what) {
     RaceQuiet quiet;
     Mbar& m = mbar_at(p, what);
+    if (m.pending == 0)  // only the transaction count holds the phase open
+        ANDREA_ASYNC_MISUSE("%s calls %s on the mbarrier at %s in phase %u, which has had its %u arrivals "
+                            "already (pending tx bytes %lld): more arrivals than its count (on a GPU: undefined)",
+                            thread_text(sched().cur).c_str(), what, shared_place(p).c_str(), m.phase, m.count,
+                            (long long)m.tx);
     const uint64_t token = m.phase;
     m.tx += tx_bytes;
     m.touched = true;

@@ -175,7 +175,7 @@ extern "C" __global__ void named_barrier_check(const float* x, float* out, int h
 // producer expects 4 bytes more than it completes (deadlock: pending tx bytes 4), 3 no producer
 // (deadlock: never armed), 4 only one consumer warp arrives on empty (deadlock: pending arrivals
 // 32), 5 an mbarrier at an address that is not 8-byte aligned, 6 init with count 0, 7 the
-// consumers spin on test_wait instead, 8 the consumers skip the full wait of tile 1 (a race: the producer happens to run ahead here, so only racecheck sees it).
+// consumers spin on test_wait instead, 8 the consumers skip the full wait of tile 1 (a race: the producer happens to run ahead here, so only racecheck sees it), 9 the producer arrives twice on full (count 1).
 extern "C" __global__ void mbarrier_ring_check(const float* x, float* out, int tiles, int how) {
     __shared__ __align__(16) float stage[2][64];
     __shared__ __align__(8) u64 bars[6];  // full[2], empty[2], one never initialised, spare
@@ -196,6 +196,7 @@ extern "C" __global__ void mbarrier_ring_check(const float* x, float* out, int t
             const int s = tile % 2;
             mbar_wait(&empty[s], ((tile / 2) & 1) ^ 1);  // the first pass through each stage does not wait
             if (lane == 0) mbar_arrive_expect_tx(&full[s], how == 2 ? 260 : 256);
+            if (lane == 0 && how == 9) mbar_arrive(&full[s]);  // a second arrival: the count is 1
             stage[s][lane] = x[tile * 64 + lane];
             stage[s][32 + lane] = x[tile * 64 + 32 + lane];
             mbar_complete_tx(&full[s], 8);

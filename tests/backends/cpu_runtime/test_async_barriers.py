@@ -112,6 +112,9 @@ def test_mbarrier_a_skipped_wait_passes_a_plain_run(checks):
     (5, ["thread (0, 0, 0) calls mbarrier.init.shared::cta.b64 on the mbarrier at shared+{b36} (bars in mbarrier_ring_check, byte 36), which is not "
          "8-byte aligned"]),
     (6, ["thread (0, 0, 0)", "with count 0: the count is 1 .. 2^20 - 1"]),
+    (9, ["thread (0, 0, 0) calls mbarrier.arrive.shared::cta.b64 on the mbarrier at shared+{b0} (bars in "
+         "mbarrier_ring_check, byte 0) in phase 0, which has had its 1 arrivals already (pending tx bytes",
+         "more arrivals than its count"]),  # (8 or 256 pending: in reverse the lanes complete first)
 ])
 def test_mbarrier_misuse_is_one_line(checks, how, words):
     with pytest.raises(CpuWarpError) as caught:
