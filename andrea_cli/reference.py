@@ -11,37 +11,37 @@ import math
 import numpy as np
 
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import given_scale, resolve_scale  # noqa: F401  (given_scale: the report's)
+
+
+def kv_heads_for(x: np.ndarray, H: int) -> np.ndarray:
+    """K or V with H_kv heads as the H query heads see them: query head h reads K/V head
+    h // (H / H_kv) (grouped-query attention; H_kv = H: each its own).   (H_kv, S, d) -> (H, S, d)"""
+    return x if x.shape[0] == H else np.repeat(x, H // x.shape[0], axis=0)
 
 
 def scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """S = Q · K^T                            (H, T, d_k), (H, T, d_k) -> (H, T, T)"""
+    """S = Q · K^T                            (H, L, d_k), (H_kv, S, d_k) -> (H, L, S)"""
+    k = kv_heads_for(k, q.shape[0])
     return np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1))
-
-
-def given_scale(scaled) -> bool:
-    """Whether `scaled` is a factor given as a number (the Python API's scale=0.125, as PyTorch's
-    SDPA takes it) rather than True (1/sqrt(d_k)) or False (no scaling)."""
-    return isinstance(scaled, (float, np.floating)) and not isinstance(scaled, bool)
 
 
 def scale_for(d_k: int, scaled) -> float:
     """The factor the scores are multiplied by: 1/sqrt(d_k), 1 with --no-scale, or the factor
-    given. Every kernel launch, bound and report takes it from here."""
-    if given_scale(scaled):
-        return float(scaled)
-    return 1.0 / math.sqrt(d_k) if scaled else 1.0
+    given (scale.py reads the convention; the launchers take the Scale it resolves)."""
+    return resolve_scale(d_k, scaled).factor
 
 
 def scale(s: np.ndarray, d_k: int, scaled=True) -> np.ndarray:
     """S / sqrt(d_k), or S times a factor given      (H, T, T) -> (H, T, T)"""
-    return s * float(scaled) if given_scale(scaled) else s / math.sqrt(d_k)
+    return s * scale_for(d_k, scaled) if given_scale(scaled) else s / math.sqrt(d_k)
 
 
 def mask(s: np.ndarray, spec: MaskSpec) -> np.ndarray:
-    """Hidden entries become -inf, so softmax gives them exactly 0.    (H, T, T)"""
+    """Hidden entries become -inf, so softmax gives them exactly 0.    (H, L, S)"""
     if spec.kind == "none":
         return s.copy()
-    return np.where(spec.visible(s.shape[-1]), s, -np.inf)
+    return np.where(spec.visible(s.shape[-2], S=s.shape[-1]), s, -np.inf)
 
 
 def softmax(s: np.ndarray) -> np.ndarray:
@@ -58,12 +58,13 @@ def softmax(s: np.ndarray) -> np.ndarray:
 
 
 def weighted_sum(p: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """output[i] = sum_j P[i][j] · V[j]      (H, T, T), (H, T, d_v) -> (H, T, d_v)"""
-    return np.matmul(p, v.astype(np.float64))
+    """output[i] = sum_j P[i][j] · V[j]      (H, L, S), (H_kv, S, d_v) -> (H, L, d_v)"""
+    return np.matmul(p, kv_heads_for(v, p.shape[0]).astype(np.float64))
 
 
 def attention(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
-    """softmax(mask(Q · K^T / sqrt(d_k))) · V, in float64."""
+    """softmax(mask(Q · K^T / sqrt(d_k))) · V, in float64: q (H, L, d_k), k (H_kv, S, d_k),
+    v (H_kv, S, d_v), H a multiple of H_kv; a row that sees no key gets zeros."""
     s = scores(q, k)
     if scaled:
         s = scale(s, q.shape[-1], scaled)
@@ -77,28 +78,29 @@ def sample_rows(T: int, n: int) -> np.ndarray:
 
 def attention_rows(q, k, v, spec: MaskSpec, scaled: bool, rows: np.ndarray):
     """The equation for some query rows only, never building (T, T): the raw scores, the weights
-    and the output of those rows.     (T, d_k), (T, d_k), (T, d_v) -> (n, T), (n, T), (n, d_v)"""
-    T, d_k = k.shape
+    and the output of those rows.     (L, d_k), (S, d_k), (S, d_v) -> (n, S), (n, S), (n, d_v)"""
+    S, d_k = k.shape
     raw = scores(q[None, rows], k[None])[0]
     s = raw * scale_for(d_k, scaled) if scaled else raw
-    weights = softmax(np.where(spec.visible(T, rows), s, -np.inf))
+    weights = softmax(np.where(spec.visible(q.shape[0], rows, S=S), s, -np.inf))
     return raw, weights, weights @ v.astype(np.float64)
 
 
 def attention_loops(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
     """The same equation with plain Python loops, for tiny shapes: an independent check of the
     vectorised path above (tests compare the two)."""
-    H, T, d_k = q.shape
-    d_v = v.shape[-1]
-    visible = spec.visible(T)
-    out = np.zeros((H, T, d_v))
+    H, L, d_k = q.shape
+    H_kv, S, d_v = v.shape
+    visible = spec.visible(L, S=S)
+    out = np.zeros((H, L, d_v))
     for h in range(H):
-        for i in range(T):
+        g = h // (H // H_kv)  # the K/V head query head h reads
+        for i in range(L):
             row = []
-            for j in range(T):
-                dot = sum(float(q[h, i, c]) * float(k[h, j, c]) for c in range(d_k))
+            for j in range(S):
+                dot = sum(float(q[h, i, c]) * float(k[g, j, c]) for c in range(d_k))
                 if given_scale(scaled):
-                    dot *= float(scaled)
+                    dot *= scale_for(d_k, scaled)
                 elif scaled:
                     dot /= math.sqrt(d_k)
                 row.append(dot if visible[i, j] else -math.inf)
@@ -107,7 +109,7 @@ def attention_loops(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
                 continue
             exps = [math.exp(x - top) for x in row]
             total = sum(exps)
-            for j in range(T):
+            for j in range(S):
                 for c in range(d_v):
-                    out[h, i, c] += exps[j] / total * float(v[h, j, c])
+                    out[h, i, c] += exps[j] / total * float(v[g, j, c])
     return out

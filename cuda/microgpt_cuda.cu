@@ -29,27 +29,32 @@
 //
 // Every kernel works on H independent heads laid out one after the other (head h of a (H, T, d)
 // tensor starts at h * T * d); the head is blockIdx.z, so one launch covers every head and a
-// single head is just gridDim.z = 1 (a causal fused kernel renumbers its blocks longest first
+// single head is just gridDim.z = 1. The staged kernels also take L queries against S keys (the
+// shapes below write T for both where they are equal) and grouped K/V heads: `group` query heads
+// share each K/V head, query head h reading K/V head h / group in place (K and V are never
+// copied; group 1: a K/V head per query head) (a causal fused kernel renumbers its blocks longest first
 // across the heads: causal_block_order). All data is float32, row-major, contiguous.
 //
-// Every kernel that masks takes the same two arguments, (causal, window), and asks one Mask
-// (BUILDING BLOCKS) for every test of a (query, key) pair and every range of tiles it visits:
-// today's masks are none, causal (key j visible from query i when j <= i) and a causal sliding
-// window (i - j < window as well).
+// Every kernel that masks takes the same three arguments, (causal, window, offset), and asks one
+// Mask (BUILDING BLOCKS) for every test of a (query, key) pair and every range of tiles it
+// visits: today's masks are none, causal (key j visible from query i when j <= i + offset) and a
+// causal sliding window (i + offset - j < window as well). offset is the key position of query
+// row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
+// queries being the last L positions (bottom-right, as FlashAttention >= 2.1).
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
 // sm_90 (NVRTC): tests/backends/launch/test_kernel_compile.py holds every kernel to its budget and to no spills.
 //
-//   scores_kernel1   S = Q · K^T, unscaled                      (H,T,d_k),(H,T,d_k) -> (H,T,T)
+//   scores_kernel1   S = Q · K^T, unscaled                  (H,L,d_k),(H/group,S,d_k) -> (H,L,S)
 //                    16x16 output tile per block, Q and K tiles staged in shared memory.
-//                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
+//                    grid (ceil(S/16), ceil(L/16), H), block (16, 16); registers <= 40
 //   scores_kernel2   the same S, 128x128 outputs per block, 8x8 per thread (register tiling):
 //                    4 float4 shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1.
 //                    The next k-slice's global loads are held in registers across the FMAs of
 //                    this one (a register prefetch: their latency hides behind 512 FMAs of the
 //                    same warp), as float4s where d_k % 4 == 0; 8 registers of the 128.
-//                    grid (ceil(T/128), ceil(T/128), H), block (256); registers <= 128
+//                    grid (ceil(S/128), ceil(L/128), H), block (256); registers <= 128
 //                    (__launch_bounds__(256, 2): two blocks per SM)
 //   scale_kernel1    S' = S * scale, scale = 1.0f / sqrtf(d_k) worked out in the kernel (or a
 //                    factor given)                               (n) -> (n), elementwise
@@ -69,7 +74,7 @@
 //                    T % 4 == 0, exp2 of (x - m)·log2 e. T <= 16,384.
 //                    grid (T, 1, H), block (32 * ceil(T/512), the smallest that holds the row)
 //                    registers <= 64
-//   av_kernel1       O = P · V                                  (H,T,T),(H,T,d_v) -> (H,T,d_v)
+//   av_kernel1       O = P · V                        (H,L,S),(H/group,S,d_v) -> (H,L,d_v)
 //                    16x16 output tile per block, P and V tiles staged in shared memory; only
 //                    the key tiles the Mask shows the block's rows (causal: none past the
 //                    diagonal; a window: none before its far end), since P is exactly 0 elsewhere.
@@ -78,14 +83,16 @@
 //                    code and register prefetch, float4s where T and d_v are multiples of 4, 16
 //                    values a slice, held half a slice at a time: 8 registers); it stops where
 //                    kernel1 does (from key 0 even under a window: its registers are full).
-//                    grid (ceil(d_v/64), ceil(T/64), H), block (64); registers <= 128
-//                    (__launch_bounds__(64, 8))
+//                    Grouped heads as one taller product: the group's P rows stacked (group·L, S)
+//                    times their one V. grid (ceil(d_v/64), ceil(group·L/64), H/group), block (64);
+//                    registers <= 128 (__launch_bounds__(64, 8))
 //   attention_fused_kernel1   O = softmax(mask(Q · K^T * scale)) · V in one pass, flash-style
-//                    (H,T,d_k),(H,T,d_k),(H,T,d_v) -> (H,T,d_v); never writes a T×T matrix.
+//                    (H,L,d_k),(H/group,S,d_k),(H/group,S,d_v) -> (H,L,d_v); never writes an L×S matrix.
 //                    One warp per query row, `rows` rows per block sharing K/V tiles of 32 keys
 //                    in shared memory; online softmax; key tiles the mask removes are skipped.
 //                    d_k, d_v <= 128. grid (ceil(T/rows), 1, H), block (32, rows),
-//                    shared_mem = 4 * (rows * d_k + 32 * (d_k | 1) + 32 * d_v) bytes; registers <= 56
+//                    shared_mem = 4 * (rows * d_k + 32 * (d_k | 1) + 32 * d_v) bytes; registers <= 64
+//                    (56 before L != S and grouped heads: 60 on sm_80, still 4 blocks of 8 rows per SM)
 //   attention_fused_kernel2   the same, with float4 shared-memory loads (4 values per load
 //                    instruction instead of 1); needs d_k % 4 == 0 and d_v % 4 == 0.
 //                    shared_mem = 4 * (rows * d_k + 32 * (d_k + 4) + 32 * d_v) bytes; registers <= 80
@@ -100,7 +107,7 @@
 //   attention_fused_lse_kernel1, attention_fused_lse_kernel2   kernel1 and kernel2, also writing
 //                    each row's logsumexp lse_i = m_i + log(l_i), (H, T), for the fused backward.
 //                    The same body (a __device__ function); the plain kernels pass nullptr.
-//                    registers <= 56, <= 80
+//                    registers <= 64, <= 80
 //
 // Tensor cores (bf16 in, fp32 accumulate; TENSOR-CORE BUILDING BLOCKS explains mma.sync, ldmatrix,
 // cp.async, wgmma):
@@ -311,9 +318,10 @@ __device__ __forceinline__ BlockWork causal_block_order(int causal, bool longest
 // Causal is a local window of (infinity, 0), FlashAttention's reading: a mask flavour is a pair
 // of bounds (and the sinks), not another copy of the test.
 //
-// The kernels take (causal, window) and build their Mask with from_args; offset, right and sinks
-// are constants (0) until the kernels take them too, and SHIFTED and SINKS (compile-time choices)
-// keep their terms out of today's tests. How the rules are written is measured, not taste (NVVM,
+// The kernels take (causal, window, offset) and build their Mask with from_args; right and sinks
+// are constants (0) until the kernels take them too, and SINKS (a compile-time choice) keeps its
+// term out of today's tests. The offset is added to a row once, by the methods, before a rule
+// sees it (so a rule reads positions p, not rows i). How the rules are written is measured, not taste (NVVM,
 // kernel4's masked key tiles, 976 instructions a trip): a rule that adds a 0, a method that reads
 // its fields through `this` before it is inlined, or a bound test (j < T) left outside the call
 // compiles them to 8-28% more. So every method hands its fields as values to one of the rules of
@@ -349,89 +357,103 @@ struct EdgeTiles {
 struct Mask {
     int causal;  // != 0: the right bound holds
     int window;  // > 0: the left bound holds, window keys wide
-    static constexpr int offset = 0;  // key position of query row 0
+    int offset;  // key position of query row 0: 0 (one sequence, or top-left), S - L (bottom-right)
     static constexpr int right = 0;   // keys past the row's own position the right bound still shows
     static constexpr int sinks = 0;   // the first keys the left bound never hides
 
-    // The kernels' arguments, (causal, window), as every launcher passes them (MaskSpec.kernel_args).
-    static __device__ __forceinline__ Mask from_args(int causal, int window) { return {causal, window}; }
+    // The kernels' arguments, (causal, window, offset), as every launcher passes them
+    // (MaskSpec.kernel_args).
+    static __device__ __forceinline__ Mask from_args(int causal, int window, int offset) {
+        return {causal, window, offset};
+    }
+    // The kernels that take one sequence only (L = S: the tensor-core forward and the backward,
+    // until they take L != S): offset 0, a constant, so their code carries no trace of it.
+    static __device__ __forceinline__ Mask from_args(int causal, int window) { return {causal, window, 0}; }
 
     // Is key j visible from query row i? inside: the caller's test that the pair lies in the matrix.
     __device__ __forceinline__ bool visible(int i, int j, bool inside = true) const {
-        return pair_at(causal, window, inside, i - j, j);
+        return pair_at(causal, window, inside, i - j + offset, j);
     }
-    // The same from the difference i - j (kernel5 and kernel6 keep it in one register).
-    __device__ __forceinline__ bool visible_at(int i_minus_j, int j, bool inside) const {
-        return pair_at(causal, window, inside, i_minus_j, j);
+    // The same from the row's position less the key, p - j = i + offset - j (kernel5 and kernel6
+    // keep it in one register, the offset folded in once).
+    __device__ __forceinline__ bool visible_at(int p_minus_j, int j, bool inside) const {
+        return pair_at(causal, window, inside, p_minus_j, j);
     }
     // Does some row of [i_first, i_last] see some key of [j_first, j_last]? (inside: there are such rows and keys)
     __device__ __forceinline__ bool sees_any(int i_first, int i_last, int j_first, int j_last, bool inside) const {
-        return any_pair(causal, window, inside, i_first, i_last, j_first, j_last);
+        return any_pair(causal, window, inside, i_first + offset, i_last + offset, j_first, j_last);
     }
     // Does the mask hide some pair of the rectangle, so that its pairs must be tested one by one?
     __device__ __forceinline__ bool hides_some(int i_first, int i_last, int j_first, int j_last, bool beyond) const {
-        return some_hidden(causal, window, beyond, i_first, i_last, j_first, j_last);
+        return some_hidden(causal, window, beyond, i_first + offset, i_last + offset, j_first, j_last);
     }
 
-    // The key tiles a block of query rows [row0, row0 + rows) visits (T rows, T keys). Sinks keep
-    // the first tile at key 0; the tiles between them and the window come out wholly masked.
+    // The key tiles a block of query rows [row0, row0 + rows) visits (L rows, S keys). Sinks keep
+    // the first tile at key 0; the tiles between them and the window come out wholly masked. A
+    // block whose rows see no key at all (bottom-right with L > S: rows before L - S) gets none.
     template <int KEYS>
-    __device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int T) const {
-        const int last_row = min(row0 + rows, T) - 1;
+    __device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int L, int S) const {
+        const int last_row = min(row0 + rows, L) - 1;
         // one past the last key the block's last row sees; from the first key its first row's
         // window reaches, in whole tiles
-        const int j_end = causal ? (SHIFTED ? min(T, last_row + offset + right + 1) : last_row + 1) : T;
+        // (a block whose rows see no key gets j_end <= j_begin: no tile, n_tiles <= 0). The plain
+        // last_row + 1 where it is the same (no offset, L <= S): a constant test in the kernels
+        // that take one sequence, so they compile as before the offset
+        const int j_end = causal ? (offset + right == 0 && L <= S ? last_row + 1 : min(S, last_row + offset + right + 1)) : S;
         const int j_begin = window > 0 && !SINKS ? max(0, row0 + offset - window + 1) / KEYS * KEYS : 0;
         return {row0, last_row, j_begin, j_end, (j_end - j_begin + KEYS - 1) / KEYS};
     }
+    template <int KEYS>
+    __device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int T) const { return key_tiles<KEYS>(row0, rows, T, T); }
 
-    // The query rows that see some key of [j0, j0 + keys) (T rows): under causal none before the
-    // first key's position, under a window none from the last key's position + window on.
-    __device__ __forceinline__ QueryRows query_rows(int j0, int keys, int T) const {
-        const int i_begin = causal ? (SHIFTED ? max(0, j0 - offset - right) : j0) : 0;
+    // The query rows (of L) that see some key of [j0, j0 + keys): under causal none before the
+    // row at the first key's position, under a window none from the last key's position + window on.
+    __device__ __forceinline__ QueryRows query_rows(int j0, int keys, int L) const {
+        const int i_begin = causal ? (offset + right == 0 ? j0 : max(0, j0 - offset - right)) : 0;
         const bool far_end = window > 0 && (SINKS ? j0 >= sinks : true);
-        return {i_begin, far_end ? min(T, j0 + keys - 1 - offset + window) : T};
+        return {i_begin, far_end ? min(L, j0 + keys - 1 - offset + window) : L};
     }
 
-    // Which of a block's key tiles a mask edge (or T) crosses: the first n_first (the window's far
-    // end, for some row: last_row - j0 >= window) and those from n_last on (keys past the block's
-    // first row under causal, or past T).
+    // Which of a block's key tiles a mask edge (or S) crosses: the first n_first (the window's far
+    // end, for some row: last_row + offset - j0 >= window) and those from n_last on (keys past the
+    // block's first row's position under causal, or past S).
     template <int KEYS>
-    __device__ __forceinline__ EdgeTiles edge_tiles(const KeyTiles& kt, int T) const {
-        return tile_edges<KEYS>(causal, window, kt.row0, kt.last_row, kt.j_begin, kt.n_tiles, T);
+    __device__ __forceinline__ EdgeTiles edge_tiles(const KeyTiles& kt, int S) const {
+        return tile_edges<KEYS>(causal, window, kt.row0 + offset, kt.last_row + offset, kt.j_begin, kt.n_tiles, S);
     }
 
-    // The rules, on plain ints (see above). SHIFTED, SINKS: the forms with `+ offset + right` and
+    // The rules, on plain ints: p = i + offset, a row's key position, already added by the
+    // methods above (one add where a kernel tests many pairs of the same rows). SINKS: the forms
     // with the sinks, chosen at compile time, only once those are not 0.
-    static constexpr bool SHIFTED = offset + right != 0, SINKS = sinks > 0;
-    // THE rule: key j, d = i - j positions behind row i (before the offset), against both bounds.
+    static constexpr bool SINKS = sinks > 0;
+    // THE rule: key j, d = p - j positions behind row i's position, against both bounds.
     static __device__ __forceinline__ bool pair_at(int causal, int window, bool inside, int d, int j) {
-        return inside && (!causal || (SHIFTED ? d + offset + right : d) >= 0)
-               && (window <= 0 || (SHIFTED ? d + offset : d) < window || (SINKS ? j < sinks : false));
+        return inside && (!causal || (right != 0 ? d + right : d) >= 0)
+               && (window <= 0 || d < window || (SINKS ? j < sinks : false));
     }
     template <int KEYS>
-    static __device__ __forceinline__ EdgeTiles tile_edges(int causal, int window, int row0, int last_row, int j_begin,
-                                                           int n_tiles, int T) {
+    static __device__ __forceinline__ EdgeTiles tile_edges(int causal, int window, int p0, int p_last, int j_begin,
+                                                           int n_tiles, int S) {
         int n_first = 0;
-        if (window > 0 && last_row + offset - window >= j_begin)
-            n_first = min(n_tiles, (last_row + offset - window - j_begin) / KEYS + 1);
-        // the last tile's j0 that no row's right bound cuts, nor T
-        const int j0_max = causal ? min(T - KEYS, row0 + offset + right - KEYS + 1) : T - KEYS;
+        if (window > 0 && p_last - window >= j_begin)
+            n_first = min(n_tiles, (p_last - window - j_begin) / KEYS + 1);
+        // the last tile's j0 that no row's right bound cuts, nor S
+        const int j0_max = causal ? min(S - KEYS, p0 + right - KEYS + 1) : S - KEYS;
         const int n_last = j0_max < j_begin ? n_first : max(n_first, min(n_tiles, (j0_max - j_begin) / KEYS + 1));
         return {n_first, n_last};
     }
-    // Over a rectangle the difference j - i fills one interval: its two ends decide.
-    static __device__ __forceinline__ bool any_pair(int causal, int window, bool inside, int i_first, int i_last,
+    // Over a rectangle of positions [p_first, p_last] x keys the difference j - p fills one
+    // interval: its two ends decide.
+    static __device__ __forceinline__ bool any_pair(int causal, int window, bool inside, int p_first, int p_last,
                                                     int j_first, int j_last) {
-        return inside && (!causal || j_first <= (SHIFTED ? i_last + offset + right : i_last))
-               && (window <= 0 || j_last > (SHIFTED ? i_first + offset : i_first) - window
-                   || (SINKS ? j_first < sinks : false));
+        return inside && (!causal || j_first <= (right != 0 ? p_last + right : p_last))
+               && (window <= 0 || j_last > p_first - window || (SINKS ? j_first < sinks : false));
     }
     // (A sink among the keys can only make a pair visible: "some hidden" stays a safe answer.)
-    static __device__ __forceinline__ bool some_hidden(int causal, int window, bool beyond, int i_first, int i_last,
+    static __device__ __forceinline__ bool some_hidden(int causal, int window, bool beyond, int p_first, int p_last,
                                                        int j_first, int j_last) {
-        return beyond || (causal && j_last > (SHIFTED ? i_first + offset + right : i_first))
-               || (window > 0 && j_first <= (SHIFTED ? i_last + offset : i_last) - window);
+        return beyond || (causal && j_last > (right != 0 ? p_first + right : p_first))
+               || (window > 0 && j_first <= p_last - window);
     }
 };
 
@@ -656,10 +678,10 @@ __device__ __forceinline__ void gemm_tile_8x8(const float* __restrict__ A, int l
 // ------------------------------------------------------------------------------------------------
 // scores: S = Q · K^T
 
-extern "C" __global__ void scores_kernel1(const float* __restrict__ q,  // (H, T, d_k)
-                                          const float* __restrict__ k,  // (H, T, d_k)
-                                          float* __restrict__ scores,   // (H, T, T)
-                                          int T, int d_k) {
+extern "C" __global__ void scores_kernel1(const float* __restrict__ q,  // (H, L, d_k)
+                                          const float* __restrict__ k,  // (H / group, S, d_k)
+                                          float* __restrict__ scores,   // (H, L, S)
+                                          int L, int S, int d_k, int group) {
     // q_tile[r][c] = Q[row0 + r][c0 + c]; k_tile[r][c] = K[col0 + r][c0 + c]. The +1 column
     // keeps threads of one warp on different shared-memory banks when they read k_tile[tx][c].
     __shared__ float q_tile[TILE][TILE + 1];
@@ -668,34 +690,34 @@ extern "C" __global__ void scores_kernel1(const float* __restrict__ q,  // (H, T
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     const long head = blockIdx.z;
-    q += head * T * d_k;
-    k += head * T * d_k;
-    scores += head * T * T;
+    q += head * L * d_k;
+    k += head / group * S * d_k;  // query head h reads K/V head h / group (grouped-query attention)
+    scores += head * L * S;
 
-    const int i = row0 + ty;  // query position of this thread's output
-    const int j = col0 + tx;  // key position of this thread's output
+    const int i = row0 + ty;  // query row of this thread's output
+    const int j = col0 + tx;  // key of this thread's output
     float acc = 0.0f;
     for (int c0 = 0; c0 < d_k; c0 += TILE) {
         // Each thread loads one element of each tile; outside the matrices it loads 0, which
         // adds nothing to the dot product.
         const int qr = row0 + ty, kr = col0 + ty, c = c0 + tx;
-        q_tile[ty][tx] = (qr < T && c < d_k) ? q[(long)qr * d_k + c] : 0.0f;
-        k_tile[ty][tx] = (kr < T && c < d_k) ? k[(long)kr * d_k + c] : 0.0f;
+        q_tile[ty][tx] = (qr < L && c < d_k) ? q[(long)qr * d_k + c] : 0.0f;
+        k_tile[ty][tx] = (kr < S && c < d_k) ? k[(long)kr * d_k + c] : 0.0f;
         __syncthreads();  // the tiles are complete before anyone reads them
         for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];
         __syncthreads();  // everyone is done reading before the next tiles overwrite them
     }
-    if (i < T && j < T) scores[(long)i * T + j] = acc;
+    if (i < L && j < S) scores[(long)i * S + j] = acc;
 }
 
 // scores_kernel2: S = Q · K^T, 128x128 outputs per block of 256 threads, 8x8 per thread.
-extern "C" __global__ void __launch_bounds__(256, 2) scores_kernel2(const float* __restrict__ q,  // (H, T, d_k)
-                                                                 const float* __restrict__ k,  // (H, T, d_k)
-                                                                 float* __restrict__ scores,   // (H, T, T)
-                                                                 int T, int d_k) {
+extern "C" __global__ void __launch_bounds__(256, 2) scores_kernel2(const float* __restrict__ q,  // (H, L, d_k)
+                                                                 const float* __restrict__ k,  // (H / group, S, d_k)
+                                                                 float* __restrict__ scores,   // (H, L, S)
+                                                                 int L, int S, int d_k, int group) {
     const long head = blockIdx.z;
-    gemm_tile_8x8<128, 128, true>(q + head * T * d_k, d_k, k + head * T * d_k, d_k, scores + head * T * T, T,
-                                  T, T, d_k, blockIdx.y * 128, blockIdx.x * 128);
+    gemm_tile_8x8<128, 128, true>(q + head * L * d_k, d_k, k + head / group * S * d_k, d_k, scores + head * L * S, S,
+                                  L, S, d_k, blockIdx.y * 128, blockIdx.x * 128);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -721,14 +743,14 @@ extern "C" __global__ void scale_kernel1(const float* __restrict__ in,  // (n)
 // gets -inf. Not -1e9: exp(-inf) is exactly 0, so masked weights are exactly 0 and a fully masked
 // row is detectable (its max is -inf) instead of silently becoming a uniform distribution.
 
-extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, T, T)
-                                        float* __restrict__ out,       // (H, T, T)
-                                        int T, int causal, int window) {
-    const Mask mask = Mask::from_args(causal, window);
+extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, L, S)
+                                        float* __restrict__ out,       // (H, L, S)
+                                        int L, int S, int causal, int window, int offset) {
+    const Mask mask = Mask::from_args(causal, window, offset);
     const int j = blockIdx.x * TILE + threadIdx.x;  // key
     const int i = blockIdx.y * TILE + threadIdx.y;  // query
-    if (i >= T || j >= T) return;
-    const long idx = (long)blockIdx.z * T * T + (long)i * T + j;
+    if (i >= L || j >= S) return;
+    const long idx = (long)blockIdx.z * L * S + (long)i * S + j;
     out[idx] = mask.visible(i, j) ? in[idx] : -INFINITY;
 }
 
@@ -737,83 +759,83 @@ extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, T,
 // Subtracting the row max changes nothing mathematically and keeps exp() from overflowing:
 // unscaled scores at d_k = 4096 reach 200+, and expf(89) is already inf in float32.
 
-extern "C" __global__ void softmax_kernel1(const float* __restrict__ in,  // (H, T, T)
-                                           float* __restrict__ out,       // (H, T, T)
-                                           int T) {
+extern "C" __global__ void softmax_kernel1(const float* __restrict__ in,  // (H, L, S)
+                                           float* __restrict__ out,       // (H, L, S)
+                                           int L, int S) {
     extern __shared__ float warp_results[];  // (blockDim.x / 32)
-    const long row = (long)blockIdx.z * T * T + (long)blockIdx.x * T;
+    const long row = ((long)blockIdx.z * L + blockIdx.x) * S;
     const float* x = in + row;
     float* p = out + row;
 
     float m = -INFINITY;
-    for (int j = threadIdx.x; j < T; j += blockDim.x) m = fmaxf(m, x[j]);
+    for (int j = threadIdx.x; j < S; j += blockDim.x) m = fmaxf(m, x[j]);
     m = block_reduce(m, warp_results, true);
 
     // A row whose every entry is masked has m = -inf; exp(-inf - -inf) would be NaN. Such a row
     // attends to nothing: give it zeros rather than NaNs (the Python side reports it).
     if (m == -INFINITY) {
-        for (int j = threadIdx.x; j < T; j += blockDim.x) p[j] = 0.0f;
+        for (int j = threadIdx.x; j < S; j += blockDim.x) p[j] = 0.0f;
         return;  // every thread of the block takes this branch: m is the same for all
     }
 
     float sum = 0.0f;
-    for (int j = threadIdx.x; j < T; j += blockDim.x) sum += expf(x[j] - m);
+    for (int j = threadIdx.x; j < S; j += blockDim.x) sum += expf(x[j] - m);
     sum = block_reduce(sum, warp_results, false);
 
     const float inv_sum = 1.0f / sum;
-    for (int j = threadIdx.x; j < T; j += blockDim.x) p[j] = expf(x[j] - m) * inv_sum;
+    for (int j = threadIdx.x; j < S; j += blockDim.x) p[j] = expf(x[j] - m) * inv_sum;
 }
 
-extern "C" __global__ void softmax_kernel2(const float* __restrict__ in,  // (H, T, T)
-                                           float* __restrict__ out,       // (H, T, T)
-                                           int T) {
+extern "C" __global__ void softmax_kernel2(const float* __restrict__ in,  // (H, L, S)
+                                           float* __restrict__ out,       // (H, L, S)
+                                           int L, int S) {
     // One warp per row: for short rows a whole block per row leaves most threads idle.
     const int i = blockIdx.x * blockDim.y + threadIdx.y;
     const int lane = threadIdx.x;
-    if (i >= T) return;  // the whole warp leaves together, so no shuffle loses a partner
-    const long row = (long)blockIdx.z * T * T + (long)i * T;
+    if (i >= L) return;  // the whole warp leaves together, so no shuffle loses a partner
+    const long row = ((long)blockIdx.z * L + i) * S;
     const float* x = in + row;
     float* p = out + row;
 
     float m = -INFINITY;
-    for (int j = lane; j < T; j += 32) m = fmaxf(m, x[j]);
+    for (int j = lane; j < S; j += 32) m = fmaxf(m, x[j]);
     m = warp_max(m);
     if (m == -INFINITY) {
-        for (int j = lane; j < T; j += 32) p[j] = 0.0f;
+        for (int j = lane; j < S; j += 32) p[j] = 0.0f;
         return;
     }
     float sum = 0.0f;
-    for (int j = lane; j < T; j += 32) sum += expf(x[j] - m);
+    for (int j = lane; j < S; j += 32) sum += expf(x[j] - m);
     const float inv_sum = 1.0f / warp_sum(sum);
-    for (int j = lane; j < T; j += 32) p[j] = expf(x[j] - m) * inv_sum;
+    for (int j = lane; j < S; j += 32) p[j] = expf(x[j] - m) * inv_sum;
 }
 
 #define LOG2E 1.4426950408889634f  // exp(x) = exp2(x · log2 e): exp2 is one MUFU.EX2 on a GPU
 #define SOFTMAX3_VEC 4             // float4s per thread: a block of n threads holds 16·n values
 
 // softmax_kernel3: one block per row with the whole row in registers, 16 values per thread:
-// one read and one write of the row (kernel1 reads it three times), 16-byte loads where T % 4
-// == 0, and exp2 of a pre-multiplied exponent. The launcher picks blockDim.x >= T / 16.
-extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H, T, T)
-                                           float* __restrict__ out,       // (H, T, T)
-                                           int T) {
+// one read and one write of the row (kernel1 reads it three times), 16-byte loads where S % 4
+// == 0, and exp2 of a pre-multiplied exponent. The launcher picks blockDim.x >= S / 16.
+extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H, L, S)
+                                           float* __restrict__ out,       // (H, L, S)
+                                           int L, int S) {
     __shared__ float warp_results[32];
-    const long row = ((long)blockIdx.z * T + blockIdx.x) * T;
+    const long row = ((long)blockIdx.z * L + blockIdx.x) * S;
     const float* x = in + row;
     float* p = out + row;
-    const bool vec = T % 4 == 0;  // the row starts on 16 bytes
+    const bool vec = S % 4 == 0;  // the row starts on 16 bytes
 
     float e[4 * SOFTMAX3_VEC];  // e[4n + c] = x[4 (threadIdx.x + n blockDim.x) + c]: coalesced
     float m = -INFINITY;
 #pragma unroll
     for (int n = 0; n < SOFTMAX3_VEC; ++n) {
         const int j = 4 * (threadIdx.x + n * blockDim.x);
-        if (vec && j < T) {
+        if (vec && j < S) {
             const float4 a = *(const float4*)(x + j);
             e[4 * n] = a.x; e[4 * n + 1] = a.y; e[4 * n + 2] = a.z; e[4 * n + 3] = a.w;
         } else {
 #pragma unroll
-            for (int c = 0; c < 4; ++c) e[4 * n + c] = j + c < T ? x[j + c] : -INFINITY;
+            for (int c = 0; c < 4; ++c) e[4 * n + c] = j + c < S ? x[j + c] : -INFINITY;
         }
 #pragma unroll
         for (int c = 0; c < 4; ++c) m = fmaxf(m, e[4 * n + c]);
@@ -835,13 +857,13 @@ extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H,
 #pragma unroll
     for (int n = 0; n < SOFTMAX3_VEC; ++n) {
         const int j = 4 * (threadIdx.x + n * blockDim.x);
-        if (vec && j < T) {
+        if (vec && j < S) {
             *(float4*)(p + j) = make_float4(e[4 * n] * inv_sum, e[4 * n + 1] * inv_sum, e[4 * n + 2] * inv_sum,
                                             e[4 * n + 3] * inv_sum);
         } else {
 #pragma unroll
             for (int c = 0; c < 4; ++c)
-                if (j + c < T) p[j + c] = e[4 * n + c] * inv_sum;
+                if (j + c < S) p[j + c] = e[4 * n + c] * inv_sum;
         }
     }
 }
@@ -849,51 +871,58 @@ extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H,
 // ------------------------------------------------------------------------------------------------
 // av: O = P · V, output[i] = sum_j P[i][j] · V[j].
 
-extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H, T, T)
-                                      const float* __restrict__ v,        // (H, T, d_v)
-                                      float* __restrict__ out,            // (H, T, d_v)
-                                      int T, int d_v, int causal, int window) {
+extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H, L, S)
+                                      const float* __restrict__ v,        // (H / group, S, d_v)
+                                      float* __restrict__ out,            // (H, L, d_v)
+                                      int L, int S, int d_v, int group, int causal, int window, int offset) {
     __shared__ float p_tile[TILE][TILE + 1];  // p_tile[r][c] = P[row0 + r][j0 + c]
     __shared__ float v_tile[TILE][TILE + 1];  // v_tile[r][c] = V[j0 + r][col0 + c]
 
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     const long head = blockIdx.z;
-    weights += head * T * T;
-    v += head * T * d_v;
-    out += head * T * d_v;
+    weights += head * L * S;
+    v += head / group * S * d_v;  // query head h reads K/V head h / group
+    out += head * L * d_v;
 
     // P[i][j] = 0 wherever the Mask hides key j from row i, so only the key tiles this block's
     // rows can see contribute (causal: none past its last row; a window: none before its first
     // row's window): skipping the rest halves the causal work without changing a bit of the result.
-    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<TILE>(row0, TILE, T);
+    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<TILE>(row0, TILE, L, S);
 
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
     for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
         const int pj = j0 + tx, vj = j0 + ty;
-        p_tile[ty][tx] = (i < T && pj < T) ? weights[(long)i * T + pj] : 0.0f;
-        v_tile[ty][tx] = (vj < T && c < d_v) ? v[(long)vj * d_v + c] : 0.0f;
+        p_tile[ty][tx] = (i < L && pj < S) ? weights[(long)i * S + pj] : 0.0f;
+        v_tile[ty][tx] = (vj < S && c < d_v) ? v[(long)vj * d_v + c] : 0.0f;
         __syncthreads();
         for (int jj = 0; jj < TILE; ++jj) acc += p_tile[ty][jj] * v_tile[jj][tx];
         __syncthreads();
     }
-    if (i < T && c < d_v) out[(long)i * d_v + c] = acc;
+    if (i < L && c < d_v) out[(long)i * d_v + c] = acc;
 }
 
 // av_kernel2: O = P · V, 64x64 outputs per block of 64 threads, 8x8 per thread (d_v is 64 or
 // 128 in practice: a 128-wide tile would leave half of it idle). The k loop stops where the Mask
 // says the block's rows see no more keys, as in av_kernel1. It starts at key 0 even under a
 // window: k_begin = kt.j_begin costs it 168 bytes of spill on sm_80 (its 128 registers are full).
-extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __restrict__ weights,  // (H, T, T)
-                                                            const float* __restrict__ v,        // (H, T, d_v)
-                                                            float* __restrict__ out,            // (H, T, d_v)
-                                                            int T, int d_v, int causal, int window) {
-    const long head = blockIdx.z;
+extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __restrict__ weights,  // (H, L, S)
+                                                            const float* __restrict__ v,        // (H / group, S, d_v)
+                                                            float* __restrict__ out,            // (H, L, d_v)
+                                                            int L, int S, int d_v, int group, int causal, int window,
+                                                            int offset) {
+    // Grouped heads as one taller product: the `group` query heads that read K/V head blockIdx.z
+    // lie one after the other in P and O, so their P rows stacked, (group·L, S), times the one V
+    // give their O rows, (group·L, d_v); grid (ceil(d_v/64), ceil(group·L/64), H / group). (Query
+    // head h / group computed per block instead spills 112 bytes on sm_80: 128 registers are full.)
+    // A block's rows run over query positions row0 % L .. and, past L, on into the next head's
+    // first rows, which see fewer keys: the keys row0 % L .. L - 1 see bound the block's.
+    const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<GEMM_BK>(row0, 64, T);
-    gemm_tile_8x8<64, 64, false>(weights + head * T * T, T, v + head * T * d_v, d_v, out + head * T * d_v, d_v,
-                                 T, d_v, kt.j_end, row0, blockIdx.x * 64);
+    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
+    gemm_tile_8x8<64, 64, false>(weights + kv_head * group * L * S, S, v + kv_head * S * d_v, d_v,
+                                 out + kv_head * group * L * d_v, d_v, group * L, d_v, kt.j_end, row0, blockIdx.x * 64);
 }
 
 // ================================================================================================
@@ -917,15 +946,15 @@ __device__ __forceinline__ float row_logsumexp(float m, float l) { return l > 0.
 
 // The body of attention_fused_kernel1 and attention_fused_lse_kernel1: lse is nullptr for the
 // first (a constant after inlining, so the plain kernel carries no trace of it).
-__device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  // (H, T, d_k)
-                                                 const float* __restrict__ k,  // (H, T, d_k)
-                                                 const float* __restrict__ v,  // (H, T, d_v)
-                                                 float* __restrict__ out,      // (H, T, d_v)
-                                                 float* __restrict__ lse,      // (H, T) or nullptr
-                                                 int T, int d_k, int d_v, float scale,
-                                                 int causal, int window) {
+__device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  // (H, L, d_k)
+                                                 const float* __restrict__ k,  // (H / group, S, d_k)
+                                                 const float* __restrict__ v,  // (H / group, S, d_v)
+                                                 float* __restrict__ out,      // (H, L, d_v)
+                                                 float* __restrict__ lse,      // (H, L) or nullptr
+                                                 int L, int S, int d_k, int d_v, int group, float scale,
+                                                 int causal, int window, int offset) {
     // One warp per query row, blockDim.y rows per block, all of them sharing each K/V tile.
-    // grid (ceil(T / blockDim.y), 1, H), block (32, rows). Dynamic shared memory, in floats:
+    // grid (ceil(L / blockDim.y), 1, H), block (32, rows). Dynamic shared memory, in floats:
     //   q_s  (rows, d_k)            this block's query rows
     //   k_s  (FUSED_KEYS, ks)       the current key tile, ks = d_k | 1: an odd row stride puts
     //                               lane j's reads of k_s[j][c] on 32 different banks
@@ -939,23 +968,23 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
     float* v_s = k_s + FUSED_KEYS * ks;
 
     // Under a causal mask the last query tiles have the most key tiles: they go out first.
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * rows;
-    const int i = row0 + r;  // this warp's query row (may be >= T in the last tile)
+    const int i = row0 + r;  // this warp's query row (may be >= L in the last tile)
     const long head = work.head;
-    q += head * T * d_k;
-    k += head * T * d_k;
-    v += head * T * d_v;
-    out += head * T * d_v;
+    q += head * L * d_k;
+    k += head / group * S * d_k;  // query head h reads K/V head h / group
+    v += head / group * S * d_v;
+    out += head * L * d_v;
 
     for (int idx = tid; idx < rows * d_k; idx += n_threads) {
         const int rr = idx / d_k, c = idx % d_k;
-        q_s[idx] = (row0 + rr < T) ? q[(long)(row0 + rr) * d_k + c] : 0.0f;
+        q_s[idx] = (row0 + rr < L) ? q[(long)(row0 + rr) * d_k + c] : 0.0f;
     }
 
     // The key tiles any row of this block can see (the Mask's); the others are skipped entirely.
-    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, T);
+    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, L, S);
 
     float m = -INFINITY;  // running max of this row's visible scores
     float l = 0.0f;       // running sum of exp(s - m)
@@ -967,17 +996,17 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         __syncthreads();  // the previous tile is fully read (and, first time, q_s is written)
         for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
             const int jj = idx / d_k, c = idx % d_k;
-            k_s[jj * ks + c] = (j0 + jj < T) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
+            k_s[jj * ks + c] = (j0 + jj < S) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
         }
         for (int idx = tid; idx < FUSED_KEYS * d_v; idx += n_threads) {
             const int jj = idx / d_v;
-            v_s[idx] = (j0 + jj < T) ? v[(long)j0 * d_v + idx] : 0.0f;
+            v_s[idx] = (j0 + jj < S) ? v[(long)j0 * d_v + idx] : 0.0f;
         }
         __syncthreads();
 
         // Does this row see any key of the tile? The same answer for the whole warp (one row
         // per warp), so skipping keeps the warp converged for the shuffles below.
-        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < T);
+        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < L);
         if (!any) continue;
 
         // S tile: lane owns key j = j0 + lane.
@@ -987,7 +1016,7 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         float s = 0.0f;
         for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
         s *= scale;
-        const bool visible = mask.visible(i, j, j < T);
+        const bool visible = mask.visible(i, j, j < S);
         s = visible ? s : -INFINITY;  // -inf, not -1e9: exp gives exactly 0
 
         // Online softmax. m_new is finite here: `any` guarantees one visible key in the tile.
@@ -1000,7 +1029,7 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         // acc = acc * alpha + P_tile · V_tile; p of key jj is broadcast from lane jj.
 #pragma unroll
         for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] *= alpha;
-        const int n_keys = min(FUSED_KEYS, T - j0);
+        const int n_keys = min(FUSED_KEYS, S - j0);
         for (int jj = 0; jj < n_keys; ++jj) {
             const float pj = __shfl_sync(0xffffffff, p, jj);
             const float* vj = v_s + jj * d_v;
@@ -1012,8 +1041,8 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         }
     }
 
-    if (i >= T) return;
-    if (lse != nullptr && lane == 0) lse[head * T + i] = row_logsumexp(m, l);
+    if (i >= L) return;
+    if (lse != nullptr && lane == 0) lse[head * L + i] = row_logsumexp(m, l);
     // l = 0 only if the row saw no key at all: it attends to nothing and gets zeros, like the
     // staged softmax, rather than 0/0 = NaN.
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
@@ -1024,13 +1053,13 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
     }
 }
 
-extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q,  // (H, T, d_k)
-                                                   const float* __restrict__ k,  // (H, T, d_k)
-                                                   const float* __restrict__ v,  // (H, T, d_v)
-                                                   float* __restrict__ out,      // (H, T, d_v)
-                                                   int T, int d_k, int d_v, float scale,
-                                                   int causal, int window) {
-    attention_fused1(q, k, v, out, nullptr, T, d_k, d_v, scale, causal, window);
+extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q,  // (H, L, d_k)
+                                                   const float* __restrict__ k,  // (H / group, S, d_k)
+                                                   const float* __restrict__ v,  // (H / group, S, d_v)
+                                                   float* __restrict__ out,      // (H, L, d_v)
+                                                   int L, int S, int d_k, int d_v, int group, float scale,
+                                                   int causal, int window, int offset) {
+    attention_fused1(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset);
 }
 
 // attention_fused_kernel2: kernel1 with 16-byte shared-memory accesses, for d_k and d_v that are
@@ -1042,13 +1071,13 @@ extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q, 
 //   each lane owns 4 adjacent output columns 4·lane .. 4·lane+3 (so d_v <= 128), read from v_s
 //                           as one float4; a warp reads one 512-byte V row without conflicts
 // shared_mem = 4 * (rows * d_k + 32 * (d_k + 4) + 32 * d_v) bytes
-__device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  // (H, T, d_k)
-                                                 const float* __restrict__ k,  // (H, T, d_k)
-                                                 const float* __restrict__ v,  // (H, T, d_v)
-                                                 float* __restrict__ out,      // (H, T, d_v)
-                                                 float* __restrict__ lse,      // (H, T) or nullptr
-                                                 int T, int d_k, int d_v, float scale,
-                                                 int causal, int window) {
+__device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  // (H, L, d_k)
+                                                 const float* __restrict__ k,  // (H / group, S, d_k)
+                                                 const float* __restrict__ v,  // (H / group, S, d_v)
+                                                 float* __restrict__ out,      // (H, L, d_v)
+                                                 float* __restrict__ lse,      // (H, L) or nullptr
+                                                 int L, int S, int d_k, int d_v, int group, float scale,
+                                                 int causal, int window, int offset) {
     extern __shared__ float4 fused_smem4[];  // float4: the array is 16-byte aligned
     const int rows = blockDim.y, lane = threadIdx.x, r = threadIdx.y;
     const int tid = r * 32 + lane, n_threads = rows * 32;
@@ -1057,23 +1086,23 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
     float* k_s = q_s + rows * d_k;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * rows;
     const int i = row0 + r;
     const long head = work.head;
-    const float4* q4 = (const float4*)(q + head * T * d_k);  // d_k % 4 == 0: rows stay aligned
-    const float4* k4 = (const float4*)(k + head * T * d_k);
-    const float4* v4 = (const float4*)(v + head * T * d_v);
-    out += head * T * d_v;
+    const float4* q4 = (const float4*)(q + head * L * d_k);  // d_k % 4 == 0: rows stay aligned
+    const float4* k4 = (const float4*)(k + head / group * S * d_k);  // query head h reads K/V head h / group
+    const float4* v4 = (const float4*)(v + head / group * S * d_v);
+    out += head * L * d_v;
 
     const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int idx = tid; idx < rows * dk4; idx += n_threads) {
         const int rr = idx / dk4;
-        ((float4*)q_s)[idx] = (row0 + rr < T) ? q4[(long)row0 * dk4 + idx] : zero4;
+        ((float4*)q_s)[idx] = (row0 + rr < L) ? q4[(long)row0 * dk4 + idx] : zero4;
     }
 
-    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, T);
+    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, L, S);
 
     float m = -INFINITY, l = 0.0f;
     float4 acc = zero4;  // output columns 4·lane .. 4·lane+3, unnormalised
@@ -1083,15 +1112,15 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
         __syncthreads();
         for (int idx = tid; idx < FUSED_KEYS * dk4; idx += n_threads) {
             const int jj = idx / dk4, c4 = idx % dk4;
-            *(float4*)(k_s + jj * ks + 4 * c4) = (j0 + jj < T) ? k4[(long)(j0 + jj) * dk4 + c4] : zero4;
+            *(float4*)(k_s + jj * ks + 4 * c4) = (j0 + jj < S) ? k4[(long)(j0 + jj) * dk4 + c4] : zero4;
         }
         for (int idx = tid; idx < FUSED_KEYS * dv4; idx += n_threads) {
             const int jj = idx / dv4;
-            ((float4*)v_s)[idx] = (j0 + jj < T) ? v4[(long)j0 * dv4 + idx] : zero4;
+            ((float4*)v_s)[idx] = (j0 + jj < S) ? v4[(long)j0 * dv4 + idx] : zero4;
         }
         __syncthreads();
 
-        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < T);
+        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < L);
         if (!any) continue;
 
         const int j = j0 + lane;
@@ -1103,7 +1132,7 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
             s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
         }
         s *= scale;
-        const bool visible = mask.visible(i, j, j < T);
+        const bool visible = mask.visible(i, j, j < S);
         s = visible ? s : -INFINITY;
 
         const float m_new = fmaxf(m, warp_max(s));
@@ -1113,7 +1142,7 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
         m = m_new;
 
         acc.x *= alpha; acc.y *= alpha; acc.z *= alpha; acc.w *= alpha;
-        const int n_keys = min(FUSED_KEYS, T - j0);
+        const int n_keys = min(FUSED_KEYS, S - j0);
         for (int jj = 0; jj < n_keys; ++jj) {
             const float pj = __shfl_sync(0xffffffff, p, jj);
             if (owns_columns) {
@@ -1123,19 +1152,19 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
         }
     }
 
-    if (lse != nullptr && i < T && lane == 0) lse[head * T + i] = row_logsumexp(m, l);
-    if (i >= T || !owns_columns) return;
+    if (lse != nullptr && i < L && lane == 0) lse[head * L + i] = row_logsumexp(m, l);
+    if (i >= L || !owns_columns) return;
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
     ((float4*)(out + (long)i * d_v))[lane] = make_float4(acc.x * inv_l, acc.y * inv_l, acc.z * inv_l, acc.w * inv_l);
 }
 
-extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q,  // (H, T, d_k)
-                                                   const float* __restrict__ k,  // (H, T, d_k)
-                                                   const float* __restrict__ v,  // (H, T, d_v)
-                                                   float* __restrict__ out,      // (H, T, d_v)
-                                                   int T, int d_k, int d_v, float scale,
-                                                   int causal, int window) {
-    attention_fused2(q, k, v, out, nullptr, T, d_k, d_v, scale, causal, window);
+extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q,  // (H, L, d_k)
+                                                   const float* __restrict__ k,  // (H / group, S, d_k)
+                                                   const float* __restrict__ v,  // (H / group, S, d_v)
+                                                   float* __restrict__ out,      // (H, L, d_v)
+                                                   int L, int S, int d_k, int d_v, int group, float scale,
+                                                   int causal, int window, int offset) {
+    attention_fused2(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1168,11 +1197,11 @@ extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q, 
 #define FUSED3_P_STRIDE (FUSED3_ROWS + 4)  // p_s row stride: lane cg's stores land 4 banks apart
 
 template <int D>
-__device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  // (H, T, D)
-                                                 const float* __restrict__ k,  // (H, T, D)
-                                                 const float* __restrict__ v,  // (H, T, D)
-                                                 float* __restrict__ out,      // (H, T, D)
-                                                 int T, float scale, int causal, int window,
+__device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  // (H, L, D)
+                                                 const float* __restrict__ k,  // (H / group, S, D)
+                                                 const float* __restrict__ v,  // (H / group, S, D)
+                                                 float* __restrict__ out,      // (H, L, D)
+                                                 int L, int S, int group, float scale, int causal, int window, int offset,
                                                  float* smem) {
     // Dynamic shared memory (the entry point's extern array), in floats; shared_mem =
     // 4 · (192 D + 256) bytes: 50,176 at d = 64, 99,328 at d = 128, over the 48 KiB a block gets
@@ -1189,27 +1218,27 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     float* p_s = k_s;
 
     const int tid = threadIdx.x, rg = tid / 16, cg = tid % 16;
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);  // longest blocks first
     const int row0 = work.tile * FUSED3_ROWS;
     const long head = work.head;
-    const float4* q4 = (const float4*)(q + head * T * D);
-    const float4* k4 = (const float4*)(k + head * T * D);
-    const float4* v4 = (const float4*)(v + head * T * D);
-    out += head * T * D;
+    const float4* q4 = (const float4*)(q + head * L * D);
+    const float4* k4 = (const float4*)(k + head / group * S * D);  // query head h reads K/V head h / group
+    const float4* v4 = (const float4*)(v + head / group * S * D);
+    out += head * L * D;
 
     const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float q_factor = scale * LOG2E;  // scores come out in base 2: s·log2 e
 #pragma unroll 4
     for (int n = 0; n < FUSED3_ROWS * D4 / FUSED3_THREADS; ++n) {
         const int idx = tid + n * FUSED3_THREADS, r = idx / D4;
-        float4 a = row0 + r < T ? q4[(long)row0 * D4 + idx] : zero4;
+        float4 a = row0 + r < L ? q4[(long)row0 * D4 + idx] : zero4;
         a.x *= q_factor; a.y *= q_factor; a.z *= q_factor; a.w *= q_factor;
         ((float4*)q_s)[idx] = a;
     }
 
     // The key tiles any row of this block sees (as in kernel1).
-    const KeyTiles kt = mask.key_tiles<FUSED3_KEYS>(row0, FUSED3_ROWS, T);
+    const KeyTiles kt = mask.key_tiles<FUSED3_KEYS>(row0, FUSED3_ROWS, L, S);
 
     float m[8], l[8], o[8][COLS];  // per row: running max (base 2), this lane's part of the sum
 #pragma unroll
@@ -1225,7 +1254,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 #pragma unroll 4
         for (int n = 0; n < FUSED3_KEYS * D4 / FUSED3_THREADS; ++n) {  // 4 loads in flight per thread
             const int idx = tid + n * FUSED3_THREADS, jj = idx / D4, c4 = idx % D4;
-            const bool in = j0 + jj < T;
+            const bool in = j0 + jj < S;
             *(float4*)(k_s + jj * KS + 4 * c4) = in ? k4[(long)j0 * D4 + idx] : zero4;
             ((float4*)v_s)[idx] = in ? v4[(long)j0 * D4 + idx] : zero4;
         }
@@ -1256,7 +1285,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
         }
 
         // The mask, element by element, only where the tile crosses one of its edges.
-        const bool edge = mask.hides_some(row0, row0 + FUSED3_ROWS - 1, j0, j0 + FUSED3_KEYS - 1, j0 + FUSED3_KEYS > T);
+        const bool edge = mask.hides_some(row0, row0 + FUSED3_ROWS - 1, j0, j0 + FUSED3_KEYS - 1, j0 + FUSED3_KEYS > S);
         if (edge) {
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
@@ -1264,7 +1293,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 #pragma unroll
                 for (int n = 0; n < 4; ++n) {
                     const int j = j0 + cg + 16 * n;
-                    const bool visible = mask.visible(i, j, j < T);
+                    const bool visible = mask.visible(i, j, j < S);
                     if (!visible) s[r][n] = -INFINITY;
                 }
             }
@@ -1278,7 +1307,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
             for (int offset = 8; offset > 0; offset >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, offset));
             const float m_new = fmaxf(m[r], mx);
             // A row that has seen no visible key yet (m_new = -inf: the window's far edge, or a
-            // row past T) subtracts 0 instead, so it gets exp2(-inf) = 0, not -inf - -inf = NaN.
+            // row past L, or one before the first key under bottom-right causal) subtracts 0 instead, so it gets exp2(-inf) = 0, not -inf - -inf = NaN.
             const float m_use = m_new == -INFINITY ? 0.0f : m_new;
             const float alpha = exp2f(m[r] - m_use);  // first visible tile: exp2(-inf) = 0
             m[r] = m_new;
@@ -1328,7 +1357,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 #pragma unroll
         for (int offset = 8; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, offset);
         const int i = row0 + 8 * rg + r;
-        if (i >= T) continue;
+        if (i >= L) continue;
         const float inv_l = sum > 0.0f ? 1.0f / sum : 0.0f;  // a row that saw no key: zeros
 #pragma unroll
         for (int t = 0; t < D / 64; ++t)
@@ -1337,43 +1366,43 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     }
 }
 
-// grid (ceil(T / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes; d_k = d_v = d.
+// grid (ceil(L / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes; d_k = d_v = d.
 extern "C" __global__ void __launch_bounds__(128, 3) attention_fused_kernel3_d64(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int T, float scale, int causal, int window) {
+    int L, int S, int group, float scale, int causal, int window, int offset) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<64>(q, k, v, out, T, scale, causal, window, (float*)fused3_smem4);
+    attention_fused3<64>(q, k, v, out, L, S, group, scale, causal, window, offset, (float*)fused3_smem4);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 2) attention_fused_kernel3_d128(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int T, float scale, int causal, int window) {
+    int L, int S, int group, float scale, int causal, int window, int offset) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<128>(q, k, v, out, T, scale, causal, window, (float*)fused3_smem4);
+    attention_fused3<128>(q, k, v, out, L, S, group, scale, causal, window, offset, (float*)fused3_smem4);
 }
 
 // ------------------------------------------------------------------------------------------------
 // attention_fused_lse_kernel1, attention_fused_lse_kernel2: kernels 1 and 2 that also write each
 // row's logsumexp for the fused backward (the bodies above, with lse not nullptr).
 
-extern "C" __global__ void attention_fused_lse_kernel1(const float* __restrict__ q,  // (H, T, d_k)
-                                                       const float* __restrict__ k,  // (H, T, d_k)
-                                                       const float* __restrict__ v,  // (H, T, d_v)
-                                                       float* __restrict__ out,      // (H, T, d_v)
-                                                       float* __restrict__ lse,      // (H, T)
-                                                       int T, int d_k, int d_v, float scale,
-                                                       int causal, int window) {
-    attention_fused1(q, k, v, out, lse, T, d_k, d_v, scale, causal, window);
+extern "C" __global__ void attention_fused_lse_kernel1(const float* __restrict__ q,  // (H, L, d_k)
+                                                       const float* __restrict__ k,  // (H / group, S, d_k)
+                                                       const float* __restrict__ v,  // (H / group, S, d_v)
+                                                       float* __restrict__ out,      // (H, L, d_v)
+                                                       float* __restrict__ lse,      // (H, L)
+                                                       int L, int S, int d_k, int d_v, int group, float scale,
+                                                       int causal, int window, int offset) {
+    attention_fused1(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset);
 }
 
-extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__ q,  // (H, T, d_k)
-                                                       const float* __restrict__ k,  // (H, T, d_k)
-                                                       const float* __restrict__ v,  // (H, T, d_v)
-                                                       float* __restrict__ out,      // (H, T, d_v)
-                                                       float* __restrict__ lse,      // (H, T)
-                                                       int T, int d_k, int d_v, float scale,
-                                                       int causal, int window) {
-    attention_fused2(q, k, v, out, lse, T, d_k, d_v, scale, causal, window);
+extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__ q,  // (H, L, d_k)
+                                                       const float* __restrict__ k,  // (H / group, S, d_k)
+                                                       const float* __restrict__ v,  // (H / group, S, d_v)
+                                                       float* __restrict__ out,      // (H, L, d_v)
+                                                       float* __restrict__ lse,      // (H, L)
+                                                       int L, int S, int d_k, int d_v, int group, float scale,
+                                                       int causal, int window, int offset) {
+    attention_fused2(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset);
 }
 
 // ================================================================================================
@@ -2120,15 +2149,15 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
             }
         if (MASKED) {  // -inf, not -1e9: exp2 gives exactly 0
             // element e of tile (mt, nt): query i = w_row0 + 16mt + 8(e/2) + g, key j = js + 8nt + 2t + e%2;
-            // i - j and T - j from two registers and constants
-            const int diff0 = w_row0 + g - js - 2 * t, keys_left = T - js - 2 * t;
+            // p - j (p = i + offset) and T - j from two registers and constants
+            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = T - js - 2 * t;
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < STEP / 8; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const int diff = diff0 + 16 * mt + 8 * (e / 2) - 8 * nt - e % 2;  // i - j
+                        const int diff = diff0 + 16 * mt + 8 * (e / 2) - 8 * nt - e % 2;  // p - j = i + offset - j
                         // mask.visible_at(diff, j, 8 * nt + e % 2 < keys_left) written out, the one
                         // place outside the Mask: called, it spills 412 bytes at d = 128 on sm_90 (444
                         // on sm_80), NVVM keeping more of the step's 64 tests live at the 255-register edge
@@ -2271,10 +2300,11 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
 // mask-edge tiles in loops of their own, causal blocks longest first across all heads.
 // What bounds it (bench --bound --gpu h200, static, not a measurement; wgmma's shared-memory
 // operand counted once per warpgroup, the assumption andrea_cli/bench/bound/model.py argues):
-// the tensor pipe at d = 64 and 128, 989 TFLOP/s, the datasheet's peak. At d = 64 the runner-up
-// is the exponentials, 98% of the tensor pipe (34 MUFU.EX2 per warp and tile against 8 HGMMA),
-// as in FlashAttention-3's paper; at d = 128 shared memory, 72%. Hot loop: 259 and 315
-// instructions per warp and 64-key tile, integer work 13% and 17% of them.
+// at d = 64 the exponentials and conversions, 633 TFLOP/s (34 MUFU.EX2 and 16 F2FP per warp and
+// tile on the 16-a-clock pipe against 8 HGMMA), as in FlashAttention-3's paper; at d = 128 the
+// tensor pipe, 989, the peak only under the bound's assumptions (no latency, all pipes at the
+// 1.83 GHz tensor clock). Hot loop: 259 and 315 instructions per warp and 64-key tile. The K/V
+// copies take 4 shared-memory wavefronts per cp.async (the least), by the bound's bank count.
 // Not (yet) FlashAttention-3's: warp specialisation (a producer warp issuing TMA copies) and the
 // ping-pong that overlaps one warpgroup's softmax with the other's wgmma; the waits here are
 // synchronous, so a warpgroup idles its tensor cores during its softmax.
@@ -2312,7 +2342,8 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K6_ROWS, T);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
-    // This thread's pieces: rows cp_row + p·ROW_STEP, columns cp_col..+7, in both layouts
+    // Q: thread i copies rows cp_row + p·ROW_STEP, columns cp_col..+7 (a quarter-warp one 128-byte
+    // row of q_s: conflict-free in its padded layout)
     const int cp_row = threadIdx.x / CHUNKS, cp_col = 8 * (threadIdx.x % CHUNKS);
     {
         const unsigned short* src = q + (long)(row0 + cp_row) * D + cp_col;
@@ -2322,14 +2353,20 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
                        row0 + cp_row + p * ROW_STEP < T);
         cp_async_commit();
     }
+    // K and V: thread i copies key row kv_row, columns kv_col..+7 (and every ROW_STEP rows on), the
+    // 8 lanes of a quarter-warp taking 8 consecutive keys of one 8-column chunk: one 128-byte core
+    // matrix, so each 16-byte cp.async phase fills all 32 banks once (4 wavefronts a warp; lanes
+    // on one key's chunks, 128 bytes apart, would share banks 0-3: 32)
+    const int kv_row = threadIdx.x / (8 * CHUNKS) * 8 + threadIdx.x % 8;
+    const int kv_col = 8 * (threadIdx.x / 8 % CHUNKS);
     // (row r, column c) of a tile at (r / 8)·8D + 8·(c / 8)·8 + 8·(r % 8) + c % 8, in bf16; ROW_STEP
     // is a multiple of 8, so pass p adds p·ROW_STEP·D
-    const int kv_dst = (cp_row / 8) * 8 * D + cp_col * 8 + (cp_row % 8) * 8;
-    int kv_global = (j_begin + cp_row) * D + cp_col;
+    const int kv_dst = (kv_row / 8) * 8 * D + kv_col * 8 + (kv_row % 8) * 8;
+    int kv_global = (j_begin + kv_row) * D + kv_col;
     // Key tile n into stage n & 1 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's)
     auto copy_kv = [&](auto whole, int n) {
         constexpr bool WHOLE = decltype(whole)::value;
-        const int rows_left = T - (j_begin + n * TC_KEYS) - cp_row;
+        const int rows_left = T - (j_begin + n * TC_KEYS) - kv_row;
         unsigned short* kd = k_s + (n & 1) * KV_TILE + kv_dst;
         unsigned short* vd = v_s + (n & 1) * KV_TILE + kv_dst;
 #pragma unroll
@@ -2393,7 +2430,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
 
         if (MASKED) {  // element (c, e): query w_row0 + g + 8(e/2), key js + 8c + 2t + e%2
-            const int diff0 = w_row0 + g - js - 2 * t, keys_left = T - js - 2 * t;
+            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = T - js - 2 * t;
 #pragma unroll
             for (int c = 0; c < 8; ++c)
 #pragma unroll

@@ -13,6 +13,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from andrea_cli.render.common import stage_label
 from andrea_cli.verification import COLUMN_STAGES, FAMILIES, STAGE_ORDER, VerifyReport
 
 CAPTION_GEOMETRY = ("geom: scores/av kernel (1 one output per thread, 2 8x8 per thread) · softmax kernel "
@@ -103,7 +104,8 @@ def full_table(report: VerifyReport) -> Table:
             cells += [_cell(r.stages, COLUMN_STAGES[column]) for column in STAGE_ORDER] + [_invariants(r)]
         rows.append(cells)
     # "fused5_bf16" headed "fused5 bf16": a header that may wrap to two lines, six columns wide
-    columns = CASE_COLUMNS + [(name.replace("_", " "), "right") for name in STAGE_ORDER] + [("invariants", "left")]
+    columns = CASE_COLUMNS + [(stage_label(name).replace("_", " "), "right") for name in STAGE_ORDER] + \
+        [("invariants", "left")]
     return _table("Cases, failures first: per stage, the worst error as a share of its tolerance",
                   f"{CAPTION_GEOMETRY}; {CAPTION_STAGES}", columns, rows)
 
@@ -129,13 +131,13 @@ def compact_table(report: VerifyReport) -> Table:
     rows = []
     for r in report.results:
         c = r.case
-        case = f"{c.T}×{c.d_k}×{c.d_v} {c.mask}{'' if c.scaled else ' unscaled'}"
+        case = f"{c.shape_text()}×{c.d_k}×{c.d_v} {c.mask}{'' if c.scaled else ' unscaled'}"
         run = f"{c.plan.short()} {_schedule(r)}"
         if r.error:
             worst, invariants = "[red]error[/red]", "[red]stopped early[/red]"
         else:
             name, check = _worst(r.stages, list(r.stages))
-            worst, invariants = f"{escape(name)} {_share_text(check)}", _invariants(r)
+            worst, invariants = f"{escape(stage_label(name))} {_share_text(check)}", _invariants(r)
         rows.append([_verdict(r), case, run, worst, invariants])
     columns = [("", "left"), (CASE, "left"), ("geom sched", "left"), ("worst stage", "left"),
                ("invariants", "left")]
@@ -159,10 +161,14 @@ def verify_table(console: Console, report: VerifyReport) -> Table:
     return compact_table(report)
 
 
+FIRST_DIFFERS_SHOWN = 3  # per stage: enough to see the pattern of one bug, not a screen of it
+
+
 def render_verify(console: Console, report: VerifyReport) -> None:
     console.print(f"verify: the kernel file {escape(report.kernel_file)} on [bold]{report.backend}[/bold] "
                   f"({escape(report.device)}) against the float64 NumPy path")
     console.print(verify_table(console, report))
+    shown: dict[str, int] = {}  # stage -> "first differs" lines printed; one bug fails many cases
     for r in report.results:
         if r.error:
             console.print(f"[red]{escape(_where(r))}: {escape(r.error)}[/red]")
@@ -170,9 +176,17 @@ def render_verify(console: Console, report: VerifyReport) -> None:
             continue
         for name, check in r.stages.items():
             if check.first_bad:
+                shown[name] = shown.get(name, 0) + 1
+                if shown[name] > FIRST_DIFFERS_SHOWN:
+                    continue
                 b = check.first_bad
                 console.print(f"[red]{escape(_where(r))}: {name} first differs at "
                               f"{b['index']}: got {b['got']!r}, expected {b['expected']!r} (tolerance {b['tol']:.2e})[/red]")
+    for name, count in shown.items():
+        if count > FIRST_DIFFERS_SHOWN:
+            rest = count - FIRST_DIFFERS_SHOWN
+            console.print(f"[red]{name} differs in {rest} more case{'s' if rest > 1 else ''} "
+                          "(--json lists every one)[/red]")
     failed = sum(not r.passed for r in report.results)
     verdict = "[bold red]FAILED[/bold red] ({failed} failing)".format(failed=failed) if not report.passed \
         else "[bold green]PASSED[/bold green]"

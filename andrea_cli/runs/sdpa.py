@@ -41,6 +41,7 @@ def case_of(call: SdpaCall) -> AttentionCase:
     return AttentionCase(L=call.L, S=call.S, d_k=call.q.shape[-1], d_v=call.v.shape[-1],
                          q_heads=call.heads(call.q), k_heads=call.heads(call.k), v_heads=call.heads(call.v),
                          same_leading=call.same_leading,
+                         same_batch=tuple(call.q.shape[:-3]) == tuple(call.k.shape[:-3]) == tuple(call.v.shape[:-3]),
                          mask="array" if call.attn_mask is not None else "causal" if call.is_causal else "none",
                          dtype="float64" if call.kind.dtype == "float64" else "float32", scale=call.scale)
 
@@ -58,7 +59,8 @@ def run_kernels(backend, call: SdpaCall, case: AttentionCase):
         a = widened(a) if backend.name == "cuda" else to_host(a, np.float32)
         folded.append(a.reshape((-1, *a.shape[-2:])))
     q, k, v = folded
-    spec = MaskSpec("causal" if case.mask == "causal" else "none")
+    # SDPA's is_causal is top-left: query i sees keys 0..i, whatever L and S
+    spec = MaskSpec("causal", align="top_left") if case.mask == "causal" else MaskSpec("none")
     if fused_takes(case):
         result = backend.attention_fused(q, k, v, mask=spec, scaled=call.scale)
     else:

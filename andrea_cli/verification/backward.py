@@ -13,7 +13,7 @@ from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.launch.backward import LSE, lse_variants
 from andrea_cli.backends.launch.fused import FUSED, FUSED_MAX_D
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, KERNEL1_PLAN
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 from andrea_cli.verification import tolerances, tolerances_backward as tb
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 from andrea_cli.reference import scale_for
@@ -29,7 +29,7 @@ def applies(backend, case: Case) -> bool:
     """Up to MAX_T, on a backend with the backward kernels: on every shape (the default geometry,
     whose staged products are the register-tiled dv/dp/dq/dk_kernel2) and on the shapes the
     one-output-per-thread plan runs (dv/dp/dq/dk_kernel1)."""
-    return case.plan in (DEFAULT_PLAN, KERNEL1_PLAN) and case.T <= MAX_T and hasattr(backend, "attention_backward")
+    return case.square and case.plan in (DEFAULT_PLAN, KERNEL1_PLAN) and case.T <= MAX_T and hasattr(backend, "attention_backward")
 
 
 def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
@@ -49,7 +49,7 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
     factor = scale_for(case.d_k, case.scaled)
     try:
         got = backend.attention_backward(q, k, v, d_out, mask=case.mask, scaled=case.scaled, plan=case.plan)
-    except DeviceFault:
+    except (DeviceFault, SetupError):  # the machine, not the case: stop the run
         raise
     except AndreaError as exc:
         return stages, invariants, f"backward: {str(exc).splitlines()[0]}"
@@ -77,7 +77,7 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
     for variant in fused_variants:
         try:
             fused = backend.attention_backward_fused(q, k, v, d_out, mask=case.mask, scaled=case.scaled, variant=variant)
-        except DeviceFault:
+        except (DeviceFault, SetupError):  # the machine, not the case: stop the run
             raise
         except AndreaError as exc:
             return stages, invariants, f"fused backward {variant}: {str(exc).splitlines()[0]}"

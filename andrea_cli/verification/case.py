@@ -25,24 +25,46 @@ class Case:
     plan: LaunchPlan = DEFAULT_PLAN
     input_std: float = 1.0  # > 1 makes large scores: softmax without the max subtraction overflows
     families: tuple[str, ...] | None = None  # only these families run on it (None: every one that applies)
+    T_k: int | None = None  # keys S, when not T (T is then the L queries: cross-attention, a decode step)
+    heads: int = H_VERIFY  # query heads H
+    kv_heads: int | None = None  # K/V heads H_kv (H unless given): H / H_kv query heads share each
+
+    @property
+    def S(self) -> int:
+        return self.T if self.T_k is None else self.T_k
+
+    @property
+    def H_kv(self) -> int:
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def square(self) -> bool:
+        """T queries against the same T keys, one K/V head per query head: what every family takes."""
+        return self.S == self.T and self.H_kv == self.heads
+
+    def shape_text(self) -> str:
+        """T, or L:S where the keys differ; H/H_kv where heads are grouped."""
+        lengths = str(self.T) if self.S == self.T else f"{self.T}:{self.S}"
+        return lengths if self.H_kv == self.heads else f"{lengths} h{self.heads}/{self.H_kv}"
 
     def label(self) -> str:
-        return f"T={self.T} d_k={self.d_k} d_v={self.d_v} {self.mask} {'scaled' if self.scaled else 'unscaled'}"
+        return f"T={self.shape_text()} d_k={self.d_k} d_v={self.d_v} {self.mask} {'scaled' if self.scaled else 'unscaled'}"
 
 
 @dataclass
 class Inputs:
-    q: np.ndarray  # (H, T, d_k) float32
-    k: np.ndarray  # (H, T, d_k) float32
-    v: np.ndarray  # (H, T, d_v) float32
-    d_out: np.ndarray  # (H, T, d_v) float32: the upstream gradient dL/d(output), for the backward
+    q: np.ndarray  # (H, L, d_k) float32
+    k: np.ndarray  # (H_kv, S, d_k) float32
+    v: np.ndarray  # (H_kv, S, d_v) float32
+    d_out: np.ndarray  # (H, L, d_v) float32: the upstream gradient dL/d(output), for the backward
 
 
 def draw_inputs(case: Case, seed: int) -> Inputs:
     rng = np.random.default_rng(seed)
-    H = H_VERIFY
-    q, k = (rng.standard_normal((H, case.T, case.d_k), dtype=np.float32) * np.float32(case.input_std) for _ in range(2))
-    v = rng.standard_normal((H, case.T, case.d_v), dtype=np.float32)
+    H, H_kv, std = case.heads, case.H_kv, np.float32(case.input_std)
+    q = rng.standard_normal((H, case.T, case.d_k), dtype=np.float32) * std
+    k = rng.standard_normal((H_kv, case.S, case.d_k), dtype=np.float32) * std
+    v = rng.standard_normal((H_kv, case.S, case.d_v), dtype=np.float32)
     d_out = rng.standard_normal((H, case.T, case.d_v), dtype=np.float32)
     return Inputs(q, k, v, d_out)
 
@@ -51,16 +73,16 @@ def draw_inputs(case: Case, seed: int) -> Inputs:
 class Exact:
     """The equation in float64 on the case's inputs: what every family's output is held to."""
 
-    scores: np.ndarray  # (H, T, T) Q·K^T, unscaled
-    weights: np.ndarray  # (H, T, T) softmax(mask(scale(scores)))
-    output: np.ndarray  # (H, T, d_v)
-    visible: np.ndarray  # (T, T) bool: the keys each query may see
+    scores: np.ndarray  # (H, L, S) Q·K^T, unscaled
+    weights: np.ndarray  # (H, L, S) softmax(mask(scale(scores)))
+    output: np.ndarray  # (H, L, d_v)
+    visible: np.ndarray  # (L, S) bool: the keys each query may see
 
 
 def exact_answer(case: Case, x: Inputs) -> Exact:
     s = reference.scores(x.q, x.k)
     p = reference.softmax(reference.mask(reference.scale(s, case.d_k) if case.scaled else s, case.mask))
-    return Exact(s, p, reference.weighted_sum(p, x.v), case.mask.visible(case.T))
+    return Exact(s, p, reference.weighted_sum(p, x.v), case.mask.visible(case.T, S=case.S))
 
 
 @dataclass
@@ -87,7 +109,7 @@ class CaseResult:
     def to_json(self) -> dict:
         c = self.case
         return {
-            "T": c.T, "d_k": c.d_k, "d_v": c.d_v, "mask": str(c.mask), "scaled": c.scaled,
+            "T": c.T, "S": c.S, "H": c.heads, "H_kv": c.H_kv, "d_k": c.d_k, "d_v": c.d_v, "mask": str(c.mask), "scaled": c.scaled,
             "geometry": c.plan.describe(), "schedule": self.schedule, "input_std": c.input_std,
             "passed": self.passed, "error": self.error,
             "stages": {name: s.__dict__ for name, s in self.stages.items()},

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from andrea_cli.backends.launch.fused import FUSED_KEYS  # keys per tile of the fused kernel
-from andrea_cli.reference import scale_for
+from andrea_cli.reference import kv_heads_for, scale_for
 
 U = 2.0**-24
 TINY = 1e-30  # results this small may flush to zero or land in denormals on either side
@@ -26,7 +26,7 @@ def gamma(n: int | np.ndarray) -> float | np.ndarray:
 def scores_tol(q: np.ndarray, k: np.ndarray, extra_roundings: int = 0) -> np.ndarray:
     """S = Q·K^T accumulates d_k products in float32: |error| <= gamma(d_k) · (|Q|·|K|^T).
     A kernel that sums a few products before adding them in takes a few more roundings per path."""
-    d_k = q.shape[-1]
+    d_k, k = q.shape[-1], kv_heads_for(k, q.shape[0])
     return gamma(d_k + extra_roundings) * np.matmul(np.abs(q.astype(np.float64)), np.abs(k.astype(np.float64)).transpose(0, 2, 1)) + TINY
 
 
@@ -55,7 +55,7 @@ def softmax_tol(masked: np.ndarray, p_exact: np.ndarray) -> np.ndarray:
 
 def av_tol(p: np.ndarray, v: np.ndarray) -> np.ndarray:
     """O = P·V accumulates up to T products: |error| <= gamma(T) · (|P|·|V|)."""
-    T = p.shape[-1]
+    T, v = p.shape[-1], kv_heads_for(v, p.shape[0])
     return gamma(T) * np.matmul(np.abs(p.astype(np.float64)), np.abs(v.astype(np.float64))) + TINY
 
 
@@ -66,6 +66,7 @@ def output_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scal
     softmax Jacobian diag(p) - p·p^T), so the weights carry the scores' error propagated plus
     the softmax's own, and the output adds av's rounding on top."""
     factor = scale_for(d_k, scaled)
+    k, v = kv_heads_for(k, q.shape[0]), kv_heads_for(v, q.shape[0])
     s_exact = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
     delta = scores_tol(q, k, extra_roundings) * factor + (scale_tol(s_exact) if scaled else 0.0)
     worst_delta = np.where(visible, delta, 0).max(axis=-1, keepdims=True)
@@ -84,6 +85,7 @@ def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scale
     at most (5·tiles + 4.64·max|s|)·u relative error, and their quotient twice that."""
     base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4)
     factor = scale_for(d_k, scaled)
+    k, v = kv_heads_for(k, q.shape[0]), kv_heads_for(v, q.shape[0])
     s = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
     max_s = np.where(visible, np.abs(s), 0).max(axis=-1, keepdims=True)  # (H, T, 1)
     tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / FUSED_KEYS) + 1  # (T, 1)

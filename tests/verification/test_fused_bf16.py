@@ -76,11 +76,11 @@ BROKEN = {
                                                          (257, 64, "causal", False)),
     # the Mask's edge_tiles (their schedule's counts): one tile too few at the window's far end (keys
     # outside the window get weight); the tile that crosses T taken for an unmasked one
-    "kernel5, kernel6: window's first tile unmasked": ((5, 6), "(last_row + offset - window - j_begin) / KEYS + 1);",
-                                                       "(last_row + offset - window - j_begin) / KEYS);",
+    "kernel5, kernel6: window's first tile unmasked": ((5, 6), "(p_last - window - j_begin) / KEYS + 1);",
+                                                       "(p_last - window - j_begin) / KEYS);",
                                                        (200, 64, "window:100", True)),
-    "kernel5, kernel6: last tile unmasked": ((5, 6), "min(T - KEYS, row0 + offset + right - KEYS + 1) : T - KEYS;",
-                                             "min(T - KEYS, row0 + offset + right - KEYS + 1) : T - KEYS + 1;",
+    "kernel5, kernel6: last tile unmasked": ((5, 6), "min(S - KEYS, p0 + right - KEYS + 1) : S - KEYS;",
+                                             "min(S - KEYS, p0 + right - KEYS + 1) : S - KEYS + 1;",
                                              (127, 64, "none", True)),
     # S read before its wgmma_wait (the wgmmas still in flight): a synchronous emulation passes it,
     # the CPU build's S reads NaN until the wait, as a GPU gives whatever the registers held
@@ -97,12 +97,12 @@ BROKEN = {
                                                  (300, 128, "causal", True)),
     # the count of tiles the window's far end crosses (edge_tiles): a remainder for the quotient,
     # and the tile whose first key is exactly the far end left unmasked
-    "kernel5, kernel6: window tiles counted by remainder": ((5, 6), "(last_row + offset - window - j_begin) / KEYS + 1);",
-                                                            "(last_row + offset - window - j_begin) % KEYS + 1);",
+    "kernel5, kernel6: window tiles counted by remainder": ((5, 6), "(p_last - window - j_begin) / KEYS + 1);",
+                                                            "(p_last - window - j_begin) % KEYS + 1);",
                                                             (384, 64, "window:255", True)),
     "kernel5, kernel6: window edge on a tile's first key unmasked": (
-        (5, 6), "if (window > 0 && last_row + offset - window >= j_begin)",
-        "if (window > 0 && last_row + offset - window != j_begin)", (384, 64, "window:255", True)),
+        (5, 6), "if (window > 0 && p_last - window >= j_begin)",
+        "if (window > 0 && p_last - window != j_begin)", (384, 64, "window:255", True)),
     # the per-thread cp.async offset no longer advances with the tiles: every tile is the first
     "kernel5: cp.async source not advanced": (5, "        kv_src += TC_KEYS * D;\n", "", (200, 64, "window:100", True)),
 }
@@ -136,7 +136,7 @@ def verify_broken(cli, tmp_path, old: str, new: str, T: int, d: int, mask: str, 
 
 @pytest.mark.slow  # a CPU build per broken copy, and every family on a case of up to T = 300: ~10 s each
 @pytest.mark.parametrize("bug", BROKEN)
-def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug):
+def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug, quick_builds):
     variants, old, new, (T, d, mask, scaled) = BROKEN[bug]
     doc = verify_broken(cli, tmp_path, old, new, T, d, mask, scaled)
     stages = {STAGES[v] for v in (variants if isinstance(variants, tuple) else (variants,))}
@@ -149,7 +149,7 @@ def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug):
                if name not in stages and name not in BACKWARD_BF16_STAGES)
 
 
-def test_verify_catches_a_broken_causal_block_order(cli, tmp_path):
+def test_verify_catches_a_broken_causal_block_order(cli, tmp_path, quick_builds):
     # every block of a causal launch computing head (rank % H) instead of (n % H): the other head
     # is never written, in every causal fused kernel
     doc = verify_broken(cli, tmp_path, "rank : rank, n % (int)gridDim.z};", "rank : rank, rank % (int)gridDim.z};",

@@ -25,18 +25,20 @@ class AttentionCase:
     mask: str  # "none", "causal" (top-left, torch's is_causal) or "array" (a bool or float attn_mask)
     dtype: str  # what it computes in: "float32" (fp16 and bf16 inputs widened) or "float64"
     scale: float
+    same_batch: bool = False  # q, k, v share every dim before the heads (-3): grouped K/V heads can run
 
 
 def kernels_take(case: AttentionCase) -> str | None:
     """None when the staged or fused kernels run this call as it is; else the reason, one line.
 
-    Today's kernels: one length (L = S), as many K/V heads as query heads, the causal mask or
-    none, float32, a positive factor (scale_kernel1 reads 0 as "the course's 1/sqrt(d_k)")."""
+    Today's kernels: L queries against S keys (is_causal top-left: MaskSpec align "top_left"),
+    K/V heads grouped (as many K as V heads, the query heads a multiple of them, query head h on
+    K/V head h / group), the causal mask or none, float32, a positive factor (scale_kernel1 reads
+    0 as "the course's 1/sqrt(d_k)")."""
     if case.dtype != "float32":
         return f"the kernels compute in float32 ({case.dtype} runs the {case.dtype} NumPy path)"
-    if case.L != case.S:
-        return f"the kernels take queries and keys of one length (L {case.L}, S {case.S})"
-    if not case.same_leading or not case.q_heads == case.k_heads == case.v_heads:
+    grouped = case.same_batch and case.k_heads == case.v_heads and case.q_heads % case.k_heads == 0
+    if not (case.same_leading or grouped):
         return (f"the kernels take q, k, v with the same leading dims (heads {case.q_heads}/{case.k_heads}/"
                 f"{case.v_heads}, or broadcast batch dims)")
     if case.mask == "array":

@@ -14,9 +14,10 @@ import numpy as np
 
 from andrea_cli.backends.base import StageOutputs
 from andrea_cli.backends.launch.catalogue import family, kernel
+from andrea_cli.backends.launch.shapes import check_shapes
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import given_scale
+from andrea_cli.scale import Scale
 
 SCORES, SOFTMAX, AV = (family("staged", stage) for stage in ("scores", "softmax", "av"))  # {variant: row}
 SCALE, MASK = kernel("staged", "scale"), kernel("staged", "mask")
@@ -62,6 +63,9 @@ class LaunchPlan:
 
 DEFAULT_PLAN = LaunchPlan()
 KERNEL1_PLAN = LaunchPlan(1, 1, 256)  # the one-output-per-thread kernels: the default before register tiling
+# attend --plan: the fast kernels (the default), or the five stages as the course writes them:
+# scores_kernel1, scale_kernel1, mask_kernel1, softmax_kernel1, av_kernel1, one output per thread
+NAMED_PLANS = {"fast": DEFAULT_PLAN, "textbook": KERNEL1_PLAN}
 ALL_PLANS = (
     DEFAULT_PLAN,
     KERNEL1_PLAN,
@@ -77,96 +81,109 @@ class StageBuffers:
     """The device arrays of one staged run. A stage that does not run (--no-scale, --mask none)
     leaves its output the same array as its input."""
 
-    scores: Any  # (H, T, T)
-    scaled: Any  # (H, T, T)
-    masked: Any  # (H, T, T)
-    weights: Any  # (H, T, T)
-    output: Any  # (H, T, d_v)
+    scores: Any  # (H, L, S)
+    scaled: Any  # (H, L, S)
+    masked: Any  # (H, L, S)
+    weights: Any  # (H, L, S)
+    output: Any  # (H, L, d_v)
 
 
-def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSpec, scaled: bool) -> StageBuffers:
-    scores = dev.empty((H, T, T))
-    scaled_scores = dev.empty((H, T, T)) if scaled else scores
-    masked = dev.empty((H, T, T)) if mask.kind != "none" else scaled_scores
-    return StageBuffers(scores, scaled_scores, masked, dev.empty((H, T, T)), dev.empty((H, T, d_v)))
+def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSpec, scaled,
+                    S: int | None = None) -> StageBuffers:
+    """T: the query rows (L); S: the keys (T unless given); scaled: whether a scale stage runs (a
+    Scale, or a bool)."""
+    L, S = T, T if S is None else S
+    scores = dev.empty((H, L, S))
+    scaled_scores = dev.empty((H, L, S)) if scaled else scores
+    masked = dev.empty((H, L, S)) if mask.kind != "none" else scaled_scores
+    return StageBuffers(scores, scaled_scores, masked, dev.empty((H, L, S)), dev.empty((H, L, d_v)))
 
 
 def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d_k: int, d_v: int, H: int,
-                  mask: MaskSpec, scaled: bool, plan: LaunchPlan = DEFAULT_PLAN, clock=None) -> dict[str, str]:
+                  mask: MaskSpec, scale: Scale, plan: LaunchPlan = DEFAULT_PLAN, clock=None,
+                  S: int | None = None, H_kv: int | None = None) -> dict[str, str]:
     """One launch per stage on arrays already on the device (bench times exactly this); returns
-    {stage: the kernel it ran}."""
+    {stage: the kernel it ran}. T: the query rows (L), S: the keys (T unless given); H query heads
+    over H_kv K/V heads (H unless given; the kernels read K/V head h // (H / H_kv), no copy)."""
     clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
-    tile_grid = (cdiv(T, TILE), cdiv(T, TILE), H)
+    L, S = T, T if S is None else S
+    group = i32(H // (H if H_kv is None else H_kv))  # query heads per K/V head
+    mask_args = mask.kernel_args(L, S)
     tile_block = (TILE, TILE, 1)
     ran = {}
 
     clock.start("scores")
     scores = ran["scores"] = SCORES[plan.gemm_variant].entry()
+    scores_args = (dq, dk, buf.scores, i32(L), i32(S), i32(d_k), group)
     if plan.gemm_variant == 2:
-        dev.get_function(scores)((cdiv(T, SCORES2_TILE), cdiv(T, SCORES2_TILE), H), (SCORES[2].block_threads(), 1, 1),
-                                 (dq, dk, buf.scores, i32(T), i32(d_k)))
+        dev.get_function(scores)((cdiv(S, SCORES2_TILE), cdiv(L, SCORES2_TILE), H), (SCORES[2].block_threads(), 1, 1),
+                                 scores_args)
     else:
-        dev.get_function(scores)(tile_grid, tile_block, (dq, dk, buf.scores, i32(T), i32(d_k)))
+        dev.get_function(scores)((cdiv(S, TILE), cdiv(L, TILE), H), tile_block, scores_args)
     clock.stop("scores")
 
-    if scaled:
-        n = H * T * T
+    if scale.applied:
+        n = H * L * S
         threads = SCALE.block_threads()
         name = ran["scale"] = SCALE.entry()
         clock.start("scale")
         dev.get_function(name)(
             (min(cdiv(n, threads), SCALE_GRID), 1, 1), (threads, 1, 1),
             # 0: the kernel works out the course's 1.0f / sqrtf(d_k) itself; else the factor given
-            (buf.scores, buf.scaled, np.int64(n), i32(d_k), f32(scaled if given_scale(scaled) else 0.0)),
+            (buf.scores, buf.scaled, np.int64(n), i32(d_k), f32(scale.kernel_given())),
         )
         clock.stop("scale")
 
     if mask.kind != "none":
         name = ran["mask"] = MASK.entry()
         clock.start("mask")
-        dev.get_function(name)(tile_grid, tile_block, (buf.scaled, buf.masked, i32(T), *mask.kernel_args()))
+        dev.get_function(name)((cdiv(S, TILE), cdiv(L, TILE), H), tile_block,
+                               (buf.scaled, buf.masked, i32(L), i32(S), *mask_args))
         clock.stop("mask")
 
     clock.start("softmax")
-    softmax = plan.softmax_for(T)
+    softmax = plan.softmax_for(S)  # rows of S keys
     name = ran["softmax"] = SOFTMAX[softmax].entry()
+    rows_args = (buf.masked, buf.weights, i32(L), i32(S))
     if softmax == 3:  # the smallest block whose threads hold the whole row
-        threads = 32 * cdiv(cdiv(T, SOFTMAX3_PER_THREAD), 32)
-        dev.get_function(name)((T, 1, H), (threads, 1, 1), (buf.masked, buf.weights, i32(T)))
+        threads = 32 * cdiv(cdiv(S, SOFTMAX3_PER_THREAD), 32)
+        dev.get_function(name)((L, 1, H), (threads, 1, 1), rows_args)
     elif softmax == 1:
         threads = plan.softmax_threads
-        dev.get_function(name)(
-            (T, 1, H), (threads, 1, 1), (buf.masked, buf.weights, i32(T)),
-            shared_mem=SOFTMAX[1].shared_bytes(threads=threads),
-        )
+        dev.get_function(name)((L, 1, H), (threads, 1, 1), rows_args, shared_mem=SOFTMAX[1].shared_bytes(threads=threads))
     else:
         rows = plan.softmax_rows_per_block
-        dev.get_function(name)((cdiv(T, rows), 1, H), (32, rows, 1), (buf.masked, buf.weights, i32(T)))
+        dev.get_function(name)((cdiv(L, rows), 1, H), (32, rows, 1), rows_args)
     clock.stop("softmax")
 
     clock.start("av")
-    av_args = (buf.weights, dv, buf.output, i32(T), i32(d_v), *mask.kernel_args())
+    av_args = (buf.weights, dv, buf.output, i32(L), i32(S), i32(d_v), group, *mask_args)
     av = ran["av"] = AV[plan.gemm_variant].entry()
     if plan.gemm_variant == 2:
-        dev.get_function(av)((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (AV[2].block_threads(), 1, 1), av_args)
+        # the group of query heads sharing a K/V head as one product of group·L rows (av_kernel2)
+        grid = (cdiv(d_v, AV2_TILE), cdiv(int(group) * L, AV2_TILE), H // int(group))
+        dev.get_function(av)(grid, (AV[2].block_threads(), 1, 1), av_args)
     else:
-        dev.get_function(av)((cdiv(d_v, TILE), cdiv(T, TILE), H), tile_block, av_args)
+        dev.get_function(av)((cdiv(d_v, TILE), cdiv(L, TILE), H), tile_block, av_args)
     clock.stop("av")
     return ran
 
 
-def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
+def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
                plan: LaunchPlan = DEFAULT_PLAN) -> StageOutputs:
-    H, T, d_k = q.shape
-    d_v = v.shape[-1]
+    """q (H, L, d_k), k (H_kv, S, d_k), v (H_kv, S, d_v): L queries against S keys, H a multiple of H_kv."""
+    H, L, d_k = q.shape
+    H_kv, S, d_v = v.shape
+    check_shapes(q, k, v)
 
     transfers = Transfers(dev)
     dq, dk, dv = transfers.upload(q, k, v)
 
-    buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scaled)
-    timings, ran = timed_runs(dev, lambda clock: launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_v, H=H,
-                                                               mask=mask, scaled=scaled, plan=plan, clock=clock))
+    buf = allocate_stages(dev, H, L, d_v, mask=mask, scaled=scale, S=S)
+    timings, ran = timed_runs(dev, lambda clock: launch_stages(dev, dq, dk, dv, buf, T=L, d_k=d_k, d_v=d_v, H=H,
+                                                               mask=mask, scale=scale, plan=plan, clock=clock,
+                                                               S=S, H_kv=H_kv))
     timings["total"] = sum(timings.values())
     names = ("scores", "scaled", "masked", "weights", "output")
     host = dict(zip(names, transfers.download(*(getattr(buf, name) for name in names))))

@@ -275,14 +275,14 @@ def test_project_softmax_matches_numpy():
     # of 32, shared_mem one float per warp.
     if "softmax_kernel1" not in mod.kernel_names or "one block per row" not in path.read_text():
         pytest.skip(f"{path.name} has no documented one-block-per-row softmax_kernel1 (it has {mod.kernel_names})")
-    assert mod.get_function("softmax_kernel1").signature == ["p8", "p8", "i4"]
+    assert mod.get_function("softmax_kernel1").signature == ["p8", "p8", "i4", "i4"]
     reverse = CpuModule(path, schedule="reverse")  # a missing barrier would show here
     for T, threads, module in [(1, 32, mod), (7, 64, mod), (33, 32, reverse), (130, 128, mod), (130, 256, reverse)]:
         kernel = module.get_function("softmax_kernel1")
         x = np.random.default_rng(T).standard_normal((T, T)).astype(np.float32) * 4
         x[0, 1:] = -np.inf  # a causal first row
         p = np.zeros_like(x)
-        kernel((T, 1, 1), (threads, 1, 1), (x, p, np.int32(T)), shared_mem=threads // 32 * 4)
+        kernel((T, 1, 1), (threads, 1, 1), (x, p, np.int32(T), np.int32(T)), shared_mem=threads // 32 * 4)
         e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
         np.testing.assert_allclose(p, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
         assert (p[0, 1:] == 0).all()

@@ -14,14 +14,12 @@ import pytest
 from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuWarpError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.verification import bf16_attention
-from tests.backends.cpu_runtime.test_tensor_cores import checks_source
 
 
 @pytest.fixture(scope="module")
-def modules(tmp_path_factory):
-    path = tmp_path_factory.mktemp("wgmma") / "tensor_core_checks.cu"
-    path.write_text(checks_source())
-    return {schedule: CpuModule(path, schedule=schedule) for schedule in ("forward", "reverse")}
+def modules(tensor_core_checks):
+    """The check kernels (conftest.py), the same file and so the same CPU build as test_tensor_cores.py's."""
+    return {schedule: CpuModule(tensor_core_checks, schedule=schedule) for schedule in ("forward", "reverse")}
 
 
 @pytest.fixture(params=["forward", "reverse"])
@@ -104,6 +102,10 @@ def test_wait_group_1_leaves_the_newest_group_in_flight(checks):
     (5, "not in the launch's dynamic shared memory"),
     (8, r"its wgmma number 0 is at another instruction than the same wgmma of another warp of its "
         r"warpgroup \(warps 0-3\)"),
+    # not decoded, so refused: read as no-swizzle, a swizzled tile would give other bytes silently
+    (10, r"the B descriptor 0x4[0-9a-f]+ has layout type 1 \(128-byte swizzle\) and base offset 0: the CPU "
+         r"build decodes only layout type 0 \(no swizzle\) with base offset 0"),
+    (11, r"has layout type 0 \(no swizzle\) and base offset 1: the CPU build decodes only"),
 ])
 def test_wgmma_misuse_is_reported(checks, how, match):
     with pytest.raises(CpuWarpError, match=match):
@@ -122,10 +124,8 @@ def test_b_rewritten_unchanged_in_flight_passes_without_racecheck(checks):
 
 
 @pytest.fixture(scope="module")
-def racecheck_checks(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tc_race") / "tensor_core_checks.cu"
-    path.write_text(checks_source())
-    return CpuModule(path, racecheck=True)
+def racecheck_checks(tensor_core_checks):
+    return CpuModule(tensor_core_checks, racecheck=True)
 
 
 @pytest.mark.slow  # a ThreadSanitizer build of the kernel file

@@ -17,10 +17,16 @@ def test_todays_kernels_take_one_length_one_head_count_causal_or_none_float32():
     assert kernels_take(replace(SQUARE, mask="none")) is None
 
 
+def test_they_take_other_lengths_and_grouped_kv_heads():
+    for change in (dict(S=80), dict(L=1), dict(L=100)):
+        assert kernels_take(replace(SQUARE, **change)) is None
+    grouped = replace(SQUARE, k_heads=1, v_heads=1, same_leading=False, same_batch=True)
+    assert kernels_take(grouped) is None and kernels_take(replace(grouped, q_heads=3, k_heads=2, v_heads=2))
+
+
 @pytest.mark.parametrize("change, why", [
-    (dict(S=80), "one length (L 64, S 80)"),
-    (dict(L=1), "one length (L 1, S 64)"),
-    (dict(k_heads=1, v_heads=1), "heads 4/1/1"),
+    (dict(k_heads=1, v_heads=1, same_leading=False), "heads 4/1/1"),
+    (dict(k_heads=2, v_heads=1, same_leading=False, same_batch=True), "heads 4/2/1"),
     (dict(same_leading=False), "same leading dims"),
     (dict(mask="array"), "not an attn_mask array"),
     (dict(dtype="float64"), "float64 runs the float64 NumPy path"),

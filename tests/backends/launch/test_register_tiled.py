@@ -16,6 +16,7 @@ from andrea_cli.backends.launch.device import cdiv
 from andrea_cli.backends.launch.staged import AV2_TILE, DEFAULT_PLAN, SCORES2_TILE, SOFTMAX3_PER_THREAD, run_staged
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import course_scale, resolve_scale
 from andrea_cli.verification import tolerances
 
 REAL = packaged_kernel_path().read_text()
@@ -25,7 +26,7 @@ def scores2(dev, q, k):
     H, T, d_k = q.shape
     out = np.full((H, T, T), np.nan, np.float32)
     dev.get_function("scores_kernel2")((cdiv(T, SCORES2_TILE), cdiv(T, SCORES2_TILE), H), (256, 1, 1),
-                                       (q, k, out, np.int32(T), np.int32(d_k)))
+                                       (q, k, out, np.int32(T), np.int32(T), np.int32(d_k), np.int32(1)))
     return out
 
 
@@ -33,7 +34,7 @@ def softmax3(dev, x, threads=None):
     H, T, _ = x.shape
     threads = threads or 32 * cdiv(cdiv(T, SOFTMAX3_PER_THREAD), 32)
     out = np.full_like(x, np.nan)
-    dev.get_function("softmax_kernel3")((T, 1, H), (threads, 1, 1), (x, out, np.int32(T)))
+    dev.get_function("softmax_kernel3")((T, 1, H), (threads, 1, 1), (x, out, np.int32(T), np.int32(T)))
     return out
 
 
@@ -42,12 +43,12 @@ def av2(dev, p, v, causal):
     out = np.full((H, T, d_v), np.nan, np.float32)
     mask = MaskSpec("causal" if causal else "none")
     dev.get_function("av_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (64, 1, 1),
-                                   (p, v, out, np.int32(T), np.int32(d_v), *mask.kernel_args()))
+                                   (p, v, out, np.int32(T), np.int32(T), np.int32(d_v), np.int32(1), *mask.kernel_args()))
     return out
 
 
 def fused3(dev, q, k, v, mask: MaskSpec, scaled: bool):
-    return run_fused(dev, q, k, v, mask=mask, scaled=scaled, variant=3).output
+    return run_fused(dev, q, k, v, mask=mask, scale=resolve_scale(q.shape[-1], scaled), variant=3).output
 
 
 def _within(got, want, tol) -> bool:
@@ -135,7 +136,7 @@ def test_float4_and_element_copies_give_the_same_bits(cpu_device):
     def dv2(p, d_out):
         d_v = d_out.shape[-1]
         out = np.full(d_out.shape, np.nan, np.float32)
-        args = (p, d_out, out, np.int32(T), np.int32(d_v), *MaskSpec("causal").kernel_args())
+        args = (p, d_out, out, np.int32(T), np.int32(d_v), *MaskSpec("causal").square_args())
         cpu_device.get_function("dv_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), 2), (64, 1, 1), args)
         return out
 
@@ -168,8 +169,8 @@ def test_launchers_pick_the_register_tiled_kernels(cpu_device):
     assert DEFAULT_PLAN.softmax_for(16384) == 3 and DEFAULT_PLAN.softmax_for(16385) == 2
     assert shared_bytes(64, 64, variant=3) == 50176 and shared_bytes(128, 128, variant=3) == 99328
     q, k, v = (_rand((1, 40, 64), n) for n in range(3))
-    fused = run_fused(cpu_device, q, k, v, mask=MaskSpec("causal"), scaled=True)  # the default: kernel3
-    staged = run_staged(cpu_device, q, k, v, mask=MaskSpec("causal"), scaled=True)
+    fused = run_fused(cpu_device, q, k, v, mask=MaskSpec("causal"), scale=course_scale(q.shape[-1]))  # the default: kernel3
+    staged = run_staged(cpu_device, q, k, v, mask=MaskSpec("causal"), scale=course_scale(q.shape[-1]))
     assert np.abs(fused.output - staged.output).max() < 1e-5
     assert np.abs(fused.output - fused3(cpu_device, q, k, v, MaskSpec("causal"), True)).max() == 0
 
@@ -214,7 +215,7 @@ BROKEN_COPIES = [
 # the first in the default tier, the rest in the slow one (a CPU build of the kernel file each)
 @pytest.mark.parametrize("copy", [n if n == 0 else pytest.param(n, marks=pytest.mark.slow)
                                   for n in range(len(BROKEN_COPIES))])
-def test_checks_catch_broken_copies(tmp_path, copy):
+def test_checks_catch_broken_copies(tmp_path, copy, quick_builds):
     text = REAL
     for bug, (old, new, _) in BROKEN_COPIES[copy].items():
         assert text.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"

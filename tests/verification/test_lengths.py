@@ -1,0 +1,96 @@
+"""verify's cases beyond one square head (verification/lengths.py): L != S and grouped K/V heads
+are in the sweep, and broken copies of the kernel file (and of the launcher's offset) that only
+such cases expose are caught by a case of `verify --quick`."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from andrea_cli.backends.launch.staged import KERNEL1_PLAN
+from andrea_cli.commands.verify import verify_backends
+from andrea_cli.kernel_file import packaged_kernel_path
+from andrea_cli.masks import MaskSpec
+from andrea_cli.verification import Case, run_verify, sweep
+
+REAL = packaged_kernel_path().read_text()
+CAUSAL = MaskSpec("causal")
+
+
+def test_the_sweep_holds_every_length_and_grouping():
+    cases = sweep()
+    assert any(c.T < c.S for c in cases) and any(c.T > c.S for c in cases) and any(c.T == 1 < c.S for c in cases)
+    assert any(c.T > c.S and c.mask.kind == "causal" and c.mask.align == "bottom_right" for c in cases)  # rows see no key
+    assert any(c.mask.align == "top_left" and c.T != c.S for c in cases)
+    groups = {c.heads // c.H_kv for c in cases}
+    assert {2, 8} <= groups and any(c.H_kv == 1 < c.heads for c in cases)
+    assert len({c.plan for c in cases if not c.square}) == 6  # every staged geometry
+
+
+GROUPED = Case(33, 64, 64, CAUSAL, True, heads=4, kv_heads=2)
+SHORT_QUERIES = Case(17, 16, 16, CAUSAL, True, T_k=65)
+GROUPED_KERNEL1 = Case(17, 16, 24, CAUSAL, True, KERNEL1_PLAN, T_k=40, heads=4, kv_heads=2)
+
+# bug -> (text in the kernel file, its broken replacement, the exposing case, the stage that fails)
+BROKEN = {
+    # torch's repeat vs repeat_interleave: query head h on K/V head h % H_kv instead of h / group
+    "scores: K head interleaved": ("k + head / group * S * d_k, d_k,", "k + head % (gridDim.z / group) * S * d_k, d_k,",
+                                   GROUPED, "scores"),
+    "av_kernel1: V head interleaved": ("v += head / group * S * d_v;  // query head h reads K/V head h / group",
+                                       "v += head % (gridDim.z / group) * S * d_v;",
+                                       GROUPED_KERNEL1, "av"),
+    "av_kernel2: one query head per K/V head": ("d_v, group * L, d_v, kt.j_end, row0", "d_v, L, d_v, kt.j_end, row0",
+                                                GROUPED, "av"),
+    "fused1: K/V head interleaved": ("    k += head / group * S * d_k;  // query head h reads K/V head h / group\n    v += head / group * S * d_v;",
+                                     "    k += head % (gridDim.z / group) * S * d_k;\n    v += head % (gridDim.z / group) * S * d_v;",
+                                     GROUPED, "fused1"),
+    "fused3: K head interleaved": ("(k + head / group * S * D);", "(k + head % (gridDim.z / group) * S * D);",
+                                   GROUPED, "fused3"),
+    # the square rule j_end = last_row + 1: a query sees no key past its row number
+    "key range without the offset": ("min(S, last_row + offset + right + 1)", "min(S, last_row + right + 1)",
+                                     SHORT_QUERIES, "av"),
+}
+
+
+def test_the_quick_sweep_holds_every_exposing_case():
+    quick = sweep(quick=True)
+    for bug, (_, _, case, _) in BROKEN.items():
+        assert case in quick, f"'{bug}': verify --quick no longer runs {case.label()}"
+
+
+def test_the_exposing_cases_pass_on_the_real_kernels():
+    cases = list(dict.fromkeys(case for _, _, case, _ in BROKEN.values()))
+    report = run_verify(verify_backends("cpu", packaged_kernel_path()), cases, kernel_file="microgpt_cuda.cu")
+    assert report.passed and len(report.results) == 2 * len(cases), [r.to_json() for r in report.results if not r.passed]
+
+
+def failed_stages(report) -> set[str]:
+    return {name for r in report.results for name, check in r.stages.items() if not check.passed}
+
+
+@pytest.mark.slow  # a CPU build of the broken copy each: ~15 s
+@pytest.mark.parametrize("bug", BROKEN)
+def test_verify_catches_a_broken_kernel(tmp_path, bug):
+    old, new, case, culprit = BROKEN[bug]
+    assert REAL.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
+    broken = tmp_path / "broken.cu"
+    broken.write_text(REAL.replace(old, new))
+    report = run_verify(verify_backends("cpu", broken), [case], kernel_file=str(broken))
+    assert not report.passed and len(report.results) == 2
+    assert culprit in failed_stages(report) or any(culprit in (r.error or "") for r in report.results)
+
+
+@pytest.mark.slow
+def test_verify_catches_the_diagonal_offset_off_by_one(monkeypatch):
+    """The launcher's side: the kernels told S - L - 1 (the reference keeps S - L)."""
+    real = MaskSpec.kernel_args
+
+    def off_by_one(self, L=0, S=0):
+        causal, window, offset = real(self, L, S)
+        return causal, window, np.int32(offset - 1) if L != S else offset
+
+    monkeypatch.setattr(MaskSpec, "kernel_args", off_by_one)
+    report = run_verify(verify_backends("cpu", packaged_kernel_path()), [SHORT_QUERIES], kernel_file="microgpt_cuda.cu")
+    assert not report.passed and {"mask", "fused1", "fused2"} <= failed_stages(report)
+    square = dataclasses.replace(SHORT_QUERIES, T_k=None)  # offset 0: untouched, still passes
+    assert run_verify(verify_backends("cpu", packaged_kernel_path()), [square], kernel_file="x").passed
