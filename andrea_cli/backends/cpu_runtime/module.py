@@ -227,14 +227,9 @@ class CpuModule:
         if not self.isolate:
             result, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem,
                                                reverse, self._options(args, fork=False))
-<<<<<<< HEAD
-            self._raise_for(kernel.name, result, info)
-            if self.racecheck:
-=======
             if self.racecheck:  # races first: a launch that then failed (a wgmma's B changed in flight) is their effect
->>>>>>> main
                 self._native.raise_races(kernel.name, kernel.params, block)
-            raise_for(kernel.name, result, info)
+            self._raise_for(kernel.name, result, info)
             return
         # Every array in its own guarded shared mapping: the caller's own when it is one already
         # (the backends allocate them so), else a copy, copied back if the kernel may write it.
