@@ -13,7 +13,17 @@ from andrea_cli.backends.launch.device import KernelDevice
 from andrea_cli.backends.launch.fused import FusedOutputs, run_fused
 from andrea_cli.backends.launch.fused_bf16 import run_fused_bf16
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan, run_staged
+from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+
+ARRAY_STAGED_ONLY = "--mask-file (a mask array) runs the staged kernels: drop --fused"
+
+
+def staged_only(mask: MaskSpec, what: str = ARRAY_STAGED_ONLY) -> None:
+    """Only the staged forward reads a mask array (mask_kernel2); the fused, bf16 and backward
+    kernels take the Mask's (causal, window, offset) alone and refuse one, in one line."""
+    if mask.is_array:
+        raise AndreaError(what)
 
 
 class KernelFileBackend:
@@ -45,6 +55,7 @@ class KernelFileBackend:
                         precision: str = "fp32") -> FusedOutputs:
         """precision fp32: the FP32 fused kernels (variant picks one); bf16: the tensor-core kernels
         (variant 4, 5 or 6; the default the device's fastest: 6 on sm_90, else 5)."""
+        staged_only(mask)
         if precision == "bf16":
             result = run_fused_bf16(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
         else:
@@ -56,6 +67,7 @@ class KernelFileBackend:
                            plan: LaunchPlan | None = None) -> BackwardOutputs:
         """The staged forward, then dv, dp, ds, dq, dk (plan: the forward's kernels and geometry, and
         the backward products' GEMM variant): every intermediate comes back."""
+        staged_only(mask, "a mask array has no backward kernel yet: the backward takes --mask causal, none or window:W")
         result = run_staged_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, plan=plan or self.plan)
         result.load_ms = self._load_ms
         return result
@@ -64,6 +76,7 @@ class KernelFileBackend:
                                  variant: int | None = None, precision: str = "fp32") -> BackwardOutputs:
         """The fused forward with its logsumexp, then the fused backward (variant: the forward's);
         precision bf16: the tensor-core forward and backward instead."""
+        staged_only(mask, "a mask array has no backward kernel yet: the backward takes --mask causal, none or window:W")
         if precision == "bf16":
             result = run_backward_bf16(self.device(), q, k, v, d_out, mask=mask, scaled=scaled)
         else:
