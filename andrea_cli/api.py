@@ -17,6 +17,7 @@ Jupyter as the terminal's tables. Nothing heavy (cupy, matplotlib) is imported u
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,23 @@ def _use_threads(threads: int | None) -> None:
     use_threads(threads)
 
 
+def _in_words(run, *args):
+    """run(*args) with NumPy's raw RuntimeWarnings ("overflow encountered in cast") silenced, as on
+    the command line (-W or PYTHONWARNINGS bring them back); what they meant follows as an
+    AndreaWarning in words, the notice the command prints. Returns run's report."""
+    from andrea_cli.errors import AndreaWarning
+    from andrea_cli.overflow import is_overflow_notice
+
+    with warnings.catch_warnings():
+        if not sys.warnoptions:
+            warnings.simplefilter("ignore", RuntimeWarning)
+        report = run(*args)
+    for notice in getattr(report, "notices", []):
+        if is_overflow_notice(notice):
+            warnings.warn(notice, AndreaWarning, stacklevel=3)  # at the caller's line: attend(...)
+    return report
+
+
 def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -246,7 +264,7 @@ def attend(q=None, k=None, v=None, *extra, **keywords) -> AttendResult:
     if o.plot is not None and data is not None and data.H is not None:
         raise AndreaError("plot draws one head's (T, T) weights (or the layer's heads): pass one head's "
                           "(T, d) arrays")
-    report = run_attend(o, data)
+    report = _in_words(run_attend, o, data)
     if o.plot is not None:
         from andrea_cli.render.attend_plot import save_attend_report_plot
 
@@ -308,7 +326,7 @@ def grad(q=None, k=None, v=None, d_out=None, **keywords) -> GradResult:
     dims = ()
     if arrays is not None:
         data, upstream, dims = backward_inputs(arrays, None if d_out_path is not None else d_out)
-    report = run_grad(o, data, upstream)
+    report = _in_words(run_grad, o, data, upstream)
     if o.json:
         _print_json(report)
     if not hasattr(report, "dq"):  # the layer's backward: dx and the gradients of W_Q, W_K, W_V, W_O

@@ -134,8 +134,14 @@ def check_plot(plot: Path | None) -> None:
 
 
 def print_plot_saved(plot: Path | None) -> None:
-    if plot is not None:
-        console().print(f"plot saved to {plot}")
+    print_saved(("plot", plot))
+
+
+def print_saved(*files: tuple[str, Path | None]) -> None:
+    """One line per file a run wrote (--out, --save-weights, --plot), after the report."""
+    for what, path in files:
+        if path is not None:
+            console().print(f"{what} saved to {escape(str(path))}", soft_wrap=True)
 
 
 @command(AttendOptions)
@@ -150,7 +156,10 @@ def attend(o: AttendOptions) -> None:
     try:
         use_cpu_threads(o.threads)
         check_plot(o.plot)
-        report = run_attend(o)
+        from andrea_cli.render.progress import progress_lines
+
+        with progress_lines(err_console(), echo_err) as progress:  # a large T runs for many seconds
+            report = run_attend(o, progress=progress)
         if o.plot is not None:
             from andrea_cli.render.attend_plot import save_attend_report_plot
 
@@ -163,7 +172,7 @@ def attend(o: AttendOptions) -> None:
         from andrea_cli.render.attend import render_attend
 
         render_attend(console(), report, show_weights=o.show_weights)
-        print_plot_saved(o.plot)
+        print_saved(("output", o.out), ("weights", o.save_weights), ("plot", o.plot))
 
 
 @command(GradOptions)
@@ -185,6 +194,7 @@ def grad(o: GradOptions) -> None:
         from andrea_cli.render.grad import render_grad
 
         render_grad(console(), report)
+        print_saved(("gradients", o.out))
 
 
 @command(GenerateOptions)
@@ -282,7 +292,10 @@ def bench_bound(o: BenchOptions) -> None:
 
     try:
         check_bound_options(o)
-        report = run_bound(o.gpu, o.kernel)
+        from andrea_cli.render.progress import progress_lines
+
+        with progress_lines(err_console(), echo_err) as progress:  # a compile of 15-40 s: say what runs
+            report = run_bound(o.gpu, o.kernel, progress=progress)
     except AndreaError as exc:
         raise fail_on(exc) from None
     if o.json:
@@ -347,6 +360,8 @@ def main(argv: list[str] | None = None) -> None:
     group = typer.main.get_command(app)
     try:
         code = group.main(args=argv, prog_name="andrea", standalone_mode=False)
+    except KeyboardInterrupt:  # Ctrl-C outside a command's body (Typer turns one inside into 130)
+        code = 130
     except Exception as exc:
         if _is_usage_error(exc):
             ctx = getattr(exc, "ctx", None)
@@ -354,8 +369,20 @@ def main(argv: list[str] | None = None) -> None:
             where = f"andrea {name} --help" if name and name != "andrea" else "andrea --help"
             typer.echo(f"error: {exc.format_message()} (see {where})", err=True)
             sys.exit(2)
-        if type(exc).__name__ == "Abort":  # Ctrl-C or end of input while prompting
-            typer.echo("aborted", err=True)
-            sys.exit(130)
-        raise
+        if type(exc).__name__ != "Abort":  # Abort: Ctrl-C or end of input while prompting
+            raise
+        code = 130
+    if code == INTERRUPTED:
+        say_interrupted()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+INTERRUPTED = 130  # the shells' code for a command ended by SIGINT; no command of andrea exits so itself
+
+
+def say_interrupted() -> None:
+    """One word on stderr. On a terminal the line is cleared first, taking the terminal's echoed
+    "^C" with it (a progress line was already erased by its own context)."""
+    clear = "\r\x1b[2K" if sys.stderr.isatty() else ""
+    sys.stderr.write(f"{clear}interrupted\n")
+    sys.stderr.flush()

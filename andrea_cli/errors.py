@@ -14,6 +14,11 @@ class KernelError(AndreaError):
     failed case."""
 
 
+class AndreaWarning(UserWarning):
+    """From the Python API, a notice the command prints in words (scores past float32's range,
+    say) instead of the raw NumPy RuntimeWarning that would otherwise surface."""
+
+
 def shown(value, limit: int = 40) -> str:
     """A value as an error shows it: an array (NumPy, cupy, torch) by its type, shape and dtype,
     never its entries; anything else by a repr cut to `limit` characters."""

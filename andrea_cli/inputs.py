@@ -266,7 +266,8 @@ def check_fits_in_memory(n_heads: int, T: int, d_k: int = 1, d_v: int = 1, *, sq
     if scores >= inputs:
         what, fix = f"T={T} with its {n_heads}×{T}×{T} score matrices", "use a smaller --T"
     else:
-        widest = "--d-k" if d_k >= d_v else "--d-v"
+        # the inputs grow as T·(d_k + d_v): blame the larger factor, T or the widest width
+        widest, width = ("--d-k", d_k) if d_k >= d_v else ("--d-v", d_v)
         what = f"T={T}, d_k={d_k}, d_v={d_v} ({n_heads} head{'s' if n_heads > 1 else ''}): Q, K, V and the output"
-        fix = f"use a smaller {widest}" + ("" if d_k == d_v else " (or --T)")
+        fix = f"use a smaller --T (or {widest})" if T >= width else f"use a smaller {widest} (or --T)"
     require_memory(inputs + scores, what, fix, available)

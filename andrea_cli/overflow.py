@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+NOTICE_START = "the largest |Q·K^T| is "  # how overflow_notice's line begins, so the API can pick it out
 ROWS_PER_CHUNK = 1024  # float64 score rows computed at once: bounded memory at any T
 
 
@@ -24,6 +25,10 @@ def largest_score(q: np.ndarray, k: np.ndarray) -> float:
     return largest
 
 
+def is_overflow_notice(notice: str) -> bool:
+    return notice.startswith(NOTICE_START)
+
+
 def overflow_notice(q: np.ndarray, k: np.ndarray) -> str | None:
     """One line when some |Q·K^T| is past float32's largest value, else None. A bound comes first
     (|q_i·k_j| <= d_k max|q| max|k|), so inputs of ordinary size cost two maxima, no product."""
@@ -37,6 +42,6 @@ def overflow_notice(q: np.ndarray, k: np.ndarray) -> str | None:
     if largest <= FLOAT32_MAX:
         return None
     divide_by = 10.0 ** math.floor(math.log10(math.sqrt(largest)))  # brings the largest score near 1-100
-    return (f"the largest |Q·K^T| is {largest:.3g}, past float32's largest value ({FLOAT32_MAX:.3g}): the "
+    return (f"{NOTICE_START}{largest:.3g}, past float32's largest value ({FLOAT32_MAX:.3g}): the "
             f"kernels' scores overflow to inf, so the weights and the output are inf/NaN; scale the inputs "
             f"down (divide Q and K by {divide_by:.0e}, say)")

@@ -33,8 +33,14 @@ class Cli:
 def isolated_cache(tmp_path_factory):
     """One fresh CPU-build cache for the whole run, every test's: tests see real compiles (a cold
     cache, as on a fresh clone), share what one of them built, and never litter ~/.cache. The
-    environment carries it to the `andrea` and script subprocesses a test starts."""
-    path = tmp_path_factory.mktemp("andrea-cpu-cache")
+    environment carries it to the `andrea` and script subprocesses a test starts. Under pytest-xdist
+    (-n) the run's workers share one (in the run's base temporary folder, so still fresh per run):
+    the build's per-key lock lets one worker compile a key while the other waits for it."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        path = tmp_path_factory.getbasetemp().parent / "andrea-cpu-cache"  # beside the popen-gwN folders
+        path.mkdir(exist_ok=True)
+    else:
+        path = tmp_path_factory.mktemp("andrea-cpu-cache")
     old = os.environ.get("ANDREA_CACHE_DIR")
     os.environ["ANDREA_CACHE_DIR"] = str(path)
     yield path
@@ -42,6 +48,16 @@ def isolated_cache(tmp_path_factory):
         del os.environ["ANDREA_CACHE_DIR"]
     else:
         os.environ["ANDREA_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def quick_builds(monkeypatch):
+    """CPU builds at -O0 for this test (build.OPTIMIZATION; its own cache key): for broken copies
+    of the kernel file, built only to be caught failing on a few small cases, where -O2's compile
+    is most of the test's time. The real kernel file keeps -O2's build, shared by the run."""
+    from andrea_cli.backends.cpu_runtime import build
+
+    monkeypatch.setattr(build, "OPTIMIZATION", "-O0")
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,8 @@ chosen, the kernels run, one report made, the outputs saved."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from andrea_cli.backends import check_timeout
 from andrea_cli.backends.launch.fused import check_fused_shape
 from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
@@ -114,13 +116,25 @@ def check_options(o: AttendOptions) -> MaskSpec:
     return mask
 
 
-def run_attend(o: AttendOptions, data: QKV | None = None):
+Progress = Callable[[str], None]
+
+# T×T entries (over every head) from which a run is said on a progress line: about 2 s at T 2048
+# on the CPU build; smaller runs end before a line would be read.
+PROGRESS_FROM_SCORES = 2048 * 2048
+
+
+def say_large_run(progress: Progress | None, what: str, n_heads: int, T: int, backend: str) -> None:
+    if progress is not None and n_heads * T * T >= PROGRESS_FROM_SCORES:
+        progress(f"attend T={T} on {backend}: {n_heads * T * T:,} scores, {what}")  # the figures first: 80 columns
+
+
+def run_attend(o: AttendOptions, data: QKV | None = None, progress: Progress | None = None):
     """AttentionReport (one head), FusedReport (--fused) or LayerReport (layer flags), in one
     direction: the options checked, the inputs built, the backend chosen, the kernels run, one
     report made, the outputs saved (rendering is the caller's). data: Q, K, V the Python API was
-    given as arrays (instead of sizes or files)."""
+    given as arrays (instead of sizes or files). progress: told what runs, when it runs long."""
     mask = check_options(o)
-    report = attend_layer(o, mask) if o.wants_layer else attend_head(o, mask, data)
+    report = attend_layer(o, mask, progress) if o.wants_layer else attend_head(o, mask, data, progress)
     if o.out is not None:
         save_npy_atomic(o.out, report.output)  # (T, d_v); the layer's (T, d_model)
     if o.save_weights is not None:
@@ -128,7 +142,7 @@ def run_attend(o: AttendOptions, data: QKV | None = None):
     return report
 
 
-def attend_layer(o: AttendOptions, mask: MaskSpec):
+def attend_layer(o: AttendOptions, mask: MaskSpec, progress: Progress | None = None):
     """x and the weights built (and checked) once, then every head on the backend chosen."""
     from andrea_cli.layer_inputs import LayerFlags, layer_inputs
     from andrea_cli.runs.layer import run_layer
@@ -137,6 +151,7 @@ def attend_layer(o: AttendOptions, mask: MaskSpec):
                                   o.x, o.layer_weights, o.seed)
     check_head(o.head, n_head)
     backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout, racecheck=o.racecheck)
+    say_large_run(progress, f"{n_head} heads, then statistics", n_head, inputs.x.shape[0], backend.name)
     return run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
 
 
@@ -151,7 +166,7 @@ def check_backend_takes(o: AttendOptions, data: QKV) -> None:
                           f"'cuda' (or 'auto'), or pass NumPy arrays to run them on {o.backend}")
 
 
-def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None):
+def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None, progress: Progress | None = None):
     """One head (or, from the Python API, H heads at once), staged or fused: Q, K, V built (or the
     API's arrays checked) once, then run on the backend chosen."""
     if data is not None:
@@ -167,6 +182,8 @@ def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None):
     if blind:  # the softmax gives a row with every score -inf zeros, as the fused kernels do
         notices = [*notices, f"{blind} of {data.T} rows see no key (the mask file hides them all): their "
                              "weights and output are zeros"]
+    what = f"fused kernel ({o.precision})" if o.fused else "five stages, then statistics"
+    say_large_run(progress, what, data.H or 1, data.T, backend.name)
     if o.fused:
         from andrea_cli.runs.fused import run_fused_attention
 

@@ -4,6 +4,7 @@ kernel file (or the user's copy) for one GPU's documented rates. No GPU needed."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from andrea_cli.backends.launch.catalogue import resolve_kernel_path
 from andrea_cli.bench.bound.geometry import REFERENCE_HEADS, REFERENCE_T
@@ -30,8 +31,9 @@ def check_bound_options(o: BenchOptions) -> None:
         gpu_spec(o.gpu or DEFAULT_GPU)  # a one-line error for an unknown GPU before compiling anything
 
 
-def run_bound(gpu: str | None = None, kernel: Path | None = None) -> BoundReport:
-    return compute_bounds(resolve_kernel_path(kernel), gpu or DEFAULT_GPU)
+def run_bound(gpu: str | None = None, kernel: Path | None = None,
+              progress: Callable[[str], None] | None = None) -> BoundReport:
+    return compute_bounds(resolve_kernel_path(kernel), gpu or DEFAULT_GPU, progress=progress)
 
 
 GPU_CHOICES = ", ".join(GPUS)

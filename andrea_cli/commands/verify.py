@@ -16,8 +16,12 @@ from andrea_cli.masks import parse_mask
 from andrea_cli.verification import H_VERIFY, Case, CaseResult, VerifyReport, run_verify, sweep
 
 
+SANITIZER_BUILDS = {"sanitize": "AddressSanitizer and UndefinedBehaviorSanitizer", "racecheck": "ThreadSanitizer"}
+
+
 def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False, racecheck: bool = False,
-                    timeout: float | None = None) -> list[tuple[str, object]]:
+                    timeout: float | None = None,
+                    progress: Callable[[str], None] | None = None) -> list[tuple[str, object]]:
     """The kernels are what is verified, so the NumPy path is no backend here. On the CPU build,
     every case runs twice: threads in order, and in reverse to expose a missing barrier.
     sanitize: the CPU build with AddressSanitizer and UndefinedBehaviorSanitizer; racecheck: with
@@ -46,6 +50,9 @@ def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False, rac
                                        racecheck=racecheck))
                  for schedule in ("forward", "reverse")]
         require_available(pairs[0][1], "--backend cpu")
+        if progress is not None and (sanitize or racecheck):  # a build of its own: about a minute the first time
+            tool = SANITIZER_BUILDS["sanitize" if sanitize else "racecheck"]
+            progress(f"verify: building the kernel file under {tool} (once; cached after)")
         for _, backend in pairs:
             backend.device()
         return pairs
@@ -80,7 +87,7 @@ def run_verify_command(o: VerifyOptions, progress: Callable[[str], None] | None 
         cases = sweep(o.quick)
     kernel_path = resolve_kernel_path(o.kernel)
     backends = verify_backends(o.backend, kernel_path, sanitize=o.sanitize, racecheck=o.racecheck,
-                               timeout=o.timeout)
+                               timeout=o.timeout, progress=progress)
     each_case = None
     if progress is not None:
         total, done = len(cases) * len(backends), iter(range(1, 10**9))

@@ -61,9 +61,8 @@ def _cells(r: BenchResult, m, columns: list[str]) -> list[str]:
 
 def _table(r: BenchResult, measurements, columns: list[str], title: str | None = None, **options) -> Table:
     table = Table(title=title, title_justify="left", **options)
-    for name in columns:
-        table.add_column(name, justify="left" if name in ("impl", "mask") else "right",
-                         no_wrap=name in ("impl", "min–max", "max err"))
+    for name in columns:  # no cell wraps or is cut: a layout is drawn only where it fits (bench_tables)
+        table.add_column(name, justify="left" if name in ("impl", "mask") else "right", no_wrap=True)
     for m in measurements:
         table.add_row(*_cells(r, m, columns))
     return table
@@ -82,7 +81,8 @@ def bench_tables(console: Console, r: BenchResult) -> list[Table]:
     panels = dict.fromkeys((m.d_k, m.causal) for m in measured)
     for layout in (1, 2, 3):
         tables = [_table(r, [m for m in measured if (m.d_k, m.causal) == panel], _columns(r, layout),
-                         title=f"d_k = {panel[0]}, {'causal' if panel[1] else 'no'} mask", box=box.SIMPLE_HEAD)
+                         title=f"d_k = {panel[0]}, {'causal' if panel[1] else 'no'} mask", box=box.SIMPLE_HEAD,
+                         collapse_padding=True)  # one space between columns: the 80-column layout fits
                   for panel in panels]
         if layout == 3 or all(_fits(console, t) for t in tables):
             return tables

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from andrea_cli.reference import scale_for
+
+
+# The stages as a table names them: the course's words. The keys stay the kernels' stems
+# (av_kernel1, and the "av" a script reads in the JSON); a table says "weighted sum (av)", so one
+# row holds the course's word and the name to grep for in the kernel file and the JSON.
+STAGE_LABELS = {"scores": "scores", "scale": "scale", "mask": "mask", "softmax": "softmax", "av": "weighted sum (av)"}
+
+
+def stage_label(stage: str) -> str:
+    return STAGE_LABELS.get(stage, stage)
 
 
 def fmt(x: float, digits: int = 4) -> str:
@@ -39,12 +50,19 @@ def print_header(console: Console, notices: list[str], title: str, backend: str,
     console.print(where + (f"; inputs: {escape(source)}" if source else ""))
 
 
+def with_note(table: Table, note: str | None) -> Table | Group:
+    """A table and the sentence under it. Not Rich's caption, which wraps at the table's width and
+    centres what it wraps (a lone word under a narrow table): the note wraps at the console's."""
+    return table if note is None else Group(table, Text(note, style="table.caption"))
+
+
 def timings_table(rows: list[tuple[str, float]], transfer_ms: dict[str, float], load_ms: float, *,
                   total: tuple[str, float] | None = None, after_total: list[tuple[str, float]] = (),
-                  first_column: str = "stage", caption: str | None = None) -> Table:
+                  first_column: str = "stage", caption: str | None = None) -> Table | Group:
     """Every report's timings: its own (label, ms) rows and its total in bold (then rows timed
-    apart from that total), then the copies and the module load, apart from the kernels' time."""
-    table = Table(title="Timings (ms)", title_justify="left", caption=caption)
+    apart from that total), then the copies and the module load, apart from the kernels' time;
+    the caption as a note under the table."""
+    table = Table(title="Timings (ms)", title_justify="left")
     table.add_column(first_column)
     table.add_column("ms", justify="right")
     for label, ms in rows:
@@ -57,7 +75,7 @@ def timings_table(rows: list[tuple[str, float]], transfer_ms: dict[str, float], 
         table.add_row(f"copy {name} (apart)", f"{ms:.3f}")
     if load_ms:
         table.add_row("kernel module load/compile (apart)", f"{load_ms:.1f}")
-    return table
+    return with_note(table, caption)
 
 
 def shapes_table(title: str, shapes: dict[str, list[int]]) -> Table:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
-from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, timings_table
+from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, stage_label, timings_table
 from andrea_cli.runs.head import AttentionReport
 
 
@@ -39,6 +39,9 @@ def render_head(console: Console, r: AttentionReport) -> None:
     sm.add_row("mean positions attended, exp(H)", _fmt(w.softmax.mean_effective_positions))
     console.print(sm)
 
+    if r.masked_corner:
+        console.print(corner_table(f"Scores after the mask, first {len(r.masked_corner)} rows and columns "
+                                   "(-inf: hidden)", r.masked_corner, lambda s: "-inf" if s == float("-inf") else f"{s:.3g}"))
     n = len(r.corner)
     corner = Table(title=f"Weights, first {n} rows and columns", title_justify="left")
     corner.add_column("row")
@@ -48,8 +51,19 @@ def render_head(console: Console, r: AttentionReport) -> None:
         corner.add_row(str(i), *[("0" if w == 0 else f"{w:.3f}") for w in row])
     console.print(corner)
 
-    rows = [(stage, r.timings_ms[stage]) for stage in STAGES if stage in r.timings_ms]
+    rows = [(stage_label(stage), r.timings_ms[stage]) for stage in STAGES if stage in r.timings_ms]
     console.print(timings_table(
         rows, r.transfer_ms, r.load_ms, total=("total", r.timings_ms["total"]),
         caption="the CPU build emulates each CUDA thread: these times say nothing about a GPU"
         if r.backend == "cpu" else None))
+
+
+def corner_table(title: str, rows: list[list[float]], cell) -> Table:
+    """The top-left corner of a (T, T) matrix, as the course draws its triangle."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("row")
+    for j in range(len(rows[0]) if rows else 0):
+        table.add_column(str(j), justify="right")
+    for i, row in enumerate(rows):
+        table.add_row(str(i), *[cell(x) for x in row])
+    return table

@@ -14,6 +14,12 @@ def block_edges(n: int, cells: int) -> np.ndarray:
     return np.linspace(0, n, cells + 1).round().astype(int)[:-1]
 
 
+def block_sizes(n: int, cells: int) -> tuple[int, int]:
+    """The fewest and most entries one of block_edges' blocks holds: (8, 9) for 1000 over 115."""
+    sizes = np.diff(np.append(block_edges(n, cells), n))
+    return int(sizes.min()), int(sizes.max())
+
+
 def pool(weights: np.ndarray, rows: int, cols: int, how: str = "max") -> np.ndarray:
     """(T, T') -> (min(rows, T), min(cols, T')), each cell the max (or mean) of its block."""
     rows, cols = min(rows, weights.shape[0]), min(cols, weights.shape[1])

@@ -26,9 +26,11 @@ def render_info(console: Console, doc: dict) -> None:
         versions.add_row("[red]CUDA mismatch[/red]", f"[red]{escape(cuda['problem'])}[/red]; {escape(cuda['fix'])}")
     versions.add_row("kernels", ", ".join(doc["kernels"]))
     console.print(versions)
-    # paths to copy: on lines of their own, never cut or folded by a table cell (the terminal wraps them)
+    # paths to copy: never cut or folded by a table cell; one that does not fit beside its label
+    # goes on a line of its own, so the terminal splits it only where no line could hold it
     for label, key in (("kernel file", "kernel_file"), ("CPU build cache", "cpu_build_cache")):
-        console.print(f"{label}: {escape(doc[key])}", soft_wrap=True)
+        line = f"{label}: {doc[key]}"
+        console.print(escape(line) if len(line) <= console.width else f"{label}:\n  {escape(doc[key])}", soft_wrap=True)
     table = Table(title="Backends", title_justify="left")
     table.add_column("backend")
     table.add_column("works here")

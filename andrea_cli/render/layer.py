@@ -6,14 +6,15 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
-from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, timings_table
+from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, stage_label, timings_table
 from andrea_cli.runs.layer import LayerReport
 
 
 def render_layer(console: Console, report: LayerReport) -> None:
     r = report
+    # heads count from 0 here as in the per-head table and --head N
     print_header(console, r.notices,
-                 f"[bold]output = concat(head_1 .. head_{report.n_head}) · W_O,  "
+                 f"[bold]output = concat(head_0 .. head_{report.n_head - 1}) · W_O,  "
                  f"head_h = softmax(mask(Q_h·K_h^T / sqrt(d_k))) · V_h,  Q = x·W_Q[/bold]\n"
                  f"T={r.T} d_model={report.d_model} n_head={report.n_head} d_k={r.d_k} mask={r.mask} "
                  f"scale={scale_text(r.d_k, r.scaled, r.scale)}",
@@ -39,7 +40,7 @@ def render_layer(console: Console, report: LayerReport) -> None:
 
     t = report.host_timings_ms
     rows = [("projections x·W_Q, x·W_K, x·W_V (host NumPy)", t["projections"]), ("split into heads (host)", t["split"]),
-            *((f"  {stage} (all heads at once)", r.timings_ms[stage]) for stage in STAGES if stage in r.timings_ms),
+            *((f"  {stage_label(stage)} (all heads at once)", r.timings_ms[stage]) for stage in STAGES if stage in r.timings_ms),
             ("attention total", r.timings_ms["total"]), ("concat heads (host)", t["concat"]),
             ("concat · W_O (host NumPy)", t["w_o"])]
     console.print(timings_table(rows, r.transfer_ms, r.load_ms, total=("layer total", t["total"]), first_column="step"))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
-from andrea_cli.render.common import fmt as _fmt, print_header
-from andrea_cli.runs.scaling import ScalingReport
+from andrea_cli.render.common import fmt as _fmt, print_header, with_note
+from andrea_cli.runs.scaling import ScalingReport, percent
 
 DIST_NOTES = {
     "normal": "Q, K entries drawn N(0, 1): unit-variance entries, the course's \"unit vectors\". "
@@ -63,7 +63,7 @@ def render_scaling(console: Console, r: ScalingReport) -> None:
     for i, row in enumerate(r.rows):
         for which, run in (("unscaled", row.unscaled), ("scaled", row.scaled)):
             cells = [_fmt(_get(run, path)) for _, path in SOFTMAX_COLUMNS]
-            cells[3] = f"{run.softmax.share_rows_over_99:.1%}"
+            cells[3] = percent(run.softmax.share_rows_over_99)
             table.add_row(str(row.d_k) if which == "unscaled" else "", which, *cells,
                           style="" if which == "unscaled" else "cyan",
                           end_section=which == "scaled" and i < len(r.rows) - 1)
@@ -80,12 +80,11 @@ def render_scaling(console: Console, r: ScalingReport) -> None:
     console.print(f"[dim]{2 * len(r.rows)} runs in {r.wall_s:.2f} s[/dim]")
 
 
-def _gradient_table(r: ScalingReport) -> Table:
+def _gradient_table(r: ScalingReport) -> Group:
     """The backward pass, measured beside the Jacobian: what reaches Q and K, in total and per row.
     One line per run (unscaled, then scaled), like the softmax table: five columns fit 80."""
     table = Table(title=f"The backward pass (backend {escape(r.backend)}), dO drawn N(0, 1)",
-                  title_justify="left", caption="median ‖dQ_i‖: what the typical query row receives. quiet rows: "
-                  "‖dS_i‖ < 1% of ‖P_i ∘ dP_i‖, a softmax that passes back almost nothing")
+                  title_justify="left")
     table.add_column("d_k", justify="right")
     table.add_column("run")
     for label in ("‖dQ‖", "‖dK‖", "median\n‖dQ_i‖", "quiet\nrows", "‖J‖\nmedian"):
@@ -95,6 +94,7 @@ def _gradient_table(r: ScalingReport) -> Table:
         for which, run in (("unscaled", row.unscaled), ("scaled", row.scaled)):
             g = row.gradients[which]
             table.add_row(str(row.d_k) if which == "unscaled" else "", which, _fmt(g.dq_norm), _fmt(g.dk_norm),
-                          _fmt(g.median_row_dq_norm), f"{g.quiet_rows:.1%}", _fmt(run.median_jacobian_norm),
+                          _fmt(g.median_row_dq_norm), percent(g.quiet_rows), _fmt(run.median_jacobian_norm),
                           style="" if which == "unscaled" else "cyan", end_section=which == "scaled" and i < len(shown) - 1)
-    return table
+    return with_note(table, "median ‖dQ_i‖: what the typical query row receives. quiet rows: ‖dS_i‖ < 1% of "
+                            "‖P_i ∘ dP_i‖, a softmax that passes back almost nothing")

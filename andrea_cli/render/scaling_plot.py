@@ -10,7 +10,7 @@ import numpy as np
 
 from andrea_cli.masks import parse_mask
 from andrea_cli.render.plot_common import pyplot, save_figure
-from andrea_cli.runs.scaling import FIRST_ROWS, ScalingReport
+from andrea_cli.runs.scaling import FIRST_ROWS, ScalingReport, percent
 
 
 def _gradient_panel(ax, row, first_column: bool) -> None:
@@ -23,8 +23,8 @@ def _gradient_panel(ax, row, first_column: bool) -> None:
         ax.plot(np.arange(norms.size), norms, color=colour, lw=0.8, alpha=0.85,
                 label=f"{label}: median {flow.median_row_dq_norm:.2g}")
     ax.set_yscale("log")
-    ax.set_title(f"gradient per query row ‖dQ_i‖\nquiet rows: {u.quiet_rows:.0%} unscaled, "
-                 f"{s.quiet_rows:.0%} scaled", fontsize=10)
+    ax.set_title(f"gradient per query row ‖dQ_i‖\nquiet rows: {percent(u.quiet_rows)} unscaled, "
+                 f"{percent(s.quiet_rows)} scaled", fontsize=10)
     ax.set_xlabel("query row i")
     if first_column:
         ax.set_ylabel("‖dQ_i‖ (log scale)")

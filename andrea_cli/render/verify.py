@@ -13,6 +13,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from andrea_cli.render.common import stage_label
 from andrea_cli.verification import COLUMN_STAGES, FAMILIES, STAGE_ORDER, VerifyReport
 
 CAPTION_GEOMETRY = ("geom: scores/av kernel (1 one output per thread, 2 8x8 per thread) · softmax kernel "
@@ -103,7 +104,8 @@ def full_table(report: VerifyReport) -> Table:
             cells += [_cell(r.stages, COLUMN_STAGES[column]) for column in STAGE_ORDER] + [_invariants(r)]
         rows.append(cells)
     # "fused5_bf16" headed "fused5 bf16": a header that may wrap to two lines, six columns wide
-    columns = CASE_COLUMNS + [(name.replace("_", " "), "right") for name in STAGE_ORDER] + [("invariants", "left")]
+    columns = CASE_COLUMNS + [(stage_label(name).replace("_", " "), "right") for name in STAGE_ORDER] + \
+        [("invariants", "left")]
     return _table("Cases, failures first: per stage, the worst error as a share of its tolerance",
                   f"{CAPTION_GEOMETRY}; {CAPTION_STAGES}", columns, rows)
 
@@ -135,7 +137,7 @@ def compact_table(report: VerifyReport) -> Table:
             worst, invariants = "[red]error[/red]", "[red]stopped early[/red]"
         else:
             name, check = _worst(r.stages, list(r.stages))
-            worst, invariants = f"{escape(name)} {_share_text(check)}", _invariants(r)
+            worst, invariants = f"{escape(stage_label(name))} {_share_text(check)}", _invariants(r)
         rows.append([_verdict(r), case, run, worst, invariants])
     columns = [("", "left"), (CASE, "left"), ("geom sched", "left"), ("worst stage", "left"),
                ("invariants", "left")]

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from andrea_cli.render.heatmap import course_rows, pool
+from andrea_cli.render.heatmap import block_sizes, course_rows, pool
 
 FLOOR = 1e-4  # weights from FLOOR to 1 span the colour scale, on a log axis
 MASKED = Color.from_rgb(28, 28, 28)
@@ -47,13 +47,13 @@ def render_weights(console: Console, weights: np.ndarray, mask: str) -> None:
     characters = console.color_system is None or console.no_color  # piped, a dumb terminal, or NO_COLOR
     rows = (T if T <= ONE_ROW_PER_LINE else max(1, cells // 2)) if characters else cells
     pooled = pool(weights, rows, cells)
-    per_row, per_key = T / pooled.shape[0], T / pooled.shape[1]
+    per_row, per_key = block_sizes(T, pooled.shape[0]), block_sizes(T, pooled.shape[1])
     what = "character" if characters else "cell"
-    if per_row == per_key == 1:
+    if per_row == per_key == (1, 1):
         detail = f"; each {what} one weight" + ("" if not characters else ", each line one query row")
     else:
-        detail = (f"; each {what} the largest weight of {per_row:.3g} quer{'y' if per_row == 1 else 'ies'} "
-                  f"× {per_key:.3g} key{'' if per_key == 1 else 's'}")
+        detail = (f"; each {what} the largest weight of {_count(per_row, 'query', 'queries')} "
+                  f"× {_count(per_key, 'key', 'keys')}")
     console.print(f"[bold]Weights (T×T = {T}×{T}), mask={mask}[/bold]: query i down (top: 0), key j across "
                   f"(left: 0){detail}")
     if characters:
@@ -63,6 +63,12 @@ def render_weights(console: Console, weights: np.ndarray, mask: str) -> None:
     console.print("First rows, as in the course:")
     for line in course_rows(weights):
         console.print(f"  {line}", highlight=False)
+
+
+def _count(sizes: tuple[int, int], one: str, many: str) -> str:
+    """Whole rows or keys per block: "8 queries", or "8–9 queries" where T does not divide evenly."""
+    low, high = sizes
+    return f"{low} {one if high == 1 else many}" if low == high else f"{low}–{high} {many}"
 
 
 def _draw_colours(console: Console, pooled: np.ndarray) -> None:

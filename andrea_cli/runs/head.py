@@ -25,6 +25,7 @@ class AttentionReport(RunHeader):
     transfer_ms: dict[str, float]
     load_ms: float
     corner: list[list[float]]
+    masked_corner: list[list[float]] = field(default_factory=list)  # the mask stage's output there: -inf where hidden
     notices: list[str] = field(default_factory=list)
     weights: np.ndarray | None = field(default=None, repr=False)  # (T, T); (H, T, T) for several heads
     output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v); (H, T, d_v) from (H, T, d) inputs
@@ -39,6 +40,7 @@ class AttentionReport(RunHeader):
             "transfer_ms": self.transfer_ms,
             "load_ms": self.load_ms,
             "corner": self.corner,
+            "masked_corner": self.masked_corner,  # -inf as "-inf" (JSON has no infinity)
             "notices": self.notices,
         }
 
@@ -78,6 +80,7 @@ def report_fields(out: StageOutputs, backend: Backend, *, source: str, d_k: int,
         transfer_ms=out.transfer_ms,
         load_ms=out.load_ms,
         corner=out.weights[0, :CORNER, :CORNER].astype(float).round(6).tolist(),  # head 0
+        masked_corner=out.masked[0, :CORNER, :CORNER].astype(float).round(6).tolist(),
         notices=list(notices or []),
     )
 

@@ -161,6 +161,12 @@ def _span(values: list[float], fmt: str) -> str:
     return format(lo, fmt) if format(lo, fmt) == format(hi, fmt) else f"{format(lo, fmt)}–{format(hi, fmt)}"
 
 
+def percent(share: float) -> str:
+    """A share of rows as the tables and the conclusion both print it: one decimal, so a share the
+    table shows as 0.1% is never summed up as 0%."""
+    return f"{share:.1%}"
+
+
 def _arrow(a: float, b: float) -> str:
     return f"{a:.3g}" if f"{a:.3g}" == f"{b:.3g}" else f"{a:.3g} → {b:.3g}"
 
@@ -194,8 +200,8 @@ def conclude(r: ScalingReport) -> str:
         text.append(
             f"Without the division the softmax is peakier at {len(peaky)} of {len(r.rows)} widths; at d_k = {worst.d_k} "
             f"the largest weight averages {u.softmax.mean_max_weight:.2f} (scaled {s.softmax.mean_max_weight:.2f}), "
-            f"{u.softmax.share_rows_over_99:.0%} of rows put more than 0.99 on one position "
-            f"(scaled {s.softmax.share_rows_over_99:.0%}), a row mixes about {u.softmax.mean_effective_positions:.3g} "
+            f"{percent(u.softmax.share_rows_over_99)} of rows put more than 0.99 on one position "
+            f"(scaled {percent(s.softmax.share_rows_over_99)}), a row mixes about {u.softmax.mean_effective_positions:.3g} "
             f"positions instead of {s.softmax.mean_effective_positions:.3g}, and the median row's softmax Jacobian norm "
             f"is {u.median_jacobian_norm:.2g} against {s.median_jacobian_norm:.2g}: "
             + ("gradients through the saturated rows vanish." if u.median_jacobian_norm < s.median_jacobian_norm
@@ -230,7 +236,7 @@ def gradient_sentence(r: ScalingReport) -> str:
         f"The backward pass, measured: at d_k = {worst.d_k} unscaled, ||dQ|| is {u.dq_norm:.3g} and ||dK|| "
         f"{u.dk_norm:.3g} (scaled {s.dq_norm:.3g} and {s.dk_norm:.3g}), {totals} in total, but the median query row "
         f"receives ||dQ_i|| = {u.median_row_dq_norm:.2g} against {s.median_row_dq_norm:.2g} scaled and "
-        f"{u.quiet_rows:.0%} of rows pass back almost nothing (scaled {s.quiet_rows:.0%}): "
+        f"{percent(u.quiet_rows)} of rows pass back almost nothing (scaled {percent(s.quiet_rows)}): "
         + ("for most rows the gradient vanishes, as the course says, and the total is carried by the few "
            "unsaturated ones."
            if typical and u.quiet_rows > s.quiet_rows else

@@ -121,6 +121,26 @@ def test_bad_input_raises_the_one_error_type_with_the_cli_line(run_main):
         assert words in str(caught.value) and "\n" not in str(caught.value), (words, str(caught.value))
 
 
+def test_scores_past_float32_warn_in_words_not_numpys_raw_warning():
+    """1e20 entries: Q·K^T = 4e40 overflows float32. The command says so in a line; from Python the
+    same line comes as one AndreaWarning, and NumPy's "overflow encountered in cast" stays out."""
+    import warnings
+
+    from andrea_cli.errors import AndreaWarning
+
+    q = np.full((8, 4), 1e20)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = andrea_cli.attend(q, q, q, backend="numpy")
+    assert [w.category for w in caught] == [AndreaWarning], [str(w.message) for w in caught]
+    assert str(caught[0].message) == result.report["notices"][-1]
+    assert "past float32's largest value" in str(caught[0].message) and caught[0].filename == __file__
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        andrea_cli.attend(np.ones((8, 4)), np.ones((8, 4)), np.ones((8, 4)), backend="numpy")
+    assert caught == []  # inputs of ordinary size: nothing to say
+
+
 def test_the_api_functions_share_no_name_with_a_module_of_the_package():
     """verify's sweep is the package andrea_cli.verification: importing it leaves verify() the function."""
     import andrea_cli.verification.run  # noqa: F401

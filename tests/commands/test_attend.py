@@ -97,6 +97,7 @@ def _bad(tmp_path: Path) -> dict[str, list]:
         "empty npy": [[*files(tmp_path / "empty.npy")], "the file is empty"],
         "seed negative": [["-T", 4, "--seed", -1], "--seed -1: a seed is a whole number >= 0"],
         "huge d_k blames --d-k": [["-T", 16, "--d-k", 1_000_000_000], "use a smaller --d-k"],
+        "huge fused T blames --T": [["-T", 100_000_000, "--fused", "--backend", "numpy"], "use a smaller --T (or --d-k)"],
         "fused with show-weights": [["-T", 4, "--fused", "--show-weights"], "--show-weights draws the T×T weights"],
         "preset with show-weights": [["--preset", "andrea-120m", "--show-weights"],
                                      "--show-weights works on one head: drop --show-weights"],
@@ -184,3 +185,21 @@ def test_kernel_copy_without_c_linkage_is_refused(run_main, tmp_path):
     copy.write_text(packaged_kernel_path().read_text().replace('extern "C" __global__ void mask_kernel1', "__global__ void mask_kernel1"))
     code, _, err = run_main("attend", "-T", 8, "--backend", "cpu", "--kernel", copy)
     assert code == 2 and "mask_kernel1" in err
+
+
+def test_the_mask_stages_corner_is_the_scaled_scores_with_minus_inf(cli):
+    """The JSON's masked_corner is the mask kernel's output: Q·K^T / sqrt(d_k) where a key is
+    visible (against float64), "-inf" where it is hidden, on the causal and the window mask."""
+    from andrea_cli.inputs import random_qkv
+
+    qkv = random_qkv(12, 4, 4, 0)
+    want = (qkv.q.astype(np.float64) @ qkv.k.astype(np.float64).T / 2.0)[:8, :8]
+    for mask, hidden in (("causal", lambda i, j: j > i), ("window:3", lambda i, j: j > i or j < i - 2)):
+        doc = cli.json("attend", "-T", 12, "--d-k", 4, "--backend", "numpy", "--mask", mask)
+        got = doc["masked_corner"]
+        for i in range(8):
+            for j in range(8):
+                if hidden(i, j):
+                    assert got[i][j] == "-inf" and doc["corner"][i][j] == 0, (mask, i, j)
+                else:
+                    assert abs(got[i][j] - want[i, j]) < 1e-5, (mask, i, j)

@@ -136,3 +136,16 @@ def test_a_failed_run_leaves_an_existing_output_alone(run_main, tmp_path):
     out.write_bytes(b"keep me")
     code, _, _ = run_main("grad", "--T", 8, "--d-out", tmp_path / "missing.npy", "--out", out)
     assert code == 2 and out.read_bytes() == b"keep me"
+
+
+def test_out_says_where_it_saved(run_main, tmp_path):
+    """Every file a run writes gets its line, as --plot's does."""
+    npz = tmp_path / "g.npz"
+    code, out, _ = run_main("grad", "--T", "8", "--d-k", "4", "--backend", "numpy", "--out", npz)
+    assert code == 0 and npz.exists() and f"gradients saved to {npz}" in out.replace("\n", "")
+    o, w = tmp_path / "o.npy", tmp_path / "w.npy"
+    code, out, _ = run_main("attend", "--T", "8", "--d-k", "4", "--backend", "numpy", "--out", o, "--save-weights", w)
+    flat = out.replace("\n", "")
+    assert code == 0 and f"output saved to {o}" in flat and f"weights saved to {w}" in flat
+    code, out, _ = run_main("grad", "--T", "8", "--d-k", "4", "--backend", "numpy", "--out", npz, "--json")
+    assert code == 0 and "saved" not in out  # --json: stdout is the document alone

@@ -97,5 +97,16 @@ def test_without_colour_a_long_T_says_how_many_rows_a_line_pools():
                                                 "--show-weights"])
     flat = " ".join(result.output.split())
     picture = [line for line in result.output.splitlines() if line.startswith("|")]
-    per_row = 300 / len(picture)
-    assert f"each character the largest weight of {per_row:.3g} queries ×" in flat
+    rows, keys = 300 / len(picture), 300 / (len(picture[0]) - 2)  # whole rows and keys per block, never 5.08
+    assert f"each character the largest weight of {int(rows)}–{int(rows) + 1} queries × " \
+           f"{int(keys)}–{int(keys) + 1} keys" in flat, flat
+
+
+def test_a_pooled_legend_counts_whole_rows_and_keys():
+    from andrea_cli.render.heatmap import block_sizes
+
+    assert block_sizes(1000, 115) == (8, 9)  # 1000 / 115 = 8.7: blocks of 8 and 9, as pool draws them
+    assert block_sizes(1024, 128) == (8, 8) and block_sizes(7, 7) == (1, 1)
+    from andrea_cli.render.weights import _count
+
+    assert _count((8, 9), "query", "queries") == "8–9 queries" and _count((1, 1), "key", "keys") == "1 key"

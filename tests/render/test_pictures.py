@@ -102,4 +102,4 @@ def test_compare_scaling_draws_the_gradient_each_row_receives(figures, tmp_path)
             per_row = np.sqrt((exact.dq[0] ** 2).sum(axis=-1))
             np.testing.assert_allclose(line.get_ydata(), np.maximum(per_row, 1e-12), rtol=1e-4, atol=1e-6)
         u, s = row.gradients["unscaled"].quiet_rows, row.gradients["scaled"].quiet_rows
-        assert f"quiet rows: {u:.0%} unscaled, {s:.0%} scaled" in ax.get_title()
+        assert f"quiet rows: {u:.1%} unscaled, {s:.1%} scaled" in ax.get_title()

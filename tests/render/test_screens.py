@@ -29,6 +29,14 @@ def assert_fits(text: str, width: int) -> None:
     assert "…" not in text, f"a cell was cut at {width} columns:\n{text}"
 
 
+def assert_no_lone_centred_word(text: str) -> None:
+    """A sentence under a table wraps at the console's width, not the table's: no line holds one
+    word pushed to the middle (what Rich's centred caption did under a narrow table)."""
+    for line in text.splitlines():
+        words = line.split()
+        assert not (len(words) == 1 and words[0].isalpha() and line.startswith("    ")), f"a lone word: {line!r}"
+
+
 def verify_report(failing_stage: str = "softmax") -> VerifyReport:
     """Every stage of every family checked, one case failing at failing_stage, one that did not finish."""
     stages = [name for family in FAMILIES for name in family.stages]
@@ -107,6 +115,37 @@ def test_compare_scaling_tables_fit(scaling_report, width):
     from andrea_cli.render.common import fmt
 
     assert fmt(scaling_report.rows[-1].gradients["unscaled"].dq_norm) in text
+    assert_no_lone_centred_word(text)
+
+
+def test_compare_scaling_summary_rounds_as_its_tables(scaling_report):
+    """Each share of rows the conclusion quotes is one the tables print, to the same decimal: a
+    table's 0.1% is never summed up as 0%."""
+    import re
+
+    from andrea_cli.render.scaling import render_scaling
+
+    text = draw(render_scaling, scaling_report, width=200)
+    tables, conclusion = text.split(scaling_report.conclusion[:30])[0], scaling_report.conclusion
+    shares = re.findall(r"\d+(?:\.\d+)?%", conclusion)
+    assert len(shares) == 4, conclusion  # rows over 0.99 and quiet rows, unscaled and scaled
+    for share in shares:
+        assert re.fullmatch(r"\d+\.\d%", share) and f" {share} " in tables, (share, conclusion)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_cpu_builds_timing_note_wraps_at_the_console(width):
+    from andrea_cli.backends.numpy_backend import NumpyBackend
+    from andrea_cli.inputs import random_qkv
+    from andrea_cli.render.head import render_head
+    from andrea_cli.runs.head import run_attention
+
+    report = run_attention(random_qkv(8, 4, 4, seed=0), NumpyBackend(), MaskSpec("causal"), True)
+    report.backend = "cpu"  # the note belongs to the CPU build's timings
+    text = draw(render_head, report, width=width)
+    assert_fits(text, width)
+    assert_no_lone_centred_word(text)
+    assert "these times say nothing about a GPU" in " ".join(text.split())
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -121,9 +160,27 @@ def test_info_prints_the_kernel_path_whole(width):
     console = Console(width=width, record=True, file=io.StringIO(), highlight=False, color_system=None)
     render_info(console, doc)
     text = console.export_text(styles=False)
-    assert long_path in text.replace("\n", "") and f"kernel file: {long_path}" in text.replace("\n", "")
+    assert long_path in text.replace("\n", "") and "kernel file:\n  /home/a-learner/" in text
     table_part = text.split("kernel file:")[0]
     assert_fits(table_part, width)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_info_never_splits_a_path_that_fits_a_line(width):
+    """A path too long to go beside its label goes on a line of its own: the terminal would
+    otherwise split it mid-name at the console's edge."""
+    from andrea_cli.commands.info import describe_environment
+    from andrea_cli.render.info import render_info
+
+    doc = describe_environment()
+    path = "/home/learner/" + "a" * (width - 40) + "/andrea_cli/cuda/microgpt_cuda.cu"  # width - 7 long
+    doc["kernel_file"] = path
+    text = draw(render_info, doc, width=width)
+    lines = text.splitlines()
+    assert "kernel file:" in lines and f"  {path}" in lines, text
+    short = "/k/microgpt_cuda.cu"
+    doc["kernel_file"] = short
+    assert f"kernel file: {short}" in draw(render_info, doc, width=width).splitlines()
 
 
 def bench_result(with_peer: bool = True):
@@ -131,13 +188,14 @@ def bench_result(with_peer: bool = True):
 
     result = BenchResult("cpu", "CPU x86_64 (2 logical cores), NumPy 2.4", None, "numpy", 1, 5,
                          notes=["BLAS/OpenMP threads pinned to 1 per measurement"], threads={"limit": 1, "libraries": {}})
-    names = ["numpy", "numpy_backward", "torch_sdpa", "cpu_build_fused", "cpu_build_fused_bf16",
-             "cpu_build_fused_backward"]
+    # every implementation of the CPU side, torch faster than the baseline (ratios below 1)
+    names = ["numpy", "numpy_backward", "torch_sdpa", "torch_sdpa_backward", "cpu_build_fused",
+             "cpu_build_fused_bf16", "cpu_build_fused_backward", "cpu_build_fused_bf16_backward"]
     for causal in (False, True):
         for T in (128, 1024):
             for n, name in enumerate(names):
                 build = name.startswith("cpu_build")
-                ms = 0.0853 * (n + 1) * T / 128 * (300 if build else 1)
+                ms = 0.0853 * (n + 1) * T / 128 * (300 if build else 0.1 if name.startswith("torch") else 1)
                 low = 0.0296 if T == 128 and name == "numpy" else ms * 0.9  # the widest min–max: 0.0296–1.07
                 result.measurements.append(Measurement(
                     name, T, 64, 1, causal, ms, min_ms=low, max_ms=ms * 12.5, repeats=1 if build else 5,
@@ -158,6 +216,26 @@ def test_bench_table_fits_and_tells_the_implementations_apart(width):
     assert "1.23–17.1" in text  # numpy_backward at T = 1024: min–max of its repeats
     if width == 80:
         assert "TFLOP/s, GB/s, vs peer: in a wider terminal, or with --json" in text
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bench_table_keeps_every_number_and_header(width):
+    """Each row's figures whole, beside its implementation's name, and every header of the layout
+    drawn: at 80 columns a squeezed column once printed `0.0…`, `24…` and `nu…`."""
+    from andrea_cli.render.bench import _ms, _spread, render_bench
+
+    result = bench_result()
+    text = draw(render_bench, result, width=width)
+    assert_fits(text, width)
+    header = next(line for line in text.splitlines() if " impl " in line)
+    assert all(name in header.split("  ") or name in header for name in ("impl", "T", "ms", "min–max", "× numpy", "max err"))
+    lines = text.splitlines()
+    for m in result.measurements:
+        shown = [f"{m.impl}{'' if m.speed_path else '*'}", str(m.T), _ms(m.median_ms), _spread(m), _ms(m.ratio),
+                 f"{m.max_abs_err:.1e}"]
+        assert any(line.split()[:2] == shown[:2] and all(f" {cell} " in f"{line} " for cell in shown) for line in lines), \
+            (shown, text)
+    assert " 0.3 " in text  # torch_sdpa against numpy at T 128: a ratio below 1, whole
 
 
 def test_bench_table_shows_every_column_when_wide():
@@ -187,8 +265,10 @@ def test_a_gpu_bench_table_with_bounds_fits_and_shows_the_ratio_where_it_can(wid
     text = draw(render_bench, result, width=width)
     assert_fits(text, width)
     header = next(line for line in text.splitlines() if "impl" in line)
-    if width < 200:  # per-panel tables: the ratio goes first, and the note says where it is
+    if width == 80:  # the 80-column per-panel tables: the ratio goes first, and the note says where it is
         assert "÷ bound" not in header and "÷ bound: in a wider terminal, or with --json" in " ".join(text.split())
+    elif width == 120:  # per-panel tables, one space between columns, keep it
+        assert "÷ bound" in header
     else:
         assert "÷ bound" in header and " 0.28 " in text  # the fourth row's ratio (the third is torch: none)
 
@@ -216,3 +296,34 @@ def test_verify_progress_lines_count_the_cases(run_main):
     lines = err.strip().splitlines()
     assert lines[0].startswith("[1/2] ok ") and lines[1].startswith("[2/2] ok ")  # forward and reverse schedules
     assert "PASSED: 2 cases" in out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_stages_are_named_as_the_course_names_them(width):
+    """Every table says "weighted sum" for the last stage, beside its key "av" (the kernel's stem
+    and the JSON's key); a masked score reads -inf, its weight 0."""
+    from andrea_cli.backends.numpy_backend import NumpyBackend
+    from andrea_cli.inputs import random_qkv
+    from andrea_cli.render.head import render_head
+    from andrea_cli.render.verify import render_verify
+    from andrea_cli.runs.head import run_attention
+
+    report = run_attention(random_qkv(8, 4, 4, seed=0), NumpyBackend(), MaskSpec("causal"), True)
+    text = draw(render_head, report, width=width)
+    assert_fits(text, width)
+    assert "│ weighted sum (av) " in text and "│ av " not in text
+    lines = text.splitlines()
+    scores_at = next(n for n, line in enumerate(lines) if line.startswith("Scores after the mask"))
+    weights_at = next(n for n, line in enumerate(lines) if line.startswith("Weights, first"))
+    row_1 = [line for line in lines[scores_at:weights_at] if line.startswith("│ 1 ")][0].strip("│ ").split("│")
+    assert [cell.strip() for cell in row_1[3:]] == ["-inf"] * 6  # query 1 sees keys 0 and 1 only
+    weights_row_1 = [line for line in lines[weights_at:] if line.startswith("│ 1 ")][0].strip("│ ").split("│")
+    assert [cell.strip() for cell in weights_row_1[3:]] == ["0"] * 6
+    verify_text = draw(render_verify, verify_report(failing_stage="av"), width=width)
+    assert_fits(verify_text, width)
+    if width == 80:  # the worst stage by name (its cell may wrap, its words whole); 120 shows families
+        assert "weighted" in verify_text and "sum (av)" in verify_text and "3.00" in verify_text
+    assert "FAILED (2 failing)" in verify_text
+    wide = draw(render_verify, verify_report(failing_stage="av"), width=240)  # a column per stage
+    header = [line for line in wide.splitlines() if line.startswith("┃")]
+    assert any("weighted" in line for line in header) and any("(av)" in line for line in header)

@@ -106,6 +106,10 @@ def test_cli_preset_and_table():
     assert result.exit_code == 0, result.output
     assert "d_model=768 n_head=12 d_k=64" in result.stdout
     assert "704:768" in result.stdout and "W_O" in result.stdout
+    # one numbering: the header's heads are the table's, 0 .. 11 (as --head N counts them)
+    assert "concat(head_0 .. head_11)" in result.stdout and "head_12" not in result.stdout
+    rows = [line.split()[0] for line in result.stdout.splitlines() if ":" in line and line.split()[0].isdigit()]
+    assert rows[0] == "0" and rows[-1] == "11", result.stdout
 
 
 def test_cli_loads_x_and_weights(tmp_path):

@@ -73,7 +73,7 @@ def no_scale(scaled: bool) -> tuple[str, ...]:
 # the first in the default tier, the rest in the slow one (a CPU build of the kernel file each)
 @pytest.mark.parametrize("bug", [bug if n == 0 else pytest.param(bug, marks=pytest.mark.slow)
                                  for n, bug in enumerate(BROKEN)])
-def test_verify_catches_a_broken_bf16_backward(cli, tmp_path, bug):
+def test_verify_catches_a_broken_bf16_backward(cli, tmp_path, bug, quick_builds):
     old, new, (T, d, mask, scaled) = BROKEN[bug]
     assert REAL.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
     broken = tmp_path / "broken.cu"

@@ -136,7 +136,7 @@ def verify_broken(cli, tmp_path, old: str, new: str, T: int, d: int, mask: str, 
 
 @pytest.mark.slow  # a CPU build per broken copy, and every family on a case of up to T = 300: ~10 s each
 @pytest.mark.parametrize("bug", BROKEN)
-def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug):
+def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug, quick_builds):
     variants, old, new, (T, d, mask, scaled) = BROKEN[bug]
     doc = verify_broken(cli, tmp_path, old, new, T, d, mask, scaled)
     stages = {STAGES[v] for v in (variants if isinstance(variants, tuple) else (variants,))}
@@ -149,7 +149,7 @@ def test_verify_catches_a_broken_tensor_core_kernel(cli, tmp_path, bug):
                if name not in stages and name not in BACKWARD_BF16_STAGES)
 
 
-def test_verify_catches_a_broken_causal_block_order(cli, tmp_path):
+def test_verify_catches_a_broken_causal_block_order(cli, tmp_path, quick_builds):
     # every block of a causal launch computing head (rank % H) instead of (n % H): the other head
     # is never written, in every causal fused kernel
     doc = verify_broken(cli, tmp_path, "rank : rank, n % (int)gridDim.z};", "rank : rank, rank % (int)gridDim.z};",

@@ -86,7 +86,7 @@ def test_the_exposing_cases_pass_on_the_real_kernels():
 
 
 @pytest.mark.parametrize("bug", BROKEN)
-def test_verify_catches_a_broken_kernel(tmp_path, bug):
+def test_verify_catches_a_broken_kernel(tmp_path, bug, quick_builds):
     old, new, case, culprit = BROKEN[bug]
     assert old in REAL, f"the kernel file changed: update the '{bug}' mutation"
     broken = tmp_path / "broken.cu"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -26,9 +29,13 @@ WORKER_SOURCE = RUNTIME_DIR / "worker.cpp"  # the launch worker's program (worke
 WORKER_FLAGS = ["-x", "c++", "-std=c++17", "-O2", "-U_FORTIFY_SOURCE"]
 
 MAX_DYNAMIC_SHARED = 228 * 1024  # bytes; the largest opt-in shared memory per block (H100)
+# The kernel file's optimisation level: -O2, as bench and verify's large cases run the kernels for
+# real. Read at each build (part of the flags, so of the cache key): the tests build broken copies,
+# which only have to fail, at -O0 (tests/conftest.py's quick_builds: a third of -O2's compile time).
+OPTIMIZATION = "-O2"
 # -fno-extern-tls-init: an `extern __shared__` array declared inside a function is an extern
 # thread_local, whose init function g++ would call (a null weak symbol here: a fault at nil).
-BASE_FLAGS = ["-x", "c++", "-std=c++20", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing",
+BASE_FLAGS = ["-x", "c++", "-std=c++20", "-fPIC", "-shared", "-fno-strict-aliasing",
               "-fvisibility=hidden", "-U_FORTIFY_SOURCE", "-fno-extern-tls-init"]
 # Every symbol resolved when linking: a function the CPU build lacks is a compile error, not a
 # library that fails to load.
@@ -189,9 +196,10 @@ def cache_dir() -> pathlib.Path:
 
 def flags_for(sanitize: bool, racecheck: bool = False) -> list[str]:
     # -z defs would need the sanitizer's runtime linked into the library, which its worker preloads.
+    base = BASE_FLAGS + [OPTIMIZATION]
     if racecheck:
-        return BASE_FLAGS + RACECHECK_FLAGS
-    return BASE_FLAGS + (SANITIZE_FLAGS if sanitize else LINK_FLAGS)
+        return base + RACECHECK_FLAGS
+    return base + (SANITIZE_FLAGS if sanitize else LINK_FLAGS)
 
 
 def runtime_text() -> str:
@@ -221,11 +229,44 @@ def build(src: KernelSource, *, sanitize: bool, racecheck: bool = False,
     flavour = "-tsan" if racecheck else "-asan" if sanitize else ""
     stem = f"{src.path.stem}-{key.hexdigest()[:24]}{flavour}"
     deps_file = out_dir / f"{stem}.deps"
+    lib = _cached_library(deps_file, out_dir, stem)
+    if lib is not None:
+        return lib
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # One compile per key at a time, across processes and threads: whoever asks for a key being
+    # built waits for that library instead of compiling the same source again (pytest -n 2's
+    # workers share a cache; the kernel file's -O2 build is seconds of CPU).
+    with _key_lock(out_dir / f"{stem}.lock"):
+        lib = _cached_library(deps_file, out_dir, stem)
+        if lib is not None:
+            return lib
+        return _compile(src, cxx, flags, wrapper, out_dir, stem, deps_file)
+
+
+def _cached_library(deps_file: pathlib.Path, out_dir: pathlib.Path, stem: str) -> pathlib.Path | None:
+    """The library a build of this key left, if every header it read is as it was then."""
     if deps_file.exists():
         lib = out_dir / f"{stem}-{_dependencies_key(deps_file.read_text().splitlines())}.so"
         if lib.exists():
             return lib
-    out_dir.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+@contextlib.contextmanager
+def _key_lock(path: pathlib.Path):
+    """An exclusive flock on the key's lock file (each holder opens its own, so threads of one
+    process wait for each other too); released when the build is done or fails."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _compile(src: KernelSource, cxx: str, flags: list[str], wrapper: str, out_dir: pathlib.Path, stem: str,
+             deps_file: pathlib.Path) -> pathlib.Path:
+    """Compile the wrapper into the cache: the library under its dependencies' key, then the list."""
     # Unique temporary names, then os.replace: concurrent builds of one key never see half a file.
     fd, tmp_cpp = tempfile.mkstemp(suffix=".cpp", prefix=stem + ".", dir=out_dir)
     with os.fdopen(fd, "w") as f:
@@ -235,6 +276,8 @@ def build(src: KernelSource, *, sanitize: bool, racecheck: bool = False,
            "-I", str(INCLUDE_DIR), "-o", tmp_so, tmp_cpp]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode == -signal.SIGINT:  # Ctrl-C reaches the compiler too (the terminal's process group)
+            raise KeyboardInterrupt
         if proc.returncode != 0:
             raise CpuCompileError(_first_error(proc.stderr, src.path), proc.stderr)
         deps = [d for d in _read_depfile(pathlib.Path(tmp_d)) if d != tmp_cpp]

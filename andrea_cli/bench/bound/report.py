@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from andrea_cli.backends.launch.catalogue import matmul_products
 from andrea_cli.backends.toolchain.cuda_arch import CompileTarget
-from andrea_cli.backends.toolchain.nvrtc import KernelResources, compile_kernel_file, compiled_kernel_file
+from andrea_cli.backends.toolchain.nvrtc import (KernelResources, compile_kernel_file, compiled_kernel_file,
+                                                nvrtc_version)
 from andrea_cli.bench.bound.geometry import REFERENCE_HEADS, REFERENCE_T, ReferenceLaunch, reference_launches
 from andrea_cli.bench.bound.gpus import GpuSpec, gpu_spec
 from andrea_cli.bench.bound.model import Bound, Work, attention_matmul_flops, bound, occupancy
-from andrea_cli.bench.bound.sass import Instruction, Mix, disassemble, hot_loop, mix_of, parse_kernels, \
-    steady_state
+from andrea_cli.bench.bound.sass import INSTALL_HINT, Instruction, Mix, disassemble, find_cuobjdump, find_nvdisasm, \
+    hot_loop, mix_of, parse_kernels, steady_state
+from andrea_cli.errors import AndreaError
 from andrea_cli.kernel_file import kernel_parameters
 
 NOT_MEASURED = "static bound, not a measurement"
@@ -99,6 +102,19 @@ def kernel_resources(path: Path, arch: str) -> dict[str, KernelResources]:
     return {r.kernel: r for r in compile_kernel_file(path, arch)}
 
 
+def require_bound_tools() -> None:
+    """NVRTC, cuobjdump and nvdisasm, checked before anything compiles: one line naming the bound
+    extra, which brings all three (NVRTC's own message names the GPU extras, which do not)."""
+    try:
+        nvrtc_version()
+    except AndreaError:
+        raise AndreaError(f"bench --bound compiles the kernel file with NVRTC, which is not available here: "
+                          f"{INSTALL_HINT}") from None
+    for name, found in (("cuobjdump", find_cuobjdump()), ("nvdisasm", find_nvdisasm())):
+        if found is None:
+            raise AndreaError(f"bench --bound reads the SASS with {name}, which is not found: {INSTALL_HINT}")
+
+
 def disassembled(path: Path, arch: str) -> str:
     """`cuobjdump -sass` of the kernel file compiled for one architecture (the cubin cached)."""
     return disassemble(compiled_kernel_file(path, CompileTarget(arch, "cubin")).read_bytes())
@@ -151,14 +167,24 @@ def kernel_bound(name: str, code: list[Instruction], res: KernelResources | None
     return kb
 
 
-def compute_bounds(path: Path, gpu: str = "h200", only: list[str] | None = None) -> BoundReport:
+def compute_bounds(path: Path, gpu: str = "h200", only: list[str] | None = None,
+                   progress: Callable[[str], None] | None = None) -> BoundReport:
+    """progress: told each step (a compile takes some 15-40 s on two cores), then each kernel."""
+    say = progress or (lambda line: None)
     spec = gpu_spec(gpu)
+    require_bound_tools()
+    say(f"compiling the kernel file for {spec.arch} with NVRTC (ptxas reports each kernel's registers)")
     resources = kernel_resources(path, spec.arch)
+    say(f"disassembling the {spec.arch} cubin (cuobjdump -sass)")
     code = kernel_sass(path, spec.arch)
+    say("the reference launches' geometry")
     references = reference_launches()
     launches = references.launches
     # the kernel file's own order (its catalogue's); names the source does not spell last
     source_order = list(kernel_parameters(Path(path).read_text()))
     names = sorted(code, key=lambda n: (source_order.index(n) if n in source_order else len(source_order), n))
-    kernels = [kernel_bound(name, code[name], resources.get(name), launches.get(name), spec) for name in names]
+    kernels = []
+    for n, name in enumerate(names, 1):
+        say(f"[{n}/{len(names)}] bounding {name}")
+        kernels.append(kernel_bound(name, code[name], resources.get(name), launches.get(name), spec))
     return BoundReport(spec, Path(path), REFERENCE_T, REFERENCE_HEADS, kernels, references.failures)

@@ -1,5 +1,5 @@
 """A cubin's machine code, read without a GPU: `cuobjdump -sass` (which runs nvdisasm; both come
-from the package index: pip install "andrea[bound]"), split into kernels, loops, and one
+from the package index: pip install ".[bound]"), split into kernels, loops, and one
 instruction mix per trip of a kernel's hot loop.
 
 A loop is a backward branch (a BRA to an earlier address). The hot loop is the loop whose own
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from andrea_cli.errors import AndreaError
 
-INSTALL_HINT = 'pip install "andrea[bound]" (brings nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm)'
+INSTALL_HINT = 'pip install ".[bound]" in the checkout (brings NVRTC, cuobjdump and nvdisasm)'
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 # the opcode with its modifiers, lower case included: HGMMA.64x128x16.F32.BF16

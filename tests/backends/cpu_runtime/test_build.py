@@ -1,6 +1,8 @@
 """The CPU build (cpu_runtime/build.py): a compile error names the file and line, a missing compiler
 is one clear error, and a library is cached under its source's key and rebuilt when it changes."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -47,3 +49,57 @@ def test_cache_hit_and_key(tmp_path, monkeypatch):
     out = np.zeros(4, np.float32)
     changed.get_function("k")((1,), (4,), (out,))
     assert (out == 2).all()
+
+
+# A stand-in for g++ that only counts its compiles: slow enough (0.5 s) that a second build of the
+# key starts while the first still runs, if nothing makes it wait.
+FAKE_COMPILER = r"""
+import pathlib, sys, time
+args = sys.argv[1:]
+if "--version" in args:
+    print("fake-g++ 1.0")
+    sys.exit(0)
+time.sleep(0.5)
+with open(pathlib.Path(sys.argv[0]).with_name("compiles"), "a") as log:
+    log.write("compile\n")
+pathlib.Path(args[args.index("-o") + 1]).write_bytes(b"not a library")
+pathlib.Path(args[args.index("-MF") + 1]).write_text(f"out.o: {args[-1]} {sys.argv[0]}\n")  # read: itself
+"""
+
+
+def test_one_key_is_compiled_once_when_two_ask_at_once(tmp_path, monkeypatch):
+    # two threads, or two `pytest -n 2` workers sharing a cache: the second waits for the first's
+    # library (the per-key lock) instead of compiling the same source again
+    from concurrent.futures import ThreadPoolExecutor
+
+    fake = tmp_path / "fake-g++"
+    fake.write_text(f"#!{sys.executable}\n{FAKE_COMPILER}")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void k(float* out) {}\n')
+    kernel = cpu_build.scan(src)
+    with ThreadPoolExecutor(2) as pool:
+        libs = list(pool.map(lambda _: cpu_build.build(kernel, sanitize=False), range(2)))
+    assert libs[0] == libs[1] and libs[0].read_bytes() == b"not a library"
+    assert (tmp_path / "compiles").read_text().count("compile") == 1
+
+
+def test_a_compiler_stopped_by_ctrl_c_is_an_interrupt_not_a_compile_error(tmp_path, monkeypatch):
+    """Ctrl-C reaches g++ too (the terminal's whole process group): its death by SIGINT ends the
+    command as "interrupted", not as a compile error quoting an empty log."""
+    import signal
+    import subprocess
+
+    real_run = subprocess.run
+
+    def compiler_interrupted(cmd, *args, **kwargs):
+        if "-MMD" in cmd:  # the kernel file's compile; the version query runs for real
+            return subprocess.CompletedProcess(cmd, -signal.SIGINT, "", "")
+        return real_run(cmd, *args, **kwargs)
+
+    src = tmp_path / "interrupted.cu"
+    src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 3.0f; }\n')
+    monkeypatch.setattr(cpu_build.subprocess, "run", compiler_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        CpuModule(src)

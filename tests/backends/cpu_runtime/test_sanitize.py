@@ -86,6 +86,7 @@ def test_planted_overruns_are_caught_with_their_lines(tmp_path, run_main):
     # verify --sanitize reports it as the case's FAIL line, with the line, and exits 1
     code, out, err = run_main("verify", "--sanitize", "--T", "33", "--d-k", "16", "--kernel", broken)
     assert code == 1 and "FAIL" in err
+    assert err.startswith("verify: building the kernel file under AddressSanitizer")  # the wait before case 1, said
     planted = {f"microgpt_cuda.cu:{line_of(source, bad)}" for _, bad in plants}  # the first one a case reaches
     assert any(line in "".join(out.split()) for line in planted), out
 

@@ -5,29 +5,18 @@ a GPU leaves undefined, refused. (The kernels built from them: tests/backends/la
 
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 import pytest
 
 from andrea_cli.backends.cpu_runtime.errors import CpuWarpError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
-from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.verification import bf16_attention
-
-CHECKS = pathlib.Path(__file__).parents[2] / "kernels" / "tensor_cores.cu"
-
-
-def checks_source() -> str:
-    """The check kernels use the kernel file's wrappers: they compile appended to it."""
-    return packaged_kernel_path().read_text() + "\n" + CHECKS.read_text()
 
 
 @pytest.fixture(scope="module")
-def checks(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tc") / "tensor_core_checks.cu"
-    path.write_text(checks_source())
-    return CpuModule(path)
+def checks(tensor_core_checks):
+    """The check kernels (tests/kernels/tensor_cores.cu, appended to the kernel file: conftest.py)."""
+    return CpuModule(tensor_core_checks)
 
 
 @pytest.fixture

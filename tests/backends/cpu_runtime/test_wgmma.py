@@ -14,14 +14,12 @@ import pytest
 from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuWarpError
 from andrea_cli.backends.cpu_runtime.module import CpuModule
 from andrea_cli.verification import bf16_attention
-from tests.backends.cpu_runtime.test_tensor_cores import checks_source
 
 
 @pytest.fixture(scope="module")
-def modules(tmp_path_factory):
-    path = tmp_path_factory.mktemp("wgmma") / "tensor_core_checks.cu"
-    path.write_text(checks_source())
-    return {schedule: CpuModule(path, schedule=schedule) for schedule in ("forward", "reverse")}
+def modules(tensor_core_checks):
+    """The check kernels (conftest.py), the same file and so the same CPU build as test_tensor_cores.py's."""
+    return {schedule: CpuModule(tensor_core_checks, schedule=schedule) for schedule in ("forward", "reverse")}
 
 
 @pytest.fixture(params=["forward", "reverse"])
@@ -122,10 +120,8 @@ def test_b_rewritten_unchanged_in_flight_passes_without_racecheck(checks):
 
 
 @pytest.fixture(scope="module")
-def racecheck_checks(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tc_race") / "tensor_core_checks.cu"
-    path.write_text(checks_source())
-    return CpuModule(path, racecheck=True)
+def racecheck_checks(tensor_core_checks):
+    return CpuModule(tensor_core_checks, racecheck=True)
 
 
 @pytest.mark.slow  # a ThreadSanitizer build of the kernel file

@@ -214,7 +214,7 @@ BROKEN_COPIES = [
 # the first in the default tier, the rest in the slow one (a CPU build of the kernel file each)
 @pytest.mark.parametrize("copy", [n if n == 0 else pytest.param(n, marks=pytest.mark.slow)
                                   for n in range(len(BROKEN_COPIES))])
-def test_checks_catch_broken_copies(tmp_path, copy):
+def test_checks_catch_broken_copies(tmp_path, copy, quick_builds):
     text = REAL
     for bug, (old, new, _) in BROKEN_COPIES[copy].items():
         assert text.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"

@@ -51,7 +51,19 @@ def with_extra(tmp_path_factory) -> Path:
 def h200_report(isolated_cache, bound_tools, with_extra):
     from andrea_cli.bench.bound.report import compute_bounds
 
-    return compute_bounds(with_extra, "h200")
+    lines = []
+    report = compute_bounds(with_extra, "h200", progress=lines.append)
+    report.progress_lines = lines  # for test_progress_names_each_step_and_counts_the_kernels
+    return report
+
+
+@pytest.mark.slow
+def test_progress_names_each_step_and_counts_the_kernels(h200_report):
+    """The compile takes 15-40 s: a progress line says what runs, then counts the kernels."""
+    lines, n = h200_report.progress_lines, len(h200_report.kernels)
+    assert lines[0].startswith("compiling the kernel file for sm_90a with NVRTC"), lines
+    assert any("cuobjdump" in line for line in lines)
+    assert lines[-n:] == [f"[{i}/{n}] bounding {k.kernel}" for i, k in enumerate(h200_report.kernels, 1)]
 
 
 @pytest.mark.slow
