@@ -41,6 +41,8 @@
 // causal sliding window (i + offset - j < window as well). offset is the key position of query
 // row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
 // queries being the last L positions (bottom-right, as FlashAttention >= 2.1).
+// A mask given as an array (--mask-file, an attn_mask) is no Mask: mask_kernel2 adds it to the
+// scaled scores, and only the staged kernels run it (the Mask of the other kernels is then none).
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
