@@ -9,7 +9,7 @@ from typing import Callable
 from andrea_cli.backends import check_timeout
 from andrea_cli.backends.launch.fused import check_fused_shape
 from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
-from andrea_cli.commands.backend import choose_backend
+from andrea_cli.commands.backend import check_plan, choose_backend, use_plan
 from andrea_cli.commands.options import AttendOptions, RunOptions
 from andrea_cli.commands.options.shared import MASK
 from andrea_cli.defaults import head_sizes
@@ -108,6 +108,7 @@ def check_options(o: AttendOptions) -> MaskSpec:
     """The options, alone and together, before anything is drawn or loaded; the mask it names.
     (Whether the backend takes the head's inputs is checked once they are built: check_backend_takes.)"""
     check_combinations(o)
+    check_plan(o.plan, fused=o.fused)
     check_timeout(o.timeout)
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out")
@@ -151,8 +152,11 @@ def attend_layer(o: AttendOptions, mask: MaskSpec, progress: Progress | None = N
                                   o.x, o.layer_weights, o.seed)
     check_head(o.head, n_head)
     backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout, racecheck=o.racecheck)
+    use_plan(backend, o.plan)
     say_large_run(progress, f"{n_head} heads, then statistics", n_head, inputs.x.shape[0], backend.name)
-    return run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
+    from andrea_cli.verification.spot_check import spot_check
+
+    return run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices, check=spot_check)
 
 
 def check_backend_takes(o: AttendOptions, data: QKV) -> None:
@@ -179,6 +183,7 @@ def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None, progress: Pr
     blind = 0 if not mask.is_array else int((~mask.visible(data.T).any(axis=-1)).sum())
     backend, notices = choose_backend(o.backend, o.kernel, fused=o.fused, on_device=data.on_device,
                                       timeout=o.timeout, racecheck=o.racecheck)
+    use_plan(backend, o.plan)
     if blind:  # the softmax gives a row with every score -inf zeros, as the fused kernels do
         notices = [*notices, f"{blind} of {data.T} rows see no key (the mask file hides them all): their "
                              "weights and output are zeros"]
@@ -190,5 +195,6 @@ def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None, progress: Pr
         return run_fused_attention(data, backend, mask, o.scaled, o.sample_rows, notices=notices,
                                    precision=o.precision)
     from andrea_cli.runs.head import run_attention
+    from andrea_cli.verification.spot_check import spot_check
 
-    return run_attention(data, backend, mask, scaled=o.scaled, notices=notices)
+    return run_attention(data, backend, mask, scaled=o.scaled, notices=notices, check=spot_check)

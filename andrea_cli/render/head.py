@@ -7,6 +7,7 @@ from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
 from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, stage_label, timings_table
+from andrea_cli.render.kernels import print_kernels, print_verdict
 from andrea_cli.runs.head import AttentionReport
 
 
@@ -15,6 +16,8 @@ def render_head(console: Console, r: AttentionReport) -> None:
                  f"[bold]Attention(Q, K, V) = softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  T={r.T} d_k={r.d_k} "
                  f"d_v={r.d_v} mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
+    print_kernels(console, r)
+    print_verdict(console, r)
     console.print(shapes_table("Shapes", r.shapes))
     console.print(f"{r.T} × {r.T} = {r.T * r.T:,} scores per head")
 

@@ -102,7 +102,8 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
         device_output = out.device_output[0] if one else out.device_output
     return FusedReport(
         **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
-                        shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]}),
+                        shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]},
+                        kernels=out.kernels),
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
         notices=notes, output=output, device_output=device_output, precision=precision,
         kernel=out.kernel,

@@ -27,12 +27,17 @@ SCHEDULES = {"forward": 0, "reverse": 1}
 ISOLATION_MODES = ("worker", "fork", "none")
 MAX_THREADS = 1024
 # The watchdog's default budget for one block, in CPU seconds: max(BASE + per MiB of the launch's
-# arrays, FACTOR x the slowest block of the launch so far). Measured: a block of the fused kernel
-# at d = 128 takes about 26 us x T (53 ms at T = 2048), and its arrays add 98 us x T to the
-# budget; staged blocks take milliseconds at any T. An endless loop never ends.
+# arrays, FACTOR x the slowest block of the launch so far) without progress (no thread reaching a
+# barrier, a warp collective or its end), or CEILING x that in all. Measured: a block of the fused
+# kernel at d = 128 takes about 26 us x T (53 ms at T = 2048), and its arrays add 98 us x T to the
+# budget; staged blocks take milliseconds at any T. racecheck's first block on fresh fibers
+# (softmax_kernel1, 1024 threads) took 0.5 to 1 s of CPU on an idle machine and past 2 s on a busy
+# one: it reaches a barrier every few milliseconds, so only the ceiling bounds it. An endless loop
+# never ends: one without barriers is named after BASE, one of barriers after CEILING x BASE.
 WATCHDOG_BASE_S = 2.0
 WATCHDOG_S_PER_MIB = 0.05
 WATCHDOG_FACTOR = 20.0
+WATCHDOG_CEILING = 15.0
 
 
 class CpuKernel:
@@ -188,7 +193,7 @@ class CpuModule:
     def _options(self, args: tuple, fork: bool) -> LaunchOptions:
         mib = sum(a.nbytes for a in args if isinstance(a, np.ndarray)) / 2**20
         return LaunchOptions(float(self.timeout or 0.0), WATCHDOG_BASE_S + WATCHDOG_S_PER_MIB * mib,
-                             WATCHDOG_FACTOR, int(fork), self.threads)
+                             WATCHDOG_FACTOR, WATCHDOG_CEILING, int(fork), self.threads)
 
     def _isolated_launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int, reverse: bool):
         """In the launch worker, or in a forked child where a worker cannot run."""
@@ -207,9 +212,9 @@ class CpuModule:
         if not self.isolate:
             result, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem,
                                                reverse, self._options(args, fork=False))
-            raise_for(kernel.name, result, info)
-            if self.racecheck:
+            if self.racecheck:  # races first: a launch that then failed (a wgmma's B changed in flight) is their effect
                 self._native.raise_races(kernel.name, kernel.params, block)
+            raise_for(kernel.name, result, info)
             return
         # Every array in its own guarded shared mapping: the caller's own when it is one already
         # (the backends allocate them so), else a copy, copied back if the kernel may write it.
