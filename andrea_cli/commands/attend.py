@@ -192,8 +192,10 @@ def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None, progress: Pr
     if o.fused:
         from andrea_cli.runs.fused import run_fused_attention
 
+        from andrea_cli.verification.spot_check import fused_spot_check
+
         return run_fused_attention(data, backend, mask, o.scaled, o.sample_rows, notices=notices,
-                                   precision=o.precision)
+                                   precision=o.precision, check=fused_spot_check)
     from andrea_cli.runs.head import run_attention
     from andrea_cli.verification.spot_check import spot_check
 

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.render.common import fmt as _fmt, fmt_shape, print_header, scale_text, timings_table
-from andrea_cli.render.kernels import print_kernels
+from andrea_cli.render.kernels import print_kernels, print_verdict
 from andrea_cli.runs.fused import FusedReport
 
 
@@ -16,6 +16,7 @@ def render_fused(console: Console, r: FusedReport) -> None:
                  f"d_v={r.d_v} mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
     print_kernels(console, r)
+    print_verdict(console, r)
     shapes = Table(title="Shapes (no T×T matrix is stored)", title_justify="left")
     shapes.add_column("array")
     shapes.add_column("shape", justify="right")

@@ -71,3 +71,25 @@ def _where(first_bad: dict, rows: np.ndarray) -> dict:
     h, r, j = first_bad["index"]
     return {"head": h, "row": int(rows[r]), "column": j, "got": first_bad["got"], "expected": first_bad["expected"],
             "tol": first_bad["tol"]}
+
+
+def fused_spot_check(q, k, v, output, mask: MaskSpec, scaled) -> Verdict:
+    """A fused FP32 run (no stages to compare, only its output): sampled rows of every head
+    against the float64 equation, within verify's bound for the fused kernels (fused_tol).
+    q, k: (H, T, d_k), v: (H, T, d_v) float32; output (H, T, d_v)."""
+    H, T, d_k = q.shape
+    rows = reference.sample_rows(T, SAMPLE_ROWS)
+    visible = mask.visible(T, rows)  # (n, T)
+    q_rows = q[:, rows]
+    s = np.matmul(q_rows.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1))  # (H, n, T)
+    s = reference.scale(s, d_k, scaled) if scaled else s
+    p = reference.softmax(np.where(visible, s, -np.inf))
+    want = reference.weighted_sum(p, v)
+    tol = tolerances.fused_tol(q_rows, k, v, p, visible, d_k, scaled)
+    check = compare(output[:, rows], want, tol)
+    if not check.passed:
+        h, r, c = check.first_bad["index"]
+        return Verdict(rows.tolist(), "fused", {"head": h, "row": int(rows[r]), "column": c,
+                                                "got": check.first_bad["got"], "expected": check.first_bad["expected"],
+                                                "tol": check.first_bad["tol"]})
+    return Verdict(rows.tolist(), None)

@@ -20,7 +20,8 @@ static dim3 blockDim, gridDim;
 namespace andrea {
 namespace {
 
-enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE };
+// AT_NAMED: at a named barrier (bar.sync id, n); AT_MBARRIER: in mbarrier.try_wait (async_barriers.h)
+enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE, AT_NAMED, AT_MBARRIER };
 // What a launch returns, written once: the enum here, and andrea_results() (exports.h), which
 // gives Python each name with its number.
 #define ANDREA_RESULTS(X) X(OK, 0) X(DEADLOCK, 1) X(BAD_LAUNCH, 2) X(INTERNAL, 3) X(FAULT, 4) X(WARP_MISUSE, 5) \
@@ -99,12 +100,14 @@ struct Sched {
 };
 
 struct TensorCoreState;
+struct AsyncState;  // async_barriers.h
 
 // The state of the OS thread running blocks now: the launching thread's is the library's own
 // (one launch at a time), each extra OS thread of a launch has its own.
 struct PerThread {
     Sched* sched = nullptr;
     TensorCoreState* tensor_cores = nullptr;
+    AsyncState* async = nullptr;  // named barriers, mbarriers (made at first use)
 };
 thread_local PerThread per_thread;
 

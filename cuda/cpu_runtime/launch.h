@@ -14,6 +14,9 @@ namespace {
 
 // --- the launch ----------------------------------------------------------------------------------
 
+inline bool async_deadlock(LaunchInfo* info);  // async_barriers.h
+inline void async_block_start(int nthreads);
+
 // Run one block to the end: every fiber until it blocks, then release barriers, until all return.
 inline int run_block(LaunchInfo* info) {
     Sched& s = sched();
@@ -92,6 +95,7 @@ inline int run_block(LaunchInfo* info) {
             resolve_activemask();
             continue;
         }
+        if (!ran && async_deadlock(info)) return DEADLOCK;  // threads at named barriers or mbarriers
         if (!ran) {
             describe_deadlock(info);
             return DEADLOCK;
@@ -222,6 +226,7 @@ inline void run_share(LaunchShared& L) {
                          g.dyn_base, g.dyn_bytes);
         poison_shared(layout);
         tensor_core_block_start(n);
+        async_block_start(n);
         for (int i = 0; i < n; i++) s.pool[i]->state = READY;
         for (int w = 0; w < (int)s.warps.size(); w++) {
             const int lanes = std::min(32, n - 32 * w);

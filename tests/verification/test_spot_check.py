@@ -111,3 +111,29 @@ def test_verify_on_the_doubled_copy_shows_a_few_lines_per_stage_and_counts_the_r
 def test_the_layer_checks_every_head(cli):
     doc = cli.json("attend", "--d-model", 32, "--n-head", 4, "--T", 20, *CPU)
     assert doc["check"]["agrees"] is True and doc["kernels"]["softmax"] == "softmax_kernel3"
+
+
+FUSED_SCALE_LINE = "        s *= scale;\n"  # attention_fused1 and attention_fused2, one each
+
+
+@pytest.mark.parametrize("T, d_k, d_v, mask, scaled", CASES)
+def test_a_fused_run_of_the_packaged_file_is_the_equation_on_both_schedules(cpu_each_schedule, T, d_k, d_v, mask,
+                                                                            scaled):
+    from andrea_cli.runs.fused import run_fused_attention
+    from andrea_cli.verification.spot_check import fused_spot_check
+
+    report = run_fused_attention(qkv(T, d_k, d_v), cpu_each_schedule, mask, scaled, check=fused_spot_check)
+    assert report.check is not None and report.check.agrees, report.check
+
+
+@pytest.mark.slow  # a CPU build of the copy (at -O0)
+def test_a_fused_run_with_its_scale_doubled_says_it_is_not_the_equation(cli, tmp_path, quick_builds):
+    real = packaged_kernel_path().read_text()
+    assert real.count(FUSED_SCALE_LINE) == 2, "the fused kernels changed: update this copy"
+    broken = tmp_path / "doubled.cu"
+    broken.write_text(real.replace(FUSED_SCALE_LINE, "        s *= 2.0f * scale;\n"))
+    for d_k in (15, 16):  # kernel1 (any width), kernel2 (widths divisible by 4)
+        doc = cli.json("attend", "--fused", "--T", 100, "--d-k", d_k, *CPU, "--kernel", broken)
+        assert doc["check"]["first_differs"] == "fused", doc["check"]
+        result = cli("attend", "--fused", "--T", 100, "--d-k", d_k, *CPU, "--kernel", broken, "--strict")
+        assert result.exit_code == 1 and "not the equation: fused differs" in " ".join(result.output.split())

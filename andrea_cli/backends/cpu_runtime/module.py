@@ -13,12 +13,14 @@ import re
 import numpy as np
 
 from andrea_cli.backends.cpu_runtime.build import MAX_DYNAMIC_SHARED, build, normalize_expression, scan
-from andrea_cli.backends.cpu_runtime.errors import CpuArgumentError, CpuFaultError, CpuLaunchError, CpuRuntimeError
+from andrea_cli.backends.cpu_runtime.errors import (CpuArgumentError, CpuDeadlockError, CpuFaultError, CpuLaunchError,
+                                                CpuRuntimeError, CpuWarpError)
 from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, region_of
 from andrea_cli.backends.cpu_runtime.native import (SCALARS, LaunchInfo, LaunchOptions, NativeLibrary, arg_bytes,
                                                     raise_for)
 from andrea_cli.backends.cpu_runtime.worker import LaunchWorker, WorkerUnavailable
 from andrea_cli.backends.cpu_runtime.pointers import lost_pointer
+from andrea_cli.backends.cpu_runtime.shared_names import name_shared
 
 SCHEDULES = {"forward": 0, "reverse": 1}
 # Where a launch of the plain build runs: a long-lived launch worker (the default), a child
@@ -170,6 +172,7 @@ class CpuModule:
             self._native = SanitizedLibrary(self.library_path, list(self._exports.values()))
         else:
             self._native = NativeLibrary(self.library_path)
+        self._shared_symbols = None  # static __shared__ variables, read when an error names one
         self._worker = None
         if self.isolation == "worker":  # (the plain build: its NativeLibrary names the worker's return codes)
             self._worker = LaunchWorker(self.library_path, LaunchInfo, self._native.result)
@@ -207,6 +210,18 @@ class CpuModule:
         return self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem, reverse,
                                    self._options(args, fork=True))
 
+    def _raise_for(self, kernel: str, result: str, info, arrays=None) -> None:
+        """raise_for, a barrier's place in static shared memory named by its variable."""
+        try:
+            raise_for(kernel, result, info, arrays)
+        except (CpuDeadlockError, CpuWarpError) as err:
+            if "shared+" in str(err):
+                if self._shared_symbols is None:
+                    from andrea_cli.backends.cpu_runtime.racecheck import static_shared_symbols  # readelf
+                    self._shared_symbols = static_shared_symbols(self.library_path)
+                err.args = (name_shared(str(err), self._shared_symbols),)
+            raise
+
     def _launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int) -> None:
         reverse = self.schedule == "reverse"
         if not self.isolate:
@@ -214,7 +229,7 @@ class CpuModule:
                                                reverse, self._options(args, fork=False))
             if self.racecheck:  # races first: a launch that then failed (a wgmma's B changed in flight) is their effect
                 self._native.raise_races(kernel.name, kernel.params, block)
-            raise_for(kernel.name, result, info)
+            self._raise_for(kernel.name, result, info)
             return
         # Every array in its own guarded shared mapping: the caller's own when it is one already
         # (the backends allocate them so), else a copy, copied back if the kernel may write it.
@@ -222,7 +237,7 @@ class CpuModule:
         result, info = self._isolated_launch(kernel, grid, block, staged, shared_mem, reverse)
         arrays = {_param_name(kernel.params[i], i): region_of(a) for i, a in enumerate(staged)
                   if isinstance(a, np.ndarray)}
-        raise_for(kernel.name, result, info, arrays)
+        self._raise_for(kernel.name, result, info, arrays)
         for param, region in arrays.items():
             hit = region.canary_hit()
             if hit is not None:
