@@ -89,6 +89,11 @@ def check_magic(path: Path, flag: str, magic: bytes, what: str, header: str, fix
 
 
 def load_npy_matrix(path: Path, flag: str) -> np.ndarray:
+    return as_matrix(load_npy(path, flag), f"{flag} {path}")
+
+
+def load_npy(path: Path, flag: str) -> np.ndarray:
+    """One array of a .npy file as it was saved (any dtype but objects), or a one-line AndreaError."""
     check_readable(path, flag, (".npy",))
     check_magic(path, flag, NPY_MAGIC, ".npy file", "NumPy's header", "save the array with np.save")
     try:
@@ -101,7 +106,7 @@ def load_npy_matrix(path: Path, flag: str) -> np.ndarray:
         raise AndreaError(f"{flag} {path}: cannot read it as .npy ({exc.__class__.__name__}); save it with np.save") from None
     if not isinstance(array, np.ndarray):
         raise AndreaError(f"{flag} {path}: not a .npy array; save one array with np.save")
-    return as_matrix(array, f"{flag} {path}")
+    return array
 
 
 def load_npz_matrices(path: Path, flag: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:

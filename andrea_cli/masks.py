@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,17 +20,26 @@ class MaskSpec:
     output is zeros, as FlashAttention's); "top_left" (SDPA's is_causal): offset 0. With L = S both
     are the square mask."""
 
-    kind: str  # "none" | "causal" | "window"
+    kind: str  # "none" | "causal" | "window" | "array"
     window: int = 0  # only for kind == "window"
     align: str = "bottom_right"  # "bottom_right" | "top_left": where L queries sit among S keys
+    # kind "array" (--mask-file, attn_mask): float32 (L, S) or (H, L, S) added to the scaled
+    # scores, -inf where a key is hidden (a bool mask as 0 / -inf: mask_array); `name` says what it is
+    bias: np.ndarray | None = field(default=None, compare=False, repr=False)
+    name: str = ""
 
     def offset(self, L: int, S: int) -> int:
         """The key position of query row 0."""
-        return S - L if self.kind != "none" and self.align == "bottom_right" else 0
+        return S - L if self.hides_future and self.align == "bottom_right" else 0
 
     @property
     def hides_future(self) -> bool:
-        return self.kind != "none"
+        return self.kind in ("causal", "window")
+
+    @property
+    def is_array(self) -> bool:
+        """A mask given as an array: only the staged kernels read one (mask_kernel2)."""
+        return self.kind == "array"
 
     def kernel_args(self, L: int = 0, S: int = 0) -> tuple[np.int32, np.int32, np.int32]:
         """The scalars every kernel that masks takes, in its argument order: (causal, window,
@@ -46,6 +55,8 @@ class MaskSpec:
         return self.kernel_args()[:2]
 
     def __str__(self) -> str:
+        if self.is_array:
+            return f"array:{self.name}" if self.name else "array"
         text = f"window:{self.window}" if self.kind == "window" else self.kind
         return text if self.align == "bottom_right" or self.kind == "none" else f"{text} (top-left)"
 
@@ -57,6 +68,9 @@ class MaskSpec:
         """(L, S) booleans (S = L unless given), True where query i (row) may attend to key j
         (column); with `rows`, only those query rows, (len(rows), S), without the whole matrix."""
         S = L if S is None else S
+        if self.is_array:  # (L, S), or (H, L, S) for a per-head array
+            seen = np.isfinite(self.bias)
+            return seen if rows is None else seen[..., np.asarray(rows), :]
         i = (np.arange(L) if rows is None else np.asarray(rows))[:, None]
         j = np.arange(S)[None, :]
         if self.kind == "none":
@@ -80,3 +94,24 @@ def parse_mask(text: str) -> MaskSpec:
             )
         return MaskSpec("window", int(size))
     raise AndreaError(f"--mask {text!r} is not a mask: use causal, none or window:W (e.g. window:128)")
+
+
+def mask_array(array, L: int, S: int, what: str = "--mask-file", heads: int | None = None) -> MaskSpec:
+    """A mask given as an array, checked: bool (True = take part, as torch's SDPA) or float (added
+    to the scaled scores; -inf hides), shape (L, S), or (H, L, S) with H the query heads. Kept as
+    the float32 bias mask_kernel2 adds: a bool mask becomes 0 where True, -inf where False."""
+    a = np.asarray(array)
+    shapes = f"({L}, {S})" + (f" or ({heads}, {L}, {S})" if heads else "")
+    if a.shape != (L, S) and not (heads and a.shape == (heads, L, S)):
+        raise AndreaError(f"{what}: shape {a.shape} is not {shapes} (queries, keys): give one row per query, "
+                          "one column per key")
+    if a.dtype == bool:
+        return MaskSpec("array", bias=np.where(a, 0.0, -np.inf).astype(np.float32), name="bool")
+    if a.dtype.kind not in "fiu":
+        raise AndreaError(f"{what}: dtype {a.dtype} is neither bool (True = take part) nor float (added to the "
+                          "scores): save it as bool or float32")
+    if np.isnan(a).any():
+        raise AndreaError(f"{what}: {int(np.isnan(a).sum())} NaN entries; use -inf to hide a key, 0 to keep it")
+    if (a == np.inf).any():
+        raise AndreaError(f"{what}: +inf entries; use -inf to hide a key, a finite bias otherwise")
+    return MaskSpec("array", bias=np.ascontiguousarray(a, dtype=np.float32), name="bias")

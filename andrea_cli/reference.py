@@ -38,9 +38,12 @@ def scale(s: np.ndarray, d_k: int, scaled=True) -> np.ndarray:
 
 
 def mask(s: np.ndarray, spec: MaskSpec) -> np.ndarray:
-    """Hidden entries become -inf, so softmax gives them exactly 0.    (H, L, S)"""
+    """Hidden entries become -inf, so softmax gives them exactly 0; a mask array's bias is added
+    (its -inf entries hide).                                          (H, L, S)"""
     if spec.kind == "none":
         return s.copy()
+    if spec.is_array:  # a mask array: its bias added (-inf: hidden), broadcast over the heads
+        return s + spec.bias.astype(np.float64)
     return np.where(spec.visible(s.shape[-2], S=s.shape[-1]), s, -np.inf)
 
 
@@ -82,7 +85,10 @@ def attention_rows(q, k, v, spec: MaskSpec, scaled: bool, rows: np.ndarray):
     S, d_k = k.shape
     raw = scores(q[None, rows], k[None])[0]
     s = raw * scale_for(d_k, scaled) if scaled else raw
-    weights = softmax(np.where(spec.visible(q.shape[0], rows, S=S), s, -np.inf))
+    if spec.is_array:  # (L, S) arrays only here: the rows' bias added
+        weights = softmax(s + spec.bias[rows].astype(np.float64))
+    else:
+        weights = softmax(np.where(spec.visible(q.shape[0], rows, S=S), s, -np.inf))
     return raw, weights, weights @ v.astype(np.float64)
 
 
@@ -103,7 +109,9 @@ def attention_loops(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
                     dot *= scale_for(d_k, scaled)
                 elif scaled:
                     dot /= math.sqrt(d_k)
-                row.append(dot if visible[i, j] else -math.inf)
+                if spec.is_array:  # the array's bias, its head's (H, L, S) or the one (L, S)
+                    dot += float(spec.bias[h, i, j] if spec.bias.ndim == 3 else spec.bias[i, j])
+                row.append(dot if (visible[h] if visible.ndim == 3 else visible)[i, j] else -math.inf)
             top = max(row)
             if top == -math.inf:
                 continue

@@ -41,6 +41,8 @@
 // causal sliding window (i + offset - j < window as well). offset is the key position of query
 // row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
 // queries being the last L positions (bottom-right, as FlashAttention >= 2.1).
+// A mask given as an array (--mask-file, an attn_mask) is no Mask: mask_kernel2 adds it to the
+// scaled scores, and only the staged kernels run it (the Mask of the other kernels is then none).
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
@@ -63,6 +65,10 @@
 //                    (causal: j > i, the future; a window: also i - j >= window, so i sees
 //                    i-window+1 .. i). grid (ceil(T/16), ceil(T/16), H), block (16, 16)
 //                    registers <= 24
+//   mask_kernel2     S'[i][j] += bias[i][j], a mask given as an array    (H,L,S),(Hb,L,S) -> (H,L,S)
+//                    (--mask-file): additive biases as they are (ALiBi-shaped, ...), a bool mask
+//                    turned into 0 / -inf on the host; Hb = 1 (one (L, S) array for every head)
+//                    or H. grid (ceil(S/16), ceil(L/16), H), block (16, 16); registers <= 24
 //   softmax_kernel1  P = row softmax of S', max-subtracted      (H,T,T) -> (H,T,T)
 //                    one block per row; warp shuffles, then the warp results through shared
 //                    memory. grid (T, 1, H), block (threads: a multiple of 32, <= 1024),
@@ -752,6 +758,22 @@ extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, L,
     if (i >= L || j >= S) return;
     const long idx = (long)blockIdx.z * L * S + (long)i * S + j;
     out[idx] = mask.visible(i, j) ? in[idx] : -INFINITY;
+}
+
+// mask_kernel2: a mask given as an array, added to the scaled scores. -inf hides a key (a bool
+// mask arrives as 0 where True, -inf where False); a row whose every entry is -inf gets zeros
+// from the softmax, as under mask_kernel1. bias_heads 1: one (L, S) array broadcast over the
+// heads; H: a (L, S) array per head.
+extern "C" __global__ void mask_kernel2(const float* __restrict__ in,    // (H, L, S)
+                                        const float* __restrict__ bias,  // (bias_heads, L, S)
+                                        float* __restrict__ out,         // (H, L, S)
+                                        int L, int S, int bias_heads) {
+    const int j = blockIdx.x * TILE + threadIdx.x;  // key
+    const int i = blockIdx.y * TILE + threadIdx.y;  // query
+    if (i >= L || j >= S) return;
+    const long cell = (long)i * S + j;
+    const long head = blockIdx.z;
+    out[head * L * S + cell] = in[head * L * S + cell] + bias[(bias_heads == 1 ? 0 : head) * L * S + cell];
 }
 
 // ------------------------------------------------------------------------------------------------

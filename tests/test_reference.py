@@ -62,3 +62,20 @@ def test_attention_rows_are_rows_of_the_whole_attention(mask, scaled):
     np.testing.assert_allclose(raw, reference.scores(q, k)[0, rows], rtol=1e-12)
     np.testing.assert_allclose(out, reference.attention(q, k, v, mask, scaled)[0, rows], rtol=1e-10, atol=1e-12)
     assert np.allclose(weights.sum(axis=-1), 1.0)
+
+
+def test_mask_arrays_in_the_reference_match_the_loop_version():
+    # a bool (L, S) mask with a row that sees no key, and a per-head (H, L, S) float bias
+    from andrea_cli.masks import mask_array
+
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    k, v = rng.standard_normal((1, 6, 3)).astype(np.float32), rng.standard_normal((1, 6, 2)).astype(np.float32)
+    keep = rng.random((4, 6)) < 0.5
+    keep[1] = False
+    bias = rng.standard_normal((2, 4, 6)).astype(np.float32)
+    bias[0, 2, :3] = -np.inf
+    for spec in (mask_array(keep, 4, 6), mask_array(bias, 4, 6, heads=2)):
+        fast = reference.attention(q, k, v, spec)
+        np.testing.assert_allclose(fast, reference.attention_loops(q, k, v, spec), atol=1e-12)
+    assert (reference.attention(q, k, v, mask_array(keep, 4, 6))[:, 1] == 0).all()

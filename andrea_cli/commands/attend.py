@@ -11,11 +11,12 @@ from andrea_cli.backends.launch.fused import check_fused_shape
 from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
 from andrea_cli.commands.backend import check_plan, choose_backend, use_plan
 from andrea_cli.commands.options import AttendOptions, RunOptions
+from andrea_cli.commands.options.shared import MASK
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import (HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_seed, check_sizes, load_qkv,
-                               random_qkv)
-from andrea_cli.masks import MaskSpec, parse_mask
+from andrea_cli.inputs import (HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_seed, check_sizes, load_npy,
+                               load_qkv, random_qkv)
+from andrea_cli.masks import MaskSpec, mask_array, parse_mask
 from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
 
@@ -31,6 +32,13 @@ def check_combinations(o: AttendOptions) -> None:
     if o.fused and o.show_weights:
         raise AndreaError("--show-weights draws the T×T weights, which --fused never builds: drop one of them")
     check_precision(o)
+    if o.mask_file is not None:
+        if o.fused:
+            raise AndreaError("--mask-file runs the staged kernels: drop --fused")
+        if o.wants_layer:
+            raise AndreaError("--mask-file masks one head's (T, T) scores: drop the layer flags, or use --mask")
+        if o.mask != MASK.default:
+            raise AndreaError(f"--mask-file gives the mask, so --mask {o.mask} would be ignored: drop one of them")
     if o.fused and o.save_weights is not None:
         raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
     if o.wants_layer and o.has_qkv_files:
@@ -170,9 +178,15 @@ def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None, progress: Pr
     else:
         data = head_inputs(o)
     check_backend_takes(o, data)
+    if o.mask_file is not None:  # its shape is checked against the head's (T queries, S keys)
+        mask = mask_array(load_npy(o.mask_file, "--mask-file"), data.T, data.k.shape[-2], f"--mask-file {o.mask_file}")
+    blind = 0 if not mask.is_array else int((~mask.visible(data.T).any(axis=-1)).sum())
     backend, notices = choose_backend(o.backend, o.kernel, fused=o.fused, on_device=data.on_device,
                                       timeout=o.timeout, racecheck=o.racecheck)
     use_plan(backend, o.plan)
+    if blind:  # the softmax gives a row with every score -inf zeros, as the fused kernels do
+        notices = [*notices, f"{blind} of {data.T} rows see no key (the mask file hides them all): their "
+                             "weights and output are zeros"]
     what = f"fused kernel ({o.precision})" if o.fused else "five stages, then statistics"
     say_large_run(progress, what, data.H or 1, data.T, backend.name)
     if o.fused:

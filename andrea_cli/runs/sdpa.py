@@ -51,9 +51,23 @@ def run_numpy(call: SdpaCall, dtype) -> np.ndarray:
     return numpy_attention(q, k, v, call.attn_mask, call.is_causal, call.scale, call.enable_gqa, dtype)
 
 
+def array_spec(attn_mask: np.ndarray, lead: tuple[int, ...], L: int, S: int) -> MaskSpec:
+    """attn_mask (checked: bool or float, broadcastable to the scores) as the bias mask_kernel2
+    adds: a bool mask 0 where True, -inf where False; one (L, S) array where it is the same for
+    every head, else broadcast to q's leading dims and folded as q is, (heads, L, S)."""
+    bias = np.where(attn_mask, 0.0, -np.inf) if attn_mask.dtype == bool else attn_mask
+    bias = np.asarray(bias, dtype=np.float32)
+    if bias.size == L * S:
+        bias = bias.reshape(L, S)
+    else:
+        bias = np.broadcast_to(bias, (*lead, L, S)).reshape(-1, L, S)
+    return MaskSpec("array", bias=np.ascontiguousarray(bias), name="bool" if attn_mask.dtype == bool else "bias")
+
+
 def run_kernels(backend, call: SdpaCall, case: AttentionCase):
     """q, k, v folded to (heads, L, d) (kernels_take asked for one leading shape), in float32 where
-    they are, through the fused kernels (or the staged ones for wide heads); (..., L, E_v) back."""
+    they are, through the fused kernels (or the staged ones for wide heads and mask arrays);
+    (..., L, E_v) back."""
     folded = []
     for a in (call.q, call.k, call.v):
         a = widened(a) if backend.name == "cuda" else to_host(a, np.float32)
@@ -61,6 +75,8 @@ def run_kernels(backend, call: SdpaCall, case: AttentionCase):
     q, k, v = folded
     # SDPA's is_causal is top-left: query i sees keys 0..i, whatever L and S
     spec = MaskSpec("causal", align="top_left") if case.mask == "causal" else MaskSpec("none")
+    if case.mask == "array":
+        spec = array_spec(call.attn_mask, call.q.shape[:-2], case.L, case.S)
     if fused_takes(case):
         result = backend.attention_fused(q, k, v, mask=spec, scaled=call.scale)
     else:

@@ -76,7 +76,7 @@ class Exact:
     scores: np.ndarray  # (H, L, S) Q·K^T, unscaled
     weights: np.ndarray  # (H, L, S) softmax(mask(scale(scores)))
     output: np.ndarray  # (H, L, d_v)
-    visible: np.ndarray  # (L, S) bool: the keys each query may see
+    visible: np.ndarray  # (L, S) bool: the keys each query may see; (H, L, S) for a per-head mask array
 
 
 def exact_answer(case: Case, x: Inputs) -> Exact:

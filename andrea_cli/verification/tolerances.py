@@ -60,15 +60,19 @@ def av_tol(p: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def output_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool,
-               extra_roundings: int = 0) -> np.ndarray:
+               extra_roundings: int = 0, bias: np.ndarray | None = None) -> np.ndarray:
     """End to end, against softmax(mask(Q·K^T/sqrt(d_k)))·V computed in float64.
     A perturbation delta of a row's scores moves each weight by at most p·2·max|delta| (the
     softmax Jacobian diag(p) - p·p^T), so the weights carry the scores' error propagated plus
-    the softmax's own, and the output adds av's rounding on top."""
+    the softmax's own, and the output adds av's rounding on top. bias: a mask array's, added to
+    the scaled scores in float32 (mask_kernel2): one more rounding, of |s + bias|."""
     factor = scale_for(d_k, scaled)
     k, v = kv_heads_for(k, q.shape[0]), kv_heads_for(v, q.shape[0])
     s_exact = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
     delta = scores_tol(q, k, extra_roundings) * factor + (scale_tol(s_exact) if scaled else 0.0)
+    if bias is not None:
+        s_exact = s_exact + np.where(visible, bias.astype(np.float64), 0.0)
+        delta = delta + gamma(1) * np.abs(s_exact)
     worst_delta = np.where(visible, delta, 0).max(axis=-1, keepdims=True)
     masked = np.where(visible, s_exact, -np.inf)
     p_tol = 1.01 * (p_exact * 2 * worst_delta) + softmax_tol(masked, p_exact)

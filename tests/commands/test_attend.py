@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from andrea_cli import reference
 from andrea_cli.masks import MaskSpec
@@ -203,3 +204,55 @@ def test_the_mask_stages_corner_is_the_scaled_scores_with_minus_inf(cli):
                     assert got[i][j] == "-inf" and doc["corner"][i][j] == 0, (mask, i, j)
                 else:
                     assert abs(got[i][j] - want[i, j]) < 1e-5, (mask, i, j)
+
+
+def _mask_files(tmp_path):
+    rng = np.random.default_rng(5)
+    keep = rng.random((24, 24)) < 0.5
+    keep[:2] = False  # two rows that see no key
+    bias = (-0.25 * np.abs(np.arange(24)[:, None] - np.arange(24)[None])).astype(np.float32)
+    nan = bias.copy()
+    nan[3, 4] = np.nan
+    for name, array in (("keep", keep), ("bias", bias), ("nan", nan), ("short", keep[:5]),
+                        ("text", np.array(["a"] * 24 * 24).reshape(24, 24))):
+        np.save(tmp_path / f"{name}.npy", array)
+    return keep, bias
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_mask_file_bool_and_bias_match_the_reference(cli, tmp_path, backend):
+    from andrea_cli.masks import mask_array
+
+    keep, bias = _mask_files(tmp_path)
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal((24, 8)).astype(np.float32) for _ in range(3))
+    for name, array in (("q", q), ("k", k), ("v", v)):
+        np.save(tmp_path / f"{name}.npy", array)
+    for mask, array in (("keep", keep), ("bias", bias)):
+        out = tmp_path / f"out_{mask}.npy"
+        doc = cli.json("attend", "--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy", "--v", tmp_path / "v.npy",
+                       "--mask-file", tmp_path / f"{mask}.npy", "--backend", backend, "--out", out)
+        exact = reference.attention(q[None], k[None], v[None], mask_array(array, 24, 24))[0]
+        assert np.abs(np.load(out) - exact).max() < 1e-5
+        assert doc["mask"] == ("array:bool" if mask == "keep" else "array:bias")
+    assert (np.load(tmp_path / "out_keep.npy")[:2] == 0).all()  # the rows that see no key: zeros
+    assert not any("see no key" in n for n in doc["notices"])  # the bias hides no whole row
+    doc = cli.json("attend", "-T", 24, "--d-k", 8, "--mask-file", tmp_path / "keep.npy", "--backend", backend)
+    assert any("2 of 24 rows see no key" in n for n in doc["notices"])
+
+
+def test_mask_file_bad_inputs_are_one_line_and_exit_2(run_main, tmp_path):
+    _mask_files(tmp_path)
+    cases = {
+        "short": (["--mask-file", tmp_path / "short.npy"], "shape (5, 24) is not (24, 24)"),
+        "nan": (["--mask-file", tmp_path / "nan.npy"], "NaN"),
+        "text": (["--mask-file", tmp_path / "text.npy"], "neither bool"),
+        "fused": (["--mask-file", tmp_path / "keep.npy", "--fused"], "drop --fused"),
+        "beside --mask": (["--mask-file", tmp_path / "keep.npy", "--mask", "none"], "drop one of them"),
+        "missing": (["--mask-file", tmp_path / "nowhere.npy"], "no such file"),
+    }
+    for case, (args, words) in cases.items():
+        code, out, err = run_main("attend", "-T", 24, "--d-k", 8, *args, "--backend", "numpy")
+        lines = err.strip().splitlines()
+        assert code == 2 and out == "" and len(lines) == 1, (case, err)
+        assert words in lines[0], (case, lines[0])

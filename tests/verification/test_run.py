@@ -19,7 +19,7 @@ def test_sweep_covers_every_edge():
     assert {c.T for c in cases} >= {1, 2, 7, 31, 32, 33, 64, 127, 257, 1024}
     assert {c.d_k for c in cases} >= {1, 3, 16, 64, 80, 128, 256}
     assert any(c.d_v != c.d_k for c in cases)
-    assert {c.mask.kind for c in cases} == {"causal", "none", "window"}
+    assert {c.mask.kind for c in cases} == {"causal", "none", "window", "array"}
     assert any(c.mask.window > 32 for c in sweep(quick=True))  # wider than a fused key tile
     assert {c.scaled for c in cases} == {True, False}
     assert len({c.plan for c in cases}) == len(ALL_PLANS) == 6

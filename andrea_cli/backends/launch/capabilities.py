@@ -33,21 +33,21 @@ def kernels_take(case: AttentionCase) -> str | None:
 
     Today's kernels: L queries against S keys (is_causal top-left: MaskSpec align "top_left"),
     K/V heads grouped (as many K as V heads, the query heads a multiple of them, query head h on
-    K/V head h / group), the causal mask or none, float32, a positive factor (scale_kernel1 reads
-    0 as "the course's 1/sqrt(d_k)")."""
+    K/V head h / group), the causal mask, none, or an attn_mask array (bool or float: the staged
+    kernels, mask_kernel2 adding it), float32, a positive factor (scale_kernel1 reads 0 as "the
+    course's 1/sqrt(d_k)")."""
     if case.dtype != "float32":
         return f"the kernels compute in float32 ({case.dtype} runs the {case.dtype} NumPy path)"
     grouped = case.same_batch and case.k_heads == case.v_heads and case.q_heads % case.k_heads == 0
     if not (case.same_leading or grouped):
         return (f"the kernels take q, k, v with the same leading dims (heads {case.q_heads}/{case.k_heads}/"
                 f"{case.v_heads}, or broadcast batch dims)")
-    if case.mask == "array":
-        return "the kernels take is_causal or no mask, not an attn_mask array"
     if not case.scale > 0:
         return f"the kernels take a positive scale (got {case.scale})"
     return None
 
 
 def fused_takes(case: AttentionCase) -> bool:
-    """The fused fp32 kernels (no L×S matrix built) take it; wider heads run the staged kernels."""
-    return case.d_k <= FUSED_MAX_D and case.d_v <= FUSED_MAX_D
+    """The fused fp32 kernels (no L×S matrix built) take it; wider heads and mask arrays run the
+    staged kernels (only mask_kernel2 reads an array)."""
+    return case.d_k <= FUSED_MAX_D and case.d_v <= FUSED_MAX_D and case.mask != "array"

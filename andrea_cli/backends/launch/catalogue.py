@@ -73,6 +73,7 @@ KERNELS = (
     Kernel("scores_kernel2", "staged", "scores", 2, "scores2", **GEMM_8X8, products=1),
     Kernel("scale_kernel1", "staged", "scale", 1, "scale", threads=256),
     Kernel("mask_kernel1", "staged", "mask", 1, "mask", **SQUARE_TILE),
+    Kernel("mask_kernel2", "staged", "mask", 2, "mask2", **SQUARE_TILE),  # a mask array (--mask-file)
     Kernel("softmax_kernel1", "staged", "softmax", 1, "softmax1", rows=1, shared=_softmax1_shared),
     Kernel("softmax_kernel2", "staged", "softmax", 2, "softmax2", **WARP_ROWS),
     Kernel("softmax_kernel3", "staged", "softmax", 3, "softmax3", rows=1, tile=lambda s: 4 * s["SOFTMAX3_VEC"]),

@@ -16,11 +16,12 @@ from andrea_cli.backends.base import StageOutputs
 from andrea_cli.backends.launch.catalogue import family, kernel
 from andrea_cli.backends.launch.shapes import check_shapes
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
+from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import Scale
 
 SCORES, SOFTMAX, AV = (family("staged", stage) for stage in ("scores", "softmax", "av"))  # {variant: row}
-SCALE, MASK = kernel("staged", "scale"), kernel("staged", "mask")
+SCALE, MASK, MASK_ARRAY = kernel("staged", "scale"), kernel("staged", "mask"), kernel("staged", "mask", 2)
 TILE = MASK.block_rows()  # 16x16 outputs per block: scores_kernel1, mask_kernel1, av_kernel1
 SCORES2_TILE, AV2_TILE = SCORES[2].block_rows(), AV[2].block_rows()  # output tile edge of the 8x8 kernels
 SOFTMAX3_PER_THREAD = SOFTMAX[3].tile_size()  # values of a row each thread of softmax_kernel3 holds
@@ -101,10 +102,11 @@ def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSp
 
 def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d_k: int, d_v: int, H: int,
                   mask: MaskSpec, scale: Scale, plan: LaunchPlan = DEFAULT_PLAN, clock=None,
-                  S: int | None = None, H_kv: int | None = None) -> dict[str, str]:
+                  S: int | None = None, H_kv: int | None = None, dbias=None) -> dict[str, str]:
     """One launch per stage on arrays already on the device (bench times exactly this); returns
     {stage: the kernel it ran}. T: the query rows (L), S: the keys (T unless given); H query heads
-    over H_kv K/V heads (H unless given; the kernels read K/V head h // (H / H_kv), no copy)."""
+    over H_kv K/V heads (H unless given; the kernels read K/V head h // (H / H_kv), no copy).
+    dbias: a mask array's bias on the device, (1 or H, L, S), for mask.kind "array"."""
     clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
     L, S = T, T if S is None else S
@@ -135,7 +137,15 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
         )
         clock.stop("scale")
 
-    if mask.kind != "none":
+    if mask.is_array:  # mask_kernel2 adds the array (a bool mask: 0 / -inf) to the scaled scores
+        if dbias is None:
+            raise ValueError("a mask array needs its bias on the device (dbias)")
+        name = ran["mask"] = MASK_ARRAY.entry()
+        clock.start("mask")
+        dev.get_function(name)((cdiv(S, TILE), cdiv(L, TILE), H), tile_block,
+                               (buf.scaled, dbias, buf.masked, i32(L), i32(S), i32(mask.bias.size // (L * S))))
+        clock.stop("mask")
+    elif mask.kind != "none":
         name = ran["mask"] = MASK.entry()
         clock.start("mask")
         dev.get_function(name)((cdiv(S, TILE), cdiv(L, TILE), H), tile_block,
@@ -170,6 +180,13 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
     return ran
 
 
+def check_bias(bias: np.ndarray, H: int, L: int, S: int) -> None:
+    """A mask array fits the run: (L, S) for every head, or (H, L, S), float32 (MaskSpec holds it so)."""
+    if bias.dtype != np.float32 or bias.shape not in ((L, S), (1, L, S), (H, L, S)):
+        raise AndreaError(f"the mask array is {bias.dtype} {bias.shape}; this run needs float32 ({L}, {S}) "
+                          f"(queries, keys) or ({H}, {L}, {S}): fix the mask file or attn_mask")
+
+
 def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
                plan: LaunchPlan = DEFAULT_PLAN) -> StageOutputs:
     """q (H, L, d_k), k (H_kv, S, d_k), v (H_kv, S, d_v): L queries against S keys, H a multiple of H_kv."""
@@ -179,11 +196,15 @@ def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
 
     transfers = Transfers(dev)
     dq, dk, dv = transfers.upload(q, k, v)
+    dbias = None
+    if mask.is_array:
+        check_bias(mask.bias, H, L, S)
+        dbias, = transfers.upload(mask.bias.reshape(-1, L, S))
 
     buf = allocate_stages(dev, H, L, d_v, mask=mask, scaled=scale, S=S)
     timings, ran = timed_runs(dev, lambda clock: launch_stages(dev, dq, dk, dv, buf, T=L, d_k=d_k, d_v=d_v, H=H,
                                                                mask=mask, scale=scale, plan=plan, clock=clock,
-                                                               S=S, H_kv=H_kv))
+                                                               S=S, H_kv=H_kv, dbias=dbias))
     timings["total"] = sum(timings.values())
     names = ("scores", "scaled", "masked", "weights", "output")
     host = dict(zip(names, transfers.download(*(getattr(buf, name) for name in names))))

@@ -45,6 +45,9 @@ class AttendOptions(RunOptions):
     v: Path | None = V.field()
     qkv: Path | None = QKV.field()
     mask: str = MASK.field()
+    mask_file: Path | None = option("--mask-file", help="A mask as a (T, T) .npy array instead of --mask: bool "
+                                    "(True = take part, as torch's SDPA) or float (added to the scaled scores; "
+                                    "-inf hides). A row that sees no key gets zeros. Staged kernels only.")
     scale: float | bool | None = SCALE.field()  # None: 1/sqrt(d_k); False: --no-scale; Python's factor
     backend: str = BACKEND.field()
     plan: str = PLAN.field()

@@ -28,7 +28,6 @@ def test_they_take_other_lengths_and_grouped_kv_heads():
     (dict(k_heads=1, v_heads=1, same_leading=False), "heads 4/1/1"),
     (dict(k_heads=2, v_heads=1, same_leading=False, same_batch=True), "heads 4/2/1"),
     (dict(same_leading=False), "same leading dims"),
-    (dict(mask="array"), "not an attn_mask array"),
     (dict(dtype="float64"), "float64 runs the float64 NumPy path"),
     (dict(scale=0.0), "a positive scale (got 0.0)"),
 ])
@@ -38,3 +37,8 @@ def test_each_thing_they_cannot_take_is_named(change, why):
 
 def test_wide_heads_go_to_the_staged_kernels():
     assert fused_takes(SQUARE) and not fused_takes(replace(SQUARE, d_v=256))
+
+
+def test_mask_arrays_go_to_the_staged_kernels():
+    array = replace(SQUARE, mask="array")
+    assert kernels_take(array) is None and not fused_takes(array)  # mask_kernel2 reads the array
