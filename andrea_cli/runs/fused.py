@@ -68,7 +68,8 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
     raw, weights, want = reference.attention_rows(qkv.q, qkv.k, qkv.v, mask, scaled, rows)  # float64
     return RowSample(
         rows=rows.tolist(),
-        weight_stats=stats.weight_stats(raw, raw * scale_for(qkv.d_k, True), weights, mask.visible(qkv.T, rows)),
+        weight_stats=stats.weight_stats(raw, raw * scale_for(qkv.d_k, True), weights,
+                                        mask.visible(qkv.T, rows, S=qkv.S)),
         output_max_abs_err=float(np.abs(output[rows] - want).max()),
     )
 
@@ -101,7 +102,7 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
     if out.device_output is not None and qkv.on_device:
         device_output = out.device_output[0] if one else out.device_output
     return FusedReport(
-        **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
+        **header_fields(backend, source=qkv.source, T=T, S=qkv.S, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
                         shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]}),
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
         notices=notes, output=output, device_output=device_output, precision=precision,
