@@ -116,3 +116,17 @@ def test_bad_lengths_are_one_line(run_main, tmp_path):
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
     code, _, err = run_main("grad", *flags, *NUMPY)
     assert code == 2 and "grad takes one sequence for now" in err, err
+
+
+@pytest.mark.slow  # matplotlib's figures: ~6 s on a busy 2-core machine
+def test_plot_draws_L_rows_against_S_keys(cli, tmp_path):
+    """The (L, S) weights drawn, rows that see no key included (no warning from their log(0))."""
+    import warnings
+
+    for L, S in ((6, 20), (20, 6)):
+        path = tmp_path / f"w{L}.png"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            result = cli("attend", "--T-q", L, "--T-k", S, "--d-k", 4, "--plot", path, *NUMPY)
+        assert result.exit_code == 0, result.output
+        assert path.stat().st_size > 10_000
