@@ -5,6 +5,7 @@ prints JSON) and sets the exit code."""
 from __future__ import annotations
 
 import inspect
+from contextlib import contextmanager
 import sys
 import warnings
 from pathlib import Path
@@ -16,7 +17,7 @@ from rich.markup import escape
 from andrea_cli.commands.options import (AttendOptions, BenchOptions, Declared, GenerateOptions, GradOptions,
                                          InfoOptions, ScalingOptions, VerifyOptions, from_command_line,
                                          on_command_line)
-from andrea_cli.errors import AndreaError, KernelError
+from andrea_cli.errors import AndreaError, KernelError, SetupError
 
 
 class _FlagsWithoutPlaceholders:
@@ -101,6 +102,30 @@ def echo_err(line: str) -> None:
     typer.echo(line, err=True)
 
 
+def build_progress():
+    """A transient line on stderr while the CPU build compiles (a first run only)."""
+    from andrea_cli.render.build_progress import build_progress as progress
+
+    return progress(err_console())
+
+
+@contextmanager
+def long_waits():
+    """The progress line of a command that reports its own steps, which also says when the CPU
+    build compiles (on a terminal: one live line at a time, so the compile's goes into it)."""
+    from andrea_cli.render.progress import progress_lines
+
+    errors = err_console()
+    with progress_lines(errors, echo_err) as progress:
+        if not errors.is_terminal or errors.is_dumb_terminal:
+            yield progress
+            return
+        from andrea_cli.backends.cpu_runtime.build_notice import announce_builds
+
+        with announce_builds(progress, lambda: progress("compiled; running")):
+            yield progress
+
+
 def print_json(document: dict) -> None:
     """JSON for scripts: plain stdout, never through Rich (which would wrap and colour it)."""
     from andrea_cli.render.json_document import json_text
@@ -122,8 +147,9 @@ def use_cpu_threads(threads: int | None) -> None:
 
 
 def fail_on(exc: AndreaError) -> typer.Exit:
-    """Exit 1 when the kernel file did something wrong while it ran, 2 for bad usage."""
-    return fail(str(exc), 1 if isinstance(exc, KernelError) else 2)
+    """Exit 1 when the kernel file did something wrong while it ran or this environment cannot
+    run it, 2 for bad usage."""
+    return fail(str(exc), 1 if isinstance(exc, (KernelError, SetupError)) else 2)
 
 
 def check_plot(plot: Path | None) -> None:
@@ -161,9 +187,7 @@ def attend(o: AttendOptions) -> None:
     try:
         use_cpu_threads(o.threads)
         check_plot(o.plot)
-        from andrea_cli.render.progress import progress_lines
-
-        with progress_lines(err_console(), echo_err) as progress:  # a large T runs for many seconds
+        with long_waits() as progress:  # a large T runs for many seconds; a first run compiles
             report = run_attend(o, progress=progress)
         if o.plot is not None:
             from andrea_cli.render.attend_plot import save_attend_report_plot
@@ -178,6 +202,8 @@ def attend(o: AttendOptions) -> None:
 
         render_attend(console(), report, show_weights=o.show_weights)
         print_saved(("output", o.out), ("weights", o.save_weights), ("plot", o.plot))
+    if o.strict and getattr(report, "check", None) is not None and not report.check.agrees:
+        raise typer.Exit(1)  # --strict: a run that is not the equation fails (the report said where)
 
 
 @command(GradOptions)
@@ -190,7 +216,8 @@ def grad(o: GradOptions) -> None:
     from andrea_cli.commands.grad import run_grad
 
     try:
-        report = run_grad(o)
+        with build_progress():
+            report = run_grad(o)
     except AndreaError as exc:
         raise fail_on(exc) from None
     if o.json:
@@ -213,11 +240,10 @@ def generate(o: GenerateOptions) -> None:
         use_cpu_threads(o.threads)
         check_generate_options(o)  # a bad option is named before a bad --plot file
         check_plot(o.plot)
-        from andrea_cli.render.progress import progress_lines
-
-        with progress_lines(err_console(), echo_err) as line:
+        with long_waits() as line:
             def progress(done: int, total: int) -> None:
-                if done == total or done % max(1, total // 20) == 0:
+                # a count where the wait is long (the CPU build: ~7 ms a step), ten lines at most in a log
+                if total >= 256 and (done == total or done % max(1, total // 10) == 0):
                     line(f"generating: step {done} of {total}")
 
             report = run_generate_command(o, progress=None if o.json else progress)
@@ -338,7 +364,8 @@ def compare_scaling(o: ScalingOptions) -> None:
     try:
         check_scaling_options(o)  # a bad option is named before a bad --plot file
         check_plot(o.plot)
-        report = run_compare_scaling(o)
+        with build_progress():
+            report = run_compare_scaling(o)
         if o.plot is not None:
             from andrea_cli.render.scaling_plot import save_scaling_plot
 

@@ -14,6 +14,12 @@ class KernelError(AndreaError):
     failed case."""
 
 
+class SetupError(AndreaError):
+    """This machine or environment cannot run what was asked (a compiler, a sanitizer runtime or a
+    worker process missing or broken): not the user's input, so the CLI exits with code 1, and
+    the message says what to install or repair."""
+
+
 class AndreaWarning(UserWarning):
     """From the Python API, a notice the command prints in words (scores past float32's range,
     say) instead of the raw NumPy RuntimeWarning that would otherwise surface."""

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import given_scale, resolve_scale  # noqa: F401  (given_scale: the report's)
 
 
 def kv_heads_for(x: np.ndarray, H: int) -> np.ndarray:
@@ -25,23 +26,15 @@ def scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1))
 
 
-def given_scale(scaled) -> bool:
-    """Whether `scaled` is a factor given as a number (the Python API's scale=0.125, as PyTorch's
-    SDPA takes it) rather than True (1/sqrt(d_k)) or False (no scaling)."""
-    return isinstance(scaled, (float, np.floating)) and not isinstance(scaled, bool)
-
-
 def scale_for(d_k: int, scaled) -> float:
     """The factor the scores are multiplied by: 1/sqrt(d_k), 1 with --no-scale, or the factor
-    given. Every kernel launch, bound and report takes it from here."""
-    if given_scale(scaled):
-        return float(scaled)
-    return 1.0 / math.sqrt(d_k) if scaled else 1.0
+    given (scale.py reads the convention; the launchers take the Scale it resolves)."""
+    return resolve_scale(d_k, scaled).factor
 
 
 def scale(s: np.ndarray, d_k: int, scaled=True) -> np.ndarray:
     """S / sqrt(d_k), or S times a factor given      (H, T, T) -> (H, T, T)"""
-    return s * float(scaled) if given_scale(scaled) else s / math.sqrt(d_k)
+    return s * scale_for(d_k, scaled) if given_scale(scaled) else s / math.sqrt(d_k)
 
 
 def mask(s: np.ndarray, spec: MaskSpec) -> np.ndarray:
@@ -107,7 +100,7 @@ def attention_loops(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
             for j in range(S):
                 dot = sum(float(q[h, i, c]) * float(k[g, j, c]) for c in range(d_k))
                 if given_scale(scaled):
-                    dot *= float(scaled)
+                    dot *= scale_for(d_k, scaled)
                 elif scaled:
                     dot /= math.sqrt(d_k)
                 row.append(dot if visible[i, j] else -math.inf)

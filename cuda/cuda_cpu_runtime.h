@@ -95,3 +95,4 @@
 #include "cpu_runtime/clocks.h"
 #include "cpu_runtime/math_functions.h"
 #include "cpu_runtime/tensor_cores.h"
+#include "cpu_runtime/async_barriers.h"

@@ -2302,10 +2302,11 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
 // mask-edge tiles in loops of their own, causal blocks longest first across all heads.
 // What bounds it (bench --bound --gpu h200, static, not a measurement; wgmma's shared-memory
 // operand counted once per warpgroup, the assumption andrea_cli/bench/bound/model.py argues):
-// the tensor pipe at d = 64 and 128, 989 TFLOP/s, the datasheet's peak. At d = 64 the runner-up
-// is the exponentials, 98% of the tensor pipe (34 MUFU.EX2 per warp and tile against 8 HGMMA),
-// as in FlashAttention-3's paper; at d = 128 shared memory, 72%. Hot loop: 259 and 315
-// instructions per warp and 64-key tile, integer work 13% and 17% of them.
+// at d = 64 the exponentials and conversions, 633 TFLOP/s (34 MUFU.EX2 and 16 F2FP per warp and
+// tile on the 16-a-clock pipe against 8 HGMMA), as in FlashAttention-3's paper; at d = 128 the
+// tensor pipe, 989, the peak only under the bound's assumptions (no latency, all pipes at the
+// 1.83 GHz tensor clock). Hot loop: 259 and 315 instructions per warp and 64-key tile. The K/V
+// copies take 4 shared-memory wavefronts per cp.async (the least), by the bound's bank count.
 // Not (yet) FlashAttention-3's: warp specialisation (a producer warp issuing TMA copies) and the
 // ping-pong that overlaps one warpgroup's softmax with the other's wgmma; the waits here are
 // synchronous, so a warpgroup idles its tensor cores during its softmax.
@@ -2344,7 +2345,8 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K6_ROWS, L, Sk);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
-    // This thread's pieces: rows cp_row + p·ROW_STEP, columns cp_col..+7, in both layouts
+    // Q: thread i copies rows cp_row + p·ROW_STEP, columns cp_col..+7 (a quarter-warp one 128-byte
+    // row of q_s: conflict-free in its padded layout)
     const int cp_row = threadIdx.x / CHUNKS, cp_col = 8 * (threadIdx.x % CHUNKS);
     {
         const unsigned short* src = q + (long)(row0 + cp_row) * D + cp_col;
@@ -2354,14 +2356,20 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
                        row0 + cp_row + p * ROW_STEP < L);
         cp_async_commit();
     }
+    // K and V: thread i copies key row kv_row, columns kv_col..+7 (and every ROW_STEP rows on), the
+    // 8 lanes of a quarter-warp taking 8 consecutive keys of one 8-column chunk: one 128-byte core
+    // matrix, so each 16-byte cp.async phase fills all 32 banks once (4 wavefronts a warp; lanes
+    // on one key's chunks, 128 bytes apart, would share banks 0-3: 32)
+    const int kv_row = threadIdx.x / (8 * CHUNKS) * 8 + threadIdx.x % 8;
+    const int kv_col = 8 * (threadIdx.x / 8 % CHUNKS);
     // (row r, column c) of a tile at (r / 8)·8D + 8·(c / 8)·8 + 8·(r % 8) + c % 8, in bf16; ROW_STEP
     // is a multiple of 8, so pass p adds p·ROW_STEP·D
-    const int kv_dst = (cp_row / 8) * 8 * D + cp_col * 8 + (cp_row % 8) * 8;
-    int kv_global = (j_begin + cp_row) * D + cp_col;
+    const int kv_dst = (kv_row / 8) * 8 * D + kv_col * 8 + (kv_row % 8) * 8;
+    int kv_global = (j_begin + kv_row) * D + kv_col;
     // Key tile n into stage n & 1 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's)
     auto copy_kv = [&](auto whole, int n) {
         constexpr bool WHOLE = decltype(whole)::value;
-        const int rows_left = Sk - (j_begin + n * TC_KEYS) - cp_row;
+        const int rows_left = Sk - (j_begin + n * TC_KEYS) - kv_row;
         unsigned short* kd = k_s + (n & 1) * KV_TILE + kv_dst;
         unsigned short* vd = v_s + (n & 1) * KV_TILE + kv_dst;
 #pragma unroll

@@ -11,7 +11,7 @@ ROOT = {
     "device",  # cupy-shaped device arrays for andrea_cli.RawModule (one address for host and kernels)
     "commands", "runs", "verification", "bench", "render", "backends",  # the rooms
     # the spec: the equation in float64, its inputs, outputs, statistics, errors and defaults
-    "reference", "reference_backward", "masks", "stats", "inputs", "layer_inputs", "outputs",
+    "reference", "reference_backward", "masks", "scale", "stats", "inputs", "layer_inputs", "outputs",
     "overflow", "errors", "defaults", "kernel_file",
     # torch's SDPA: its float64 spec, its arguments checked, the array types it takes and gives back
     "reference_sdpa", "sdpa_inputs", "array_types",

@@ -1,12 +1,13 @@
 """Backends by name: `numpy` (the reference), `cuda` (the kernel file on a GPU), `cpu` (the
-kernel file compiled for the CPU), and `auto`, which tries cuda, then numpy."""
+kernel file compiled for the CPU), and `auto`, which tries cuda, then cpu, then numpy: the
+kernel file wherever it can run, the NumPy reference only where no C++ compiler is found."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from andrea_cli.backends.base import Availability, Backend
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 
 BACKEND_NAMES = ("auto", "cuda", "cpu", "numpy")
 
@@ -44,11 +45,17 @@ def require_available(backend: Backend, flag: str) -> Backend:
     """The backend, if it can run here; else the one-line error "{flag}: {reason}; {fix}"."""
     status: Availability = backend.available()
     if not status.ok:
-        raise AndreaError(f"{flag}: {status.reason}; {status.fix}")
+        raise (SetupError if status.setup else AndreaError)(f"{flag}: {status.reason}; {status.fix}")
     return backend
 
 
-def select_backend(name: str, kernel_path: Path, *, auto_order: tuple[str, ...] = ("cuda", "numpy"),
+AUTO_ORDER = ("cuda", "cpu", "numpy")
+# What the auto notice calls each choice, so a learner knows the kernel file ran (or did not).
+AUTO_LABELS = {"cpu": "cpu (the kernel file compiled for the CPU)", "numpy": "numpy (the float64 reference, "
+               "not the kernel file)"}
+
+
+def select_backend(name: str, kernel_path: Path, *, auto_order: tuple[str, ...] = AUTO_ORDER,
                    timeout: float | None = None, racecheck: bool = False) -> tuple[Backend, str | None]:
     """The backend to run on, and for `auto` a one-line notice saying which and why.
 
@@ -56,16 +63,19 @@ def select_backend(name: str, kernel_path: Path, *, auto_order: tuple[str, ...] 
     if name != "auto" or racecheck:
         return require_available(make_backend(name, kernel_path, timeout=timeout, racecheck=racecheck),
                                  f"--backend {name}"), None
-    reasons = []
+    reasons, fixes = [], {}
     for candidate in auto_order:
         backend = make_backend(candidate, kernel_path, timeout=timeout)
         status = backend.available()
         if status.ok:
             if not reasons:
                 return backend, None
-            notice = f"backend auto: {candidate}, because {'; '.join(reasons)}."
-            if candidate == "numpy":
+            notice = f"backend auto: {AUTO_LABELS.get(candidate, candidate)}, because {'; '.join(reasons)}."
+            if candidate == "numpy" and "cpu" in fixes:
+                notice += f" To run the kernel file itself: {fixes['cpu']}"
+            elif candidate == "numpy":
                 notice += " To run the kernel file itself without a GPU: --backend cpu"
             return backend, notice
         reasons.append(f"{candidate}: {status.reason}")
+        fixes[candidate] = status.fix
     raise AndreaError(f"no backend can run here ({'; '.join(reasons)})")

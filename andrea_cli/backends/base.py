@@ -28,6 +28,7 @@ class Availability:
     ok: bool
     reason: str = ""  # why not, shortened to one line, when ok is False
     fix: str = ""  # what to install or pass to make it work
+    setup: bool = False  # what is missing is this machine's (a C++ compiler): SetupError, exit 1
 
 
 @dataclass

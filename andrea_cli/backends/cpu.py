@@ -85,7 +85,7 @@ class CpuBackend(KernelFileBackend):
             find_compiler()
         except CompilerNotFoundError:
             return Availability(False, f"no C++ compiler found (tried {', '.join(compiler_candidates())})",
-                                "install g++ (e.g. apt-get install g++) or set CXX")
+                                "install g++ (e.g. apt-get install g++) or set CXX", setup=True)
         return Availability(True)
 
     def device_name(self) -> str:

@@ -22,6 +22,9 @@ def cuda_availability() -> Availability:
     """Whether a GPU answers; where not and the driver is there, whether the installed cupy
     and NVRTC fit it, naming the extra that does (a cupy-cuda13x against a CUDA 12 driver fails
     with only "insufficient driver")."""
+    if read_cuda_setup().driver is None:  # the real cause, whatever cupy does; and importing cupy
+        # to learn it costs ~0.25 s of CPU, a quarter of the main job's (scripts/bench_main_job.py)
+        return Availability(False, "no NVIDIA driver here (no GPU to run on)", INSTALL_HINT)
     try:
         import cupy  # noqa: F401
     except Exception as exc:  # ImportError, or a broken CUDA install raising at import
@@ -29,9 +32,6 @@ def cuda_availability() -> Availability:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # cupy imports fine without a GPU; the driver call is what fails
-        if read_cuda_setup().driver is None:  # what `andrea info` says, not cupy's insufficient-driver code
-            return Availability(False, "no NVIDIA driver here (cupy is installed but finds no driver to talk to)",
-                                INSTALL_HINT)
         return _unavailable(f"no CUDA device answers ({first_line(exc)})")
     if count < 1:
         return _unavailable("no CUDA device found")

@@ -1,5 +1,6 @@
 """What the cuda and cpu backends share: the kernel file, loaded once per process, launched
-through a KernelDevice by the staged and fused launchers."""
+through a KernelDevice by the staged and fused launchers. A run's scale (True, False or a factor
+given) is resolved here, where it enters, into the Scale every launcher reads."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from andrea_cli.backends.launch.fused import FusedOutputs, run_fused
 from andrea_cli.backends.launch.fused_bf16 import run_fused_bf16
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan, run_staged
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import resolve_scale
 
 
 class KernelFileBackend:
@@ -37,7 +39,8 @@ class KernelFileBackend:
         return self._device
 
     def attention(self, q, k, v, *, mask: MaskSpec, scaled: bool, plan: LaunchPlan | None = None) -> StageOutputs:
-        result = run_staged(self.device(), q, k, v, mask=mask, scaled=scaled, plan=plan or self.plan)
+        result = run_staged(self.device(), q, k, v, mask=mask, scale=resolve_scale(q.shape[-1], scaled),
+                            plan=plan or self.plan)
         result.load_ms = self._load_ms
         return result
 
@@ -45,10 +48,11 @@ class KernelFileBackend:
                         precision: str = "fp32") -> FusedOutputs:
         """precision fp32: the FP32 fused kernels (variant picks one); bf16: the tensor-core kernels
         (variant 4, 5 or 6; the default the device's fastest: 6 on sm_90, else 5)."""
+        scale = resolve_scale(q.shape[-1], scaled)
         if precision == "bf16":
-            result = run_fused_bf16(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
+            result = run_fused_bf16(self.device(), q, k, v, mask=mask, scale=scale, variant=variant)
         else:
-            result = run_fused(self.device(), q, k, v, mask=mask, scaled=scaled, variant=variant)
+            result = run_fused(self.device(), q, k, v, mask=mask, scale=scale, variant=variant)
         result.load_ms = self._load_ms
         return result
 
@@ -56,7 +60,8 @@ class KernelFileBackend:
                            plan: LaunchPlan | None = None) -> BackwardOutputs:
         """The staged forward, then dv, dp, ds, dq, dk (plan: the forward's kernels and geometry, and
         the backward products' GEMM variant): every intermediate comes back."""
-        result = run_staged_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, plan=plan or self.plan)
+        result = run_staged_backward(self.device(), q, k, v, d_out, mask=mask, scale=resolve_scale(q.shape[-1], scaled),
+                                     plan=plan or self.plan)
         result.load_ms = self._load_ms
         return result
 
@@ -64,9 +69,10 @@ class KernelFileBackend:
                                  variant: int | None = None, precision: str = "fp32") -> BackwardOutputs:
         """The fused forward with its logsumexp, then the fused backward (variant: the forward's);
         precision bf16: the tensor-core forward and backward instead."""
+        scale = resolve_scale(q.shape[-1], scaled)
         if precision == "bf16":
-            result = run_backward_bf16(self.device(), q, k, v, d_out, mask=mask, scaled=scaled)
+            result = run_backward_bf16(self.device(), q, k, v, d_out, mask=mask, scale=scale)
         else:
-            result = run_fused_backward(self.device(), q, k, v, d_out, mask=mask, scaled=scaled, variant=variant)
+            result = run_fused_backward(self.device(), q, k, v, d_out, mask=mask, scale=scale, variant=variant)
         result.load_ms = self._load_ms
         return result

@@ -11,6 +11,7 @@ from andrea_cli import reference, reference_backward as rb
 from andrea_cli.backends.base import Availability, StageOutputs
 from andrea_cli.backends.launch.backward import BackwardOutputs
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import resolve_scale
 
 
 class NumpyBackend:
@@ -57,7 +58,7 @@ class NumpyBackend:
             timings[stage] = (time.perf_counter() - start) * 1e3
             return result
 
-        factor = reference.scale_for(q.shape[-1], scaled)
+        factor = resolve_scale(q.shape[-1], scaled).factor  # resolved once, where the run enters
         p = timed("forward", rb.forward_weights, q, k, mask, scaled)
         dv = timed("dv", rb.value_gradient, p, d_out)
         dp = timed("dp", rb.weight_gradient, d_out, v)

@@ -11,7 +11,7 @@ import numpy as np
 
 from andrea_cli.bench.sweep import Impl, io_bytes, tt_bytes, upstream_gradient
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.scale import course_scale
 
 IO_ARRAYS = 9  # Q, K, V, O, dO, dQ, dK, dV and the copy of dO: (H, T, d_k) each
 
@@ -21,7 +21,7 @@ def numpy_backward_impl() -> Impl:
 
     def prepare(q, k, v, mask: MaskSpec):
         T, d_k = q.shape[1], q.shape[2]
-        scale = np.float32(scale_for(d_k, True))
+        scale = np.float32(course_scale(d_k).factor)
         s = np.matmul(q, k.transpose(0, 2, 1)) * scale  # (H, T, T)
         if mask.hides_future:
             s[:, ~mask.visible(T)] = -np.inf
@@ -58,13 +58,13 @@ def staged_backward_impl(backend, gemm_variant: int = 2) -> Impl:
         H, T, d_k = q.shape
         gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
         buf = allocate_stages(dev, H, T, d_k, mask=mask, scaled=True)
-        launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True)
+        launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scale=course_scale(d_k))
         dp, ds = buf.scores, dev.empty((H, T, T))  # the forward's scores are spent: dP takes their place
         dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
 
         def run():
-            launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k, d_v=d_k,
-                                   H=H, mask=mask, scaled=True, gemm_variant=gemm_variant)
+            run.kernels = launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k, d_v=d_k,
+                                   H=H, mask=mask, scale=course_scale(d_k), gemm_variant=gemm_variant)
             return dq
 
         return run
@@ -85,13 +85,13 @@ def fused_backward_impl(backend, *, name: str = "fused_backward", speed_path: bo
         H, T, d_k = q.shape
         gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
         out, lse, delta = dev.empty((H, T, d_k)), dev.empty((H, T)), dev.empty((H, T))
-        launch_fused_lse(dev, gq, gk, gv, out, lse, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True,
+        launch_fused_lse(dev, gq, gk, gv, out, lse, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scale=course_scale(d_k),
                          variant=default_lse_variant(d_k, d_k))
         dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
 
         def run():
-            launch_fused_backward(dev, gq, gk, gv, out, gdo, lse, delta, dq, dk, dv, T=T, d_k=d_k, d_v=d_k, H=H,
-                                  mask=mask, scaled=True)
+            run.kernels = launch_fused_backward(dev, gq, gk, gv, out, gdo, lse, delta, dq, dk, dv, T=T, d_k=d_k, d_v=d_k, H=H,
+                                  mask=mask, scale=course_scale(d_k))
             return dq
 
         return run
@@ -114,7 +114,7 @@ def fused_bf16_backward_impl(backend, *, name: str = "fused_bf16_backward", spee
     def prepare_on(dev, q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         gq, gk, gv, gdo = (dev.to_device(a) for a in (q, k, v, upstream_gradient(q)))
-        qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d_k), scaled=True)
+        qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d_k), course_scale(d_k))
         dob = dev.empty((H, T, d_k), dtype=np.uint16)
         launch_to_bf16(dev, gdo, dob, H * T * d_k, 1.0)
         out, lse, delta = dev.empty((H, T, d_k)), dev.empty((H, T)), dev.empty((H, T))
@@ -122,8 +122,8 @@ def fused_bf16_backward_impl(backend, *, name: str = "fused_bf16_backward", spee
         dq, dk, dv = (dev.empty((H, T, d_k)) for _ in range(3))
 
         def run():
-            launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d_k,
-                                 mask=mask, scaled=True)
+            run.kernels = launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d_k,
+                                 mask=mask, scale=course_scale(d_k))
             return dq
 
         return run

@@ -13,7 +13,7 @@ from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
 from andrea_cli.defaults import DEFAULT_BLAS_THREADS
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.scale import course_scale
 
 CPU_BUILD_MAX_T = 128  # the CPU build runs one fiber per CUDA thread: correctness, not speed
 CPU_BUILD = "cpu_build_"  # its rows' names: the GPU side's, so prefixed
@@ -66,7 +66,7 @@ def numpy_impl() -> Impl:
 
     def prepare(q, k, v, mask: MaskSpec):
         T, d_k = q.shape[1], q.shape[2]
-        scale = np.float32(scale_for(d_k, True))
+        scale = np.float32(course_scale(d_k).factor)
         hidden = ~mask.visible(T) if mask.hides_future else None
 
         def run():
@@ -95,7 +95,7 @@ def cpu_build_impl(kernel_path, timeout: float | None = None, name: str = CPU_BU
         out = np.empty((H, T, d_k), dtype=np.float32)
 
         def run():
-            launch_fused(device, q, k, v, out, H, T, d_k, d_k, mask=mask, scaled=True)
+            run.kernels = launch_fused(device, q, k, v, out, H, T, d_k, d_k, mask=mask, scale=course_scale(d_k))
             return out
 
         return run
@@ -113,11 +113,11 @@ def cpu_build_bf16_impl(kernel_path, timeout: float | None = None, name: str = C
 
     def prepare(q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
-        qb, kb, vb = convert_inputs(device, q, k, v, (H, T, d_k), scaled=True)
+        qb, kb, vb = convert_inputs(device, q, k, v, (H, T, d_k), course_scale(d_k))
         out = np.empty((H, T, d_k), dtype=np.float32)
 
         def run():
-            launch_fused_bf16(device, qb, kb, vb, out, H, T, d_k, mask=mask)
+            run.kernels = launch_fused_bf16(device, qb, kb, vb, out, H, T, d_k, mask=mask)
             return out
 
         return run

@@ -13,7 +13,7 @@ from andrea_cli.backends.cuda import gpu_errors
 from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.scale import course_scale
 
 def gpu_properties() -> dict:
     """cudaDeviceProp, with the clocks read as attributes where the runtime's struct no longer
@@ -85,7 +85,7 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
         out = dev.empty((H, T, d_k))
 
         def run():
-            launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_k, mask=mask, scaled=True, variant=variant)
+            run.kernels = launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_k, mask=mask, scale=course_scale(d_k), variant=variant)
             return out
 
         return run
@@ -106,11 +106,11 @@ def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
     def prepare_on(dev, q, k, v, mask: MaskSpec):
         H, T, d_k = q.shape
         dq, dk, dv = (dev.to_device(a) for a in (q, k, v))
-        qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scaled=True)
+        qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), course_scale(d_k))
         out = dev.empty((H, T, d_k))
 
         def run():
-            launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant)
+            run.kernels = launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant)
             return out
 
         return run
@@ -134,7 +134,7 @@ def staged_gpu_impl(backend, plan=None) -> Impl:
         buf = allocate_stages(dev, H, T, d_k, mask=mask, scaled=True)
 
         def run():
-            launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scaled=True,
+            run.kernels = launch_stages(dev, dq, dk, dv, buf, T=T, d_k=d_k, d_v=d_k, H=H, mask=mask, scale=course_scale(d_k),
                           plan=plan or DEFAULT_PLAN)
             return buf.output
 
@@ -153,7 +153,7 @@ def cupy_impl() -> Impl:
 
         T, d_k = q.shape[1], q.shape[2]
         dq, dk, dv = (cupy.asarray(a) for a in (q, k, v))
-        scale = np.float32(scale_for(d_k, True))
+        scale = np.float32(course_scale(d_k).factor)
         hidden = cupy.asarray(~mask.visible(T)) if mask.hides_future else None
 
         def run():

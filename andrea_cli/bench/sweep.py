@@ -62,6 +62,7 @@ class Measurement:
     bound_tflops: float | None = None
     measured_over_bound: float | None = None
     chose: str | None = None  # what a dispatching implementation ran at this point (torch SDPA's default: its backend)
+    kernels: list[str] | None = None  # the kernel file's kernels one timed run launched; None: not the kernel file
 
 
 @dataclass
@@ -239,14 +240,16 @@ def sample_dq_error(q, k, v, dq, mask: MaskSpec) -> float:
 
 
 def measure(impl: Impl, timer, q, k, v, mask: MaskSpec, warmup: int,
-            repeats: int) -> tuple[list[float], float, str | None]:
-    """Validate, time, then ask what ran (impl.chooser). `run` and the buffers it holds die with
-    this frame, so the next implementation never shares memory with this one."""
+            repeats: int) -> tuple[list[float], float, str | None, list[str] | None]:
+    """Validate, time, then ask what ran (impl.chooser; a kernel-file run keeps the launcher's
+    {stage: kernel} on itself, run.kernels). `run` and the buffers it holds die with this frame,
+    so the next implementation never shares memory with this one."""
     run = impl.prepare(q, k, v, mask)
     check = sample_dq_error if impl.direction == "backward" else sample_error
     err = check(q, k, v, impl.to_host(run()), mask)
     times = timer(run, warmup, repeats) if impl.repeats is None else timer(run, 0, impl.repeats)
-    return times, err, impl.chooser(run) if impl.chooser else None
+    kernels = getattr(run, "kernels", None)
+    return times, err, impl.chooser(run) if impl.chooser else None, list(kernels.values()) if kernels else None
 
 
 @dataclass
@@ -296,7 +299,7 @@ def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, r
         return m
     progress(f"bench: {impl.name} {p.describe()}")
     try:
-        times, m.max_abs_err, m.chose = measure(impl, side.timer, p.q, p.k, p.v, p.mask, warmup, repeats)
+        times, m.max_abs_err, m.chose, m.kernels = measure(impl, side.timer, p.q, p.k, p.v, p.mask, warmup, repeats)
     except side.out_of_memory as exc:
         m.skipped = f"ran out of {side.memory}: {type(exc).__name__}"
         return m

@@ -9,7 +9,7 @@ from typing import Callable
 from andrea_cli.backends import check_timeout
 from andrea_cli.backends.launch.fused import check_fused_shape
 from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
-from andrea_cli.commands.backend import choose_backend
+from andrea_cli.commands.backend import check_plan, choose_backend, use_plan
 from andrea_cli.commands.options import AttendOptions, RunOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
@@ -118,6 +118,7 @@ def check_options(o: AttendOptions) -> MaskSpec:
     """The options, alone and together, before anything is drawn or loaded; the mask it names.
     (Whether the backend takes the head's inputs is checked once they are built: check_backend_takes.)"""
     check_combinations(o)
+    check_plan(o.plan, fused=o.fused)
     check_timeout(o.timeout)
     mask = parse_mask(o.mask)
     check_writable(o.out, "--out")
@@ -164,8 +165,11 @@ def attend_layer(o: AttendOptions, mask: MaskSpec, progress: Progress | None = N
                                   o.x, o.layer_weights, o.seed)
     check_head(o.head, n_head)
     backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout, racecheck=o.racecheck)
+    use_plan(backend, o.plan)
     say_large_run(progress, f"{n_head} heads, then statistics", n_head, inputs.x.shape[0], backend.name)
-    return run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices)
+    from andrea_cli.verification.spot_check import spot_check
+
+    return run_layer(inputs, n_head, backend, mask, scaled=o.scaled, notices=notices, check=spot_check)
 
 
 def check_backend_takes(o: AttendOptions, data: QKV) -> None:
@@ -189,13 +193,17 @@ def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None, progress: Pr
     check_backend_takes(o, data)
     backend, notices = choose_backend(o.backend, o.kernel, fused=o.fused, on_device=data.on_device,
                                       timeout=o.timeout, racecheck=o.racecheck)
+    use_plan(backend, o.plan)
     what = f"fused kernel ({o.precision})" if o.fused else "five stages, then statistics"
     say_large_run(progress, what, data.H or 1, data.T, backend.name, S=data.S)
     if o.fused:
         from andrea_cli.runs.fused import run_fused_attention
 
-        return run_fused_attention(data, backend, mask, o.scaled, o.sample_rows, notices=notices,
-                                   precision=o.precision)
-    from andrea_cli.runs.head import run_attention
+        from andrea_cli.verification.spot_check import fused_spot_check
 
-    return run_attention(data, backend, mask, scaled=o.scaled, notices=notices)
+        return run_fused_attention(data, backend, mask, o.scaled, o.sample_rows, notices=notices,
+                                   precision=o.precision, check=fused_spot_check)
+    from andrea_cli.runs.head import run_attention
+    from andrea_cli.verification.spot_check import spot_check
+
+    return run_attention(data, backend, mask, scaled=o.scaled, notices=notices, check=spot_check)

@@ -74,6 +74,9 @@ def describe_environment() -> dict:
         "gpu": gpu,
         "compiled_for": compiled_for,  # what NVRTC builds the kernel file into for this GPU
         "kernel_file": str(kernel),
+        # the installed copy is what runs: an edit elsewhere (a checkout's cuda/) needs --kernel
+        "edit_kernel": "to run an edited copy: andrea attend --kernel cuda/microgpt_cuda.cu "
+                       "(--plan textbook: the five textbook kernels); andrea verify --kernel FILE checks it",
         "cpu_build_cache": str(cache_dir()),
         "kernels": kernel_names(kernel),
         "backends": backends,

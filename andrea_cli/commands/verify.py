@@ -14,16 +14,17 @@ from andrea_cli.errors import AndreaError
 from andrea_cli.inputs import check_fits_in_memory, check_sizes
 from andrea_cli.masks import parse_mask
 from andrea_cli.verification import H_VERIFY, Case, CaseResult, VerifyReport, run_verify, sweep
+from andrea_cli.verification.race_sweep import race_cases
 
 
 SANITIZER_BUILDS = {"sanitize": "AddressSanitizer and UndefinedBehaviorSanitizer", "racecheck": "ThreadSanitizer"}
 
 
 def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False, racecheck: bool = False,
-                    timeout: float | None = None,
+                    timeout: float | None = None, schedules: tuple[str, ...] = ("forward", "reverse"),
                     progress: Callable[[str], None] | None = None) -> list[tuple[str, object]]:
     """The kernels are what is verified, so the NumPy path is no backend here. On the CPU build,
-    every case runs twice: threads in order, and in reverse to expose a missing barrier.
+    every case runs once per schedule: threads in order, and in reverse to expose a missing barrier.
     sanitize: the CPU build with AddressSanitizer and UndefinedBehaviorSanitizer; racecheck: with
     ThreadSanitizer told CUDA's memory model (a data race is the case's failure)."""
     if name == "numpy":
@@ -48,7 +49,7 @@ def verify_backends(name: str, kernel_path: Path, *, sanitize: bool = False, rac
 
         pairs = [(schedule, CpuBackend(kernel_path, schedule=schedule, sanitize=sanitize, timeout=timeout,
                                        racecheck=racecheck))
-                 for schedule in ("forward", "reverse")]
+                 for schedule in schedules]
         require_available(pairs[0][1], "--backend cpu")
         if progress is not None and (sanitize or racecheck):  # a build of its own: about a minute the first time
             tool = SANITIZER_BUILDS["sanitize" if sanitize else "racecheck"]
@@ -77,17 +78,20 @@ def run_verify_command(o: VerifyOptions, progress: Callable[[str], None] | None 
     one_case = T is not None or d_k is not None or d_v is not None or mask is not None or not scaled
     if one_case and o.quick:
         raise AndreaError("--quick runs the sweep; --T/--d-k/--d-v/--mask/--no-scale pick one case: pass one or the other")
+    schedules = ("forward", "reverse")
     if one_case:
         mask_spec = parse_mask(mask or "causal")
         T, d_k, d_v = head_sizes(T, d_k, d_v)
         check_sizes(T, d_k, d_v)
         check_fits_in_memory(H_VERIFY, T, d_k, d_v, bytes_per_score=VERIFY_BYTES_PER_SCORE)
         cases = [Case(T, d_k, d_v, mask_spec, scaled)]
+    elif o.quick and o.racecheck:  # every kernel, each tile loop twice; happens-before needs one order
+        cases, schedules = race_cases(), ("forward",)
     else:
         cases = sweep(o.quick)
     kernel_path = resolve_kernel_path(o.kernel)
     backends = verify_backends(o.backend, kernel_path, sanitize=o.sanitize, racecheck=o.racecheck,
-                               timeout=o.timeout, progress=progress)
+                               timeout=o.timeout, schedules=schedules, progress=progress)
     each_case = None
     if progress is not None:
         total, done = len(cases) * len(backends), iter(range(1, 10**9))

@@ -89,6 +89,16 @@ def bench_tables(console: Console, r: BenchResult) -> list[Table]:
     raise AssertionError("unreachable")
 
 
+def print_bench_kernels(console: Console, r) -> None:
+    """What each kernel-file row launched, once per row (the same at every size it ran)."""
+    ran: dict[str, list[str]] = {}
+    for m in r.measurements:
+        if m.kernels and m.impl not in ran:
+            ran[m.impl] = m.kernels
+    for impl, kernels in ran.items():
+        console.print(f"[dim]{escape(impl)} ran {escape(', '.join(kernels))}[/dim]")
+
+
 def render_bench(console: Console, r: BenchResult) -> None:
     console.print(f"[bold]andrea bench[/bold] on {escape(r.device)}: ms is the median of {r.repeats} after "
                   f"{r.warmup} warm-up, min–max their spread; × {r.baseline} = ms / {r.baseline} ms at the same size")
@@ -109,6 +119,7 @@ def render_bench(console: Console, r: BenchResult) -> None:
         console.print("* not a speed path: the kernel file on the CPU, for correctness")
     for (impl, why), Ts in skipped.items():
         console.print(f"[dim]{escape(impl)} skipped at T={','.join(map(str, sorted(set(Ts))))}: {escape(why)}[/dim]")
+    print_bench_kernels(console, r)
     chose: dict[tuple[str, str], list[int]] = {}
     for m in r.measurements:
         if m.chose:

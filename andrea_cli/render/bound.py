@@ -60,6 +60,10 @@ def render_bound(console: Console, r: BoundReport) -> None:
     console.print(f"peaks: FP32 {g.fp32_peak_tflops:.1f}, BF16 tensor {g.bf16_peak_tflops:.0f} TFLOP/s (%pk: "
                   f"of the one its products run on); HBM {g.hbm_gbs / 1000:.2f} TB/s; shared "
                   f"{g.shared_bytes_per_clock} B/clk/SM; sources in andrea_cli/bench/bound/gpus.py")
+    mma = "" if g.mma_sync_fraction == 1 else f"; mma.sync at {g.mma_sync_fraction:.0%} of the tensor rate"
+    console.print(f"assumed: every pipe at {g.tensor_clock_ghz} GHz in a kernel with tensor-core work, "
+                  f"{g.clock_ghz} GHz without{mma}; shared accesses charged the wavefronts of their "
+                  "lane addresses where the SASS gives them, else conflict-free")
     console.print("binds: the pipe the hot loop saturates first (a/b: within 5%); next: the runner-up's "
                   "load then. TFLOP/s: FlashAttention's count; KB: shared memory per block; w/SM: "
                   f"resident warps; kernel names less '{SHORT_PREFIX}', '{SHORT_BACKWARD[0]}' as "

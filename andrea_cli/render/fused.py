@@ -7,6 +7,7 @@ from rich.table import Table
 
 from andrea_cli.render.common import (fmt as _fmt, fmt_shape, lengths_note, lengths_text, print_header, scale_text,
                                      timings_table)
+from andrea_cli.render.kernels import print_kernels, print_verdict
 from andrea_cli.runs.fused import FusedReport
 
 
@@ -15,6 +16,8 @@ def render_fused(console: Console, r: FusedReport) -> None:
                  f"[bold]Attention(Q, K, V), fused kernel[/bold] {r.kernel}, {r.precision}  {lengths_text(r.T, r.S)} d_k={r.d_k} "
                  f"d_v={r.d_v} mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
+    print_kernels(console, r)
+    print_verdict(console, r)
     note = lengths_note(r.T, r.S, r.mask)
     if note:
         console.print(note)

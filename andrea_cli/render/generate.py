@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from andrea_cli.render.common import fmt, print_header
+from andrea_cli.render.kernels import kernel_lines
 from andrea_cli.runs.generate import GenerateReport, sampled_positions
 
 
@@ -21,8 +22,8 @@ def _bytes(n: float) -> str:
 def render_generate(console: Console, r: GenerateReport) -> None:
     print_header(console, r.notices, f"[bold]generation, one token at a time[/bold]  T={r.T} d_k={r.d_k} "
                  f"d_v={r.d_v} mask={r.mask} cache {r.precision}", r.backend, r.device, r.source)
-    console.print(f"kernels: {escape(', '.join(f'{stage} {name}' for stage, name in r.kernels.items()))}")
-    console.print(f"from {escape(r.kernel_file)}")
+    for line in kernel_lines(r.kernels, r.kernel_file, r.kernel_file_installed):
+        console.print(line)
 
     table = Table(title="Steps (a sample): position t's query against the t + 1 cached keys",
                   title_justify="left")

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.render.common import fmt, print_header, scale_text, shapes_table, timings_table
+from andrea_cli.render.kernels import print_kernels
 
 NORM_LABELS = {  # what each gradient is, in the order the chain rule meets them
     "d_out": "dO, the upstream gradient",
@@ -48,6 +49,7 @@ def render_grad(console: Console, r) -> None:
                  f"[bold]Backward: dQ, dK, dV of softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  T={r.T} {what} "
                  f"mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
+    print_kernels(console, r)
     console.print(shapes_table("Gradient shapes", r.shapes))
 
     norms = Table(title="Gradient norms (Frobenius)", title_justify="left")

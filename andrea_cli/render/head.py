@@ -8,6 +8,7 @@ from rich.table import Table
 from andrea_cli.backends.base import STAGES
 from andrea_cli.render.common import (fmt as _fmt, lengths_note, lengths_text, print_header, scale_text, shapes_table,
                                      stage_label, timings_table)
+from andrea_cli.render.kernels import print_kernels, print_verdict
 from andrea_cli.runs.head import AttentionReport
 
 
@@ -16,6 +17,8 @@ def render_head(console: Console, r: AttentionReport) -> None:
                  f"[bold]Attention(Q, K, V) = softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  {lengths_text(r.T, r.S)} d_k={r.d_k} "
                  f"d_v={r.d_v} mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
+    print_kernels(console, r)
+    print_verdict(console, r)
     note = lengths_note(r.T, r.S, r.mask)
     if note:
         console.print(note)

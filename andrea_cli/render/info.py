@@ -31,6 +31,7 @@ def render_info(console: Console, doc: dict) -> None:
     for label, key in (("kernel file", "kernel_file"), ("CPU build cache", "cpu_build_cache")):
         line = f"{label}: {doc[key]}"
         console.print(escape(line) if len(line) <= console.width else f"{label}:\n  {escape(doc[key])}", soft_wrap=True)
+    console.print(escape(doc["edit_kernel"]))
     table = Table(title="Backends", title_justify="left")
     table.add_column("backend")
     table.add_column("works here")

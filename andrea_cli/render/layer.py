@@ -7,6 +7,7 @@ from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
 from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, stage_label, timings_table
+from andrea_cli.render.kernels import print_kernels, print_verdict
 from andrea_cli.runs.layer import LayerReport
 
 
@@ -19,6 +20,8 @@ def render_layer(console: Console, report: LayerReport) -> None:
                  f"T={r.T} d_model={report.d_model} n_head={report.n_head} d_k={r.d_k} mask={r.mask} "
                  f"scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
+    print_kernels(console, r)
+    print_verdict(console, r)
     console.print(shapes_table("Shapes (head h owns columns h·d_k .. (h+1)·d_k)", r.shapes))
 
     per_head = Table(title="Per head: row sums, mean row entropy (nats), mean largest weight, score std",

@@ -161,10 +161,14 @@ def verify_table(console: Console, report: VerifyReport) -> Table:
     return compact_table(report)
 
 
+FIRST_DIFFERS_SHOWN = 3  # per stage: enough to see the pattern of one bug, not a screen of it
+
+
 def render_verify(console: Console, report: VerifyReport) -> None:
     console.print(f"verify: the kernel file {escape(report.kernel_file)} on [bold]{report.backend}[/bold] "
                   f"({escape(report.device)}) against the float64 NumPy path")
     console.print(verify_table(console, report))
+    shown: dict[str, int] = {}  # stage -> "first differs" lines printed; one bug fails many cases
     for r in report.results:
         if r.error:
             console.print(f"[red]{escape(_where(r))}: {escape(r.error)}[/red]")
@@ -172,9 +176,17 @@ def render_verify(console: Console, report: VerifyReport) -> None:
             continue
         for name, check in r.stages.items():
             if check.first_bad:
+                shown[name] = shown.get(name, 0) + 1
+                if shown[name] > FIRST_DIFFERS_SHOWN:
+                    continue
                 b = check.first_bad
                 console.print(f"[red]{escape(_where(r))}: {name} first differs at "
                               f"{b['index']}: got {b['got']!r}, expected {b['expected']!r} (tolerance {b['tol']:.2e})[/red]")
+    for name, count in shown.items():
+        if count > FIRST_DIFFERS_SHOWN:
+            rest = count - FIRST_DIFFERS_SHOWN
+            console.print(f"[red]{name} differs in {rest} more case{'s' if rest > 1 else ''} "
+                          "(--json lists every one)[/red]")
     failed = sum(not r.passed for r in report.results)
     verdict = "[bold red]FAILED[/bold red] ({failed} failing)".format(failed=failed) if not report.passed \
         else "[bold green]PASSED[/bold green]"

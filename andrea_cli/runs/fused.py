@@ -41,6 +41,7 @@ class FusedReport(RunHeader):
     device_output: Any = field(default=None, repr=False)  # the output on the GPU (cuda), shaped like output
     precision: str = "fp32"  # the inputs the kernel multiplies: fp32, or bf16 copies (tensor cores)
     kernel: str = ""  # the fused kernel that ran, as the launcher reports it
+    check: Any = None  # a Verdict: sampled rows against float64 (the FP32 kernels); None where not checked
 
     def to_json(self) -> dict:
         """The single-head contract's keys, so scripts read both runs alike: the weight statistics
@@ -60,6 +61,7 @@ class FusedReport(RunHeader):
                            **self.timings_ms},
             "transfer_ms": self.transfer_ms, "load_ms": self.load_ms,
             "notices": self.notices,
+            "check": self.check.to_json() if self.check is not None else None,
         }
 
 
@@ -75,8 +77,10 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
 
 
 def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sample: int = 0,
-                        notices: list[str] | None = None, precision: str = "fp32") -> FusedReport:
-    """One head's (T, d) inputs, or H heads' (H, T, d) in one launch; a row sample on one head."""
+                        notices: list[str] | None = None, precision: str = "fp32", check=None) -> FusedReport:
+    """One head's (T, d) inputs, or H heads' (H, T, d) in one launch; a row sample on one head.
+    check(q, k, v, output, mask, scaled): whether the FP32 kernel's output is the equation on
+    sampled rows (verification's fused_spot_check); the bf16 kernels' rounding is verify's to judge."""
     if n_sample > 0 and (qkv.H is not None or qkv.on_device):
         raise AndreaError("sample_rows recomputes rows from one head's Q and K on the host: pass (T, d) NumPy arrays")
     out = backend.attention_fused(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled,
@@ -101,10 +105,14 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
     device_output = None
     if out.device_output is not None and qkv.on_device:
         device_output = out.device_output[0] if one else out.device_output
+    verdict = None
+    if check is not None and precision == "fp32" and not qkv.on_device:
+        verdict = check(heads(qkv.q), heads(qkv.k), heads(qkv.v), out.output, mask, scaled)
     return FusedReport(
         **header_fields(backend, source=qkv.source, T=T, S=qkv.S, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
-                        shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]}),
+                        shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]},
+                        kernels=out.kernels),
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,
         notices=notes, output=output, device_output=device_output, precision=precision,
-        kernel=out.kernel,
+        kernel=out.kernel, check=verdict,
     )

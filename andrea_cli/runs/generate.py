@@ -14,6 +14,8 @@ import numpy as np
 from andrea_cli import reference
 from andrea_cli.backends.launch import decode as launch
 from andrea_cli.masks import MaskSpec
+from andrea_cli.runs.header import kernel_file_of
+from andrea_cli.scale import resolve_scale
 from andrea_cli.verification import tolerances
 from andrea_cli.verification.bf16_attention import round_bf16
 
@@ -49,6 +51,7 @@ class GenerateReport:
     output: np.ndarray  # (T, d_v): what generation produced
     notices: list[str] = field(default_factory=list)
     hbm_gbs: float | None = None  # the GPU's memory bandwidth (its properties), None on the CPU build
+    kernel_file_installed: bool = True  # the installed copy (edits to a checkout's cuda/ need --kernel)
 
     @property
     def decode_gbs(self) -> float:
@@ -74,7 +77,8 @@ class GenerateReport:
         return {
             "T": self.T, "d_k": self.d_k, "d_v": self.d_v, "precision": self.precision, "mask": str(self.mask),
             "seed": self.seed, "inputs": self.source, "backend": self.backend, "device": self.device,
-            "kernel_file": self.kernel_file, "kernels": self.kernels,
+            "kernel_file": self.kernel_file, "kernel_file_installed": self.kernel_file_installed,
+            "kernels": self.kernels,
             "generation_vs_causal": {"max_abs_diff": float(self.vs_causal.max()), "agrees": self.agrees,
                                      "generation_error_over_bound": self.generation_error,
                                      "causal_pass_error_over_bound": self.causal_error},
@@ -103,6 +107,7 @@ def generate(backend, q: np.ndarray, k: np.ndarray, v: np.ndarray, *, mask: Mask
     T, d_k = q.shape
     d_v = v.shape[-1]
     cache = launch.new_cache(dev, 1, T, d_k, d_v, precision)
+    scale = resolve_scale(d_k, scaled)  # once, for every step
     out = np.empty((T, d_v), dtype=np.float32)
     steps, kernels = [], {}
     for t in range(T):
@@ -111,7 +116,7 @@ def generate(backend, q: np.ndarray, k: np.ndarray, v: np.ndarray, *, mask: Mask
         clock.start("append")
         kernels.update(launch.append(dev, cache, k_new, v_new, t))
         clock.stop("append")
-        step = launch.decode(dev, cache, q_new, t + 1, 1, mask=mask, scaled=scaled, clock=clock)
+        step = launch.decode(dev, cache, q_new, t + 1, 1, mask=mask, scale=scale, clock=clock)
         kernels.update(step.kernels)
         out[t] = dev.to_host(step.output)[0]
         ms = clock.elapsed_ms()
@@ -152,7 +157,8 @@ def run_generate(backend, q, k, v, *, mask: MaskSpec, precision: str, seed: int,
         vs_unmasked=np.abs(generated - unmasked.output[0]).max(axis=-1),
         generation_error=float((np.abs(generated - exact) / gen_tol).max()),
         causal_error=float((np.abs(causal.output[0] - exact) / pass_tol).max()),
-        elapsed_s=time.perf_counter() - start, output=generated, notices=notices, hbm_gbs=hbm_bandwidth(backend))
+        elapsed_s=time.perf_counter() - start, output=generated, notices=notices, hbm_gbs=hbm_bandwidth(backend),
+        kernel_file_installed=kernel_file_of(backend)[1])
 
 
 def hbm_bandwidth(backend) -> float | None:

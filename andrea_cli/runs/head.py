@@ -31,6 +31,7 @@ class AttentionReport(RunHeader):
     output: np.ndarray | None = field(default=None, repr=False)  # (T, d_v); (H, T, d_v) from (H, T, d) inputs
     scores: np.ndarray | None = field(default=None, repr=False)  # Q·K^T before scaling, shaped like weights
     device_output: Any = field(default=None, repr=False)  # the output on the GPU (cuda), shaped like output
+    check: Any = None  # a Verdict: sampled rows of each stage against float64; None where NumPy ran
 
     def to_json(self) -> dict:
         return {
@@ -42,6 +43,7 @@ class AttentionReport(RunHeader):
             "corner": self.corner,
             "masked_corner": self.masked_corner,  # -inf as "-inf" (JSON has no infinity)
             "notices": self.notices,
+            "check": self.check.to_json() if self.check is not None else None,
         }
 
 
@@ -75,7 +77,7 @@ def report_fields(out: StageOutputs, backend: Backend, *, source: str, d_k: int,
     scaled_view = scaled_scores(out, d_k, scaled) if scaled_view is None else scaled_view
     return dict(
         **header_fields(backend, source=source, T=L, S=S, d_k=d_k, d_v=out.output.shape[-1], mask=mask,
-                        scaled=scaled, shapes=shapes),
+                        scaled=scaled, shapes=shapes, kernels=out.kernels),
         weight_stats=stats.weight_stats(out.scores, scaled_view, out.weights, mask.visible(L, S=S)),
         timings_ms=out.timings_ms,
         transfer_ms=out.transfer_ms,
@@ -87,11 +89,14 @@ def report_fields(out: StageOutputs, backend: Backend, *, source: str, d_k: int,
 
 
 def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
-                  notices: list[str] | None = None) -> AttentionReport:
+                  notices: list[str] | None = None, check=None) -> AttentionReport:
     """One head's (T, d) inputs, or H heads' (H, T, d) in one launch per stage (statistics over all);
     Q's L rows against K's and V's S (the mask's bottom-right alignment places the queries last).
-    The caller has checked that it fits (head_inputs; the API's attend)."""
-    out: StageOutputs = backend.attention(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled)
+    The caller has checked that it fits (head_inputs; the API's attend). check(q, k, v, out, mask,
+    scaled): whether the kernels' stages are the equation (verification's spot_check), asked
+    where kernels ran."""
+    q, k, v = heads(qkv.q), heads(qkv.k), heads(qkv.v)
+    out: StageOutputs = backend.attention(q, k, v, mask=mask, scaled=scaled)
     lead = [] if qkv.H is None else [qkv.H]
     L, S, d_v = qkv.T, qkv.S, qkv.d_v
     shapes = {**input_shapes(qkv), "scores": lead + [L, S], "weights": lead + [L, S], "output": lead + [L, d_v]}
@@ -106,4 +111,6 @@ def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
                              scores=out.scores[0] if len(out.scores) == 1 else out.scores)
     if out.device_output is not None and qkv.on_device:
         report.device_output = out.device_output[0] if one else out.device_output
+    if check is not None and out.kernels:
+        report.check = check(np.asarray(q), np.asarray(k), np.asarray(v), out, mask, scaled)
     return report

@@ -76,9 +76,10 @@ class LayerReport(AttentionReport):
 
 
 def run_layer(inputs: LayerInputs, n_head: int, backend: Backend, mask: MaskSpec, scaled: bool,
-              notices: list[str] | None = None) -> LayerReport:
+              notices: list[str] | None = None, check=None) -> LayerReport:
     """x to the layer's output. The inputs were checked where they were built (layer_inputs: the
-    weights' shapes, n_head, and that it fits, before drawing)."""
+    weights' shapes, n_head, and that it fits, before drawing). check: as run_attention's, over
+    every head."""
     T, d_model = inputs.T, inputs.d_model
     d_k = d_model // n_head
     w = inputs.weights
@@ -112,7 +113,10 @@ def run_layer(inputs: LayerInputs, n_head: int, backend: Backend, mask: MaskSpec
               "q": [n_head, T, d_k], "k": [n_head, T, d_k], "v": [n_head, T, d_k],
               "scores": [n_head, T, T], "weights": [n_head, T, T], "heads": [n_head, T, d_k],
               "concat": [T, d_model], "w_o": w_shape, "output": [T, d_model]}
-    return LayerReport(**report_fields(out, backend, source=inputs.source, d_k=d_k, mask=mask, scaled=scaled,
-                                       shapes=shapes, scaled_view=scaled_view, notices=notices),
-                       weights=out.weights, output=output,  # (H, T, T) even for one head; (T, d_model)
-                       n_head=n_head, d_model=d_model, heads=heads, host_timings_ms=host)
+    report = LayerReport(**report_fields(out, backend, source=inputs.source, d_k=d_k, mask=mask, scaled=scaled,
+                                         shapes=shapes, scaled_view=scaled_view, notices=notices),
+                         weights=out.weights, output=output,  # (H, T, T) even for one head; (T, d_model)
+                         n_head=n_head, d_model=d_model, heads=heads, host_timings_ms=host)
+    if check is not None and out.kernels:
+        report.check = check(qh, kh, vh, out, mask, scaled)
+    return report

@@ -13,7 +13,7 @@ from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.launch.backward import LSE, lse_variants
 from andrea_cli.backends.launch.fused import FUSED, FUSED_MAX_D
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, KERNEL1_PLAN
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 from andrea_cli.verification import tolerances, tolerances_backward as tb
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 from andrea_cli.reference import scale_for
@@ -49,7 +49,7 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
     factor = scale_for(case.d_k, case.scaled)
     try:
         got = backend.attention_backward(q, k, v, d_out, mask=case.mask, scaled=case.scaled, plan=case.plan)
-    except DeviceFault:
+    except (DeviceFault, SetupError):  # the machine, not the case: stop the run
         raise
     except AndreaError as exc:
         return stages, invariants, f"backward: {str(exc).splitlines()[0]}"
@@ -77,7 +77,7 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
     for variant in fused_variants:
         try:
             fused = backend.attention_backward_fused(q, k, v, d_out, mask=case.mask, scaled=case.scaled, variant=variant)
-        except DeviceFault:
+        except (DeviceFault, SetupError):  # the machine, not the case: stop the run
             raise
         except AndreaError as exc:
             return stages, invariants, f"fused backward {variant}: {str(exc).splitlines()[0]}"

@@ -9,7 +9,7 @@ from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.launch.backward_bf16 import LSE_FORWARD_VARIANT
 from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import bf16_attention, bf16_backward
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
@@ -29,7 +29,7 @@ def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> N
     try:
         got = backend.attention_backward_fused(x.q, x.k, x.v, x.d_out, mask=case.mask, scaled=case.scaled,
                                                precision="bf16")
-    except DeviceFault:
+    except (DeviceFault, SetupError):  # the machine, not the case: stop the run
         raise
     except AndreaError as exc:
         result.error = f"bf16 backward (d {case.d_k}): {str(exc).splitlines()[0]}"

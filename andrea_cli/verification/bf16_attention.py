@@ -19,6 +19,7 @@ import numpy as np
 from andrea_cli.backends.launch.fused_bf16 import bf16_kernel, q_multiplier
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import kv_heads_for
+from andrea_cli.scale import resolve_scale
 from andrea_cli.verification.tolerances import TINY, U, gamma
 
 
@@ -40,7 +41,7 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
 
 def bf16_inputs(q, k, v, scaled: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The bf16 copies the kernel reads, as float64: Q·multiplier (one fp32 product), K, V."""
-    qs = np.asarray(q, np.float32) * np.float32(q_multiplier(q.shape[-1], scaled))  # a float32 product, as on the GPU
+    qs = np.asarray(q, np.float32) * np.float32(q_multiplier(resolve_scale(q.shape[-1], scaled)))  # a float32 product, as on the GPU
     return tuple(round_bf16(a).astype(np.float64) for a in (qs, k, v))
 
 

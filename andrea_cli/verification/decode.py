@@ -13,8 +13,9 @@ from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.launch import decode as launch
 from andrea_cli.backends.launch.fused_bf16 import device_cc, launch_to_bf16
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import resolve_scale
 from andrea_cli.verification import tolerances
 from andrea_cli.verification.bf16_attention import round_bf16
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare, exact_answer
@@ -59,10 +60,11 @@ def fill_cache(dev, k: np.ndarray, v: np.ndarray, precision: str) -> launch.KVCa
 def steps(dev, cache: launch.KVCache, q: np.ndarray, rows: list[int], mask: MaskSpec, scaled) -> np.ndarray:
     """(H, len(rows), d_v): row i's query against the cache's first i + 1 keys (all of them unmasked)."""
     H, T = q.shape[0], q.shape[1]
+    scale = resolve_scale(q.shape[-1], scaled)
     out = []
     for i in rows:
         length = i + 1 if mask.hides_future else T
-        step = launch.decode(dev, cache, dev.to_device(q[:, i]), length, H, mask=mask, scaled=scaled)
+        step = launch.decode(dev, cache, dev.to_device(q[:, i]), length, H, mask=mask, scale=scale)
         out.append(dev.to_host(step.output))
     return np.stack(out, axis=1)
 
@@ -86,7 +88,7 @@ def check_one(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult, 
     try:
         cache = fill_cache(dev, x.k[:kv_heads], x.v[:kv_heads], precision)
         got = steps(dev, cache, x.q, rows, case.mask, case.scaled)
-    except DeviceFault:
+    except (DeviceFault, SetupError):  # the machine, not the case: stop the run
         raise
     except AndreaError as exc:
         result.error = f"{stage}: {str(exc).splitlines()[0]}"

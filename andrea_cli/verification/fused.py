@@ -6,7 +6,7 @@ from __future__ import annotations
 from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.launch.fused import FUSED, FUSED_MAX_D, fused_variants
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 from andrea_cli.verification import tolerances
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
 
@@ -21,7 +21,7 @@ def check_fused(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult
     for variant in fused_variants(case.d_k, case.d_v):
         try:
             fused = backend.attention_fused(x.q, x.k, x.v, mask=case.mask, scaled=case.scaled, variant=variant)
-        except DeviceFault:
+        except (DeviceFault, SetupError):  # the machine, not the case: stop the run
             raise
         except AndreaError as exc:
             kernel, message = FUSED[variant].stem, str(exc).splitlines()[0]

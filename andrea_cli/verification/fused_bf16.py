@@ -8,7 +8,7 @@ from __future__ import annotations
 from andrea_cli.backends.base import DeviceFault
 from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, device_cc
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import bf16_attention
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
@@ -29,7 +29,7 @@ def check_bf16(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult)
         try:
             out = backend.attention_fused(x.q, x.k, x.v, mask=case.mask, scaled=case.scaled, precision="bf16",
                                           variant=variant)
-        except DeviceFault:
+        except (DeviceFault, SetupError):  # the machine, not the case: stop the run
             raise
         except AndreaError as exc:
             kernel, message = BF16_KERNELS[variant].entry(case.d_k), str(exc).splitlines()[0]

@@ -11,7 +11,7 @@ import numpy as np
 from andrea_cli import reference
 from andrea_cli.backends.base import STAGES, DeviceFault
 from andrea_cli.backends.launch.staged import ALL_PLANS, DEFAULT_PLAN
-from andrea_cli.errors import AndreaError
+from andrea_cli.errors import AndreaError, SetupError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import tolerances
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare
@@ -35,7 +35,7 @@ def plan_cases(quick: bool) -> list[Case]:
 def check_staged(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
     try:
         out = backend.attention(x.q, x.k, x.v, mask=case.mask, scaled=case.scaled, plan=case.plan)
-    except DeviceFault:
+    except (DeviceFault, SetupError):  # the machine, not the case: stop the run
         raise
     except AndreaError as exc:
         result.error = str(exc).splitlines()[0]

@@ -20,7 +20,8 @@ static dim3 blockDim, gridDim;
 namespace andrea {
 namespace {
 
-enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE };
+// AT_NAMED: at a named barrier (bar.sync id, n); AT_MBARRIER: in mbarrier.try_wait (async_barriers.h)
+enum State { READY, AT_BARRIER, AT_WARP, AT_ACTIVEMASK, DONE, AT_NAMED, AT_MBARRIER };
 // What a launch returns, written once: the enum here, and andrea_results() (exports.h), which
 // gives Python each name with its number.
 #define ANDREA_RESULTS(X) X(OK, 0) X(DEADLOCK, 1) X(BAD_LAUNCH, 2) X(INTERNAL, 3) X(FAULT, 4) X(WARP_MISUSE, 5) \
@@ -99,12 +100,14 @@ struct Sched {
 };
 
 struct TensorCoreState;
+struct AsyncState;  // async_barriers.h
 
 // The state of the OS thread running blocks now: the launching thread's is the library's own
 // (one launch at a time), each extra OS thread of a launch has its own.
 struct PerThread {
     Sched* sched = nullptr;
     TensorCoreState* tensor_cores = nullptr;
+    AsyncState* async = nullptr;  // named barriers, mbarriers (made at first use)
 };
 thread_local PerThread per_thread;
 
@@ -124,8 +127,9 @@ ANDREA_NO_TSAN inline Sched& sched() {
 
 struct LaunchOptions {  // from Python; andrea_options_size() checks the layout
     double timeout_s;   // > 0: the most one block may run; 0: the adaptive default below
-    double base_s;      // the default: max(base_s, factor x the slowest block of the launch so far)
-    double factor;
+    double base_s;      // the default: no progress for max(base_s, factor x the slowest block of
+    double factor;      // the launch so far), or past ceiling x that in all (guard.h: on_alarm)
+    double ceiling;
     int isolate;        // run the launch in a forked child process
     int threads;        // OS threads the blocks are spread over (1: the launching thread alone)
 };
@@ -135,6 +139,13 @@ struct Guard {
     volatile sig_atomic_t timed_out = 0;  // the watchdog found the block past its budget
     volatile sig_atomic_t fault_write = -1;  // the faulting access: 1 write, 0 read, -1 unknown
     double block_start = 0, budget = 0, slowest = 0;
+    double limit = 0;  // the most CPU seconds the block may run in all (the budget with --timeout)
+    // Progress: bumped each time a thread blocks at a barrier, a warp collective or __activemask,
+    // or returns (yield, fiber_main); the watchdog's tick notes when it last moved. A thread that
+    // spins (yielding or not) never bumps it.
+    volatile unsigned long progress = 0;
+    unsigned long progress_seen = 0;
+    double last_progress = 0;  // the thread CPU time at which the tick last saw progress move
     const LaunchOptions* opts = nullptr;
     // dynamic shared memory of the current launch: dyn_bytes from dyn_base, then slack bytes
     // up to the guard page (plain build), or an exact malloc (AddressSanitizer build)
@@ -198,6 +209,7 @@ ANDREA_NO_TSAN __attribute__((noinline)) inline void yield(Fiber* f) {
     Guard& g = *s.guard;
     race_yield();
     g.in_fiber = 0;
+    if (f->state != READY) g.progress = g.progress + 1;  // it reached a barrier, a collective or its end
     // AddressSanitizer's stack-switch hooks assume every switch goes through the scheduler, and
     // racecheck announces each switch to ThreadSanitizer there (race_yield / race_resume)
 #if !defined(ANDREA_ASAN) && !defined(ANDREA_TSAN)
@@ -275,6 +287,7 @@ ANDREA_NO_TSAN inline void fiber_main() {
         f = s.cur;
         f->state = DONE;
         s.live--;
+        s.guard->progress = s.guard->progress + 1;  // (also when it adopts the next thread below)
         warp_exit(f);
         if (Fiber* g = next_fresh(f)) {
             adopt(f, g);

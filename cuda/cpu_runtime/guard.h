@@ -18,9 +18,12 @@ namespace {
 //    leaves between the end and the guard page are a canary checked at each block's end. In the
 //    AddressSanitizer build it is an exact malloc instead: ASan's redzone starts at the first
 //    byte past it. (Device arrays get the same guard pages from Python: cpu_runtime.)
-//  - A watchdog: a block that runs past its budget is stopped (an endless loop?). The budget is
-//    --timeout, or else max(base, factor x the slowest block of the launch so far), so it grows
-//    with honest work and still stops a loop that never ends.
+//  - A watchdog: a block that runs past its budget is stopped (an endless loop?). With --timeout
+//    the budget is the most CPU seconds a block may run. Otherwise it judges progress: a block is
+//    endless once no thread has reached a barrier, a warp collective or its end for max(base,
+//    factor x the slowest block of the launch so far) CPU seconds, or once it has run ceiling x
+//    that in all (a loop of barriers that never ends). A slow block that keeps reaching barriers
+//    (racecheck's build on a busy machine, its first block touching fresh fiber stacks) goes on.
 //  - Isolation: the launch runs in a launch worker (worker.cpp), or with opts->isolate in a
 //    forked child (isolation.h); the device arrays are MAP_SHARED (Python allocates them so), the
 //    report comes back in a shared page, and a stray write into the heap, an abort or a crash
@@ -79,9 +82,25 @@ inline void on_fault(int sig, siginfo_t* si, void* uc) {
 // left at once; one that does yield is stopped by the scheduler, which sees the flag.
 inline void on_alarm(int, siginfo_t*, void*) {
     Guard& g = guard();
-    if (g.timed_out || cpu_now() - g.block_start < g.budget) return;
+    if (g.timed_out) return;
+    const double now = cpu_now();
+    if (g.progress != g.progress_seen) {
+        g.progress_seen = g.progress;
+        g.last_progress = now;
+    }
+    if (now - g.last_progress < g.budget && now - g.block_start < g.limit) return;
     g.timed_out = 1;
     if (g.in_fiber) escape_fiber(SIGALRM);
+}
+
+// A block begins: its budget (no progress for that long is endless) and its limit in all.
+inline void watch_block(const LaunchOptions* opts, double slowest) {
+    Guard& g = guard();
+    const bool given = opts->timeout_s > 0;  // --timeout: a hard limit, progress or not
+    g.budget = given ? opts->timeout_s : std::max(opts->base_s, opts->factor * slowest);
+    g.limit = given ? g.budget : g.budget * std::max(1.0, opts->ceiling);
+    g.block_start = g.last_progress = cpu_now();
+    g.progress_seen = g.progress;
 }
 
 // The handlers, for the whole process (one launch at a time installs them).

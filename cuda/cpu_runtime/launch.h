@@ -14,6 +14,9 @@ namespace {
 
 // --- the launch ----------------------------------------------------------------------------------
 
+inline bool async_deadlock(LaunchInfo* info);  // async_barriers.h
+inline void async_block_start(int nthreads);
+
 // Run one block to the end: every fiber until it blocks, then release barriers, until all return.
 inline int run_block(LaunchInfo* info) {
     Sched& s = sched();
@@ -46,10 +49,17 @@ inline int run_block(LaunchInfo* info) {
             }
             if (g.timed_out) {
                 info->running = s.live;
+                const double now = cpu_now();
+                char why[96];
+                if (now - g.block_start >= g.limit)
+                    std::snprintf(why, sizeof why, "ran past its %.3g s limit", g.limit);
+                else  // stalled: not one thread blocked or returned for the budget's seconds
+                    std::snprintf(why, sizeof why, "made no progress for %.3g s (no thread reached a barrier "
+                                  "or its end)", g.budget);
                 std::snprintf(info->message, sizeof info->message,
-                              "ran past its %.3g s limit with %d of %d threads still running "
+                              "%s with %d of %d threads still running "
                               "(%d at __syncthreads, %d at a warp sync): an endless loop?",
-                              g.budget, s.live, n, s.at_barrier, [&] {
+                              why, s.live, n, s.at_barrier, [&] {
                                   int w = 0;
                                   for (int i = 0; i < n; i++) w += s.pool[i]->state == AT_WARP;
                                   return w;
@@ -85,6 +95,7 @@ inline int run_block(LaunchInfo* info) {
             resolve_activemask();
             continue;
         }
+        if (!ran && async_deadlock(info)) return DEADLOCK;  // threads at named barriers or mbarriers
         if (!ran) {
             describe_deadlock(info);
             return DEADLOCK;
@@ -188,8 +199,8 @@ inline void run_share(LaunchShared& L) {
     shared_layout(layout);
     g.opts = opts;
     g.timed_out = 0;
-    g.block_start = cpu_now();
-    g.budget = 1e30;
+    g.block_start = g.last_progress = cpu_now();
+    g.budget = g.limit = 1e30;  // between blocks: no limit (each block sets its own)
     ThreadWatch watch;
     watch_thread(watch);
     for (long b; (b = L.next.fetch_add(1)) < L.nblocks && b < L.failed.load();) {
@@ -215,6 +226,7 @@ inline void run_share(LaunchShared& L) {
                          g.dyn_base, g.dyn_bytes);
         poison_shared(layout);
         tensor_core_block_start(n);
+        async_block_start(n);
         for (int i = 0; i < n; i++) s.pool[i]->state = READY;
         for (int w = 0; w < (int)s.warps.size(); w++) {
             const int lanes = std::min(32, n - 32 * w);
@@ -227,9 +239,8 @@ inline void run_share(LaunchShared& L) {
         s.at_activemask = 0;
         s.misused = false;
         s.aborted = false;
-        g.budget = opts->timeout_s > 0 ? opts->timeout_s : std::max(opts->base_s, opts->factor * L.slowest.load());
-        mine.limit_s = L.info->limit_s = g.budget;
-        g.block_start = cpu_now();
+        watch_block(opts, L.slowest.load());
+        mine.limit_s = L.info->limit_s = g.limit;  // what the parent of a worker or child waits for
         mine.block_start = L.info->block_start = seconds(CLOCK_PROCESS_CPUTIME_ID);  // the clock the parent can read
         const int rc = run_block(&mine);
         race_block_end(n, blockIdx, race_tids.data());

@@ -18,6 +18,8 @@
 //    atomic read-modify-write acquires its address: the last-block pattern of a reduction is
 //    ordered, a fence with no atomic after it orders nothing (and is remembered for the report);
 //  - cp.async writes its destination when issued and again at the wait that retires it;
+//  - a wgmma reads B through its descriptor when issued and again at the wait that retires it
+//    (tensor_cores.h: wgmma_race_read_b), as its warpgroup's lanes;
 //  - a launch starts after the host's writes and ends before the host's reads.
 // Memory that is new for each block (shared memory, the fibers' stacks) forgets its history at
 // each block start. The runtime's own bookkeeping (scheduler, warps, rounds) is never checked:

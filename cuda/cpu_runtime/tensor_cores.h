@@ -32,7 +32,9 @@
 //    of a warpgroup's 4 warps the same instruction, every lane of a warp the same descriptor.
 //  - a descriptor (start, LBO, SBO) addressing bytes past the launch's dynamic shared memory, or
 //    built from an address or offsets that are not 16-byte multiples (the encoding drops the low
-//    4 bits), is reported.
+//    4 bits), is reported; so is one this emulation does not decode: a layout type (bits 62-63)
+//    other than 0, the no-swizzle (interleave) layout, or a base offset (bits 49-51) other than 0.
+//    Read as no-swizzle, a 128-byte-swizzled tile would give other bytes, silently.
 // The products of bf16 or tf32 operands are exact in double; each output is summed in double and
 // rounded once (a GPU's summation order inside one mma is unspecified: compare with tolerances).
 //
@@ -293,6 +295,24 @@ struct WgmmaOperands { unsigned long long desc; int n; bool trans_b; bool accumu
 
 inline const char* wgmma_shared_base() { return guard().dyn_base; }
 
+// A matrix descriptor's fields (the PTX ISA's "Matrix Descriptor Format", CuTe's GmmaDescriptor):
+// start address, leading and stride byte offsets (each held >> 4 in 14 bits), base offset, layout
+// type (0 interleave / no swizzle, 1 128-byte, 2 64-byte, 3 32-byte swizzle).
+struct WgmmaDescriptor { uint32_t start, lbo, sbo; int base_offset, layout; };
+
+inline WgmmaDescriptor wgmma_decode(unsigned long long desc) {
+    return {(uint32_t)(desc & 0x3fff) << 4, (uint32_t)(desc >> 16 & 0x3fff) << 4,
+            (uint32_t)(desc >> 32 & 0x3fff) << 4, (int)(desc >> 49 & 7), (int)(desc >> 62 & 3)};
+}
+
+inline const char* wgmma_layout_name(int layout) {
+    static const char* names[4] = {"no swizzle", "128-byte swizzle", "64-byte swizzle", "32-byte swizzle"};
+    return names[layout & 3];
+}
+
+// What the emulation decodes: the no-swizzle layout from a base offset of 0, nothing else.
+inline bool wgmma_decodable(const WgmmaDescriptor& d) { return d.layout == 0 && d.base_offset == 0; }
+
 // The byte offset (into dynamic shared memory) of B's 16-byte row `row` of 2N: K-major, row
 // (n, k / 8) of the core matrices' 8 n x 8 k; MN-major, row (k, n / 8) of their 8 k x 8 n.
 inline uint32_t wgmma_b_row(uint32_t start, uint32_t lbo, uint32_t sbo, bool trans_b, int n, int row) {
@@ -378,8 +398,15 @@ inline void wgmma_round(AlignedRound& r) {
         wg.base = slowest;
     }
 
-    const uint32_t start = (uint32_t)(op.desc & 0x3fff) << 4, lbo = (uint32_t)(op.desc >> 16 & 0x3fff) << 4,
-                   sbo = (uint32_t)(op.desc >> 32 & 0x3fff) << 4;
+    const WgmmaDescriptor dd = wgmma_decode(op.desc);
+    if (!wgmma_decodable(dd)) {
+        warp_misuse(wi, 0xffffffffu, 1u, "%s in warp %d: the B descriptor %#llx has layout type %d (%s) and base "
+                    "offset %d: the CPU build decodes only layout type 0 (no swizzle) with base offset 0; lay B "
+                    "out without a swizzle", r.what, wi, op.desc, dd.layout, wgmma_layout_name(dd.layout),
+                    dd.base_offset);
+        return;
+    }
+    const uint32_t start = dd.start, lbo = dd.lbo, sbo = dd.sbo;
     auto issue = std::make_shared<WgmmaIssue>();
     issue->what = r.what;
     issue->start = start; issue->lbo = lbo; issue->sbo = sbo; issue->n = N; issue->trans_b = op.trans_b;
@@ -430,6 +457,19 @@ inline void wgmma_round(AlignedRound& r) {
         if (earlier) earlier->superseded = true;
         q.open.push_back(w);
         for (int i = 0; i < N / 2; i++) d[i] = nan;  // in flight: reads as NaN until the wait
+    }
+}
+
+// racecheck: the tensor cores read B (2N rows of 16 bytes) from a wgmma's issue to the wait that
+// retires it, as the issuing warpgroup's reads: each lane records its share of the rows at both
+// ends, so a write by another thread that no barrier parts from either end is a race (a write
+// while the wgmma is in flight too: it falls between the two reads).
+inline void wgmma_race_read_b(uint32_t start, uint32_t lbo, uint32_t sbo, bool trans_b, int n) {
+    const char* base = wgmma_shared_base();
+    const size_t bytes = guard().dyn_bytes;
+    for (int row = lane_id(); row < 2 * n; row += 32) {
+        const uint32_t off = wgmma_b_row(start, lbo, sbo, trans_b, n, row);
+        if (base && (size_t)off + 16 <= bytes) race_read(base + off, 16);
     }
 }
 
@@ -574,16 +614,8 @@ __attribute__((noinline)) inline void wgmma_m64nNk16_bf16(int n, bool trans_b, f
                             what, f->lid, s.nthreads);
         andrea::warp_fail(f);
     }
-    {  // racecheck: the tensor cores read B (2N rows of 16 bytes), split over the warp's lanes
-        const uint32_t start = (uint32_t)(desc_b & 0x3fff) << 4, lbo = (uint32_t)(desc_b >> 16 & 0x3fff) << 4,
-                       sbo = (uint32_t)(desc_b >> 32 & 0x3fff) << 4;
-        const char* base = andrea::wgmma_shared_base();
-        const size_t bytes = andrea::guard().dyn_bytes;
-        for (int row = andrea::lane_id(); row < 2 * n; row += 32) {
-            const uint32_t off = andrea::wgmma_b_row(start, lbo, sbo, trans_b, n, row);
-            if (base && (size_t)off + 16 <= bytes) andrea::race_read(base + off, 16);
-        }
-    }
+    andrea::wgmma_race_read_b((uint32_t)(desc_b & 0x3fff) << 4, (uint32_t)(desc_b >> 16 & 0x3fff) << 4,
+                              (uint32_t)(desc_b >> 32 & 0x3fff) << 4, trans_b, n);
     andrea::WgmmaOperands op{desc_b, n, trans_b, accumulate};
     andrea::aligned_round(what, __builtin_return_address(0), d, const_cast<unsigned*>(a), &op, nullptr,
                           andrea::wgmma_round);
@@ -605,6 +637,7 @@ inline void wgmma_commit_group() {
 // (unless a later wgmma in flight took the registers over), its B is checked unchanged.
 inline void wgmma_wait_group(int n) {
     andrea::Sched& s = andrea::sched();
+    std::vector<std::shared_ptr<andrea::WgmmaIssue>> retired;  // their B: read by this thread until now
     {
         andrea::RaceQuiet quiet;
         andrea::WgmmaQueue& q = andrea::tensor_cores().wgmmas[s.cur->lid];
@@ -614,8 +647,14 @@ inline void wgmma_wait_group(int n) {
             for (andrea::WgmmaInFlight& w : q.committed[g]) {
                 andrea::wgmma_check_b(*w.issue);
                 if (!w.superseded) std::memcpy(w.d, w.value, sizeof(float) * (size_t)w.count);
+                retired.push_back(w.issue);
             }
         q.committed.erase(q.committed.begin(), q.committed.begin() + (long)retire);
+    }
+    for (const auto& b : retired) andrea::wgmma_race_read_b(b->start, b->lbo, b->sbo, b->trans_b, b->n);
+    {
+        andrea::RaceQuiet quiet;
+        retired.clear();  // (the vector's memory is the runtime's)
     }
     if (s.misused) andrea::warp_fail(s.cur);
 }

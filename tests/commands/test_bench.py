@@ -128,3 +128,19 @@ def test_cpu_bench_reports_the_bf16_cpu_build_apart(cli):
     rows = [m for m in doc["measurements"] if m["impl"] == "cpu_build_fused_bf16"]
     assert rows and all(m["precision"] == "bf16" and m["speed_path"] is False for m in rows)
     assert all(m["max_abs_err"] < 2e-2 for m in rows if m["median_ms"] is not None)
+
+
+def test_bench_names_the_kernels_each_kernel_file_row_launched():
+    """Every run names what ran: a kernel-file row its kernels (JSON and screen), NumPy none."""
+    args = ["bench", "--side", "cpu", "--T", "16", "--d-k", "8", "--mask", "causal", "--repeats", "1",
+            "--warmup", "0", "--impl", "cpu_build_fused"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {m["impl"]: m for m in json.loads(result.stdout)["measurements"]}
+    assert rows["numpy"]["kernels"] is None
+    if rows["cpu_build_fused"]["median_ms"] is None:
+        pytest.skip(f"the CPU build did not run: {rows['cpu_build_fused']['skipped']}")
+    kernels = rows["cpu_build_fused"]["kernels"]
+    assert len(kernels) == 1 and kernels[0].startswith("attention_fused_kernel")
+    screen = CliRunner().invoke(app, args).output
+    assert f"cpu_build_fused ran {kernels[0]}" in screen

@@ -28,4 +28,11 @@ def test_info_and_the_cpu_backend_agree_on_the_compiler(cli, monkeypatch):
     cpu = doc["backends"]["cpu"]
     assert cpu["available"] is False and "no-such-compiler-xyz" in cpu["reason"]
     result = cli("attend", "--T", 8, "--d-k", 4, "--backend", "cpu")
-    assert result.exit_code == 2 and "no C++ compiler found" in result.output
+    # this machine lacks something (not the user's input): exit 1, as every setup problem
+    assert result.exit_code == 1 and "no C++ compiler found" in result.output
+
+
+def test_info_says_how_to_run_an_edited_copy(cli):
+    doc = cli.json("info")
+    assert "andrea attend --kernel cuda/microgpt_cuda.cu" in doc["edit_kernel"]
+    assert "andrea attend --kernel cuda/microgpt_cuda.cu" in " ".join(cli("info").output.split())

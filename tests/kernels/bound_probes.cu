@@ -3,6 +3,8 @@
 // Each hot loop does one kind of work only:
 //   ffma_loop     8 independent FFMA chains, unrolled: FP32 pipe and issue (one FFMA per slot)
 //   shared_copy   float4 from one shared buffer to the other: 512 bytes in, 512 out per warp
+//   shared_copy_4way  the same with lane l at float4 4l: each quarter-warp's 8 lanes on two groups
+//                 of 4 banks, 4 distinct words in each bank: 4 wavefronts a phase, 16 per access
 //   global_copy   float4 grid-stride copy: what the launch moves crosses HBM
 //   mma_loop      two independent mma.sync m16n8k16 bf16 chains: the tensor cores
 //   spilling      96 live floats under __launch_bounds__(1024, 2) (32 registers): spills
@@ -32,6 +34,16 @@ extern "C" __global__ void shared_copy(float4* out, int n) {
         buf[(i + 1) & 1][threadIdx.x ^ (i & 31)] = buf[i & 1][threadIdx.x];
     }
     out[threadIdx.x] = buf[n & 1][threadIdx.x];
+}
+
+extern "C" __global__ void shared_copy_4way(float4* out, int n) {
+    __shared__ float4 buf[2][1024];
+    buf[0][4 * threadIdx.x] = make_float4(threadIdx.x, 0, 0, 0);
+    __syncthreads();
+    for (int i = 0; i < n; ++i) {
+        buf[(i + 1) & 1][4 * (threadIdx.x ^ (i & 31))] = buf[i & 1][4 * threadIdx.x];
+    }
+    out[threadIdx.x] = buf[n & 1][4 * threadIdx.x];
 }
 
 extern "C" __global__ void global_copy(const float4* __restrict__ in, float4* __restrict__ out, long n) {

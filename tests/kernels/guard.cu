@@ -36,6 +36,18 @@ extern "C" __global__ void spin_with_barriers(float* y, int forever) {
     y[threadIdx.x] = 1.0f;
 }
 
+// Honest but slow: `rounds` barriers with `work` iterations of busy work before each, every
+// thread in step. The watchdog must let it run past its budget as long as it reaches barriers.
+extern "C" __global__ void slow_with_barriers(float* y, int rounds, long long work) {
+    volatile float acc = 0.0f;  // volatile: the compiler must keep the work
+    for (int r = 0; r < rounds; ++r) {
+        if (threadIdx.x == 0)
+            for (long long i = 0; i < work; ++i) acc = acc + 1.0f;
+        __syncthreads();
+    }
+    y[threadIdx.x] = threadIdx.x == 0 && acc == 0.0f ? 2.0f : 1.0f;  // 2: the work was not done
+}
+
 extern "C" __global__ void fails_assert(float* y) {
     assert(y[threadIdx.x] == 0.0f);
     y[threadIdx.x] = 1.0f;

@@ -132,7 +132,8 @@ extern "C" __global__ void misuse_tensor_cores(const unsigned short* __restrict_
 // no barrier between filling B and the wgmma, 7 B written again (the same values) while the
 // wgmmas are in flight, without a barrier: no change to see, a race for racecheck; 8 the last
 // warp of each warpgroup issues one wgmma more than the others, first; 9 a second group in
-// flight at wgmma_wait<1> (D of the first lands, of the second stays NaN).
+// flight at wgmma_wait<1> (D of the first lands, of the second stays NaN); 10 the descriptor's
+// layout type says 128-byte swizzle, 11 its base offset is 1 (neither is decoded: refused).
 template <int N, bool TRANS_B>
 __device__ void wgmma_check(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
                             const float* __restrict__ c, float* __restrict__ out, int flags, int how) {
@@ -177,7 +178,10 @@ __device__ void wgmma_check(const unsigned short* __restrict__ a, const unsigned
         if (how == 3) start = wgmma_smem + K * N * 2 - 16;
         if (how == 4) start += 8;
         if (how == 5) start = static_tile;
-        wgmma_bf16_m64nNk16<N, TRANS_B>(d, af, wgmma_desc(start, lbo, sbo), (flags & 1) || s > 0);
+        unsigned long long desc = wgmma_desc(start, lbo, sbo);
+        if (how == 10) desc |= 1ull << 62;  // layout type 1: SWIZZLE_128B
+        if (how == 11) desc |= 1ull << 49;  // base offset 1
+        wgmma_bf16_m64nNk16<N, TRANS_B>(d, af, desc, (flags & 1) || s > 0);
         if (flags & 2) wgmma_commit();
     }
     wgmma_commit();

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
+from andrea_cli.backends.cpu_runtime.build_notice import compiling
 from andrea_cli.backends.cpu_runtime.errors import CompilerNotFoundError, CpuCompileError
 from andrea_cli.backends.toolchain.cache import cache_root
 from andrea_cli.kernel_file import kernel_parameters, packaged_cuda_file, strip_comments, template_kernels
@@ -275,7 +276,8 @@ def _compile(src: KernelSource, cxx: str, flags: list[str], wrapper: str, out_di
     cmd = [cxx, *flags, "-MMD", "-MF", tmp_d, "-include", str(HEADER), "-I", str(src.path.parent),
            "-I", str(INCLUDE_DIR), "-o", tmp_so, tmp_cpp]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        with compiling(src.path.name, len(src.text)):
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode == -signal.SIGINT:  # Ctrl-C reaches the compiler too (the terminal's process group)
             raise KeyboardInterrupt
         if proc.returncode != 0:
@@ -322,8 +324,9 @@ def build_worker() -> pathlib.Path:
     fd, tmp = tempfile.mkstemp(suffix=".tmp", prefix=exe.name + ".", dir=out_dir)
     os.close(fd)
     try:
-        proc = subprocess.run([cxx, *WORKER_FLAGS, "-o", tmp, str(WORKER_SOURCE), "-ldl"],
-                              capture_output=True, text=True, check=False)
+        with compiling("the launch worker", len(source)):
+            proc = subprocess.run([cxx, *WORKER_FLAGS, "-o", tmp, str(WORKER_SOURCE), "-ldl"],
+                                  capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise CpuCompileError(f"compiling the CPU build's launch worker failed: {_first_line(proc.stderr)}",
                                   proc.stderr)

@@ -44,7 +44,7 @@ RACECHECK = {
              "global memory, static and dynamic __shared__; one line each (kind, memory, both threads, "
              "both lines, the rule)",
     "orders": "__syncthreads (and _count/_and/_or, cg::sync) within a block; __syncwarp and tile syncs "
-              "for the lanes they name; cp.async at its wait; a __threadfence() then an atomic that "
+              "for the lanes they name; cp.async at its wait; a wgmma's B read from issue to its wait; a __threadfence() then an atomic that "
               "another thread's atomic reads; the launch's start and end with the host",
     "does not order": "shuffles, votes, reduces, matches and mma/ldmatrix (they meet, they order no "
                       "memory); an atomic alone (relaxed); a fence with no atomic after it (said in the report)",

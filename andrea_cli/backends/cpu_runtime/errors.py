@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from andrea_cli.errors import AndreaError, KernelError
+from andrea_cli.errors import AndreaError, KernelError, SetupError
 
 
 class CpuRuntimeError(AndreaError):
     """Running the kernel file on the CPU failed."""
 
 
-class CompilerNotFoundError(CpuRuntimeError):
+class CpuSetupError(CpuRuntimeError, SetupError):
+    """This environment cannot run the CPU build as asked: a sanitizer runtime missing, or a
+    sanitized or racecheck worker process that cannot start (exit 1, with the fix)."""
+
+
+class CompilerNotFoundError(CpuSetupError):
     """No C++ compiler to build the kernel file for the CPU."""
 
 

@@ -13,12 +13,14 @@ import re
 import numpy as np
 
 from andrea_cli.backends.cpu_runtime.build import MAX_DYNAMIC_SHARED, build, normalize_expression, scan
-from andrea_cli.backends.cpu_runtime.errors import CpuArgumentError, CpuFaultError, CpuLaunchError, CpuRuntimeError
+from andrea_cli.backends.cpu_runtime.errors import (CpuArgumentError, CpuDeadlockError, CpuFaultError, CpuLaunchError,
+                                                CpuRuntimeError, CpuWarpError)
 from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, region_of
 from andrea_cli.backends.cpu_runtime.native import (SCALARS, LaunchInfo, LaunchOptions, NativeLibrary, arg_bytes,
                                                     raise_for)
 from andrea_cli.backends.cpu_runtime.worker import LaunchWorker, WorkerUnavailable
 from andrea_cli.backends.cpu_runtime.pointers import lost_pointer
+from andrea_cli.backends.cpu_runtime.shared_names import name_shared
 
 SCHEDULES = {"forward": 0, "reverse": 1}
 # Where a launch of the plain build runs: a long-lived launch worker (the default), a child
@@ -27,12 +29,17 @@ SCHEDULES = {"forward": 0, "reverse": 1}
 ISOLATION_MODES = ("worker", "fork", "none")
 MAX_THREADS = 1024
 # The watchdog's default budget for one block, in CPU seconds: max(BASE + per MiB of the launch's
-# arrays, FACTOR x the slowest block of the launch so far). Measured: a block of the fused kernel
-# at d = 128 takes about 26 us x T (53 ms at T = 2048), and its arrays add 98 us x T to the
-# budget; staged blocks take milliseconds at any T. An endless loop never ends.
+# arrays, FACTOR x the slowest block of the launch so far) without progress (no thread reaching a
+# barrier, a warp collective or its end), or CEILING x that in all. Measured: a block of the fused
+# kernel at d = 128 takes about 26 us x T (53 ms at T = 2048), and its arrays add 98 us x T to the
+# budget; staged blocks take milliseconds at any T. racecheck's first block on fresh fibers
+# (softmax_kernel1, 1024 threads) took 0.5 to 1 s of CPU on an idle machine and past 2 s on a busy
+# one: it reaches a barrier every few milliseconds, so only the ceiling bounds it. An endless loop
+# never ends: one without barriers is named after BASE, one of barriers after CEILING x BASE.
 WATCHDOG_BASE_S = 2.0
 WATCHDOG_S_PER_MIB = 0.05
 WATCHDOG_FACTOR = 20.0
+WATCHDOG_CEILING = 15.0
 
 
 class CpuKernel:
@@ -165,6 +172,7 @@ class CpuModule:
             self._native = SanitizedLibrary(self.library_path, list(self._exports.values()))
         else:
             self._native = NativeLibrary(self.library_path)
+        self._shared_symbols = None  # static __shared__ variables, read when an error names one
         self._worker = None
         if self.isolation == "worker":  # (the plain build: its NativeLibrary names the worker's return codes)
             self._worker = LaunchWorker(self.library_path, LaunchInfo, self._native.result)
@@ -188,7 +196,7 @@ class CpuModule:
     def _options(self, args: tuple, fork: bool) -> LaunchOptions:
         mib = sum(a.nbytes for a in args if isinstance(a, np.ndarray)) / 2**20
         return LaunchOptions(float(self.timeout or 0.0), WATCHDOG_BASE_S + WATCHDOG_S_PER_MIB * mib,
-                             WATCHDOG_FACTOR, int(fork), self.threads)
+                             WATCHDOG_FACTOR, WATCHDOG_CEILING, int(fork), self.threads)
 
     def _isolated_launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int, reverse: bool):
         """In the launch worker, or in a forked child where a worker cannot run."""
@@ -202,14 +210,26 @@ class CpuModule:
         return self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem, reverse,
                                    self._options(args, fork=True))
 
+    def _raise_for(self, kernel: str, result: str, info, arrays=None) -> None:
+        """raise_for, a barrier's place in static shared memory named by its variable."""
+        try:
+            raise_for(kernel, result, info, arrays)
+        except (CpuDeadlockError, CpuWarpError) as err:
+            if "shared+" in str(err):
+                if self._shared_symbols is None:
+                    from andrea_cli.backends.cpu_runtime.racecheck import static_shared_symbols  # readelf
+                    self._shared_symbols = static_shared_symbols(self.library_path)
+                err.args = (name_shared(str(err), self._shared_symbols),)
+            raise
+
     def _launch(self, kernel: CpuKernel, grid, block, args, shared_mem: int) -> None:
         reverse = self.schedule == "reverse"
         if not self.isolate:
             result, info = self._native.launch(kernel.symbol, kernel.signature, grid, block, args, shared_mem,
                                                reverse, self._options(args, fork=False))
-            raise_for(kernel.name, result, info)
-            if self.racecheck:
+            if self.racecheck:  # races first: a launch that then failed (a wgmma's B changed in flight) is their effect
                 self._native.raise_races(kernel.name, kernel.params, block)
+            self._raise_for(kernel.name, result, info)
             return
         # Every array in its own guarded shared mapping: the caller's own when it is one already
         # (the backends allocate them so), else a copy, copied back if the kernel may write it.
@@ -217,7 +237,7 @@ class CpuModule:
         result, info = self._isolated_launch(kernel, grid, block, staged, shared_mem, reverse)
         arrays = {_param_name(kernel.params[i], i): region_of(a) for i, a in enumerate(staged)
                   if isinstance(a, np.ndarray)}
-        raise_for(kernel.name, result, info, arrays)
+        self._raise_for(kernel.name, result, info, arrays)
         for param, region in arrays.items():
             hit = region.canary_hit()
             if hit is not None:

@@ -30,13 +30,14 @@ class LaunchInfo(ctypes.Structure):
 
 
 class LaunchOptions(ctypes.Structure):
-    """The watchdog's budget for one block (CPU seconds): timeout_s if > 0, else
-    max(base_s, factor x the slowest block of the launch so far); isolate: run in a forked child
-    (a launch worker runs its launches in its own process: isolate 0 there); threads: the OS
-    threads a launch's blocks are spread over."""
+    """The watchdog's budget for one block (CPU seconds): timeout_s if > 0, the most it may run;
+    else it judges progress: endless once no thread reaches a barrier, a warp collective or its
+    end for max(base_s, factor x the slowest block of the launch so far), or past ceiling x that
+    in all; isolate: run in a forked child (a launch worker runs its launches in its own process:
+    isolate 0 there); threads: the OS threads a launch's blocks are spread over."""
 
     _fields_ = [("timeout_s", ctypes.c_double), ("base_s", ctypes.c_double), ("factor", ctypes.c_double),
-                ("isolate", ctypes.c_int), ("threads", ctypes.c_int)]
+                ("ceiling", ctypes.c_double), ("isolate", ctypes.c_int), ("threads", ctypes.c_int)]
 
 
 # Parameter kind (from the C++ signature) -> the numpy type a kernel argument must have.

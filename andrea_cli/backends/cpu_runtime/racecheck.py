@@ -21,7 +21,7 @@ import numpy as np
 
 from andrea_cli.backends.cpu_runtime import race_report
 from andrea_cli.backends.cpu_runtime.build import find_compiler
-from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuRuntimeError
+from andrea_cli.backends.cpu_runtime.errors import CpuRaceError, CpuSetupError
 from andrea_cli.backends.cpu_runtime.sanitize import SanitizedLibrary, serve_launches
 
 # halt_on_error=0 / exitcode=0: every race of a launch is reported and the worker lives on;
@@ -34,8 +34,8 @@ def libtsan() -> str:
     path = subprocess.run([find_compiler(), "-print-file-name=libtsan.so"], capture_output=True, text=True,
                           check=False).stdout.strip()
     if not os.path.isabs(path):
-        raise CpuRuntimeError("the C++ compiler has no libtsan.so: install it (e.g. `apt-get install libtsan2`) or "
-                              "run without racecheck")
+        raise CpuSetupError("the C++ compiler has no libtsan.so: install it (e.g. `apt-get install libtsan2`) or "
+                          "run without racecheck")
     return path
 
 
@@ -49,6 +49,7 @@ class RacecheckLibrary(SanitizedLibrary):
         super().__init__(path, kernel_names)
 
     WORKER = "andrea_cli.backends.cpu_runtime.racecheck"
+    FLAVOUR = "racecheck"
 
     def _environment(self) -> dict[str, str]:
         # one BLAS thread: every thread of the worker widens ThreadSanitizer's vector clocks

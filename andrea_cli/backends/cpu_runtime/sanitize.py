@@ -19,8 +19,9 @@ import tempfile
 import numpy as np
 
 from andrea_cli.backends.cpu_runtime.build import find_compiler
-from andrea_cli.backends.cpu_runtime.errors import CpuRuntimeError, CpuSanitizerError
+from andrea_cli.backends.cpu_runtime.errors import CpuCompileError, CpuRuntimeError, CpuSanitizerError, CpuSetupError
 from andrea_cli.backends.cpu_runtime.native import LaunchInfo, LaunchOptions, NativeLibrary
+from andrea_cli.backends.cpu_runtime.worker_python import worker_command
 
 _ENV = {
     # Python itself leaks by design; a report must end the worker so it cannot be missed.
@@ -32,7 +33,8 @@ _ENV = {
 class SanitizedLibrary:
     """NativeLibrary's interface, served by a worker process (restarted after a report)."""
 
-    WORKER = "andrea_cli.backends.cpu_runtime.sanitize"  # the module the worker runs (python -m)
+    WORKER = "andrea_cli.backends.cpu_runtime.sanitize"  # the module the worker runs as __main__
+    FLAVOUR = "sanitized"  # the worker's name in messages
 
     def __init__(self, path: pathlib.Path, kernel_names: list[str]):
         self.path, self.kernel_names = path, kernel_names
@@ -45,18 +47,29 @@ class SanitizedLibrary:
         libasan = subprocess.run([find_compiler(), "-print-file-name=libasan.so"], capture_output=True,
                                  text=True, check=False).stdout.strip()
         if not os.path.isabs(libasan):
-            raise CpuRuntimeError("the C++ compiler has no libasan.so: install it (e.g. `apt-get install "
-                                  "libasan8`) or run without sanitize")
+            raise CpuSetupError("the C++ compiler has no libasan.so: install it (e.g. `apt-get install "
+                                "libasan8`) or run without sanitize")
         return dict(os.environ, LD_PRELOAD=libasan, **_ENV)
 
     def _start(self) -> None:
         env = self._environment()
-        package_root = str(pathlib.Path(__file__).resolve().parents[3])
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen([sys.executable, "-m", self.WORKER, str(self.path), ",".join(self.kernel_names)],
+        # the standard library first, never a shadow of it in site-packages: worker_python.py
+        self._proc = subprocess.Popen(worker_command(self.WORKER, str(self.path), ",".join(self.kernel_names)),
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
-        self._signatures = self._receive()
+        try:
+            self._signatures = self._receive()
+        except CpuSanitizerError:
+            raise
+        except CpuRuntimeError:  # it ended before its first word: it never ran a kernel
+            why = ([line.strip() for line in self._report.splitlines() if line.strip()] or ["no output"])[-1]
+            raise CpuSetupError(f"the {self.FLAVOUR} worker process could not start ({why}): this Python "
+                                f"cannot run `{sys.executable} -I -m {self.WORKER}`; reinstall andrea in a "
+                                "clean virtual environment (pip install .)") from None
+        if "__error__" in self._signatures:  # the library did not load there
+            message = self._signatures["__error__"]
+            self.close()
+            raise CpuCompileError(message, message)
 
     def _receive(self):
         try:
@@ -64,9 +77,9 @@ class SanitizedLibrary:
         except (EOFError, pickle.UnpicklingError, OSError):
             self._proc.wait()
             self._stderr.seek(0)
-            report = self._stderr.read().decode(errors="replace")
+            report = self._report = self._stderr.read().decode(errors="replace")
             self._proc = None
-            raise _report_error(report, "the sanitized worker process ended") from None
+            raise _report_error(report, f"the {self.FLAVOUR} worker process ended") from None
 
     def signature(self, name: str) -> str:
         return self._signatures[name]
@@ -130,7 +143,12 @@ def serve_launches(path: str, names: list[str], evidence=None, setup=None) -> No
     (its result by name, info, the arrays) and, with evidence(lib, args), what it returns after them."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything the kernels print goes to stderr, not into the pickle stream
-    lib = NativeLibrary(pathlib.Path(path))
+    try:
+        lib = NativeLibrary(pathlib.Path(path))
+    except CpuRuntimeError as exc:  # said in the parent, as a load in this process would say it
+        pickle.dump({"__error__": str(exc)}, out)
+        out.flush()
+        return
     if setup is not None:
         setup(lib)
     pickle.dump({n: lib.signature(n) for n in names}, out)

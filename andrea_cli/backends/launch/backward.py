@@ -15,7 +15,7 @@ from andrea_cli.backends.launch.shapes import require_square
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan, allocate_stages, launch_stages
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.scale import Scale
 
 BACKWARD_STAGES = ("dv", "dp", "ds", "dq", "dk")
 FUSED_BACKWARD_STAGES = ("delta", "dkdv", "dq")
@@ -67,7 +67,7 @@ def _float32(*arrays) -> list[np.ndarray]:
 
 
 def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, dq, dk, dv, *, T: int,
-                           d_k: int, d_v: int, H: int, mask: MaskSpec, scaled: bool, clock=None,
+                           d_k: int, d_v: int, H: int, mask: MaskSpec, scale: Scale, clock=None,
                            gemm_variant: int = DEFAULT_PLAN.gemm_variant) -> dict[str, str]:
     """One launch per backward stage on arrays already on the device (bench times exactly this);
     returns {stage: the kernel it ran}. gemm_variant: dv, dp, dq and dk's kernel, as the forward's
@@ -75,7 +75,7 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
     8x8 per thread, 64x64 per block of 64, dP 128x128 per 256)."""
     clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
-    scale = f32(scale_for(d_k, scaled))
+    factor = f32(scale.factor)
     mask_args = mask.square_args()  # the staged backward: L = S only
     rows = DS_ROWS_PER_BLOCK
     ran = {stage: STAGED[stage][1 if stage == "ds" else gemm_variant].entry() for stage in BACKWARD_STAGES}
@@ -98,15 +98,15 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
     dev.get_function(ran["ds"])((cdiv(T, rows), 1, H), (32, rows, 1), (weights, dp, ds, i32(T)))
     clock.stop("ds")
     clock.start("dq")
-    dev.get_function(ran["dq"])(*tile_grid("dq", d_k), (ds, k, dq, i32(T), i32(d_k), scale, *mask_args))
+    dev.get_function(ran["dq"])(*tile_grid("dq", d_k), (ds, k, dq, i32(T), i32(d_k), factor, *mask_args))
     clock.stop("dq")
     clock.start("dk")
-    dev.get_function(ran["dk"])(*tile_grid("dk", d_k), (ds, q, dk, i32(T), i32(d_k), scale, *mask_args))
+    dev.get_function(ran["dk"])(*tile_grid("dk", d_k), (ds, q, dk, i32(T), i32(d_k), factor, *mask_args))
     clock.stop("dk")
     return ran
 
 
-def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool,
+def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scale: Scale,
                         plan: LaunchPlan = DEFAULT_PLAN) -> BackwardOutputs:
     """q, k: (H, T, d_k); v, d_out: (H, T, d_v). The staged forward runs first for P, with `plan`;
     the backward's products take its GEMM variant."""
@@ -116,15 +116,15 @@ def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sc
     transfers = Transfers(dev)
     gq, gk, gv, gdo = transfers.upload(*_float32(q, k, v, d_out))
 
-    buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scaled)
+    buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scale)
     dp, ds = dev.empty((H, T, T)), dev.empty((H, T, T))
     dq, dk, dv = dev.empty((H, T, d_k)), dev.empty((H, T, d_k)), dev.empty((H, T, d_v))
 
     def launch(clock):
-        ran = launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scaled=scaled, clock=clock,
+        ran = launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scale=scale, clock=clock,
                             plan=plan)
         return {**ran, **launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k,
-                                                d_v=d_v, H=H, mask=mask, scaled=scaled, clock=clock,
+                                                d_v=d_v, H=H, mask=mask, scale=scale, clock=clock,
                                                 gemm_variant=plan.gemm_variant)}
 
     stage_ms, ran = timed_runs(dev, launch)
@@ -148,45 +148,44 @@ def launch_delta(dev: KernelDevice, d_out, out, delta, *, T: int, d_v: int, H: i
 
 
 def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq, dk, dv, *, T: int, d_k: int,
-                          d_v: int, H: int, mask: MaskSpec, scaled: bool, clock=None,
+                          d_v: int, H: int, mask: MaskSpec, scale: Scale, clock=None,
                           rows: int = ROWS_PER_BLOCK) -> dict[str, str]:
     """delta, dkdv, dq on arrays already on the device; out and lse from attention_fused_lse_kernel*.
     Returns {stage: the kernel it ran}."""
     clock = clock or NoClock()
     i32 = np.int32
-    scale = np.float32(scale_for(d_k, scaled))
+    factor = np.float32(scale.factor)
     mask_args = mask.square_args()  # the fused backward: L = S only
     ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d_v, H=H, clock=clock)
     name = ran["dkdv"] = DKDV.entry()
     clock.start("dkdv")
     dev.get_function(name)(
         (cdiv(T, DKDV.block_rows()), 1, H), (32, DKDV.tile_size(), 1),  # 32 keys per block, 8 query rows at a time
-        (q, k, v, d_out, lse, delta, dk, dv, i32(T), i32(d_k), i32(d_v), scale, *mask_args),
+        (q, k, v, d_out, lse, delta, dk, dv, i32(T), i32(d_k), i32(d_v), factor, *mask_args),
         shared_mem=dkdv_shared_bytes(d_k, d_v))
     clock.stop("dkdv")
     name = ran["dq"] = DQ.entry()
     clock.start("dq")
     dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
-        (q, k, v, d_out, lse, delta, dq, i32(T), i32(d_k), i32(d_v), scale, *mask_args),
+        (q, k, v, d_out, lse, delta, dq, i32(T), i32(d_k), i32(d_v), factor, *mask_args),
         shared_mem=dq_shared_bytes(d_k, d_v, rows))
     clock.stop("dq")
     return ran
 
 
 def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, d_v: int, H: int, mask: MaskSpec,
-                     scaled: bool, variant: int, rows: int = ROWS_PER_BLOCK) -> dict[str, str]:
-    scale = np.float32(scale_for(d_k, scaled))
+                     scale: Scale, variant: int, rows: int = ROWS_PER_BLOCK) -> dict[str, str]:
     name = LSE[variant].entry()
     dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
-        (q, k, v, out, lse, np.int32(T), np.int32(T), np.int32(d_k), np.int32(d_v), np.int32(1), scale,
-         *mask.kernel_args()),
+        (q, k, v, out, lse, np.int32(T), np.int32(T), np.int32(d_k), np.int32(d_v), np.int32(1),
+         np.float32(scale.factor), *mask.kernel_args(T, T)),
         shared_mem=LSE[variant].shared_bytes(d_k, d_v, rows=rows))
     return {"forward": name}
 
 
-def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool,
+def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scale: Scale,
                        variant: int | None = None) -> BackwardOutputs:
     """The fused forward (with its logsumexp), then the fused backward; no (T, T) array anywhere."""
     require_square(q, k, v, "the fused backward's kernels")
@@ -207,11 +206,11 @@ def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sca
 
     def launch(clock):
         clock.start("forward")
-        ran = launch_fused_lse(dev, gq, gk, gv, out, lse, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scaled=scaled,
+        ran = launch_fused_lse(dev, gq, gk, gv, out, lse, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scale=scale,
                                variant=variant)
         clock.stop("forward")
         return {**ran, **launch_fused_backward(dev, gq, gk, gv, out, gdo, lse, delta, dq, dk, dv, T=T, d_k=d_k,
-                                               d_v=d_v, H=H, mask=mask, scaled=scaled, clock=clock)}
+                                               d_v=d_v, H=H, mask=mask, scale=scale, clock=clock)}
 
     stage_ms, ran = timed_runs(dev, launch)
     timings = {name: stage_ms[name] for name in ("forward", *FUSED_BACKWARD_STAGES)}

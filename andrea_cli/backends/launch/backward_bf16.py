@@ -14,7 +14,7 @@ from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, 
 from andrea_cli.backends.launch.shapes import require_square
 from andrea_cli.backends.launch.fused_bf16 import check_bf16_shape, convert_inputs, launch_to_bf16
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.scale import Scale
 
 # The forward that saves the logsumexp: attention_fused_lse_kernel4, kernel4's body (kernel5 has no
 # lse twin yet); then dK, dV and dQ
@@ -43,7 +43,7 @@ def dq_shared_bytes_bf16(d: int) -> int:
 
 
 def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, delta, dq, dk, dv, *, H: int,
-                         T: int, d: int, mask: MaskSpec, scaled: bool, clock=None) -> dict[str, str]:
+                         T: int, d: int, mask: MaskSpec, scale: Scale, clock=None) -> dict[str, str]:
     """delta, dkdv, dq on arrays already on the device: bf16 qb (pre-scaled), kb, vb, dob; the
     forward's out and lse; float32 d_out for the rowsum term. Returns {stage: the kernel it ran}."""
     clock = clock or NoClock()
@@ -58,9 +58,8 @@ def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, de
     clock.stop("dkdv")
     name = ran["dq"] = DQ.entry(d)
     clock.start("dq")
-    scale = np.float32(scale_for(d, scaled))
     dev.get_function(name)(
-        (cdiv(T, DQ.block_rows(d)), 1, H), (DQ.block_threads(d), 1, 1), (qb, kb, vb, dob, lse, delta, dq, i32(T), scale, *mask_args),
+        (cdiv(T, DQ.block_rows(d)), 1, H), (DQ.block_threads(d), 1, 1), (qb, kb, vb, dob, lse, delta, dq, i32(T), np.float32(scale.factor), *mask_args),
         shared_mem=dq_shared_bytes_bf16(d))
     clock.stop("dq")
     return ran
@@ -76,7 +75,7 @@ def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T:
     return {"forward": name}
 
 
-def run_backward_bf16(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scaled: bool) -> BackwardOutputs:
+def run_backward_bf16(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scale: Scale) -> BackwardOutputs:
     """q, k, v, d_out: (H, T, d) float32, d = 64 or 128 -> dQ, dK, dV (H, T, d) float32, with the
     forward's output and logsumexp; no (T, T) array anywhere."""
     require_square(q, k, v, "the bf16 backward kernels")
@@ -91,14 +90,14 @@ def run_backward_bf16(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scal
 
     def launch(clock):
         clock.start("to_bf16")
-        qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d), scaled)
+        qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d), scale)
         ran = launch_to_bf16(dev, gdo, dob, H * T * d, 1.0)
         clock.stop("to_bf16")
         clock.start("forward")
         ran.update(launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d, mask=mask))
         clock.stop("forward")
         return {**ran, **launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d,
-                                              mask=mask, scaled=scaled, clock=clock)}
+                                              mask=mask, scale=scale, clock=clock)}
 
     stage_ms, ran = timed_runs(dev, launch)
     timings = {name: stage_ms[name] for name in BF16_BACKWARD_STAGES}

@@ -15,7 +15,7 @@ from andrea_cli.backends.launch.device import KernelDevice, StageClock, cdiv
 from andrea_cli.backends.launch.kernel_spec import define
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.scale import Scale
 
 APPEND = family("decode", "append")  # {1: float32 cache, 2: bf16 cache}
 DECODE = family("decode", "decode")  # {1: reads a float32 cache, 2: a bf16 one}
@@ -101,7 +101,7 @@ class DecodeStep:
     kernels: dict[str, str]
 
 
-def decode(dev: KernelDevice, cache: KVCache, q, length: int, heads: int, *, mask: MaskSpec, scaled,
+def decode(dev: KernelDevice, cache: KVCache, q, length: int, heads: int, *, mask: MaskSpec, scale: Scale,
            clock: StageClock | None = None) -> DecodeStep:
     """q (H, d_k) on the device, the newest position's query, against the cache's first `length`
     rows; H a multiple of the cache's K/V heads (query head h reads K/V head h / (H / H_kv))."""
@@ -121,7 +121,7 @@ def decode(dev: KernelDevice, cache: KVCache, q, length: int, heads: int, *, mas
     dev.get_function(k.entry())(
         (n, 1, heads), (k.block_threads(), 1, 1),
         (q, cache.k, cache.v, part_out, part_lse, np.int32(length), np.int32(cache.capacity), np.int32(cache.d_k),
-         np.int32(cache.d_v), np.float32(scale_for(cache.d_k, scaled)), *mask.square_args(),
+         np.int32(cache.d_v), np.float32(scale.factor), *mask.square_args(),
          np.int32(heads // cache.heads), np.int32(per_slice)))
     if clock:
         clock.stop("decode")

@@ -14,7 +14,7 @@ from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, tim
 from andrea_cli.backends.launch.shapes import check_shapes
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.scale import Scale
 
 FUSED = family("fused", "fused")  # {variant: its row}: kernel1, kernel2 (float4 loads), kernel3 (register-tiled)
 FUSED_KEYS = FUSED[1].tile_size()  # keys per tile of kernel1 and 2 (and of the fused backward): one per lane
@@ -72,7 +72,7 @@ def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 
 
 
 def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d_v: int, *,
-                 mask: MaskSpec, scaled: bool, rows: int = ROWS_PER_BLOCK, variant: int | None = None,
+                 mask: MaskSpec, scale: Scale, rows: int = ROWS_PER_BLOCK, variant: int | None = None,
                  S: int | None = None, H_kv: int | None = None) -> dict[str, str]:
     """One launch on arrays already on the device (bench times exactly this); {"fused": the kernel}.
     T: the query rows (L), S: the keys (T unless given); H query heads over H_kv K/V heads."""
@@ -83,7 +83,6 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     k = FUSED[variant]
     if not k.takes(d_k, d_v):
         raise AndreaError(why_not(k, d_k, d_v))
-    scale = scale_for(d_k, scaled)
     L, S = T, T if S is None else S
     lengths = (np.int32(L), np.int32(S))
     group = np.int32(H // (H if H_kv is None else H_kv))  # query heads per K/V head
@@ -92,19 +91,19 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     if k.head_sizes:  # register-tiled: its own rows and threads per block; the head size is in the name
         dev.get_function(name)(
             (cdiv(L, k.block_rows(d_k)), 1, H), (k.block_threads(d_k), 1, 1),
-            (dq, dk, dv, out, *lengths, group, np.float32(scale), *mask_args),
+            (dq, dk, dv, out, *lengths, group, np.float32(scale.factor), *mask_args),
             shared_mem=k.shared_bytes(d_k, d_v),
         )
         return {"fused": name}
     dev.get_function(name)(
         (cdiv(L, rows), 1, H), (32, rows, 1),
-        (dq, dk, dv, out, *lengths, np.int32(d_k), np.int32(d_v), group, np.float32(scale), *mask_args),
+        (dq, dk, dv, out, *lengths, np.int32(d_k), np.int32(d_v), group, np.float32(scale.factor), *mask_args),
         shared_mem=k.shared_bytes(d_k, d_v, rows=rows),
     )
     return {"fused": name}
 
 
-def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
+def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
               rows: int = ROWS_PER_BLOCK, variant: int | None = None) -> FusedOutputs:
     """q (H, L, d_k), k (H_kv, S, d_k), v (H_kv, S, d_v) -> output (H, L, d_v) and the kernel's time."""
     H, T, d_k = q.shape
@@ -119,7 +118,7 @@ def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
 
     def launch(clock):
         clock.start("fused")
-        ran = launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scaled=scaled, rows=rows, variant=variant,
+        ran = launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scale=scale, rows=rows, variant=variant,
                            S=S, H_kv=H_kv)
         clock.stop("fused")
         return ran

@@ -17,7 +17,7 @@ from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, tim
 from andrea_cli.backends.launch.shapes import check_shapes
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.scale import Scale
 
 PRECISIONS = ("fp32", "bf16")  # attend --precision; fp32 runs the FP32 fused kernels
 BF16_KERNELS = family("fused_bf16", "fused")  # {variant: its row}: kernel4, kernel5, kernel6 (wgmma)
@@ -64,9 +64,9 @@ def shared_bytes_bf16(d: int, variant: int | None = None) -> int:
     return bf16_kernel(variant).shared_bytes(d)
 
 
-def q_multiplier(d_k: int, scaled: bool) -> float:
+def q_multiplier(scale: Scale) -> float:
     """Q's factor in its conversion: the softmax scale times log2(e), so the kernel uses exp2."""
-    return scale_for(d_k, scaled) * LOG2E
+    return scale.factor * LOG2E
 
 
 CONVERT_GRID = 4096  # to_bf16_kernel1's most blocks: a grid-stride loop does the rest
@@ -96,21 +96,20 @@ def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int
     return {"fused": name}
 
 
-def convert_inputs(dev: KernelDevice, dq, dk, dv, shape: tuple[int, int, int], scaled: bool,
+def convert_inputs(dev: KernelDevice, dq, dk, dv, shape: tuple[int, int, int], scale: Scale,
                    kv_shape: tuple[int, int, int] | None = None):
     """The bf16 copies of Q (pre-scaled), K and V, made on the device (by TO_BF16); Q of `shape`,
     K and V of `kv_shape` (H_kv, S, d) where it differs."""
     kv_shape = shape if kv_shape is None else kv_shape
     copies = []
-    for x, multiplier, size in ((dq, q_multiplier(shape[2], scaled), shape), (dk, 1.0, kv_shape),
-                                (dv, 1.0, kv_shape)):
+    for x, multiplier, size in ((dq, q_multiplier(scale), shape), (dk, 1.0, kv_shape), (dv, 1.0, kv_shape)):
         xb = dev.empty(size, dtype=np.uint16)
         launch_to_bf16(dev, x, xb, size[0] * size[1] * size[2], multiplier)
         copies.append(xb)
     return copies
 
 
-def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
+def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
                    variant: int | None = None) -> FusedOutputs:
     """q (H, L, d), k and v (H_kv, S, d) float32 -> output (H, L, d) float32; timings of the
     conversion and the kernel. L != S through the mask's offset, grouped K/V heads in the
@@ -127,7 +126,7 @@ def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
 
     def launch(clock):
         clock.start("to_bf16")
-        qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scaled, kv_shape=(H_kv, S, d_k))
+        qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scale, kv_shape=(H_kv, S, d_k))
         clock.stop("to_bf16")
         clock.start("fused")
         ran = launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant, S=S, group=H // H_kv)

@@ -17,7 +17,7 @@ from andrea_cli.backends.launch.catalogue import family, kernel
 from andrea_cli.backends.launch.shapes import check_shapes
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import given_scale
+from andrea_cli.scale import Scale
 
 SCORES, SOFTMAX, AV = (family("staged", stage) for stage in ("scores", "softmax", "av"))  # {variant: row}
 SCALE, MASK = kernel("staged", "scale"), kernel("staged", "mask")
@@ -63,6 +63,9 @@ class LaunchPlan:
 
 DEFAULT_PLAN = LaunchPlan()
 KERNEL1_PLAN = LaunchPlan(1, 1, 256)  # the one-output-per-thread kernels: the default before register tiling
+# attend --plan: the fast kernels (the default), or the five stages as the course writes them:
+# scores_kernel1, scale_kernel1, mask_kernel1, softmax_kernel1, av_kernel1, one output per thread
+NAMED_PLANS = {"fast": DEFAULT_PLAN, "textbook": KERNEL1_PLAN}
 ALL_PLANS = (
     DEFAULT_PLAN,
     KERNEL1_PLAN,
@@ -85,9 +88,10 @@ class StageBuffers:
     output: Any  # (H, L, d_v)
 
 
-def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSpec, scaled: bool,
+def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSpec, scaled,
                     S: int | None = None) -> StageBuffers:
-    """T: the query rows (L); S: the keys (T unless given)."""
+    """T: the query rows (L); S: the keys (T unless given); scaled: whether a scale stage runs (a
+    Scale, or a bool)."""
     L, S = T, T if S is None else S
     scores = dev.empty((H, L, S))
     scaled_scores = dev.empty((H, L, S)) if scaled else scores
@@ -96,7 +100,7 @@ def allocate_stages(dev: KernelDevice, H: int, T: int, d_v: int, *, mask: MaskSp
 
 
 def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d_k: int, d_v: int, H: int,
-                  mask: MaskSpec, scaled: bool, plan: LaunchPlan = DEFAULT_PLAN, clock=None,
+                  mask: MaskSpec, scale: Scale, plan: LaunchPlan = DEFAULT_PLAN, clock=None,
                   S: int | None = None, H_kv: int | None = None) -> dict[str, str]:
     """One launch per stage on arrays already on the device (bench times exactly this); returns
     {stage: the kernel it ran}. T: the query rows (L), S: the keys (T unless given); H query heads
@@ -119,7 +123,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
         dev.get_function(scores)((cdiv(S, TILE), cdiv(L, TILE), H), tile_block, scores_args)
     clock.stop("scores")
 
-    if scaled:
+    if scale.applied:
         n = H * L * S
         threads = SCALE.block_threads()
         name = ran["scale"] = SCALE.entry()
@@ -127,7 +131,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
         dev.get_function(name)(
             (min(cdiv(n, threads), SCALE_GRID), 1, 1), (threads, 1, 1),
             # 0: the kernel works out the course's 1.0f / sqrtf(d_k) itself; else the factor given
-            (buf.scores, buf.scaled, np.int64(n), i32(d_k), f32(scaled if given_scale(scaled) else 0.0)),
+            (buf.scores, buf.scaled, np.int64(n), i32(d_k), f32(scale.kernel_given())),
         )
         clock.stop("scale")
 
@@ -166,7 +170,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
     return ran
 
 
-def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
+def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
                plan: LaunchPlan = DEFAULT_PLAN) -> StageOutputs:
     """q (H, L, d_k), k (H_kv, S, d_k), v (H_kv, S, d_v): L queries against S keys, H a multiple of H_kv."""
     H, L, d_k = q.shape
@@ -176,9 +180,9 @@ def run_staged(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scaled: bool,
     transfers = Transfers(dev)
     dq, dk, dv = transfers.upload(q, k, v)
 
-    buf = allocate_stages(dev, H, L, d_v, mask=mask, scaled=scaled, S=S)
+    buf = allocate_stages(dev, H, L, d_v, mask=mask, scaled=scale, S=S)
     timings, ran = timed_runs(dev, lambda clock: launch_stages(dev, dq, dk, dv, buf, T=L, d_k=d_k, d_v=d_v, H=H,
-                                                               mask=mask, scaled=scaled, plan=plan, clock=clock,
+                                                               mask=mask, scale=scale, plan=plan, clock=clock,
                                                                S=S, H_kv=H_kv))
     timings["total"] = sum(timings.values())
     names = ("scores", "scaled", "masked", "weights", "output")

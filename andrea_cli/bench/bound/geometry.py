@@ -11,12 +11,14 @@ import numpy as np
 
 from andrea_cli.backends.launch.backward import launch_fused_backward, launch_fused_lse, launch_staged_backward, \
     lse_variants
+from andrea_cli.backends.launch.decode import VARIANT as CACHE_PRECISIONS, append, decode, new_cache
 from andrea_cli.backends.launch.fused import fused_variants, launch_fused
 from andrea_cli.backends.launch.backward_bf16 import launch_backward_bf16, launch_fused_lse_bf16
 from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16, launch_to_bf16
 from andrea_cli.backends.launch.staged import ALL_PLANS, allocate_stages, launch_stages
 from andrea_cli.errors import first_line
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import course_scale
 
 REFERENCE_T = 4096
 REFERENCE_HEADS = 12  # GPT-2 small: 12 heads of 64
@@ -107,15 +109,15 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
     def staged():
         for plan in ALL_PLANS:
             buf = allocate_stages(dev, H, T, d, mask=mask, scaled=True)
-            launch_stages(dev, q, k, v, buf, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True, plan=plan)
+            launch_stages(dev, q, k, v, buf, T=T, d_k=d, d_v=d, H=H, mask=mask, scale=course_scale(d), plan=plan)
 
     def fused():
         for variant in fused_variants(d, d):
-            launch_fused(dev, q, k, v, out, H, T, d, d, mask=mask, scaled=True, variant=variant)
+            launch_fused(dev, q, k, v, out, H, T, d, d, mask=mask, scale=course_scale(d), variant=variant)
 
     def tensor_cores():
         if d in BF16_DIMS:
-            qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), True)
+            qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), course_scale(d))
             for variant in BF16_KERNELS:  # kernel4, kernel5 and kernel6
                 launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask, variant=variant)
 
@@ -123,28 +125,34 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
         for gemm_variant in sorted({plan.gemm_variant for plan in ALL_PLANS}):
             launch_staged_backward(dev, dev.empty((H, T, T)), q, k, v, d_out, dev.empty((H, T, T)),
                                    dev.empty((H, T, T)), dev.empty((H, T, d)), dev.empty((H, T, d)),
-                                   dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True,
+                                   dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scale=course_scale(d),
                                    gemm_variant=gemm_variant)
 
     def fused_backward():
         lse, delta = dev.empty((H, T)), dev.empty((H, T))
         for variant in lse_variants(d, d):
-            launch_fused_lse(dev, q, k, v, out, lse, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True,
+            launch_fused_lse(dev, q, k, v, out, lse, T=T, d_k=d, d_v=d, H=H, mask=mask, scale=course_scale(d),
                              variant=variant)
         launch_fused_backward(dev, q, k, v, out, d_out, lse, delta, dev.empty((H, T, d)), dev.empty((H, T, d)),
-                              dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True)
+                              dev.empty((H, T, d)), T=T, d_k=d, d_v=d, H=H, mask=mask, scale=course_scale(d))
 
     def bf16_backward():
         if d in BF16_DIMS:
-            qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), True)
+            qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), course_scale(d))
             dob, lse, delta = dev.empty((H, T, d), np.uint16), dev.empty((H, T)), dev.empty((H, T))
             launch_to_bf16(dev, d_out, dob, H * T * d, 1.0)
             launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d, mask=mask)
             launch_backward_bf16(dev, qb, kb, vb, dob, out, d_out, lse, delta, dev.empty((H, T, d)),
-                                 dev.empty((H, T, d)), dev.empty((H, T, d)), H=H, T=T, d=d, mask=mask, scaled=True)
+                                 dev.empty((H, T, d)), dev.empty((H, T, d)), H=H, T=T, d=d, mask=mask, scale=course_scale(d))
+
+    def decode_step():  # the last step of generating T tokens: one query per head, T cached keys
+        for precision in CACHE_PRECISIONS:
+            cache = new_cache(dev, H, T, d, d, precision)
+            append(dev, cache, dev.empty((H, d)), dev.empty((H, d)), T - 1)
+            decode(dev, cache, dev.empty((H, d)), T, H, mask=mask, scale=course_scale(d))
 
     return {"staged": staged, "fused": fused, "tensor-core": tensor_cores, "staged backward": staged_backward,
-            "fused backward": fused_backward, "bf16 backward": bf16_backward}
+            "fused backward": fused_backward, "bf16 backward": bf16_backward, "decode": decode_step}
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,16 @@ the largest of them (or the HBM time) is the bound. Pure arithmetic; the tests c
 counts worked out by hand.
 
 The model is a bound, stated as one: every SM busy all the time with an even share of the
-trips, every warp issuing whenever a pipe is free, shared memory without bank conflicts, every
-lane of a warp moving its own bytes, what a launch must move crossing HBM once. Latency,
+trips, every warp issuing whenever a pipe is free, every lane of a warp moving its own bytes,
+what a launch must move crossing HBM once. Shared memory takes one clock a wavefront: a shared
+access whose lane addresses lanes.py derives from the SASS is charged the wavefronts banks.py
+counts for them (bank conflicts included), the others their bytes / 128, i.e. assumed
+conflict-free (the report counts both). Every pipe runs at the SM's one clock, the tensor clock
+for a kernel with tensor-core work (gpus.py says why); mma.sync on Hopper at the fraction of the
+tensor rate gpus.py assumes. Latency (a wgmma group waited for at once, the softmax after it),
 imbalance between blocks (causal tiles), the tail of the last wave and L2 misses only make a
-real run slower.
+real run slower; a bound at a peak says which of these assumptions put it there
+(`at_peak_because`).
 
 Hopper's wgmma (HGMMA in the SASS, sass.py) reads its B operand, and A when A is a descriptor
 too, from shared memory without the registers. How the SM delivers those bytes to the four
@@ -38,9 +44,10 @@ PIPE_MEANING = {
     "issue": "instruction issue (4 warp instructions per clock per SM)",
     "fp32": "the FMA pipe (FP32 arithmetic, integer multiply-adds)",
     "alu": "the integer/logic pipe",
-    "mufu": "special functions and conversions (exp2, rcp, F2I)",
+    "mufu": "special functions and conversions (exp2, rcp, F2I, F2FP), 16 per clock",
     "tensor": "tensor cores (HMMA, HGMMA)",
-    "shared": "shared memory / L1 data path (128 bytes per clock per SM), wgmma operands, shuffles",
+    "shared": "shared memory / L1 data path (one 128-byte wavefront per clock per SM, bank conflicts "
+              "where derived), wgmma operands, shuffles",
     "hbm": "HBM bandwidth (every array of the launch once)",
 }
 
@@ -78,7 +85,8 @@ def occupancy(gpu: GpuSpec, registers: int, shared_per_block: int, warps_per_blo
 
 
 def pipe_cycles(mix: Mix, gpu: GpuSpec, warps_per_sm: int) -> dict[str, float]:
-    """SM clocks one warp's trip takes on each pipe (the SM's whole rate: warps share it)."""
+    """SM clocks one warp's trip takes on each pipe (the SM's whole rate: warps share it). Shared
+    memory: the trip's bytes / 128 plus the wavefronts its bank conflicts add."""
     return {
         # a scheduler with no warp issues nothing: fewer than 4 resident warps leave slots idle
         "issue": mix.instructions / max(1, min(gpu.issue_per_clock, warps_per_sm)),
@@ -86,9 +94,10 @@ def pipe_cycles(mix: Mix, gpu: GpuSpec, warps_per_sm: int) -> dict[str, float]:
         "fp32": (mix.fp32 - mix.imad) / (gpu.fp32_lanes / 32) + mix.imad / (gpu.alu_lanes / 32),
         "alu": mix.alu / (gpu.alu_lanes / 32),
         "mufu": mix.mufu / (gpu.mufu_lanes / 32),
-        "tensor": mix.tensor_flops / gpu.tensor_flops_per_clock,
+        "tensor": (mix.tensor_flops - mix.mma_sync_flops) / gpu.tensor_flops_per_clock
+        + mix.mma_sync_flops / (gpu.tensor_flops_per_clock * gpu.mma_sync_fraction),
         "shared": (mix.shared_bytes + mix.global_bytes + mix.local_bytes) / gpu.shared_bytes_per_clock
-        + mix.shfl / (gpu.shuffle_lanes / 32),
+        + mix.shared_conflict_wavefronts + mix.shfl / (gpu.shuffle_lanes / 32),
     }
 
 
@@ -122,6 +131,8 @@ class Bound:
     tflops: float | None  # useful flops / the bound's time; None for a kernel with no products
     peak_tflops: float  # the peak of the units its products run on
     trips: float
+    clock_ghz: float = 0.0  # the SM clock every pipe ran at (the tensor clock for tensor-core work)
+    at_peak_because: tuple[str, ...] = ()  # a bound at a peak: the assumptions that put it there
 
     @property
     def time_s(self) -> float:
@@ -132,11 +143,32 @@ class Bound:
         return None if self.tflops is None else self.tflops / self.peak_tflops
 
 
+AT_PEAK = 0.995  # a bound within 0.5% of a peak is at it
+
+
+def peak_assumptions(mix: Mix, gpu: GpuSpec, bottleneck: str) -> tuple[str, ...]:
+    """What a bound at its pipe's peak rests on, in words for the report."""
+    said = ["no latency: each instruction issued as soon as its pipe is free, whatever it waits for"]
+    if bottleneck == "tensor":
+        if mix.hgmma:
+            said.append("a wgmma group's softmax and its wait overlap other warps' wgmma in full (the "
+                        "hot loop's waits are not modelled)")
+            said.append("wgmma's shared operands read once per warpgroup (model.py)")
+        if mix.hmma and gpu.mma_sync_fraction < 1:
+            said.append(f"mma.sync at {gpu.mma_sync_fraction:.0%} of the tensor rate (ASSUMED, gpus.py)")
+        said.append(f"the SM at {gpu.tensor_clock_ghz} GHz with its tensor cores busy (ASSUMED, gpus.py)")
+    if mix.shared_assumed:
+        said.append(f"{mix.shared_assumed} shared accesses a trip assumed free of bank conflicts "
+                    "(their addresses not derived)")
+    return tuple(said)
+
+
 def bound(mix: Mix, work: Work, gpu: GpuSpec, warps_per_sm: int, looped: bool) -> Bound:
     trips = trips_per_launch(mix, work, looped)
-    hz = gpu.clock_ghz * 1e9
-    seconds = {pipe: trips * cycles / gpu.sms / hz for pipe, cycles in pipe_cycles(mix, gpu, warps_per_sm).items()}
     tensor = mix.tensor_instructions > 0
+    clock = gpu.sm_clock_ghz(tensor)
+    hz = clock * 1e9
+    seconds = {pipe: trips * cycles / gpu.sms / hz for pipe, cycles in pipe_cycles(mix, gpu, warps_per_sm).items()}
     peak = gpu.bf16_peak_tflops if tensor else gpu.fp32_peak_tflops
     # the products are done somewhere: never faster than the peak of the units that do them,
     # whatever the hot loop holds
@@ -146,4 +178,8 @@ def bound(mix: Mix, work: Work, gpu: GpuSpec, warps_per_sm: int, looped: bool) -
     ranked = sorted(seconds, key=seconds.get, reverse=True)
     time_s = seconds[ranked[0]]
     tflops = work.useful_flops / time_s / 1e12 if work.useful_flops and time_s > 0 else None
-    return Bound(seconds, ranked[0], ranked[1], tflops, peak, trips)
+    # the rate the products' pipe tops out at: the peak, or mma.sync's share of it on Hopper
+    ceiling = peak * (gpu.mma_sync_fraction if tensor and mix.hmma and not mix.hgmma else 1.0)
+    executed = work.executed_flops / time_s / 1e12 if time_s > 0 else 0.0
+    because = peak_assumptions(mix, gpu, ranked[0]) if ranked[0] == math and executed >= AT_PEAK * ceiling else ()
+    return Bound(seconds, ranked[0], ranked[1], tflops, peak, trips, clock, because)

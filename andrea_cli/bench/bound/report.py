@@ -14,6 +14,7 @@ from andrea_cli.backends.toolchain.nvrtc import (KernelResources, compile_kernel
                                                 nvrtc_version)
 from andrea_cli.bench.bound.geometry import REFERENCE_HEADS, REFERENCE_T, ReferenceLaunch, reference_launches
 from andrea_cli.bench.bound.gpus import GpuSpec, gpu_spec
+from andrea_cli.bench.bound.lanes import with_wavefronts
 from andrea_cli.bench.bound.model import Bound, Work, attention_matmul_flops, bound, occupancy
 from andrea_cli.bench.bound.sass import INSTALL_HINT, Instruction, Mix, disassemble, find_cuobjdump, find_nvdisasm, \
     hot_loop, mix_of, parse_kernels, steady_state
@@ -37,6 +38,7 @@ class KernelBound:
     full: Bound | None = None  # no mask
     causal: Bound | None = None
     notes: list[str] = field(default_factory=list)
+    trip: list[Instruction] = field(default_factory=list, repr=False)  # the instructions `mix` counts
 
     @property
     def bottleneck(self) -> str | None:
@@ -48,6 +50,7 @@ class KernelBound:
                 return None
             return {"bottleneck": b.bottleneck, "runner_up": b.runner_up, "bound_us": b.time_s * 1e6,
                     "bound_tflops": b.tflops, "peak_fraction": b.peak_fraction, "trips": b.trips,
+                    "clock_ghz": b.clock_ghz, "at_peak_because": list(b.at_peak_because),
                     "pipe_us": {pipe: s * 1e6 for pipe, s in b.seconds.items()}}
 
         m = self.mix
@@ -67,11 +70,13 @@ class KernelBound:
             "block": list(self.launch.full.block) if self.launch else None,
             "hot_loop": None if self.loop is None else {"start": f"0x{self.loop[0]:04x}", "end": f"0x{self.loop[1]:04x}"},
             "per_trip": {"instructions": m.instructions, "hmma": m.hmma, "hgmma": m.hgmma, "ffma": m.ffma, "fp32_pipe": m.fp32, "imad": m.imad,
-                         "alu": m.alu, "mufu": m.mufu, "shfl": m.shfl, "bar": m.bar,
+                         "alu": m.alu, "mufu": m.mufu, "convert": m.convert, "shfl": m.shfl, "bar": m.bar,
                          "shared_load_bytes": m.shared_load_bytes, "shared_store_bytes": m.shared_store_bytes,
                          "wgmma_shared_bytes": m.wgmma_shared_bytes,
                          "global_load_bytes": m.global_load_bytes, "global_store_bytes": m.global_store_bytes,
-                         "local_bytes": m.local_bytes},
+                         "local_bytes": m.local_bytes,
+                         "shared_conflict_wavefronts": m.shared_conflict_wavefronts,
+                         "shared_accesses_derived": m.shared_derived, "shared_accesses_assumed": m.shared_assumed},
             "no_mask": pipes(self.full),
             "causal": pipes(self.causal),
             "notes": self.notes,
@@ -121,7 +126,8 @@ def disassembled(path: Path, arch: str) -> str:
 
 
 def kernel_sass(path: Path, arch: str) -> dict[str, list[Instruction]]:
-    return parse_kernels(disassembled(path, arch))
+    """{kernel: its instructions}, each shared access with its wavefronts where lanes.py derives them."""
+    return {name: with_wavefronts(code) for name, code in parse_kernels(disassembled(path, arch)).items()}
 
 
 def _work(name: str, launch: ReferenceLaunch, causal: bool, T: int, H: int) -> Work:
@@ -137,13 +143,14 @@ def _work(name: str, launch: ReferenceLaunch, causal: bool, T: int, H: int) -> W
 def kernel_bound(name: str, code: list[Instruction], res: KernelResources | None, launch: ReferenceLaunch | None,
                  gpu: GpuSpec, T: int = REFERENCE_T, H: int = REFERENCE_HEADS) -> KernelBound:
     loop = hot_loop(code)
-    mix = mix_of(steady_state(loop)) if loop else mix_of(code)
+    trip = steady_state(loop) if loop else code
+    mix = mix_of(trip)
     registers = res.registers if res else 0
     spills = (res.spill_stores + res.spill_loads) if res else 0
     static_shared = res.shared_bytes if res else 0
     dynamic = launch.full.dynamic_shared if launch else 0
     kb = KernelBound(name, registers, static_shared + dynamic, spills, mix,
-                     None if loop is None else (loop.start, loop.end), launch)
+                     None if loop is None else (loop.start, loop.end), launch, trip=trip)
     if spills:
         kb.notes.append(f"spills: {res.spill_stores} bytes stored and {res.spill_loads} loaded per thread "
                         "(local memory, counted on the shared/L1 path)")
@@ -164,6 +171,14 @@ def kernel_bound(name: str, code: list[Instruction], res: KernelResources | None
             kb.causal = b
         else:
             kb.full = b
+    if kb.full.at_peak_because:
+        b = kb.full
+        where = "the tensor peak" if b.bottleneck == "tensor" and b.peak_fraction >= 0.99 else \
+            f"its {b.bottleneck} pipe's ceiling"
+        kb.notes.append(f"{b.tflops:.1f} TFLOP/s, {where}, only if: " + "; ".join(b.at_peak_because))
+    if mix.shared_conflict_wavefronts:
+        kb.notes.append(f"bank conflicts: {mix.shared_conflict_wavefronts:g} shared wavefronts a trip beyond "
+                        "the bytes / 128 of its accesses (their lane addresses read from the SASS)")
     return kb
 
 

@@ -47,6 +47,8 @@ class Instruction:
     address: int
     opcode: str  # with its modifiers: LDS.U.128, HMMA.16816.F32.BF16, HGMMA.64x128x16.F32.BF16
     operands: str
+    predicate: str = ""  # the guard, "@P0" or "@!P1"; "" when every lane runs it
+    wavefronts: int | None = None  # a shared access's, from its lane addresses (lanes.py); None: not derived
 
 
 # ------------------------------------------------------------------------------------------------
@@ -111,7 +113,7 @@ def parse_kernels(text: str) -> dict[str, list[Instruction]]:
             # `@!PT` never runs (false is never true): padding ptxas writes, e.g. `@!PT LDS RZ, [RZ]`;
             # it takes an issue slot and nothing else
             opcode = "NOP" if (m.group(2) or "").strip() == "@!PT" else m.group(3)
-            current.append(Instruction(int(m.group(1), 16), opcode, m.group(4).strip()))
+            current.append(Instruction(int(m.group(1), 16), opcode, m.group(4).strip(), (m.group(2) or "").strip()))
     return kernels
 
 
@@ -131,8 +133,13 @@ FP32_OPS = {"FFMA", "FMUL", "FADD", "HFMA2", "HMUL2", "HADD2", "FFMA32I", "FMUL3
             "IMAD32I", "IMUL32I"}
 ALU_OPS = {"IADD3", "IADD", "LOP3", "LOP", "SHF", "SHL", "SHR", "ISETP", "FSETP", "HSETP2",
            "LEA", "SEL", "FSEL", "FMNMX", "IMNMX", "VIMNMX", "VIADD", "VIADDMNMX", "IABS", "PRMT", "POPC",
-           "FLO", "BREV", "PLOP3", "P2R", "R2P", "F2FP", "I2FP", "IDP", "FCHK"}
-CONVERT_OPS = {"F2F", "F2I", "I2F", "FRND"}
+           "FLO", "BREV", "PLOP3", "P2R", "R2P", "I2FP", "IDP", "FCHK"}
+# Conversions: 16 results per clock per SM, the programming guide's "all other type conversions"
+# [PG-TPUT, gpus.py], on the XU with the special functions [NCU-PIPE]; F2FP (two floats packed
+# into a bf16x2, cvt.rn.bf16x2.f32) one 32-bit result a lane. (I2FP, sm_86 and later's integer to
+# float, stays on the integer pipe: ptxas chose it over I2F there.)
+CONVERT_OPS = {"F2F", "F2I", "I2F", "FRND", "F2FP"}
+SHARED_ACCESSES = {"LDS", "STS", "LDSM", "LDGSTS", "ATOMS"}
 _GLOBAL_MEMORY = {"LDG", "LDGSTS", "STG", "LD", "ST", "RED", "ATOMG", "ATOM"}
 
 
@@ -189,11 +196,13 @@ class Mix:
     hmma: int = 0  # mma.sync
     hgmma: int = 0  # wgmma (Hopper): one warp's issue of a warpgroup instruction
     tensor_flops: int = 0  # per warp: an HGMMA's quarter of the warpgroup's
+    mma_sync_flops: int = 0  # the HMMAs' share of them (a slower rate on Hopper: gpus.py)
     ffma: int = 0  # FFMA alone: 2 flops per lane, the FP32 kernels' useful arithmetic
     fp32: int = 0  # everything on the FMA pipe (FFMA, FMUL, FADD, HFMA2..., and IMAD)
     imad: int = 0  # the integer multiply-adds among them: half the FP32 rate on Hopper
     alu: int = 0
     mufu: int = 0  # special functions and conversions: one unit does both
+    convert: int = 0  # the conversions among them (F2FP, F2I...)
     shfl: int = 0
     bar: int = 0
     shared_load_bytes: int = 0  # LDS and LDSM
@@ -202,17 +211,25 @@ class Mix:
     global_load_bytes: int = 0  # LDG, and LDGSTS (cp.async: global straight into shared memory)
     global_store_bytes: int = 0  # STG, and atomics
     local_bytes: int = 0  # LDL/STL: spilled registers
+    # bank conflicts: the wavefronts the shared accesses whose lane addresses were derived
+    # (lanes.py) take beyond their bytes / 128; the others are assumed conflict-free
+    shared_conflict_wavefronts: float = 0.0
+    shared_derived: int = 0  # shared accesses with derived addresses
+    shared_assumed: int = 0  # shared accesses assumed conflict-free (no addresses derived)
     by_opcode: dict[str, int] = field(default_factory=dict)
 
     def add(self, ins: Instruction) -> None:
         op = ins.opcode
         base = op.split(".")[0]
         self.instructions += 1
+        if base in SHARED_ACCESSES:
+            self._banks(ins)
         self.by_opcode[base] = self.by_opcode.get(base, 0) + 1
         warp = 32 * lane_bytes(op)
         if base == "HMMA":
             self.hmma += 1
             self.tensor_flops += hmma_flops(op)
+            self.mma_sync_flops += hmma_flops(op)
         elif base == "HGMMA":
             self.hgmma += 1
             self.tensor_flops += hgmma_flops(op)
@@ -225,6 +242,7 @@ class Mix:
             self.alu += 1
         elif base == "MUFU" or base in CONVERT_OPS:
             self.mufu += 1
+            self.convert += base in CONVERT_OPS
         elif base == "SHFL":
             self.shfl += 1
         elif base == "BAR":
@@ -244,6 +262,14 @@ class Mix:
             self.global_store_bytes += warp
         elif base in ("LDL", "STL"):
             self.local_bytes += warp
+
+    def _banks(self, ins: Instruction) -> None:
+        if ins.wavefronts is None:
+            self.shared_assumed += 1
+            return
+        self.shared_derived += 1
+        lanes_bytes = ldsm_bytes(ins.opcode) if ins.opcode.startswith("LDSM") else 32 * lane_bytes(ins.opcode)
+        self.shared_conflict_wavefronts += max(0.0, ins.wavefronts - lanes_bytes / 128)
 
     @property
     def global_bytes(self) -> int:

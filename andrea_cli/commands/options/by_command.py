@@ -9,7 +9,7 @@ from pathlib import Path
 from andrea_cli.commands.options.declare import option
 from andrea_cli.commands.options.keyword import convert
 from andrea_cli.commands.options.shared import (BACKEND, D_K, D_MODEL, D_V, FUSED, JSON, KERNEL, KEYS, LAYER_WEIGHTS,
-                                                MASK, N_HEAD, PLOT, PRECISION, PRESET, PROGRESS, QKV, QUERIES,
+                                                MASK, N_HEAD, PLAN, PLOT, PRECISION, PRESET, PROGRESS, QKV, QUERIES,
                                                 RACECHECK, SCALE, SEED, SEQ_LEN, THREADS, TIMEOUT, K, Q, V, X,
                                                 check_scale)
 from andrea_cli.defaults import DEFAULT_BLAS_THREADS, DEFAULT_D_K, DEFAULT_T
@@ -50,6 +50,9 @@ class AttendOptions(RunOptions):
     mask: str = MASK.field()
     scale: float | bool | None = SCALE.field()  # None: 1/sqrt(d_k); False: --no-scale; Python's factor
     backend: str = BACKEND.field()
+    plan: str = PLAN.field()
+    strict: bool = option("--strict", default=False, help="Exit 1 when the run is not the equation (sampled rows "
+                                                          "of each stage against float64, verify's tolerances).")
     out: Path | None = option("--out", help="Save the (T, d_v) output as float32 .npy.")
     save_weights: Path | None = option("--save-weights", help="Save the (T, T) weights ((L, S) for L queries, S keys) as float32 .npy.")
     kernel: Path | None = KERNEL.field()
@@ -160,7 +163,11 @@ class BenchOptions:
     json: bool = JSON.but(help="Print one JSON document instead of a table.").field()
     plot: Path | None = PLOT.but(help="Save time and TFLOP/s against T to FILE.png.").field()
     bound: bool = option("--bound", default=False, help="No timing: each kernel's static bound on --gpu, read "
-                                                        "from its SASS (no GPU needed; not a measurement).")
+                                                        "from its SASS (no GPU needed; not a measurement). "
+                                                        "Assumed: every pipe at 1.83 GHz with tensor-core work "
+                                                        "(1.98 without) on Hopper, mma.sync there at 2/3 of "
+                                                        "the tensor rate, bank conflicts counted where the "
+                                                        "SASS gives lane addresses (else none).")
     gpu: str | None = option("--gpu", help="With --bound: h200 (default), h100 or a100.")
     progress: bool = PROGRESS.but(help="Print a line per size to stderr.", kind=None).field()
 

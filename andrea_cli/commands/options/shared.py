@@ -40,7 +40,10 @@ QKV = Option(("--qkv",), "Q, K, V from one .npz with arrays q, k, v.")
 MASK = Option(("--mask",), "causal, none, or window:W (query i sees i-W+1..i). With L queries and S keys (L != S) the queries are the last L positions (bottom-right, as FlashAttention >= 2.1; SDPA's is_causal is top-left: andrea_cli.scaled_dot_product_attention); a query that sees no key gets zeros.", default="causal")
 SCALE = Option(("--no-scale",), "Skip the division by sqrt(d_k).", off_switch=True, check=check_scale)
 BACKEND = Option(("--backend",), "auto, cuda, cpu or numpy.", default="auto")
-KERNEL = Option(("--kernel",), "Run an edited copy of the kernel file.")
+KERNEL = Option(("--kernel",), "Run an edited copy of the kernel file (e.g. --kernel cuda/microgpt_cuda.cu).")
+PLAN = Option(("--plan",), "The staged kernels: fast (register-tiled), or textbook (scores_kernel1, "
+                           "scale_kernel1, mask_kernel1, softmax_kernel1, av_kernel1, as the course writes them).",
+              default="fast")
 FUSED = Option(("--fused",), "One fused kernel; no T×T matrix (cuda, cpu).", default=False)
 PRECISION = Option(("--precision",), "With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128).",
                    default="fp32")

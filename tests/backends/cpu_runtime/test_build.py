@@ -103,3 +103,19 @@ def test_a_compiler_stopped_by_ctrl_c_is_an_interrupt_not_a_compile_error(tmp_pa
     monkeypatch.setattr(cpu_build.subprocess, "run", compiler_interrupted)
     with pytest.raises(KeyboardInterrupt):
         CpuModule(src)
+def test_a_compile_is_announced_and_a_cached_build_is_not(tmp_path, quick_builds):
+    """What attend's transient line shows while the first build runs: what compiles and about
+    how long; the second build of the same file hits the cache and announces nothing."""
+    from andrea_cli.backends.cpu_runtime.build_notice import announce_builds
+
+    src = tmp_path / "announced.cu"
+    src.write_text('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 2.0f; }\n')
+    lines, ends = [], []
+    with announce_builds(lines.append, lambda: ends.append(1)):
+        cpu_build.build(cpu_build.scan(src), sanitize=False)
+        assert [line for line in lines if "announced.cu" in line] == [
+            "compiling announced.cu for the CPU (once, then cached; about 1 s)"]
+        assert len(ends) == len(lines)  # every line taken down again
+        before = len(lines)
+        cpu_build.build(cpu_build.scan(src), sanitize=False)
+    assert len(lines) == before  # cached: nothing said

@@ -69,7 +69,7 @@ def test_each_result_comes_back_under_its_name(libraries, result):
     file, kernel, threads, args, forked, error = CAUSES[result]
     lib = libraries[file]
     signature = [kind.split(":")[0] for kind in lib.signature(kernel).split()]
-    options = LaunchOptions(0.3, 0.3, 1.0, int(forked), 1)
+    options = LaunchOptions(0.3, 0.3, 1.0, 1.0, int(forked), 1)
     got, info = lib.launch(kernel, signature, (1, 1, 1), (threads, 1, 1), args(), 0, False, options)
     assert got == result, info.message.decode(errors="replace")
     if error is None:
@@ -77,3 +77,35 @@ def test_each_result_comes_back_under_its_name(libraries, result):
         return
     with pytest.raises(error, match=rf"^{kernel}"):
         raise_for(kernel, got, info)
+
+
+def _guard_launch(lib, kernel, args, options):
+    signature = [kind.split(":")[0] for kind in lib.signature(kernel).split()]
+    return lib.launch(kernel, signature, (1, 1, 1), (32, 1, 1), args, 0, False, options)
+
+
+WORK = 20_000_000  # slow_with_barriers' busy work per round: about 0.03 s of CPU here
+
+
+def test_the_watchdog_judges_progress_not_time(libraries):
+    # 8 rounds of busy work, a barrier after each: several times the 0.1 s budget in all, but a
+    # barrier well within it every time, so the default rule lets it run; a hard --timeout of the
+    # same 0.1 s (the old rule for every block) stops it
+    lib, y = libraries["guard"], np.zeros(32, np.float32)
+    args = (y, np.int32(8), np.int64(WORK))
+    got, info = _guard_launch(lib, "slow_with_barriers", args, LaunchOptions(0.0, 0.1, 1.0, 100.0, 0, 1))
+    assert got == "OK", info.message.decode(errors="replace")
+    assert (y == 1).all()
+    got, info = _guard_launch(lib, "slow_with_barriers", args, LaunchOptions(0.1, 0.1, 1.0, 100.0, 0, 1))
+    assert got == "TIMEOUT" and info.message.startswith(b"ran past its 0.1 s limit")
+
+
+def test_an_endless_loop_is_still_named_by_the_progress_rule(libraries):
+    # no barrier at all: named after the budget without progress, long before the ceiling
+    lib, y = libraries["guard"], np.zeros(32, np.float32)
+    got, info = _guard_launch(lib, "spin", (y, np.int32(1)), LaunchOptions(0.0, 0.2, 1.0, 100.0, 1, 1))
+    assert got == "TIMEOUT" and info.message.startswith(
+        b"made no progress for 0.2 s (no thread reached a barrier or its end) with 32 of 32 threads")
+    # barriers forever: progress each time, so the ceiling (5 x 0.1 s) names it
+    got, info = _guard_launch(lib, "spin_with_barriers", (y, np.int32(1)), LaunchOptions(0.0, 0.1, 1.0, 5.0, 1, 1))
+    assert got == "TIMEOUT" and info.message.startswith(b"ran past its 0.5 s limit with 32 of 32 threads")

@@ -102,6 +102,10 @@ def test_wait_group_1_leaves_the_newest_group_in_flight(checks):
     (5, "not in the launch's dynamic shared memory"),
     (8, r"its wgmma number 0 is at another instruction than the same wgmma of another warp of its "
         r"warpgroup \(warps 0-3\)"),
+    # not decoded, so refused: read as no-swizzle, a swizzled tile would give other bytes silently
+    (10, r"the B descriptor 0x4[0-9a-f]+ has layout type 1 \(128-byte swizzle\) and base offset 0: the CPU "
+         r"build decodes only layout type 0 \(no swizzle\) with base offset 0"),
+    (11, r"has layout type 0 \(no swizzle\) and base offset 1: the CPU build decodes only"),
 ])
 def test_wgmma_misuse_is_reported(checks, how, match):
     with pytest.raises(CpuWarpError, match=match):

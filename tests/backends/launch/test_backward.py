@@ -9,6 +9,7 @@ import pytest
 from andrea_cli import reference_backward
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, KERNEL1_PLAN
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import course_scale
 
 
 def inputs(H, T, d_k, d_v, seed=0):
@@ -63,5 +64,5 @@ def test_lse_kernels_write_the_same_output_and_the_logsumexp(cpu_each_schedule, 
     dev = cpu.device()
     out, lse_out = dev.empty((2, 45, 8)), dev.empty((2, 45))
     launch_fused_lse(dev, *(dev.to_device(a) for a in (q, k, v)), out, lse_out, T=45, d_k=16, d_v=8, H=2,
-                     mask=mask, scaled=True, variant=variant)
+                     mask=mask, scale=course_scale(16), variant=variant)
     assert np.array_equal(out, plain)

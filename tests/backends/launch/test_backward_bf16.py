@@ -14,6 +14,7 @@ from andrea_cli.backends.cpu import CpuBackend
 from andrea_cli.backends.launch.backward_bf16 import run_backward_bf16
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import course_scale, resolve_scale
 from andrea_cli.verification import bf16_attention, bf16_backward
 
 GRADS = ("dq", "dk", "dv")
@@ -43,7 +44,7 @@ CASE_IDS = [f"T{T}-d{d}-{mask}-{'scaled' if scaled else 'unscaled'}" for T, d, m
 @pytest.mark.parametrize("T, d, mask, scaled", CASES, ids=CASE_IDS)
 def test_bf16_backward_against_its_rounding_reference(device, T, d, mask, scaled):
     q, k, v, d_out = inputs(2, T, d, T + d)
-    got = run_backward_bf16(device, q, k, v, d_out, mask=mask, scaled=scaled)
+    got = run_backward_bf16(device, q, k, v, d_out, mask=mask, scale=resolve_scale(d, scaled))
 
     lse, lse_tol = bf16_backward.lse_reference_and_tol(q, k, mask, scaled)
     assert (np.abs(got.lse - lse) <= lse_tol).all(), np.abs(got.lse - lse).max()
@@ -75,7 +76,7 @@ def test_every_schedule_gives_the_same_bits():
     """dQ by a pass of its own, no atomics: the blocks' order changes nothing."""
     q, k, v, d_out = inputs(2, 150, 64, 3)
     runs = [run_backward_bf16(CpuBackend(packaged_kernel_path(), schedule=s).device(), q, k, v, d_out,
-                              mask=MaskSpec("causal"), scaled=True) for s in ("forward", "reverse")]
+                              mask=MaskSpec("causal"), scale=course_scale(q.shape[-1])) for s in ("forward", "reverse")]
     for name in GRADS:
         assert np.array_equal(getattr(runs[0], name), getattr(runs[1], name)), name
 
@@ -89,7 +90,7 @@ ACCURACY_SLOW = [(1024, 64, MaskSpec("causal")), (1024, 64, MaskSpec("none")), (
 def check_accuracy(T: int, d: int, mask: MaskSpec) -> None:
     q, k, v, d_out = inputs(1, T, d, T * d)
     device = CpuBackend(packaged_kernel_path()).device()
-    got = run_backward_bf16(device, q, k, v, d_out, mask=mask, scaled=True)
+    got = run_backward_bf16(device, q, k, v, d_out, mask=mask, scale=course_scale(q.shape[-1]))
     exact = bf16_backward.exact_gradients(q, k, v, d_out, mask, True)
     ours = bf16_backward.max_errors(got, exact)
     autograd = bf16_backward.max_errors(bf16_backward.autograd_bf16(q, k, v, d_out, mask, True), exact)

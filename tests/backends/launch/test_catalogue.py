@@ -11,6 +11,7 @@ from andrea_cli.bench.bound.geometry import RecordingDevice
 from andrea_cli.errors import AndreaError
 from andrea_cli.kernel_file import kernel_names, packaged_kernel_path
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import course_scale
 
 
 def test_the_table_names_every_kernel_of_the_file_once():
@@ -76,9 +77,9 @@ def test_variants_taken_and_defaults():
 def test_a_variant_that_does_not_take_the_widths_says_what_it_needs():
     dev = RecordingDevice()
     with pytest.raises(Exception, match=r"attention_fused_kernel2 needs d_k and d_v divisible by 4 \(got d_k 6"):
-        fused.launch_fused(dev, None, None, None, None, 1, 8, 6, 6, mask=MaskSpec("none"), scaled=True, variant=2)
+        fused.launch_fused(dev, None, None, None, None, 1, 8, 6, 6, mask=MaskSpec("none"), scale=course_scale(6), variant=2)
     with pytest.raises(Exception, match=r"attention_fused_kernel3 needs d_k = d_v, one of 64, 128"):
-        fused.launch_fused(dev, None, None, None, None, 1, 8, 32, 32, mask=MaskSpec("none"), scaled=True, variant=3)
+        fused.launch_fused(dev, None, None, None, None, 1, 8, 32, 32, mask=MaskSpec("none"), scale=course_scale(32), variant=3)
     assert not dev.launches
 
 
@@ -95,13 +96,13 @@ def test_every_launcher_returns_the_kernels_it_launched(mask):
     for plan in staged.ALL_PLANS:
         def run(dev, plan=plan):
             buf = staged.allocate_stages(dev, H, T, d, mask=mask, scaled=True)
-            return staged.launch_stages(dev, *arrays(dev, 3), buf, T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True,
+            return staged.launch_stages(dev, *arrays(dev, 3), buf, T=T, d_k=d, d_v=d, H=H, mask=mask, scale=course_scale(d),
                                         plan=plan)
         returned, launched = _launched(run)
         assert list(returned.values()) == launched and returned["scores"] == f"scores_kernel{plan.gemm_variant}"
     for variant in fused.fused_variants(d, d):
         returned, launched = _launched(lambda dev: fused.launch_fused(dev, *arrays(dev, 4), H, T, d, d, mask=mask,
-                                                                     scaled=True, variant=variant))
+                                                                     scale=course_scale(d), variant=variant))
         assert list(returned.values()) == launched == [fused.FUSED[variant].entry(d if variant == 3 else None)]
     for variant in fused_bf16.BF16_KERNELS:
         returned, launched = _launched(lambda dev: fused_bf16.launch_fused_bf16(dev, *arrays(dev, 4), H, T, d, mask=mask,
@@ -110,14 +111,14 @@ def test_every_launcher_returns_the_kernels_it_launched(mask):
     for gemm_variant in (1, 2):
         returned, launched = _launched(lambda dev: backward.launch_staged_backward(
             dev, *arrays(dev, 1, (H, T, T)), *arrays(dev, 4), *arrays(dev, 2, (H, T, T)), *arrays(dev, 3), T=T, d_k=d,
-            d_v=d, H=H, mask=mask, scaled=True, gemm_variant=gemm_variant))
+            d_v=d, H=H, mask=mask, scale=course_scale(d), gemm_variant=gemm_variant))
         assert list(returned.values()) == launched and returned["ds"] == "ds_kernel1"
     returned, launched = _launched(lambda dev: backward.launch_fused_backward(
-        dev, *arrays(dev, 5), *arrays(dev, 2, (H, T)), *arrays(dev, 3), T=T, d_k=d, d_v=d, H=H, mask=mask, scaled=True))
+        dev, *arrays(dev, 5), *arrays(dev, 2, (H, T)), *arrays(dev, 3), T=T, d_k=d, d_v=d, H=H, mask=mask, scale=course_scale(d)))
     assert list(returned.values()) == launched == ["attention_backward_delta_kernel1", "attention_backward_dkdv_kernel1",
                                                    "attention_backward_dq_kernel1"]
     returned, launched = _launched(lambda dev: backward_bf16.launch_backward_bf16(
-        dev, *arrays(dev, 6), *arrays(dev, 2, (H, T)), *arrays(dev, 3), H=H, T=T, d=d, mask=mask, scaled=True))
+        dev, *arrays(dev, 6), *arrays(dev, 2, (H, T)), *arrays(dev, 3), H=H, T=T, d=d, mask=mask, scale=course_scale(d)))
     assert launched == list(returned.values())
     assert returned["dkdv"] == "attention_backward_dkdv_kernel2_d64" and returned["dq"] == "attention_backward_dq_kernel2_d64"
 

@@ -7,6 +7,7 @@ import pytest
 from andrea_cli.backends.launch import decode as launch
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import course_scale
 
 
 def one_step(q, k, v, group: int, first: int = 0) -> np.ndarray:
@@ -26,7 +27,7 @@ def run_step(backend, q, k, v, precision: str, mask: MaskSpec, length: int | Non
     cache = launch.new_cache(dev, H_kv, S + 3, d_k, v.shape[-1], precision)  # capacity past what is used
     for t in range(S):
         launch.append(dev, cache, dev.to_device(k[:, t]), dev.to_device(v[:, t]), t)
-    step = launch.decode(dev, cache, dev.to_device(q), length or S, q.shape[0], mask=mask, scaled=True)
+    step = launch.decode(dev, cache, dev.to_device(q), length or S, q.shape[0], mask=mask, scale=course_scale(d_k))
     return dev.to_host(step.output), step
 
 
@@ -83,8 +84,8 @@ def test_steps_outside_the_cache_are_refused(cpu_device):
     cache = launch.new_cache(cpu_device, 2, 4, 8, 8)
     q = cpu_device.to_device(np.zeros((3, 8), np.float32))
     with pytest.raises(AndreaError, match="multiple of the K/V heads"):
-        launch.decode(cpu_device, cache, q, 2, 3, mask=MaskSpec("causal"), scaled=True)
+        launch.decode(cpu_device, cache, q, 2, 3, mask=MaskSpec("causal"), scale=course_scale(8))
     with pytest.raises(AndreaError, match="1 to 4 cached keys"):
-        launch.decode(cpu_device, cache, q, 5, 2, mask=MaskSpec("causal"), scaled=True)
+        launch.decode(cpu_device, cache, q, 5, 2, mask=MaskSpec("causal"), scale=course_scale(8))
     with pytest.raises(AndreaError, match="outside the cache"):
         launch.append(cpu_device, cache, q, q, 4)

@@ -15,6 +15,7 @@ from andrea_cli.backends.launch.fused import FUSED_MAX_D, check_fused_shape, sha
 from andrea_cli.errors import AndreaError
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import course_scale, resolve_scale
 
 os.environ.setdefault("COLUMNS", "120")
 
@@ -39,7 +40,7 @@ def test_fused_matches_reference(cpu_device, T, d_k, d_v, variant):
     q, k, v = _qkv(2, T, d_k, d_v, seed=T * 1000 + d_k)
     for mask in MASKS:
         for scaled in (True, False):
-            got = run_fused(cpu_device, q, k, v, mask=mask, scaled=scaled, variant=variant)
+            got = run_fused(cpu_device, q, k, v, mask=mask, scale=resolve_scale(d_k, scaled), variant=variant)
             want = reference.attention(q, k, v, mask, scaled)
             assert got.output.shape == (2, T, d_v) and got.output.dtype == np.float32
             np.testing.assert_allclose(got.output, want, rtol=1e-4, atol=1e-5,
@@ -54,7 +55,7 @@ def test_fused_reverse_schedule_and_widest_head(cpu_backend):
     dev = cpu_backend("reverse").device()
     q, k, v = _qkv(1, 40, FUSED_MAX_D, FUSED_MAX_D, seed=7)
     for mask, variant in ((m, n) for m in MASKS for n in (1, 2)):
-        got = run_fused(dev, q, k, v, mask=mask, scaled=True, variant=variant)
+        got = run_fused(dev, q, k, v, mask=mask, scale=course_scale(FUSED_MAX_D), variant=variant)
         np.testing.assert_allclose(got.output, reference.attention(q, k, v, mask), rtol=1e-4, atol=1e-5)
 
 

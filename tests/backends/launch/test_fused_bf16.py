@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from andrea_cli.backends.launch.fused_bf16 import bf16_kernel, q_multiplier, shared_bytes_bf16
+from andrea_cli.scale import resolve_scale
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import bf16_attention
 
@@ -29,7 +30,7 @@ CASE_IDS = [f"T{T}-d{d}-{mask}-{'scaled' if scaled else 'unscaled'}" for T, d, m
 def run_bf16_kernel(module, variant: int, q, k, v, mask: MaskSpec, scaled: bool) -> np.ndarray:
     H, T, d = q.shape
     kernel = bf16_kernel(variant)
-    qb = bf16_attention.bf16_bits(q * np.float32(q_multiplier(d, scaled)))
+    qb = bf16_attention.bf16_bits(q * np.float32(q_multiplier(resolve_scale(d, scaled))))
     kb, vb = bf16_attention.bf16_bits(k), bf16_attention.bf16_bits(v)
     out = np.full((H, T, d), np.nan, np.float32)
     module.get_function(kernel.entry(d))(

@@ -16,6 +16,7 @@ from andrea_cli.backends.launch.device import cdiv
 from andrea_cli.backends.launch.staged import AV2_TILE, DEFAULT_PLAN, SCORES2_TILE, SOFTMAX3_PER_THREAD, run_staged
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
+from andrea_cli.scale import course_scale, resolve_scale
 from andrea_cli.verification import tolerances
 
 REAL = packaged_kernel_path().read_text()
@@ -47,7 +48,7 @@ def av2(dev, p, v, causal):
 
 
 def fused3(dev, q, k, v, mask: MaskSpec, scaled: bool):
-    return run_fused(dev, q, k, v, mask=mask, scaled=scaled, variant=3).output
+    return run_fused(dev, q, k, v, mask=mask, scale=resolve_scale(q.shape[-1], scaled), variant=3).output
 
 
 def _within(got, want, tol) -> bool:
@@ -168,8 +169,8 @@ def test_launchers_pick_the_register_tiled_kernels(cpu_device):
     assert DEFAULT_PLAN.softmax_for(16384) == 3 and DEFAULT_PLAN.softmax_for(16385) == 2
     assert shared_bytes(64, 64, variant=3) == 50176 and shared_bytes(128, 128, variant=3) == 99328
     q, k, v = (_rand((1, 40, 64), n) for n in range(3))
-    fused = run_fused(cpu_device, q, k, v, mask=MaskSpec("causal"), scaled=True)  # the default: kernel3
-    staged = run_staged(cpu_device, q, k, v, mask=MaskSpec("causal"), scaled=True)
+    fused = run_fused(cpu_device, q, k, v, mask=MaskSpec("causal"), scale=course_scale(q.shape[-1]))  # the default: kernel3
+    staged = run_staged(cpu_device, q, k, v, mask=MaskSpec("causal"), scale=course_scale(q.shape[-1]))
     assert np.abs(fused.output - staged.output).max() < 1e-5
     assert np.abs(fused.output - fused3(cpu_device, q, k, v, MaskSpec("causal"), True)).max() == 0
 

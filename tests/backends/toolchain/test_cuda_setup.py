@@ -84,5 +84,6 @@ def test_auto_fallback_names_the_extra_when_cupy_and_driver_disagree(monkeypatch
     assert status.reason.endswith("install the cuda12 extra")
     assert status.fix == 'pip uninstall -y cupy-cuda13x && pip install "andrea[cuda12]"'
     _, notice = select_backend("auto", packaged_kernel_path())
-    assert notice.startswith("backend auto: numpy, because cuda: cupy-cuda13x needs a CUDA 13 driver")
+    assert notice.startswith("backend auto: cpu (the kernel file compiled for the CPU), because cuda: "
+                             "cupy-cuda13x needs a CUDA 13 driver")
     assert "cuda12 extra" in notice and "\n" not in notice
