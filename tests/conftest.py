@@ -60,6 +60,17 @@ def quick_builds(monkeypatch):
     monkeypatch.setattr(build, "OPTIMIZATION", "-O0")
 
 
+@pytest.fixture
+def snippet_builds(quick_builds):
+    """CPU builds at -O0 for a test that compiles a small snippet of its own (RawModule(code=...))
+    to check what the runtime accepts or how it passes arguments: the snippet's -O2 compile is
+    mostly the runtime's own code, and nothing the test checks depends on the optimiser. Not for
+    tests whose subject is the product's -O2 build (the guard page, math functions and rounding,
+    test_surface.py), nor for ones that also build the packaged kernel file (which would then be
+    a second, -O0 build of it instead of the run's shared one), nor for heavy launches (the -O0
+    runtime switches fibers more slowly)."""
+
+
 @pytest.fixture(scope="session")
 def cpu_backend():
     """The packaged kernel file's CPU build, one backend per schedule for the whole run:

@@ -60,7 +60,7 @@ def test_bad_options_are_one_line(run_main, args, blamed):
 
 
 @pytest.mark.slow  # a CPU build of the broken copy
-def test_a_merge_that_drops_a_slice_is_not_the_same(cli, tmp_path):
+def test_a_merge_that_drops_a_slice_is_not_the_same(cli, tmp_path, quick_builds):
     real = packaged_kernel_path().read_text()
     old = "for (int s = 0; s < splits; ++s) o += expf("
     assert real.count(old) == 1

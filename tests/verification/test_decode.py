@@ -35,7 +35,7 @@ def test_the_sweep_holds_the_exposing_case_and_it_reaches_two_slices():
 
 @pytest.mark.slow  # a CPU build per broken copy
 @pytest.mark.parametrize("bug", BROKEN)
-def test_verify_catches_a_broken_decode_kernel(cli, tmp_path, bug):
+def test_verify_catches_a_broken_decode_kernel(cli, tmp_path, quick_builds, bug):
     old, new, stages = BROKEN[bug]
     assert REAL.count(old) == 1, f"the kernel file changed: update the mutation of {old!r}"
     broken = tmp_path / "broken.cu"

@@ -85,7 +85,7 @@ def failed_stages(report) -> set[str]:
 
 @pytest.mark.slow  # a CPU build of the broken copy each: ~15 s
 @pytest.mark.parametrize("bug", BROKEN)
-def test_verify_catches_a_broken_kernel(tmp_path, bug, quick_builds):
+def test_verify_catches_a_broken_kernel(tmp_path, quick_builds, bug):
     old, new, case, culprit = BROKEN[bug]
     assert REAL.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
     broken = tmp_path / "broken.cu"

@@ -95,6 +95,7 @@ def test_cuda_only_math_functions_against_the_c_library():
     np.testing.assert_allclose(out, np.array(want, np.float32), rtol=2e-6)
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_an_edited_header_rebuilds(tmp_path):
     # The cache key covers every file the build read (g++ -MMD), not only the kernel file.
     (tmp_path / "value.cuh").write_text("#define VALUE 1.0f\n")
@@ -108,6 +109,7 @@ def test_an_edited_header_rebuilds(tmp_path):
     assert a[0] == 2.0
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_a_macro_option_does_not_reach_the_runtime():
     # PolyBench passes -DN=4096; the runtime's own templates have parameters named N.
     code = "__global__ void k(int* a) { a[0] = N + M; }\n"
@@ -116,6 +118,7 @@ def test_a_macro_option_does_not_reach_the_runtime():
     assert a[0] == 42
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_host_types_in_device_headers():
     # A header shared with host code: a class with stream and event members, host dim3, cuda.h.
     code = ("#include <cuda.h>\n#include <cuda_runtime.h>\n"
@@ -146,6 +149,7 @@ __global__ void tile_sums(const float* in, float* sums, float* shifted, int* vot
 """
 
 
+@pytest.mark.usefixtures("snippet_builds")
 @pytest.mark.parametrize("tile", [32, 64, 128, 256])
 def test_tiles_beyond_a_warp(tile):
     # cuda-samples' reduction: cg::block_tile_memory and tiled_partition<64 .. 256>.
@@ -164,6 +168,7 @@ _LINKED = ("struct Node { int value; int pad; Node* next; };\n"
            "__global__ void follow(Node* n) { n[0].next->value = 42; }\n")
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_a_pointer_stored_in_device_memory_reaches_the_same_array():
     from andrea_cli import device
     nodes = device.zeros(2, _NODES)
@@ -185,6 +190,7 @@ def test_a_stored_pointer_in_a_sanitizer_build_is_refused(build, flag):
         RawModule(code=_LINKED, **{flag: True}).get_function("follow")((1,), (1,), (nodes,))
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_a_pointer_into_a_copied_array_is_refused():
     nodes = np.zeros(2, _NODES)
     nodes["next"][0] = nodes.ctypes.data + _NODES.itemsize  # into the caller's NumPy memory
@@ -194,6 +200,7 @@ def test_a_pointer_into_a_copied_array_is_refused():
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_structured_arrays_pass_as_their_bytes():
     # Hetero-Mark's knn: an array of LatLong structs as a NumPy structured dtype.
     code = ("struct LatLong { float lat, lng; };\n"
@@ -213,6 +220,7 @@ def test_structured_arrays_pass_as_their_bytes():
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_other_plain_dtypes_pass_as_their_bytes():
     # complex64 for a float2*, float16 for a __half*: plain data of the element's size.
     code = ("#include <cuda_fp16.h>\n"
@@ -225,6 +233,7 @@ def test_other_plain_dtypes_pass_as_their_bytes():
     np.testing.assert_array_equal(out, z.real * z.imag + h.astype(np.float32))
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_every_vector_type_and_its_alignment():
     # cuda-samples' scan and histogram use uint4, shfl_scan uchar4: the whole of vector_types.h.
     code = ("#include <vector_types.h>\n"
@@ -240,6 +249,7 @@ def test_every_vector_type_and_its_alignment():
     assert list(out) == [4 + 5 + 10 + 11 + 16 + 17, 16, 4, 4, 16, 16, 6, 16, 10]
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_a_kernel_file_may_define_its_own_lerp():
     # llm.c's adamw defines lerp; C++20's std::lerp must not be pulled into the global namespace.
     code = ("__device__ inline float lerp(float a, float b, float w) { return fma(w, b, fma(-w, a, a)); }\n"
@@ -283,6 +293,7 @@ __global__ void groups(int* sums, unsigned* wide) {
 """
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_thread_group_and_wide_tile_shuffles():
     # simpleCooperativeGroups' thread_group parameter; shfl_scan's tile.shfl_xor of a uint4.
     sums, wide = np.zeros(13, np.int32), np.zeros(4 * 64, np.uint32)
@@ -295,6 +306,7 @@ def test_thread_group_and_wide_tile_shuffles():
     assert list(wide[0::4]) == list(partner) and list(wide[3::4]) == list(4 * partner)
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_kernels_defined_in_an_included_header_are_launchable(tmp_path):
     # cuda-samples keep kernels in *_kernel.cuh files the .cu includes; a prototype is no kernel.
     (tmp_path / "scale_kernel.cuh").write_text(

@@ -28,6 +28,7 @@ def test_readme_example_runs_and_matches_numpy():
     assert abs(got - want) <= 1e-4 * 100_000 ** 0.5  # float32 sums of 100,000 N(0, 1) values
 
 
+@pytest.mark.usefixtures("snippet_builds")
 def test_code_options_and_raw_kernel():
     code = ('extern "C" __global__ void fill(float* out, int n) {\n'
             "    const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
