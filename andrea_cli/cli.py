@@ -177,7 +177,12 @@ def attend(o: AttendOptions) -> None:
 
     With --d-model/--n-head/--preset (or --x/--weights): the whole multi-head layer, x to output.
     With --fused: one fused kernel that never builds the T×T matrices; --precision bf16 runs the
-    tensor-core kernel on bf16 copies of Q, K and V."""
+    tensor-core kernel on bf16 copies of Q, K and V.
+
+    With --T-q L --T-k S (or --q/--k/--v files of L and S rows): L queries
+    against S keys. Causal then puts the queries last (bottom-right, as
+    FlashAttention >= 2.1): query i sees keys 0..i+S-L. For torch's top-left
+    is_causal (keys 0..i): andrea_cli.scaled_dot_product_attention."""
     from andrea_cli.commands.attend import run_attend
 
     try:

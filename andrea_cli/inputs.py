@@ -18,17 +18,24 @@ from andrea_cli.errors import AndreaError
 @dataclass
 class QKV:
     """One head's Q, K, V, (T, d); or, from the Python API, H heads', (H, T, d), run in one launch.
-    From the API they may also be GPU arrays (cupy, or DLPack tensors), used where they are."""
+    From the API they may also be GPU arrays (cupy, or DLPack tensors), used where they are.
+    Q may have L = T rows against S rows of K and V (cross-attention, a decode step)."""
 
-    q: Any  # (T, d_k) or (H, T, d_k) float32
-    k: Any  # (T, d_k) or (H, T, d_k) float32
-    v: Any  # (T, d_v) or (H, T, d_v) float32
+    q: Any  # (L, d_k) or (H, L, d_k) float32
+    k: Any  # (S, d_k) or (H, S, d_k) float32
+    v: Any  # (S, d_v) or (H, S, d_v) float32
     source: str  # how they were made, for the report
     on_device: bool = False  # GPU arrays: only the cuda backend takes them
 
     @property
     def T(self) -> int:
+        """The queries, L (every run's T; S = T unless the keys are more or fewer)."""
         return self.q.shape[-2]
+
+    @property
+    def S(self) -> int:
+        """The keys (and values)."""
+        return self.k.shape[-2]
 
     @property
     def d_k(self) -> int:
@@ -44,8 +51,10 @@ class QKV:
         return self.q.shape[0] if len(self.q.shape) == 3 else None
 
 
-def check_sizes(T: int, d_k: int, d_v: int) -> None:
-    for flag, value in (("--T", T), ("--d-k", d_k), ("--d-v", d_v)):
+def check_sizes(T: int, d_k: int, d_v: int, S: int | None = None, *, flags: tuple[str, str] = ("--T", "--T")) -> None:
+    """Every size >= 1; flags: what the query and key counts were given as (--T, or --T-q/--T-k)."""
+    sizes = ((flags[0], T), *(((flags[1], S),) if S is not None else ()), ("--d-k", d_k), ("--d-v", d_v))
+    for flag, value in sizes:
         if value < 1:
             raise AndreaError(f"{flag} must be >= 1 (got {value}): pass a positive size")
 
@@ -56,13 +65,15 @@ def check_seed(seed) -> None:
         raise AndreaError(f"--seed {seed!r}: a seed is a whole number >= 0; pass e.g. --seed 0")
 
 
-def random_qkv(T: int, d_k: int, d_v: int, seed: int, *, dist: str = "normal") -> QKV:
+def random_qkv(T: int, d_k: int, d_v: int, seed: int, *, dist: str = "normal", S: int | None = None) -> QKV:
     """Entries drawn N(0, 1) (the course's "unit vectors": unit-variance entries), or with
-    dist="unit", each row scaled to unit length."""
-    check_sizes(T, d_k, d_v)
+    dist="unit", each row scaled to unit length. T queries against S keys and values (S = T
+    unless given); drawn q, k, v in that order, so a square run's inputs do not depend on S's path."""
+    S = T if S is None else S
+    check_sizes(T, d_k, d_v, S)
     rng = np.random.default_rng(seed)
-    q, k = (rng.standard_normal((T, d_k), dtype=np.float32) for _ in range(2))
-    v = rng.standard_normal((T, d_v), dtype=np.float32)
+    q, k = (rng.standard_normal((rows, d_k), dtype=np.float32) for rows in (T, S))
+    v = rng.standard_normal((S, d_v), dtype=np.float32)
     if dist == "unit":
         q, k = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (q, k))
         return QKV(q, k, v, f"random unit-norm rows (seed {seed})")
@@ -161,14 +172,20 @@ def as_matrix(array: np.ndarray, what: str, *, heads: bool = False) -> np.ndarra
     return matrix
 
 
-def check_qkv_shapes(q, k, v) -> None:
-    """Q, K, V fit together: scores = Q·K^T needs one d_k, and every position a key and a value."""
+def check_qkv_shapes(q, k, v, *, one_length: bool = False) -> None:
+    """Q, K, V fit together: scores = Q·K^T needs one d_k, every key a value, and (H, ., d)
+    inputs as many heads each. Q's rows (L queries) may differ from K's and V's (S keys), unless
+    one_length (a run over one sequence, as generate's)."""
     if q.shape[-1] != k.shape[-1]:
         raise AndreaError(f"Q is {tuple(q.shape)} and K is {tuple(k.shape)}: their d_k (columns) must agree, "
                           "since scores = Q · K^T")
-    if q.shape[:-1] != k.shape[:-1] or k.shape[:-1] != v.shape[:-1]:
-        what = "the same heads and T (rows)" if len(q.shape) == 3 else "the same T (rows), one per position"
-        raise AndreaError(f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}: all three need {what}")
+    shapes = f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
+        raise AndreaError(f"{shapes}: all three need the same heads")
+    if k.shape[-2] != v.shape[-2]:
+        raise AndreaError(f"{shapes}: K and V need the same T (rows), a value for every key")
+    if one_length and q.shape[-2] != k.shape[-2]:
+        raise AndreaError(f"{shapes}: all three need the same T (rows), one per position")
 
 
 def is_gpu_array(a) -> bool:
@@ -208,8 +225,10 @@ def qkv_from_arrays(q, k, v) -> QKV:
     return QKV(*arrays, source=f"{where} passed to andrea_cli.attend", on_device=all(on_gpu))
 
 
-def load_qkv(q_path: Path | None, k_path: Path | None, v_path: Path | None, qkv_path: Path | None) -> QKV:
-    """From --q/--k/--v (all three) or --qkv; checks that the shapes fit together."""
+def load_qkv(q_path: Path | None, k_path: Path | None, v_path: Path | None, qkv_path: Path | None, *,
+             one_length: bool = False) -> QKV:
+    """From --q/--k/--v (all three) or --qkv; checks that the shapes fit together: q (L, d_k),
+    k (S, d_k), v (S, d_v), L = S where one_length."""
     separate = [p for p in (q_path, k_path, v_path) if p is not None]
     if qkv_path is not None and separate:
         raise AndreaError("pass either --qkv FILE.npz or --q/--k/--v, not both")
@@ -223,7 +242,7 @@ def load_qkv(q_path: Path | None, k_path: Path | None, v_path: Path | None, qkv_
             raise AndreaError(f"missing {', '.join(missing)}: pass all of --q, --k, --v (or one --qkv FILE.npz)")
         q, k, v = load_npy_matrix(q_path, "--q"), load_npy_matrix(k_path, "--k"), load_npy_matrix(v_path, "--v")
         source = f"files {q_path}, {k_path}, {v_path}"
-    check_qkv_shapes(q, k, v)
+    check_qkv_shapes(q, k, v, one_length=one_length)
     return QKV(q, k, v, source)
 
 
@@ -258,13 +277,18 @@ def require_memory(need: int, what: str, fix: str, available: int | None = None)
 
 
 def check_fits_in_memory(n_heads: int, T: int, d_k: int = 1, d_v: int = 1, *, square: bool = True,
-                         bytes_per_score: int = HOST_BYTES_PER_SCORE, available: int | None = None) -> None:
-    """The T×T score matrices of every head (unless the run never builds them) and the inputs;
-    the message blames what takes the most: T's square, or the widths."""
-    inputs = n_heads * T * (2 * d_k + 2 * d_v) * HOST_BYTES_PER_INPUT
-    scores = n_heads * T * T * bytes_per_score if square else 0
+                         bytes_per_score: int = HOST_BYTES_PER_SCORE, available: int | None = None,
+                         S: int | None = None) -> None:
+    """The T×S score matrices of every head (S = T unless given; none if the run never builds
+    them) and the inputs; the message blames what takes the most: the scores, or the widths."""
+    S = T if S is None else S
+    inputs = n_heads * max(T, S) * (2 * d_k + 2 * d_v) * HOST_BYTES_PER_INPUT
+    scores = n_heads * T * S * bytes_per_score if square else 0
     if scores >= inputs:
-        what, fix = f"T={T} with its {n_heads}×{T}×{T} score matrices", "use a smaller --T"
+        if S == T:
+            what, fix = f"T={T} with its {n_heads}×{T}×{T} score matrices", "use a smaller --T"
+        else:
+            what, fix = f"L={T} queries against S={S} keys, {n_heads}×{T}×{S} scores", "use a smaller --T-q or --T-k"
     else:
         # the inputs grow as T·(d_k + d_v): blame the larger factor, T or the widest width
         widest, width = ("--d-k", d_k) if d_k >= d_v else ("--d-v", d_v)

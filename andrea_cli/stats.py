@@ -93,6 +93,7 @@ class WeightStats:
     magnitude_scaled: Magnitude
     softmax: Peakiness
     hidden_weight_max: float | None  # the largest weight on a masked position: must be 0.0
+    rows_seeing_no_key: int = 0  # query rows the mask hides every key from (L > S, bottom-right causal)
 
     def to_json(self) -> dict:
         return {
@@ -100,15 +101,21 @@ class WeightStats:
             "magnitude": {"unscaled": as_dict(self.magnitude_unscaled), "scaled": as_dict(self.magnitude_scaled)},
             "softmax": as_dict(self.softmax),
             "hidden_weight_max": self.hidden_weight_max,
+            "rows_seeing_no_key": self.rows_seeing_no_key,
         }
 
 
 def weight_stats(scores: np.ndarray, scaled_scores: np.ndarray, weights: np.ndarray,
                  visible: np.ndarray) -> WeightStats:
-    """scores and scaled_scores before masking, weights after the softmax: (..., rows, T) each;
-    visible (rows, T) broadcasts to them."""
-    return WeightStats(row_sums(weights), magnitude(scores), magnitude(scaled_scores), peakiness(weights),
-                       largest_hidden_weight(weights, visible))
+    """scores and scaled_scores before masking, weights after the softmax: (..., rows, S) each;
+    visible (rows, S) broadcasts to them. A row that sees no key (L queries after fewer S keys,
+    bottom-right causal) has weights 0 by design: the row sums and the softmax's measures are
+    over the rows that see a key, and the others are counted."""
+    seeing = visible.any(axis=-1)
+    blind = int((~seeing).sum())
+    seen = weights[..., seeing, :] if blind and seeing.any() else weights
+    return WeightStats(row_sums(seen), magnitude(scores), magnitude(scaled_scores), peakiness(seen),
+                       largest_hidden_weight(weights, visible), blind)
 
 
 # --- gradients: how much of dL/dP the softmax passes back to the scores -------------------------

@@ -372,8 +372,8 @@ struct Mask {
     static __device__ __forceinline__ Mask from_args(int causal, int window, int offset) {
         return {causal, window, offset};
     }
-    // The kernels that take one sequence only (L = S: the tensor-core forward and the backward,
-    // until they take L != S): offset 0, a constant, so their code carries no trace of it.
+    // The kernels that take one sequence only (L = S: the backward and the decode kernels, until
+    // they take L != S): offset 0, a constant, so their code carries no trace of it.
     static __device__ __forceinline__ Mask from_args(int causal, int window) { return {causal, window, 0}; }
 
     // Is key j visible from query row i? inside: the caller's test that the pair lies in the matrix.
@@ -1819,12 +1819,13 @@ __device__ __forceinline__ void tc_load_rows(unsigned short* dst, const unsigned
 }
 
 template <int D>
-__device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __restrict__ q,  // (H, T, D), scaled
-                                                        const unsigned short* __restrict__ k,  // (H, T, D)
-                                                        const unsigned short* __restrict__ v,  // (H, T, D)
-                                                        float* __restrict__ out,               // (H, T, D)
-                                                        int T, int causal, int window, unsigned short* smem,
-                                                        float* __restrict__ lse = nullptr) {   // (H, T)
+__device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __restrict__ q,  // (H, L, D), scaled
+                                                        const unsigned short* __restrict__ k,  // (H_kv, S, D)
+                                                        const unsigned short* __restrict__ v,  // (H_kv, S, D)
+                                                        float* __restrict__ out,               // (H, L, D)
+                                                        int L, int Sk, int group, int causal, int window, int offset,
+                                                        unsigned short* smem,
+                                                        float* __restrict__ lse = nullptr) {   // (H, L)
     constexpr int S = D + TC_PAD;  // row stride of every shared tile, in bf16
     unsigned short* q_s = smem;                   // (TC_ROWS, S)
     unsigned short* k_s = q_s + TC_ROWS * S;      // (2, TC_KEYS, S)
@@ -1832,26 +1833,26 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
     // Causal: the last query tiles have the most key tiles; they go out first.
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * TC_ROWS;
     const long head = work.head;
-    q += head * T * D;
-    k += head * T * D;
-    v += head * T * D;
-    out += head * T * D;
+    q += head * L * D;
+    k += head / group * Sk * D;  // query head h reads K/V head h / group, in place
+    v += head / group * Sk * D;
+    out += head * L * D;
 
     // Key tiles any row of the block can see; the others are never loaded.
-    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, T);
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, L, Sk);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
-    tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
-    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, T);
-    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, T);
+    tc_load_rows<D>(q_s, q, row0, TC_ROWS, L);
+    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, Sk);
+    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, Sk);
     cp_async_commit();
 
     const int w_row0 = row0 + 16 * warp;         // this warp's first query row
-    const int w_last = min(w_row0 + 15, T - 1);  // and its last inside T (< w_row0: none)
+    const int w_last = min(w_row0 + 15, L - 1);  // and its last inside L (< w_row0: none)
     const int rows[2] = {w_row0 + g, w_row0 + g + 8};  // the rows of this lane's accumulators
 
     u32 qf[D / 16][4];     // Q's A fragments, one per k16 step
@@ -1864,8 +1865,8 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     for (int n = 0; n < n_tiles; ++n) {
         const int j0 = j_begin + n * TC_KEYS, stage = n & 1;
         if (n + 1 < n_tiles) {  // start the next tile's copy, then wait for this one's
-            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, T);
-            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, T);
+            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, Sk);
+            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, Sk);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
@@ -1883,9 +1884,9 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
 
         // Whole-warp decisions (so the warp stays converged at every .aligned instruction):
         // does any of its rows see a key of this tile, and must keys be tested one by one?
-        const int j_last = min(j0 + TC_KEYS, T) - 1;
+        const int j_last = min(j0 + TC_KEYS, Sk) - 1;
         const bool any = mask.sees_any(w_row0, w_last, j0, j_last, w_row0 <= w_last);
-        const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, j0 + TC_KEYS > T);
+        const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, j0 + TC_KEYS > Sk);
         if (any) {
             float s[TC_KEYS / 8][4];  // S slice: n8 tile nt holds keys j0 + 8nt .. j0 + 8nt + 7
 #pragma unroll
@@ -1906,7 +1907,7 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
-                        const bool visible = mask.visible(i, j, j < T);
+                        const bool visible = mask.visible(i, j, j < Sk);
                         if (!visible) s[nt][e] = -INFINITY;
                     }
             }
@@ -1961,9 +1962,9 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
         float sum = l[r];
         sum += __shfl_xor_sync(0xffffffff, sum, 1);
         sum += __shfl_xor_sync(0xffffffff, sum, 2);
-        if (rows[r] >= T) continue;
+        if (rows[r] >= L) continue;
         // the lse kernels' logsumexp, natural log like row_logsumexp: m and the sum are in log2 units
-        if (lse != nullptr && t == 0) lse[head * T + rows[r]] = sum > 0.0f ? (m[r] + log2f(sum)) * TC_LN2 : INFINITY;
+        if (lse != nullptr && t == 0) lse[head * L + rows[r]] = sum > 0.0f ? (m[r] + log2f(sum)) * TC_LN2 : INFINITY;
         // sum = 0 only for a row that saw no key: zeros, like the other kernels, not 0/0
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         float* o = out + (long)rows[r] * D + 2 * t;
@@ -1980,17 +1981,17 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int T, int causal, int window) {
+                            int L, int S, int group, int causal, int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, T, causal, window, tc_smem);
+    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int T, int causal, int window) {
+                             int L, int S, int group, int causal, int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, T, causal, window, tc_smem);
+    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2064,11 +2065,12 @@ __device__ __forceinline__ void for_each_key_tile(const Mask& mask, const KeyTil
 }
 
 template <int D>
-__device__ __forceinline__ void attention_fused5(const unsigned short* __restrict__ q,  // (H, T, D), scaled
-                                                 const unsigned short* __restrict__ k,  // (H, T, D)
-                                                 const unsigned short* __restrict__ v,  // (H, T, D)
-                                                 float* __restrict__ out,               // (H, T, D)
-                                                 int T, int causal, int window, unsigned short* smem) {
+__device__ __forceinline__ void attention_fused5(const unsigned short* __restrict__ q,  // (H, L, D), scaled
+                                                 const unsigned short* __restrict__ k,  // (H_kv, S, D)
+                                                 const unsigned short* __restrict__ v,  // (H_kv, S, D)
+                                                 float* __restrict__ out,               // (H, L, D)
+                                                 int L, int Sk, int group, int causal, int window, int offset,
+                                                 unsigned short* smem) {
     constexpr int S = D + TC_PAD;                     // row stride of every shared tile, in bf16
     constexpr int STEP = D == 64 ? 64 : 16;           // keys per softmax step (S's registers)
     constexpr int CHUNKS = D / 8;                     // 16-byte pieces per row
@@ -2078,17 +2080,17 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K5_ROWS;
     const long head = work.head;
-    q += head * T * D;
-    k += head * T * D;
-    v += head * T * D;
-    out += head * T * D;
+    q += head * L * D;
+    k += head / group * Sk * D;  // query head h reads K/V head h / group, in place
+    v += head / group * Sk * D;
+    out += head * L * D;
 
     // Key tiles any row of the block can see; the others are never loaded.
-    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K5_ROWS, T);
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K5_ROWS, L, Sk);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
     // This thread's 16-byte pieces of every copy: rows cp_row + p·ROW_STEP, columns cp_col..+7.
@@ -2098,7 +2100,7 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
         const unsigned short* src = q + (long)(row0 + cp_row) * D + cp_col;
 #pragma unroll
         for (int p = 0; p < K5_ROWS / ROW_STEP; ++p)  // rows past T: zeros (src is not read)
-            cp_async16(q_s + cp_dst + p * ROW_STEP * S, src + p * ROW_STEP * D, row0 + cp_row + p * ROW_STEP < T);
+            cp_async16(q_s + cp_dst + p * ROW_STEP * S, src + p * ROW_STEP * D, row0 + cp_row + p * ROW_STEP < L);
         cp_async_commit();
     }
     // K and V share one layout: one offset (in bf16, within the head) addresses both tiles' rows
@@ -2108,7 +2110,7 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     // nothing else but their addresses); otherwise a row past T reads nothing and lands as zeros.
     auto load_kv = [&](auto whole, int n) {
         constexpr bool WHOLE = decltype(whole)::value;
-        const int rows_left = T - (j_begin + n * TC_KEYS) - cp_row;  // this thread's rows still < T
+        const int rows_left = Sk - (j_begin + n * TC_KEYS) - cp_row;  // this thread's rows still < S
         unsigned short* kd = k_s + (n & 1) * TC_KEYS * S + cp_dst;
         unsigned short* vd = v_s + (n & 1) * TC_KEYS * S + cp_dst;
 #pragma unroll
@@ -2172,7 +2174,7 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
         if (MASKED) {  // -inf, not -1e9: exp2 gives exactly 0
             // element e of tile (mt, nt): query i = w_row0 + 16mt + 8(e/2) + g, key j = js + 8nt + 2t + e%2;
             // p - j (p = i + offset) and T - j from two registers and constants
-            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = T - js - 2 * t;
+            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -2264,7 +2266,7 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     // The tiles a mask edge (or T) crosses in loops of their own, the ones between without a test;
     // at d = 64 the hot loop stops one tile short of the last tile wholly below T: its next copy
     // is whole (at d = 128 that second copy path is the 4 bytes of spill: one tested path there).
-    for_each_key_tile<D == 64>(mask, kt, T, tile);
+    for_each_key_tile<D == 64>(mask, kt, Sk, tile);
 
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
@@ -2272,7 +2274,7 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
         float sum = l[r];
         sum += __shfl_xor_sync(0xffffffff, sum, 1);
         sum += __shfl_xor_sync(0xffffffff, sum, 2);
-        if (row >= T) continue;
+        if (row >= L) continue;
         // sum = 0 only for a row that saw no key: zeros, like the other kernels, not 0/0
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         float* o = out + (long)row * D + 2 * t;
@@ -2287,17 +2289,17 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel5_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int T, int causal, int window) {
+                            int L, int S, int group, int causal, int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused5<64>(q, k, v, out, T, causal, window, tc_smem);
+    attention_fused5<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int T, int causal, int window) {
+                             int L, int S, int group, int causal, int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused5<128>(q, k, v, out, T, causal, window, tc_smem);
+    attention_fused5<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2337,11 +2339,12 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
 #define K6_ROWS 128     // query rows per block: 16 per warp
 
 template <int D>
-__device__ __forceinline__ void attention_fused6(const unsigned short* __restrict__ q,  // (H, T, D), scaled
-                                                 const unsigned short* __restrict__ k,  // (H, T, D)
-                                                 const unsigned short* __restrict__ v,  // (H, T, D)
-                                                 float* __restrict__ out,               // (H, T, D)
-                                                 int T, int causal, int window, unsigned short* smem) {
+__device__ __forceinline__ void attention_fused6(const unsigned short* __restrict__ q,  // (H, L, D), scaled
+                                                 const unsigned short* __restrict__ k,  // (H_kv, S, D)
+                                                 const unsigned short* __restrict__ v,  // (H_kv, S, D)
+                                                 float* __restrict__ out,               // (H, L, D)
+                                                 int L, int Sk, int group, int causal, int window, int offset,
+                                                 unsigned short* smem) {
     constexpr int QS = D + TC_PAD;                  // q_s's row stride, in bf16
     constexpr int KV_TILE = TC_KEYS * D;               // one K or V tile, in bf16
     constexpr int CHUNKS = D / 8;                   // 16-byte pieces per row
@@ -2352,16 +2355,16 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     unsigned short* v_s = k_s + 2 * KV_TILE;           // (2, KV_TILE)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K6_ROWS;
     const long head = work.head;
-    q += head * T * D;
-    k += head * T * D;
-    v += head * T * D;
-    out += head * T * D;
+    q += head * L * D;
+    k += head / group * Sk * D;  // query head h reads K/V head h / group, in place
+    v += head / group * Sk * D;
+    out += head * L * D;
 
-    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K6_ROWS, T);
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K6_ROWS, L, Sk);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
     // Q: thread i copies rows cp_row + p·ROW_STEP, columns cp_col..+7 (a quarter-warp one 128-byte
@@ -2372,7 +2375,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 #pragma unroll
         for (int p = 0; p < K6_ROWS / ROW_STEP; ++p)
             cp_async16(q_s + (cp_row + p * ROW_STEP) * QS + cp_col, src + p * ROW_STEP * D,
-                       row0 + cp_row + p * ROW_STEP < T);
+                       row0 + cp_row + p * ROW_STEP < L);
         cp_async_commit();
     }
     // K and V: thread i copies key row kv_row, columns kv_col..+7 (and every ROW_STEP rows on), the
@@ -2388,7 +2391,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     // Key tile n into stage n & 1 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's)
     auto copy_kv = [&](auto whole, int n) {
         constexpr bool WHOLE = decltype(whole)::value;
-        const int rows_left = T - (j_begin + n * TC_KEYS) - kv_row;
+        const int rows_left = Sk - (j_begin + n * TC_KEYS) - kv_row;
         unsigned short* kd = k_s + (n & 1) * KV_TILE + kv_dst;
         unsigned short* vd = v_s + (n & 1) * KV_TILE + kv_dst;
 #pragma unroll
@@ -2452,7 +2455,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
 
         if (MASKED) {  // element (c, e): query w_row0 + g + 8(e/2), key js + 8c + 2t + e%2
-            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = T - js - 2 * t;
+            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
 #pragma unroll
             for (int c = 0; c < 8; ++c)
 #pragma unroll
@@ -2509,7 +2512,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         __syncthreads();  // every warp is done with this stage before it is refilled
     };
 
-    for_each_key_tile<true>(mask, kt, T, tile);
+    for_each_key_tile<true>(mask, kt, Sk, tile);
 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -2517,7 +2520,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         float sum = l[h];
         sum += __shfl_xor_sync(0xffffffff, sum, 1);
         sum += __shfl_xor_sync(0xffffffff, sum, 2);
-        if (row >= T) continue;
+        if (row >= L) continue;
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         float* o = out + (long)row * D + 2 * t;
 #pragma unroll
@@ -2533,17 +2536,17 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 extern "C" __global__ void __launch_bounds__(K6_THREADS, 2)
 attention_fused_kernel6_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int T, int causal, int window) {
+                            int L, int S, int group, int causal, int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused6<64>(q, k, v, out, T, causal, window, tc_smem);
+    attention_fused6<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(K6_THREADS)
 attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int T, int causal, int window) {
+                             int L, int S, int group, int causal, int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused6<128>(q, k, v, out, T, causal, window, tc_smem);
+    attention_fused6<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
 }
 
 // ================================================================================================
@@ -3203,7 +3206,7 @@ attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsi
                                 const unsigned short* __restrict__ v, float* __restrict__ out,
                                 float* __restrict__ lse, int T, int causal, int window) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, T, causal, window, tc_smem, lse);
+    attention_fused_kernel4<64>(q, k, v, out, T, T, 1, causal, window, 0, tc_smem, lse);  // L = S, no groups
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -3211,7 +3214,7 @@ attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const uns
                                  const unsigned short* __restrict__ v, float* __restrict__ out,
                                  float* __restrict__ lse, int T, int causal, int window) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, T, causal, window, tc_smem, lse);
+    attention_fused_kernel4<128>(q, k, v, out, T, T, 1, causal, window, 0, tc_smem, lse);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -44,6 +44,9 @@ def check_combinations(o: AttendOptions) -> None:
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
                           "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
+    if o.wants_layer and (o.T_q is not None or o.T_k is not None):
+        raise AndreaError("--T-q/--T-k size one head's queries and keys; the layer attends x to itself "
+                          "(one --T): drop --T-q/--T-k, or drop the layer flags")
     if o.head is not None and not o.wants_layer:
         raise AndreaError(f"--head {o.head} picks one of the layer's heads: add the layer flags (--d-model, "
                           "--n-head or --preset), or drop --head")
@@ -64,26 +67,39 @@ def check_precision(o) -> None:
         raise AndreaError(f"--precision {o.precision} runs the tensor-core fused kernels: add --fused")
 
 
+def lengths(o) -> tuple[int | None, int | None, tuple[str, str]]:
+    """The queries (L) and keys (S) asked for, None where not given, and the flags that gave
+    them: --T-q/--T-k each override --T (grad's options have no --T-q/--T-k: both --T)."""
+    T_q, T_k = getattr(o, "T_q", None), getattr(o, "T_k", None)
+    L = o.T if T_q is None else T_q
+    S = o.T if T_k is None else T_k
+    return L, S, ("--T" if T_q is None else "--T-q", "--T" if T_k is None else "--T-k")
+
+
 def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
-    """Q, K, V from files, or random at the requested sizes. The run's one memory check: before
-    drawing, or once the files are read. `o`: RunOptions (attend's or grad's)."""
+    """Q, K, V from files, or random at the requested sizes: L queries against S keys (L = S = T
+    unless --T-q/--T-k say otherwise). The run's one memory check: before drawing, or once the
+    files are read. `o`: RunOptions (attend's or grad's)."""
     data = None
+    L, S, flags = lengths(o)
     if o.has_qkv_files:
         data = load_qkv(o.q, o.k, o.v, o.qkv)
-        for flag, given, actual in (("--T", o.T, data.T), ("--d-k", o.d_k, data.d_k), ("--d-v", o.d_v, data.d_v)):
+        for flag, given, actual in ((flags[0], L, data.T), (flags[1], S, data.S), ("--d-k", o.d_k, data.d_k),
+                                    ("--d-v", o.d_v, data.d_v)):
             if given is not None and given != actual:
                 raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} or fix the files")
-        T, d_k, d_v = data.T, data.d_k, data.d_v
+        L, S, d_k, d_v = data.T, data.S, data.d_k, data.d_v
     else:
-        T, d_k, d_v = head_sizes(o.T, o.d_k, o.d_v)
-        check_sizes(T, d_k, d_v)
+        L, d_k, d_v = head_sizes(L, o.d_k, o.d_v)
+        S = head_sizes(S, d_k, d_v)[0]
+        check_sizes(L, d_k, d_v, S, flags=flags)
     if o.fused:
         check_fused_shape(d_k, d_v)
     if o.precision == "bf16":
         check_bf16_shape(d_k, d_v)
-    # the fused kernels never hold T×T
-    check_fits_in_memory(1, T, d_k, d_v, square=not o.fused, bytes_per_score=bytes_per_score)
-    return data if data is not None else random_qkv(T, d_k, d_v, o.seed)
+    # the fused kernels never hold L×S
+    check_fits_in_memory(1, L, d_k, d_v, square=not o.fused, bytes_per_score=bytes_per_score, S=S)
+    return data if data is not None else random_qkv(L, d_k, d_v, o.seed, S=S)
 
 
 def check_head(head: int | None, n_head: int) -> None:
@@ -95,13 +111,15 @@ def check_given_arrays(o: RunOptions, data: QKV, bytes_per_score: int = HOST_BYT
     """Arrays given to the Python API: no sizes or files besides, and the run's one memory check."""
     if o.wants_layer or o.has_qkv_files:
         raise AndreaError("q, k, v are given as arrays: drop the files and the layer options")
-    if o.T is not None or o.d_k is not None or o.d_v is not None:
-        raise AndreaError("T, d_k, d_v size the random inputs; with q, k, v the arrays give the sizes: drop them")
+    if any(getattr(o, name, None) is not None for name in ("T", "T_q", "T_k", "d_k", "d_v")):
+        raise AndreaError("T, T_q, T_k, d_k, d_v size the random inputs; with q, k, v the arrays give the sizes: "
+                          "drop them")
     if o.fused:
         check_fused_shape(data.d_k, data.d_v)
     if getattr(o, "precision", "fp32") == "bf16":
         check_bf16_shape(data.d_k, data.d_v)
-    check_fits_in_memory(data.H or 1, data.T, data.d_k, data.d_v, square=not o.fused, bytes_per_score=bytes_per_score)
+    check_fits_in_memory(data.H or 1, data.T, data.d_k, data.d_v, square=not o.fused, bytes_per_score=bytes_per_score,
+                         S=data.S)
 
 
 def check_options(o: AttendOptions) -> MaskSpec:
@@ -124,9 +142,12 @@ Progress = Callable[[str], None]
 PROGRESS_FROM_SCORES = 2048 * 2048
 
 
-def say_large_run(progress: Progress | None, what: str, n_heads: int, T: int, backend: str) -> None:
-    if progress is not None and n_heads * T * T >= PROGRESS_FROM_SCORES:
-        progress(f"attend T={T} on {backend}: {n_heads * T * T:,} scores, {what}")  # the figures first: 80 columns
+def say_large_run(progress: Progress | None, what: str, n_heads: int, T: int, backend: str,
+                  S: int | None = None) -> None:
+    S = T if S is None else S
+    if progress is not None and n_heads * T * S >= PROGRESS_FROM_SCORES:
+        sizes = f"T={T}" if S == T else f"L={T} S={S}"
+        progress(f"attend {sizes} on {backend}: {n_heads * T * S:,} scores, {what}")  # the figures first: 80 columns
 
 
 def run_attend(o: AttendOptions, data: QKV | None = None, progress: Progress | None = None):
@@ -188,7 +209,7 @@ def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None, progress: Pr
         notices = [*notices, f"{blind} of {data.T} rows see no key (the mask file hides them all): their "
                              "weights and output are zeros"]
     what = f"fused kernel ({o.precision})" if o.fused else "five stages, then statistics"
-    say_large_run(progress, what, data.H or 1, data.T, backend.name)
+    say_large_run(progress, what, data.H or 1, data.T, backend.name, S=data.S)
     if o.fused:
         from andrea_cli.runs.fused import run_fused_attention
 

@@ -39,8 +39,11 @@ def run_generate_command(o: GenerateOptions, progress=None, data: QKV | None = N
             raise AndreaError("q, k, v are given as arrays: drop the files and T, d_k, d_v (the arrays give the sizes)")
         if data.H is not None:
             raise AndreaError(f"generate runs one head: pass (T, d) arrays (got q of shape {tuple(data.q.shape)})")
+        if data.S != data.T:
+            raise AndreaError(f"generate runs one sequence, a query per key: q has {data.T} rows and k {data.S}; "
+                              "pass q, k, v of the same T")
     elif o.has_qkv_files:
-        data = load_qkv(o.q, o.k, o.v, o.qkv)
+        data = load_qkv(o.q, o.k, o.v, o.qkv, one_length=True)
         for flag, given, actual in (("--T", o.T, data.T), ("--d-k", o.d_k, data.d_k), ("--d-v", o.d_v, data.d_v)):
             if given is not None and given != actual:
                 raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} "

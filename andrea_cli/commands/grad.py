@@ -108,6 +108,9 @@ def grad_head(o: GradOptions, mask: MaskSpec, data: QKV | None, d_out: np.ndarra
         check_given_arrays(o, data, BACKWARD_BYTES_PER_SCORE)
     else:
         data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
+    if data.S != data.T:
+        raise AndreaError(f"grad takes one sequence for now, L = S (Q has {data.T} rows, K and V {data.S}): "
+                          "pass q, k, v of the same T (attend takes L queries against S keys)")
     if d_out is None:
         d_out = upstream_gradient(o, data.T, data.d_v, "output")
         if data.H is not None:  # every head the same seeded dO

@@ -36,19 +36,21 @@ def _colour_limits(w: np.ndarray, visible: np.ndarray) -> float:
 
 
 def save_attend_plot(weights: np.ndarray, *, mask: str, title: str, path: Path) -> None:
-    """weights (T, T): one head's softmax output; mask as the report names it."""
+    """weights (T, T), or (L, S) for L queries against S keys: one head's softmax output; mask as
+    the report names it."""
     plt = pyplot()
     from matplotlib.colors import LogNorm
 
-    T = weights.shape[-1]
+    L, T = weights.shape[-2:]
     spec = parse_mask(mask)
-    visible = spec.visible(T)  # (T, T)
+    visible = spec.visible(L, S=T)  # (L, S)
     w = weights.astype(np.float64)
     low = _colour_limits(w, visible)
     shown = np.ma.masked_where(~visible, np.maximum(w, low))  # hidden cells: "bad", drawn grey
-    rows = np.arange(T)
-    n_visible = visible.sum(axis=1)  # (T,) keys each query may see
-    band = spec.kind == "window" and spec.window < BAND_SHARE * T
+    rows = np.arange(L)
+    # keys each query may see; a row that sees none (L > S, causal) is drawn as nothing: NaN
+    n_visible = np.where(visible.any(axis=1), visible.sum(axis=1), np.nan)
+    band = spec.kind == "window" and spec.window < BAND_SHARE * T and L == T
 
     ratios = [3.2, 1, 1] + ([1.2] if band else [])
     fig, axes = plt.subplots(1, len(ratios), figsize=(14 + 3.5 * band, 6.2), sharey=True, layout="constrained",
@@ -81,7 +83,7 @@ def save_attend_plot(weights: np.ndarray, *, mask: str, title: str, path: Path) 
                     interpolation="nearest", aspect="auto", extent=(-0.5, spec.window - 0.5, T - 0.5, -0.5))
         zoom.set_xlabel("key offset o (key j = i − o)")
         zoom.set_title(f"the window's band, straightened:\n{spec.window} keys per row at full size", fontsize=10)
-    heat.set_ylim(T - 0.5, -0.5)  # query 0 at the top, as in the course's triangle
+    heat.set_ylim(L - 0.5, -0.5)  # query 0 at the top, as in the course's triangle
     for ax in (ent, top):
         ax.grid(alpha=0.3)
     save_figure(fig, path)
@@ -135,7 +137,8 @@ def save_attend_report_plot(report, path: Path, head: int | None = None) -> None
             which = f", all {report.n_head} heads"
     scaled = f"÷ sqrt({run.d_k})" if run.scaled is True else f"scale {run.scale:.4g}" if run.scaled else "unscaled"
     inputs = textwrap.shorten(f"backend {run.backend}; inputs: {run.source}", width=150, placeholder=" ...")
-    title = f"andrea attend: T={run.T}, d_k={run.d_k}, mask={run.mask}, {scaled}{which}\n{inputs}"
+    sizes = f"T={run.T}" if run.S == run.T else f"L={run.T} S={run.S}"
+    title = f"andrea attend: {sizes}, d_k={run.d_k}, mask={run.mask}, {scaled}{which}\n{inputs}"
     if layer and head is None:
         save_heads_grid(report.weights, mask=run.mask, title=title, path=path, head_stats=report.heads)
     else:

@@ -33,6 +33,25 @@ def fmt_shape(s: list[int]) -> str:
     return "(" + ", ".join(str(n) for n in s) + ")"
 
 
+def lengths_text(T: int, S: int) -> str:
+    """T=64 for one sequence; L=8 S=64 for L queries against S keys."""
+    return f"T={T}" if S == T else f"L={T} S={S}"
+
+
+def lengths_note(T: int, S: int, mask: str) -> str | None:
+    """Where L queries sit among S keys, said once under the header (None for L = S)."""
+    if S == T:
+        return None
+    if mask == "none":
+        return f"{T} queries against {S} keys: every query sees every key"
+    if mask.endswith("(top-left)"):
+        return f"{T} queries against {S} keys, top-left: query i sees keys up to i"
+    offset = S - T
+    where = f"query i sees keys up to i + {offset}" if offset >= 0 else \
+        f"queries 0..{-offset - 1} see no key (output 0)"
+    return f"{T} queries against {S} keys: the queries are the last {T} positions (bottom-right); {where}"
+
+
 def scale_text(d_k: int, scaled, scale: float) -> str:
     """scale=1/sqrt(64) = 0.125; a factor given (the Python API's) that is 1/sqrt(d_k) reads the same."""
     if scaled is True or (scaled and scale == scale_for(d_k, True)):

@@ -6,22 +6,27 @@ from rich.console import Console
 from rich.table import Table
 
 from andrea_cli.backends.base import STAGES
-from andrea_cli.render.common import fmt as _fmt, print_header, scale_text, shapes_table, stage_label, timings_table
+from andrea_cli.render.common import (fmt as _fmt, lengths_note, lengths_text, print_header, scale_text, shapes_table,
+                                     stage_label, timings_table)
 from andrea_cli.render.kernels import print_kernels, print_verdict
 from andrea_cli.runs.head import AttentionReport
 
 
 def render_head(console: Console, r: AttentionReport) -> None:
     print_header(console, r.notices,
-                 f"[bold]Attention(Q, K, V) = softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  T={r.T} d_k={r.d_k} "
+                 f"[bold]Attention(Q, K, V) = softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  {lengths_text(r.T, r.S)} d_k={r.d_k} "
                  f"d_v={r.d_v} mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
     print_kernels(console, r)
     print_verdict(console, r)
+    note = lengths_note(r.T, r.S, r.mask)
+    if note:
+        console.print(note)
     console.print(shapes_table("Shapes", r.shapes))
-    console.print(f"{r.T} × {r.T} = {r.T * r.T:,} scores per head")
+    console.print(f"{r.T} × {r.S} = {r.T * r.S:,} scores per head")
 
-    mag = Table(title="Score magnitudes (all T×T scores, before masking)", title_justify="left")
+    sizes = "T×T" if r.S == r.T else "L×S"
+    mag = Table(title=f"Score magnitudes (all {sizes} scores, before masking)", title_justify="left")
     mag.add_column("")
     mag.add_column("unscaled Q·K^T", justify="right")
     mag.add_column(f"scaled ÷ sqrt({r.d_k})", justify="right")
@@ -33,6 +38,8 @@ def render_head(console: Console, r: AttentionReport) -> None:
     sm = Table(title="Softmax weights", title_justify="left")
     sm.add_column("measure")
     sm.add_column("value", justify="right")
+    if w.rows_seeing_no_key:
+        sm.add_row("rows that see no key (weights 0, left out below)", f"{w.rows_seeing_no_key:,}")
     sm.add_row("row sums min / max", f"{w.row_sums.min:.7f} / {w.row_sums.max:.7f}")
     sm.add_row("max |row sum - 1|", _fmt(w.row_sums.max_abs_dev))
     if w.hidden_weight_max is not None:

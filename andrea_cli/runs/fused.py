@@ -70,7 +70,8 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
     raw, weights, want = reference.attention_rows(qkv.q, qkv.k, qkv.v, mask, scaled, rows)  # float64
     return RowSample(
         rows=rows.tolist(),
-        weight_stats=stats.weight_stats(raw, raw * scale_for(qkv.d_k, True), weights, mask.visible(qkv.T, rows)),
+        weight_stats=stats.weight_stats(raw, raw * scale_for(qkv.d_k, True), weights,
+                                        mask.visible(qkv.T, rows, S=qkv.S)),
         output_max_abs_err=float(np.abs(output[rows] - want).max()),
     )
 
@@ -108,7 +109,7 @@ def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sampl
     if check is not None and precision == "fp32" and not qkv.on_device:
         verdict = check(heads(qkv.q), heads(qkv.k), heads(qkv.v), out.output, mask, scaled)
     return FusedReport(
-        **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
+        **header_fields(backend, source=qkv.source, T=T, S=qkv.S, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
                         shapes={**input_shapes(qkv), "output": ([] if one else [qkv.H]) + [T, d_v]},
                         kernels=out.kernels),
         sample=sample, timings_ms=out.timings_ms, transfer_ms=out.transfer_ms, load_ms=out.load_ms,

@@ -53,10 +53,11 @@ def heads(a):
 
 
 def input_shapes(qkv: QKV) -> dict[str, list[int]]:
-    """The report's shapes, with the head axis where the inputs have one."""
+    """The report's shapes, with the head axis where the inputs have one: q (L, d_k), k (S, d_k),
+    v (S, d_v)."""
     lead = [] if qkv.H is None else [qkv.H]
-    T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
-    return {"q": lead + [T, d_k], "k": lead + [T, d_k], "v": lead + [T, d_v]}
+    L, S, d_k, d_v = qkv.T, qkv.S, qkv.d_k, qkv.d_v
+    return {"q": lead + [L, d_k], "k": lead + [S, d_k], "v": lead + [S, d_v]}
 
 
 def scaled_scores(out: StageOutputs, d_k: int, scaled: bool) -> np.ndarray:
@@ -71,13 +72,13 @@ def report_fields(out: StageOutputs, backend: Backend, *, source: str, d_k: int,
     """An AttentionReport's header, statistics and timings for one staged run, the statistics over
     every head together; the arrays it keeps are the caller's to add. The layer's report
     (runs/layer.py) is made from the same fields and its own, once. `scaled_view`:
-    scaled_scores(), if the caller has it already."""
-    T = out.weights.shape[1]
+    scaled_scores(), if the caller has it already. L queries against S keys: the weights' (L, S)."""
+    L, S = out.weights.shape[1:]
     scaled_view = scaled_scores(out, d_k, scaled) if scaled_view is None else scaled_view
     return dict(
-        **header_fields(backend, source=source, T=T, d_k=d_k, d_v=out.output.shape[-1], mask=mask, scaled=scaled,
-                        shapes=shapes, kernels=out.kernels),
-        weight_stats=stats.weight_stats(out.scores, scaled_view, out.weights, mask.visible(T)),
+        **header_fields(backend, source=source, T=L, S=S, d_k=d_k, d_v=out.output.shape[-1], mask=mask,
+                        scaled=scaled, shapes=shapes, kernels=out.kernels),
+        weight_stats=stats.weight_stats(out.scores, scaled_view, out.weights, mask.visible(L, S=S)),
         timings_ms=out.timings_ms,
         transfer_ms=out.transfer_ms,
         load_ms=out.load_ms,
@@ -89,15 +90,16 @@ def report_fields(out: StageOutputs, backend: Backend, *, source: str, d_k: int,
 
 def run_attention(qkv: QKV, backend: Backend, mask: MaskSpec, scaled: bool,
                   notices: list[str] | None = None, check=None) -> AttentionReport:
-    """One head's (T, d) inputs, or H heads' (H, T, d) in one launch per stage (statistics over all).
+    """One head's (T, d) inputs, or H heads' (H, T, d) in one launch per stage (statistics over all);
+    Q's L rows against K's and V's S (the mask's bottom-right alignment places the queries last).
     The caller has checked that it fits (head_inputs; the API's attend). check(q, k, v, out, mask,
     scaled): whether the kernels' stages are the equation (verification's spot_check), asked
     where kernels ran."""
     q, k, v = heads(qkv.q), heads(qkv.k), heads(qkv.v)
     out: StageOutputs = backend.attention(q, k, v, mask=mask, scaled=scaled)
     lead = [] if qkv.H is None else [qkv.H]
-    T, d_v = qkv.T, qkv.d_v
-    shapes = {**input_shapes(qkv), "scores": lead + [T, T], "weights": lead + [T, T], "output": lead + [T, d_v]}
+    L, S, d_v = qkv.T, qkv.S, qkv.d_v
+    shapes = {**input_shapes(qkv), "scores": lead + [L, S], "weights": lead + [L, S], "output": lead + [L, d_v]}
     one = qkv.H is None
     overflow = overflow_notice(qkv.q, qkv.k)
     report = AttentionReport(**report_fields(out, backend, source=qkv.source, d_k=qkv.d_k, mask=mask, scaled=scaled,

@@ -22,7 +22,8 @@ class RunHeader:
     kernel_file_installed: bool  # the installed copy (edits to a checkout's cuda/ need --kernel)
     kernels: dict[str, str]  # {stage: the kernel it ran}, in launch order; {} on the NumPy path
     source: str  # "random (seed 0)", or the files the inputs came from
-    T: int
+    T: int  # the queries, L
+    S: int  # the keys and values: T, unless the run attends L queries to S keys
     d_k: int
     d_v: int
     mask: str
@@ -37,7 +38,8 @@ class RunHeader:
         return {"backend": self.backend, "device": self.device, "kernel_file": self.kernel_file,
                 "kernel_file_installed": self.kernel_file_installed, "kernels": self.kernels,
                 "source": self.source, **(after_source or {}),
-                "T": self.T, **(after_T or {}), "d_k": self.d_k, "d_v": self.d_v, "mask": self.mask,
+                "T": self.T, "L": self.T, "S": self.S, **(after_T or {}), "d_k": self.d_k, "d_v": self.d_v,
+                "mask": self.mask,
                 "scaled": bool(self.scaled), "scale": self.scale, "scale_given": given_scale(self.scaled), **(after_scale or {}), "shapes": self.shapes}
 
 
@@ -51,10 +53,12 @@ def kernel_file_of(backend) -> tuple[str | None, bool]:
 
 
 def header_fields(backend, *, source: str, T: int, d_k: int, d_v: int, mask: MaskSpec, scaled: bool,
-                  shapes: dict[str, list[int]], kernels: dict[str, str] | None = None) -> dict:
+                  shapes: dict[str, list[int]], kernels: dict[str, str] | None = None, S: int | None = None) -> dict:
     """A report's header fields for a run on `backend` (a Backend: its name and device) that ran
-    `kernels` ({stage: kernel}, as the launchers return them)."""
+    `kernels` ({stage: kernel}, as the launchers return them): T (= L) queries against S keys
+    (S = T unless given)."""
     kernel_file, installed = kernel_file_of(backend)
     return dict(backend=backend.name, device=backend.device_name(), kernel_file=kernel_file,
-                kernel_file_installed=installed, kernels=dict(kernels or {}), source=source, T=T, d_k=d_k, d_v=d_v,
+                kernel_file_installed=installed, kernels=dict(kernels or {}), source=source, T=T,
+                S=T if S is None else S, d_k=d_k, d_v=d_v,
                 mask=str(mask), scaled=scaled, scale=scale_for(d_k, scaled), shapes=shapes)

@@ -18,6 +18,7 @@ import numpy as np
 
 from andrea_cli.backends.launch.fused_bf16 import bf16_kernel, q_multiplier
 from andrea_cli.masks import MaskSpec
+from andrea_cli.reference import kv_heads_for
 from andrea_cli.scale import resolve_scale
 from andrea_cli.verification.tolerances import TINY, U, gamma
 
@@ -48,13 +49,13 @@ def _tile_running_max(s: np.ndarray, step: int) -> np.ndarray:
     """m_t[i, j]: row i's max over visible keys of every softmax step (`step` keys, from key 0: the
     kernels' first tile starts on a multiple of 64) up to and including key j's (the running max
     the kernel holds when it exponentiates key j); -inf before any."""
-    H, T, _ = s.shape
-    n_steps = -(-T // step)
-    padded = np.full((H, T, n_steps * step), -np.inf)
-    padded[..., :T] = s
-    per_step = padded.reshape(H, T, n_steps, step).max(axis=-1)
+    H, L, S = s.shape
+    n_steps = -(-S // step)
+    padded = np.full((H, L, n_steps * step), -np.inf)
+    padded[..., :S] = s
+    per_step = padded.reshape(H, L, n_steps, step).max(axis=-1)
     running = np.maximum.accumulate(per_step, axis=-1)
-    return np.repeat(running, step, axis=-1)[..., :T]
+    return np.repeat(running, step, axis=-1)[..., :S]
 
 
 def _near_rounding_boundary(x: np.ndarray, rel_err: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -69,21 +70,25 @@ def _near_rounding_boundary(x: np.ndarray, rel_err: np.ndarray) -> tuple[np.ndar
 
 def reference_and_tol(q, k, v, mask: MaskSpec, scaled: bool, variant: int | None = None
                       ) -> tuple[np.ndarray, np.ndarray]:
-    """(H, T, d) output of the bf16 kernel's arithmetic in float64, and its element-wise bound
-    (variant: attention_fused_kernel4 or 5, the launcher's default if None)."""
+    """(H, L, d) output of the bf16 kernel's arithmetic in float64, and its element-wise bound
+    (variant: attention_fused_kernel4 or 5, the launcher's default if None). q (H, L, d), k and v
+    (H_kv, S, d): query head h reads K/V head h // (H / H_kv); a row that sees no key gives 0."""
     qb, kb, vb = bf16_inputs(q, k, v, scaled)
-    H, T, d_k = qb.shape
+    H, L, d_k = qb.shape
+    kb, vb = (kv_heads_for(a, H) for a in (kb, vb))
     numerics = bf16_kernel(variant).numerics
     step = numerics.softmax_keys[d_k]
     exp2_err = numerics.exp2_error_u * U
-    visible = mask.visible(T)
+    visible = mask.visible(L, S=kb.shape[1])
     s = np.where(visible, qb @ kb.transpose(0, 2, 1), -np.inf)  # log2 units; products exact
     m_final = s.max(axis=-1, keepdims=True)
     m_tile = _tile_running_max(s, step)
     with np.errstate(invalid="ignore"):
         x = np.where(visible, np.exp2(s - np.where(np.isfinite(m_tile), m_tile, 0.0)), 0.0)  # the kernel's p
         weight = np.where(visible, np.exp2(m_tile - m_final), 0.0)  # the alphas that later rescale it
-    l_exact = np.exp2(np.where(visible, s - m_final, -np.inf)).sum(axis=-1, keepdims=True)  # (H, T, 1)
+        l_exact = np.exp2(np.where(visible, s - m_final, -np.inf)).sum(axis=-1, keepdims=True)  # (H, L, 1)
+    # a row that sees no key (L > S, bottom-right) has l = 0 and output 0: 1 stands in for the divisions
+    l_exact = np.where(l_exact > 0, l_exact, 1.0)
     p_tilde = round_bf16(x.astype(np.float32)).astype(np.float64) * weight
     abs_v = np.abs(vb)
     output = (p_tilde @ vb) / l_exact

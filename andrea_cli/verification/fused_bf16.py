@@ -16,7 +16,7 @@ from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs
 STAGES = {variant: k.label for variant, k in BF16_KERNELS.items()}  # fused4_bf16 .. fused6_bf16
 
 def applies(backend, case: Case) -> bool:
-    return (case.square and case.plan == DEFAULT_PLAN and hasattr(backend, "attention_fused")
+    return (case.plan == DEFAULT_PLAN and hasattr(backend, "attention_fused")
             and case.d_k == case.d_v and case.d_k in BF16_DIMS)
 
 

@@ -34,10 +34,12 @@ class Verdict:
 
 
 def spot_check(q, k, v, out, mask: MaskSpec, scaled) -> Verdict:
-    """q, k: (H, T, d_k), v: (H, T, d_v) float32; out: the run's StageOutputs (host arrays)."""
+    """q: (H, L, d_k), k: (H, S, d_k), v: (H, S, d_v) float32 (L = S = T for one sequence);
+    out: the run's StageOutputs (host arrays)."""
     H, T, d_k = q.shape
+    S = k.shape[1]
     rows = reference.sample_rows(T, SAMPLE_ROWS)
-    visible = mask.visible(T, rows)  # (n, T)
+    visible = mask.visible(T, rows, S=S)  # (n, S)
     q_rows = q[:, rows]
     got = {name: getattr(out, name)[:, rows] for name in ("scores", "scaled", "masked", "weights", "output")}
     exact_scores = np.matmul(q_rows.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1))
@@ -59,7 +61,7 @@ def spot_check(q, k, v, out, mask: MaskSpec, scaled) -> Verdict:
     # each row's weights sum to 1 (a row that sees nothing sums to 0)
     sums = got["weights"].astype(np.float64).sum(axis=-1)
     due = visible.any(axis=-1).astype(np.float64)
-    bad = np.abs(sums - due) > softmax_tol.sum(axis=-1) + tolerances.gamma(T)
+    bad = np.abs(sums - due) > softmax_tol.sum(axis=-1) + tolerances.gamma(S)
     if bad.any():
         h, r = (int(i) for i in np.argwhere(bad)[0])
         return Verdict(rows.tolist(), "row sums", {"head": h, "row": int(rows[r]), "got": float(sums[h, r]),
@@ -76,10 +78,10 @@ def _where(first_bad: dict, rows: np.ndarray) -> dict:
 def fused_spot_check(q, k, v, output, mask: MaskSpec, scaled) -> Verdict:
     """A fused FP32 run (no stages to compare, only its output): sampled rows of every head
     against the float64 equation, within verify's bound for the fused kernels (fused_tol).
-    q, k: (H, T, d_k), v: (H, T, d_v) float32; output (H, T, d_v)."""
+    q: (H, L, d_k), k: (H, S, d_k), v: (H, S, d_v) float32; output (H, L, d_v)."""
     H, T, d_k = q.shape
     rows = reference.sample_rows(T, SAMPLE_ROWS)
-    visible = mask.visible(T, rows)  # (n, T)
+    visible = mask.visible(T, rows, S=k.shape[1])  # (n, S)
     q_rows = q[:, rows]
     s = np.matmul(q_rows.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1))  # (H, n, T)
     s = reference.scale(s, d_k, scaled) if scaled else s

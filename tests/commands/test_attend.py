@@ -105,7 +105,7 @@ def _bad(tmp_path: Path) -> dict[str, list]:
         "pickled objects": [[*files(tmp_path / "objects.npy")], "pickl"],
         "3-D array": [[*files(tmp_path / "three_d.npy")], "2-D"],
         "d_k disagrees": [[*files(tmp_path / "wide.npy")], "d_k"],
-        "T disagrees": [[*files(tmp_path / "long.npy")], "same T"],
+        "K and V rows disagree": [["--q", g, "--k", g, "--v", tmp_path / "long.npy"], "K and V need the same T"],
         "NaN": [[*files(tmp_path / "nan.npy")], "NaN"],
         "Inf": [[*files(tmp_path / "inf.npy")], "Inf"],
         "missing --v": [["--q", g, "--k", g], "--v"],

@@ -30,6 +30,15 @@ def test_the_sweep_holds_every_length_and_grouping():
 GROUPED = Case(33, 64, 64, CAUSAL, True, heads=4, kv_heads=2)
 SHORT_QUERIES = Case(17, 16, 16, CAUSAL, True, T_k=65)
 GROUPED_KERNEL1 = Case(17, 16, 24, CAUSAL, True, KERNEL1_PLAN, T_k=40, heads=4, kv_heads=2)
+DECODE_STEP = Case(1, 64, 64, CAUSAL, True, T_k=64)  # one query at key position 63: the bf16 kernels' L != S
+
+
+def tensor_core_heads(rows: str) -> tuple[str, str]:
+    """kernel4/5/6's K/V head (their blocks of `rows` rows tell them apart): h / group -> h % H_kv."""
+    head = f"const int row0 = work.tile * {rows};\n    const long head = work.head;\n    q += head * L * D;\n"
+    return (head + "    k += head / group * Sk * D;  // query head h reads K/V head h / group, in place\n"
+                   "    v += head / group * Sk * D;",
+            head + "    k += head % (gridDim.z / group) * Sk * D;\n    v += head % (gridDim.z / group) * Sk * D;")
 
 # bug -> (text in the kernel file, its broken replacement, the exposing case, the stage that fails)
 BROKEN = {
@@ -46,6 +55,12 @@ BROKEN = {
                                      GROUPED, "fused1"),
     "fused3: K head interleaved": ("(k + head / group * S * D);", "(k + head % (gridDim.z / group) * S * D);",
                                    GROUPED, "fused3"),
+    "fused4_bf16: K/V head interleaved": (*tensor_core_heads("TC_ROWS"), GROUPED, "fused4_bf16"),
+    "fused5_bf16: K/V head interleaved": (*tensor_core_heads("K5_ROWS"), GROUPED, "fused5_bf16"),
+    "fused6_bf16: K/V head interleaved": (*tensor_core_heads("K6_ROWS"), GROUPED, "fused6_bf16"),
+    # kernel4 copying K's rows up to the queries' count: the decode step's keys past 0 read as zeros
+    "fused4_bf16: K rows bounded by L": ("tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, Sk);",
+                                         "tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, L);", DECODE_STEP, "fused4_bf16"),
     # the square rule j_end = last_row + 1: a query sees no key past its row number
     "key range without the offset": ("min(S, last_row + offset + right + 1)", "min(S, last_row + right + 1)",
                                      SHORT_QUERIES, "av"),

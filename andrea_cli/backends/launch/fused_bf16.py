@@ -14,7 +14,7 @@ from andrea_cli.backends.launch.catalogue import default_variant, family, kernel
 from andrea_cli.backends.launch.kernel_spec import Kernel
 from andrea_cli.backends.launch.fused import FusedOutputs
 from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
-from andrea_cli.backends.launch.shapes import require_square
+from andrea_cli.backends.launch.shapes import check_shapes
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import Scale
@@ -81,34 +81,42 @@ def launch_to_bf16(dev: KernelDevice, x, out, n: int, multiplier: float) -> dict
 
 
 def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int, *, mask: MaskSpec,
-                      variant: int | None = None) -> dict[str, str]:
-    """One launch on bf16 arrays already on the device (bench times exactly this); {"fused": the kernel}."""
+                      variant: int | None = None, S: int | None = None, group: int = 1) -> dict[str, str]:
+    """One launch on bf16 arrays already on the device (bench times exactly this); {"fused": the kernel}.
+    T (= L) query rows per head against S keys (S = T unless given); `group` query heads per K/V
+    head (query head h reads K/V head h // group)."""
+    S = T if S is None else S
     kernel = bf16_kernel(variant, device_cc(dev))
     name = kernel.entry(d)
     dev.get_function(name)(
         (cdiv(T, kernel.block_rows(d)), 1, H), (kernel.block_threads(d), 1, 1),
-        (qb, kb, vb, out, np.int32(T), *mask.square_args()),
+        (qb, kb, vb, out, np.int32(T), np.int32(S), np.int32(group), *mask.kernel_args(T, S)),
         shared_mem=kernel.shared_bytes(d),
     )
     return {"fused": name}
 
 
-def convert_inputs(dev: KernelDevice, dq, dk, dv, shape: tuple[int, int, int], scale: Scale):
-    """The bf16 copies of Q (pre-scaled), K and V, made on the device (by TO_BF16)."""
-    n = shape[0] * shape[1] * shape[2]
+def convert_inputs(dev: KernelDevice, dq, dk, dv, shape: tuple[int, int, int], scale: Scale,
+                   kv_shape: tuple[int, int, int] | None = None):
+    """The bf16 copies of Q (pre-scaled), K and V, made on the device (by TO_BF16); Q of `shape`,
+    K and V of `kv_shape` (H_kv, S, d) where it differs."""
+    kv_shape = shape if kv_shape is None else kv_shape
     copies = []
-    for x, multiplier in ((dq, q_multiplier(scale)), (dk, 1.0), (dv, 1.0)):
-        xb = dev.empty(shape, dtype=np.uint16)
-        launch_to_bf16(dev, x, xb, n, multiplier)
+    for x, multiplier, size in ((dq, q_multiplier(scale), shape), (dk, 1.0, kv_shape), (dv, 1.0, kv_shape)):
+        xb = dev.empty(size, dtype=np.uint16)
+        launch_to_bf16(dev, x, xb, size[0] * size[1] * size[2], multiplier)
         copies.append(xb)
     return copies
 
 
 def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
                    variant: int | None = None) -> FusedOutputs:
-    """q, k, v: (H, T, d) float32 -> output (H, T, d) float32; timings of the conversion and the kernel."""
-    require_square(q, k, v, "the bf16 kernels (4-6)")
+    """q (H, L, d), k and v (H_kv, S, d) float32 -> output (H, L, d) float32; timings of the
+    conversion and the kernel. L != S through the mask's offset, grouped K/V heads in the
+    kernels' indexing (nothing copied)."""
+    check_shapes(q, k, v)
     H, T, d_k = q.shape
+    H_kv, S = k.shape[:2]
     check_bf16_shape(d_k, v.shape[-1])
 
     transfers = Transfers(dev)
@@ -118,10 +126,10 @@ def run_fused_bf16(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
 
     def launch(clock):
         clock.start("to_bf16")
-        qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scale)
+        qb, kb, vb = convert_inputs(dev, dq, dk, dv, (H, T, d_k), scale, kv_shape=(H_kv, S, d_k))
         clock.stop("to_bf16")
         clock.start("fused")
-        ran = launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant)
+        ran = launch_fused_bf16(dev, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant, S=S, group=H // H_kv)
         clock.stop("fused")
         return {"to_bf16": TO_BF16.entry(), **ran}
 

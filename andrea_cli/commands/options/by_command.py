@@ -8,9 +8,10 @@ from pathlib import Path
 
 from andrea_cli.commands.options.declare import option
 from andrea_cli.commands.options.keyword import convert
-from andrea_cli.commands.options.shared import (BACKEND, D_K, D_MODEL, D_V, FUSED, JSON, KERNEL, LAYER_WEIGHTS, MASK,
-                                                N_HEAD, PLAN, PLOT, PRECISION, PRESET, PROGRESS, QKV, RACECHECK, SCALE,
-                                                SEED, SEQ_LEN, THREADS, TIMEOUT, K, Q, V, X, check_scale)
+from andrea_cli.commands.options.shared import (BACKEND, D_K, D_MODEL, D_V, FUSED, JSON, KERNEL, KEYS, LAYER_WEIGHTS,
+                                                MASK, N_HEAD, PLAN, PLOT, PRECISION, PRESET, PROGRESS, QKV, QUERIES,
+                                                RACECHECK, SCALE, SEED, SEQ_LEN, THREADS, TIMEOUT, K, Q, V, X,
+                                                check_scale)
 from andrea_cli.defaults import DEFAULT_BLAS_THREADS, DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError
 
@@ -37,6 +38,8 @@ class AttendOptions(RunOptions):
     """`andrea attend`: one head, fused or staged, or the multi-head layer."""
 
     T: int | None = SEQ_LEN.field()
+    T_q: int | None = QUERIES.field()
+    T_k: int | None = KEYS.field()
     d_k: int | None = D_K.field()
     d_v: int | None = D_V.field()
     seed: int = SEED.field()
@@ -54,7 +57,7 @@ class AttendOptions(RunOptions):
     strict: bool = option("--strict", default=False, help="Exit 1 when the run is not the equation (sampled rows "
                                                           "of each stage against float64, verify's tolerances).")
     out: Path | None = option("--out", help="Save the (T, d_v) output as float32 .npy.")
-    save_weights: Path | None = option("--save-weights", help="Save the (T, T) weights as float32 .npy.")
+    save_weights: Path | None = option("--save-weights", help="Save the (T, T) weights ((L, S) for L queries, S keys) as float32 .npy.")
     kernel: Path | None = KERNEL.field()
     json: bool = JSON.field()
     d_model: int | None = D_MODEL.field()

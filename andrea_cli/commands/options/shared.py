@@ -27,14 +27,17 @@ def check_scale(scale) -> float | bool | None:
 
 # The head's inputs: sizes, or files, and how the equation runs
 SEQ_LEN = Option(("--T", "-T", "--seq-len"), f"Sequence length [default: {DEFAULT_T}].")
+QUERIES = Option(("--T-q",), "Queries L, against --T-k keys [default: --T]; with causal, the last L positions.",
+                 metavar="L")
+KEYS = Option(("--T-k",), "Keys and values S [default: --T].", metavar="S")
 D_K = Option(("--d-k",), f"Query/key width per head [default: {DEFAULT_D_K}].")
 D_V = Option(("--d-v",), "Value width [default: d_k].")
 SEED = Option(("--seed",), "Seed of the random Q, K, V.", default=0)
-Q = Option(("--q",), "Q from a 2-D .npy file (T, d_k).")
-K = Option(("--k",), "K from a 2-D .npy file (T, d_k).")
-V = Option(("--v",), "V from a 2-D .npy file (T, d_v).")
+Q = Option(("--q",), "Q from a 2-D .npy file (L, d_k).")
+K = Option(("--k",), "K from a 2-D .npy file (S, d_k): S keys, S = L or not.")
+V = Option(("--v",), "V from a 2-D .npy file (S, d_v).")
 QKV = Option(("--qkv",), "Q, K, V from one .npz with arrays q, k, v.")
-MASK = Option(("--mask",), "causal, none, or window:W (query i sees i-W+1..i). With fewer queries than keys the queries are the last positions (bottom-right, as FlashAttention); a query that sees no key gets zeros.", default="causal")
+MASK = Option(("--mask",), "causal, none, or window:W (query i sees i-W+1..i). With L queries and S keys (L != S) the queries are the last L positions (bottom-right, as FlashAttention >= 2.1; SDPA's is_causal is top-left: andrea_cli.scaled_dot_product_attention); a query that sees no key gets zeros.", default="causal")
 SCALE = Option(("--no-scale",), "Skip the division by sqrt(d_k).", off_switch=True, check=check_scale)
 BACKEND = Option(("--backend",), "auto, cuda, cpu or numpy.", default="auto")
 KERNEL = Option(("--kernel",), "Run an edited copy of the kernel file (e.g. --kernel cuda/microgpt_cuda.cu).")
