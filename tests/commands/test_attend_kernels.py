@@ -65,7 +65,7 @@ def test_an_edit_to_scores_kernel1_changes_the_textbook_run_and_not_the_default(
     """The learner's loop: edit the textbook kernel in a copy, run it with --kernel --plan textbook,
     see the numbers move; the default plan (scores_kernel2) is untouched by that edit."""
     real = packaged_kernel_path().read_text()
-    store = "    if (i < T && j < T) scores[(long)i * T + j] = acc;\n}"
+    store = "    if (i < L && j < S) scores[(long)i * S + j] = acc;\n}"
     assert real.count(store) == 1, "scores_kernel1 changed: update this edit"
     copy = tmp_path / "edited.cu"
     copy.write_text(real.replace(store, store.replace("= acc;", "= 2.0f * acc;")))

@@ -17,11 +17,14 @@ def test_quick_sweep_passes_with_json_contract(cli):
     schedules = {c["schedule"] for c in doc["cases"]}
     assert schedules == {"forward", "reverse"}
     for case in doc["cases"]:
-        assert set(case) >= {"T", "d_k", "d_v", "mask", "scaled", "passed", "stages"}
-        for stage in ("scores", "softmax", "av", "output"):
-            assert set(case["stages"][stage]) >= {"max_abs_err", "max_rel_err", "tol"}
-            assert case["stages"][stage]["max_abs_err"] <= case["stages"][stage]["tol"]
+        assert set(case) >= {"T", "d_k", "d_v", "mask", "scaled", "passed", "stages"} and case["stages"]
+        for check in case["stages"].values():  # every stage a case ran, within its tolerance
+            assert set(check) >= {"max_abs_err", "max_rel_err", "tol"}
+            assert check["max_abs_err"] <= check["tol"]
         assert all(case["invariants"].values())
+    # the staged family runs on every case but those kept for one family (the decode edges, say)
+    staged = [c for c in doc["cases"] if {"scores", "softmax", "av", "output"} <= set(c["stages"])]
+    assert len(staged) >= 0.8 * len(doc["cases"]), len(staged)
 
 
 def test_one_case_and_table(cli):

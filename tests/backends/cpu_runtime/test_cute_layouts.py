@@ -185,7 +185,7 @@ def kernel6_descriptor_args(source: str) -> dict[str, tuple[str, str]]:
 def test_kernel6_descriptors_are_make_gmma_desc_on_the_same_tile(cute, checks, d):
     source = packaged_kernel_path().read_text()
     # the tile as kernel6 stores it: (row r, column c) at (r / 8) 8D + 8 (c / 8) 8 + 8 (r % 8) + c % 8
-    assert "const int kv_dst = (cp_row / 8) * 8 * D + cp_col * 8 + (cp_row % 8) * 8;" in source
+    assert "const int kv_dst = (kv_row / 8) * 8 * D + kv_col * 8 + (kv_row % 8) * 8;" in source
     assert "constexpr u32 GROUP_BYTES = 16 * D;" in source
     r, c = np.arange(64)[:, None], np.arange(16)[None, :]  # K: n = key r, k = column c (one k16 step)
     k_tile = (r // 8) * 8 * d + 8 * (c // 8) * 8 + 8 * (r % 8) + c % 8

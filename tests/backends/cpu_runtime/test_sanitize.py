@@ -63,7 +63,7 @@ def test_planted_overruns_are_caught_with_their_lines(tmp_path, run_main):
     # past Q, a float4 written one past the fused kernel's shared-memory tile, and acc[4] of a
     # four-element local array.
     source = packaged_kernel_path().read_text()
-    plants = [("q_tile[ty][tx] = (qr < T && c < d_k)", "q_tile[ty][tx] = (qr <= T && c < d_k)"),
+    plants = [("q_tile[ty][tx] = (qr < L && c < d_k)", "q_tile[ty][tx] = (qr <= L && c < d_k)"),
               ("idx < FUSED_KEYS * dv4; idx += n_threads", "idx <= FUSED_KEYS * dv4; idx += n_threads"),
               ("for (int t = 0; t < FUSED_MAX_D / 32; ++t) acc[t] = 0.0f;",
                "for (int t = 0; t <= FUSED_MAX_D / 32; ++t) acc[t] = 0.0f;")]

@@ -194,8 +194,8 @@ BROKEN_COPIES = [
     },
     {
         "skipped tile at the diagonal (av_kernel2)": (
-            "T, d_v, kt.j_end, row0, blockIdx.x * 64);",
-            "T, d_v, kt.j_end - 64, row0, blockIdx.x * 64);",
+            "d_v, group * L, d_v, kt.j_end, row0, blockIdx.x * 64);",
+            "d_v, group * L, d_v, kt.j_end - 64, row0, blockIdx.x * 64);",
             lambda d: check_av(d, 130, 64, 1)),
         "exp2 scale forgotten (attention_fused_kernel3)": (
             "const float q_factor = scale * LOG2E;", "const float q_factor = scale;",
