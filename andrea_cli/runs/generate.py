@@ -120,8 +120,7 @@ def generate(backend, q: np.ndarray, k: np.ndarray, v: np.ndarray, *, mask: Mask
         kernels.update(step.kernels)
         out[t] = dev.to_host(step.output)[0]
         ms = clock.elapsed_ms()
-        seen = t + 1 - (max(0, t + 1 - mask.window) if mask.kind == "window" else 0)
-        steps.append(Step(t, seen, cache.bytes_read(seen), {s: ms[s] for s in ("append", "decode", "merge")},
+        steps.append(Step(t, step.keys, cache.bytes_read(step.keys), {s: ms[s] for s in ("append", "decode", "merge")},
                           step.slices))
         if progress is not None:
             progress(t + 1, T)

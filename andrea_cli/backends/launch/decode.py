@@ -98,6 +98,7 @@ class DecodeStep:
     lse: Any  # (H,) each head's logsumexp over the keys it saw
     slices: int
     keys_per_slice: int
+    keys: int  # the cached keys the query saw (all `length` of them, or a window's last)
     kernels: dict[str, str]
 
 
@@ -130,4 +131,4 @@ def decode(dev: KernelDevice, cache: KVCache, q, length: int, heads: int, *, mas
                                     (part_out, part_lse, out, lse, np.int32(n), np.int32(cache.d_v)))
     if clock:
         clock.stop("merge")
-    return DecodeStep(out, lse, n, per_slice, {"decode": k.entry(), "merge": merge.entry()})
+    return DecodeStep(out, lse, n, per_slice, length - first, {"decode": k.entry(), "merge": merge.entry()})
