@@ -12,6 +12,7 @@ from andrea_cli.backends.launch.catalogue import KERNELS
 from andrea_cli.backends.launch.kernel_spec import Kernel
 from andrea_cli.backends.launch.staged import ALL_PLANS, DEFAULT_PLAN, KERNEL1_PLAN
 from andrea_cli.masks import MaskSpec
+from andrea_cli.verification.mask_arrays import array_cases
 from andrea_cli.verification.case import Case
 
 # The fp32 kernels (any width): T one past two 16-wide tiles and one past the 32-key tiles of the
@@ -43,7 +44,8 @@ def race_cases() -> list[Case]:
     T = tc_T()
     return ([Case(FP32_T, FP32_D_K, FP32_D_V, causal, True, plan) for plan in (DEFAULT_PLAN, KERNEL1_PLAN)]
             + [Case(SOFTMAX_T, 3, 3, causal, True, plan, families=("staged",)) for plan in plans]
-            + [Case(T, d, d, MaskSpec("none"), True, families=TC_FAMILIES) for d in head_sizes()])
+            + [Case(T, d, d, MaskSpec("none"), True, families=TC_FAMILIES) for d in head_sizes()]
+            + array_cases(True)[1:2])  # mask_kernel2: an ALiBi-shaped bias, the staged family
 
 
 def head_sizes() -> list[int]:

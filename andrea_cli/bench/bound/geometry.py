@@ -17,7 +17,7 @@ from andrea_cli.backends.launch.backward_bf16 import launch_backward_bf16, launc
 from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16, launch_to_bf16
 from andrea_cli.backends.launch.staged import ALL_PLANS, allocate_stages, launch_stages
 from andrea_cli.errors import first_line
-from andrea_cli.masks import MaskSpec
+from andrea_cli.masks import MaskSpec, mask_array
 from andrea_cli.scale import course_scale
 
 REFERENCE_T = 4096
@@ -145,6 +145,12 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
             launch_backward_bf16(dev, qb, kb, vb, dob, out, d_out, lse, delta, dev.empty((H, T, d)),
                                  dev.empty((H, T, d)), dev.empty((H, T, d)), H=H, T=T, d=d, mask=mask, scale=course_scale(d))
 
+    def mask_array_step():  # the staged path with a mask array (mask_kernel2): a bias of zeros
+        spec = mask_array(np.zeros((T, T), np.float32), T, T)
+        buf = allocate_stages(dev, H, T, d, mask=spec, scaled=True)
+        launch_stages(dev, q, k, v, buf, T=T, d_k=d, d_v=d, H=H, mask=spec, scale=course_scale(d),
+                      dbias=dev.empty((1, T, T)))
+
     def decode_step():  # the last step of generating T tokens: one query per head, T cached keys
         for precision in CACHE_PRECISIONS:
             cache = new_cache(dev, H, T, d, d, precision)
@@ -152,7 +158,8 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
             decode(dev, cache, dev.empty((H, d)), T, H, mask=mask, scale=course_scale(d))
 
     return {"staged": staged, "fused": fused, "tensor-core": tensor_cores, "staged backward": staged_backward,
-            "fused backward": fused_backward, "bf16 backward": bf16_backward, "decode": decode_step}
+            "fused backward": fused_backward, "bf16 backward": bf16_backward, "mask array": mask_array_step,
+            "decode": decode_step}
 
 
 @dataclass(frozen=True)
