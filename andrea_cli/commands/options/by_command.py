@@ -16,8 +16,8 @@ from andrea_cli.defaults import DEFAULT_BLAS_THREADS, DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError
 
 
-class RunOptions:
-    """What `attend` and `grad` both read of their options."""
+class HeadOptions:
+    """What every command that runs one head from Q, K, V reads of its options (attend, grad, generate)."""
 
     @property
     def scaled(self) -> bool | float:
@@ -25,12 +25,16 @@ class RunOptions:
         return True if self.scale is None else self.scale
 
     @property
-    def wants_layer(self) -> bool:
-        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights))
-
-    @property
     def has_qkv_files(self) -> bool:
         return any(p is not None for p in (self.q, self.k, self.v, self.qkv))
+
+
+class RunOptions(HeadOptions):
+    """What `attend` and `grad` both read of their options: a head's, and the layer's flags."""
+
+    @property
+    def wants_layer(self) -> bool:
+        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights))
 
 
 @dataclass
@@ -202,7 +206,7 @@ class ScalingOptions:
 
 
 @dataclass
-class GenerateOptions:
+class GenerateOptions(HeadOptions):
     """`andrea generate`: T steps of generation through the decode kernels, against one causal pass."""
 
     T: int | None = SEQ_LEN.but(help=f"Steps (positions) to generate [default: {DEFAULT_T}].").field()
@@ -224,14 +228,6 @@ class GenerateOptions:
                                       "times, to FILE.png.").field()
     timeout: float | None = TIMEOUT.field()
     threads: int | None = THREADS.field()
-
-    @property
-    def scaled(self) -> bool | float:
-        return True if self.scale is None else self.scale
-
-    @property
-    def has_qkv_files(self) -> bool:
-        return any(p is not None for p in (self.q, self.k, self.v, self.qkv))
 
 
 @dataclass
