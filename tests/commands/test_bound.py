@@ -47,6 +47,7 @@ def test_without_nvrtc_the_bound_names_its_own_extra(run_main, monkeypatch):
 def test_without_cuobjdump_the_bound_names_its_extra(run_main, monkeypatch):
     from andrea_cli.bench.bound import report
 
+    monkeypatch.setattr(report, "nvrtc_version", lambda: (13, 0))  # NVRTC there or not (a `.[test]` install): the cuobjdump check is this test's
     monkeypatch.setattr(report, "find_cuobjdump", lambda: None)
     code, out, err = run_main("bench", "--bound")
     assert code == 2 and "cuobjdump, which is not found: pip install \".[bound]\"" in err, err
