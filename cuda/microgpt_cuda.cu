@@ -2746,12 +2746,22 @@ extern "C" __global__ void attention_decode_merge_kernel1(const float* __restric
 // course's argument for the division by sqrt(d_k).
 // ------------------------------------------------------------------------------------------------
 
-// scale · A^T · B for A (T, T) and B (T, d): out[j][c] = scale · sum_i A[i][j] · B[i][c], one 16x16
-// output tile per block. The body of dv_kernel1 (A = P, B = dO) and dk_kernel1 (A = dS, B = Q).
-__device__ __forceinline__ void transposed_product(const float* __restrict__ a,  // (T, T)
-                                                   const float* __restrict__ b,  // (T, d)
-                                                   float* __restrict__ out,      // (T, d)
-                                                   int T, int d, float scale, int causal, int window) {
+// L queries against S keys, H query heads over H_kv = H / group K/V heads (query head h reads K/V
+// head h / group, as the forward): P, dP and dS are (H, L, S); dQ (H, L, d_k); dK and dV
+// (H_kv, S, d) are the sums over the `group` query heads that read each K/V head. Those sums
+// are made inside the dK/dV kernels, not by atomics nor by a per-query-head partial and a
+// second pass: a block owns some keys of one K/V head and walks its group's query heads one
+// after the other, so each dK/dV element is summed by one thread in one fixed order (the same
+// bits on every run) and no (H, S, d) partial is ever stored. The group's heads lie one after
+// the other in P, dS, dO and Q, so their rows stacked are one (group·L)-row operand.
+
+// scale · A^T · B summed over a group: out[j][c] = scale · sum_h sum_i A_h[i][j] · B_h[i][c], for
+// A_h (L, S) and B_h (L, d) the group's heads, one 16x16 output tile per block. The body of
+// dv_kernel1 (A = P, B = dO) and dk_kernel1 (A = dS, B = Q).
+__device__ __forceinline__ void transposed_product(const float* __restrict__ a,  // (group, L, S)
+                                                   const float* __restrict__ b,  // (group, L, d)
+                                                   float* __restrict__ out,      // (S, d)
+                                                   int L, int S, int d, int group, float scale, const Mask mask) {
     __shared__ float a_tile[TILE][TILE + 1];  // a_tile[r][c] = A[i0 + r][row0 + c]
     __shared__ float b_tile[TILE][TILE + 1];  // b_tile[r][c] = B[i0 + r][col0 + c]
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -2759,113 +2769,121 @@ __device__ __forceinline__ void transposed_product(const float* __restrict__ a, 
     const int j = row0 + ty, c = col0 + tx;  // this thread's output: key row j, column c
 
     // A[i][j] = 0 wherever the Mask hides key j from row i (P and dS vanish there): output row j
-    // gathers only from the query rows that see this block's keys (causal: i >= row0; a window:
-    // none past the last key's window), so the row tiles outside them are skipped.
-    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, TILE, T);
+    // gathers only from the query rows that see this block's keys (causal: none before the row at
+    // the first key's position; a window: none past the last key's reach), in every head of the
+    // group, so the row tiles outside them are skipped.
+    const QueryRows qr = mask.query_rows(row0, TILE, L);
     float acc = 0.0f;
-    for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += TILE) {
-        const int ai = i0 + ty, aj = row0 + tx, bc = col0 + tx;
-        a_tile[ty][tx] = (ai < T && aj < T) ? a[(long)ai * T + aj] : 0.0f;  // coalesced along j
-        b_tile[ty][tx] = (ai < T && bc < d) ? b[(long)ai * d + bc] : 0.0f;
-        __syncthreads();
-        for (int ii = 0; ii < TILE; ++ii) acc += a_tile[ii][ty] * b_tile[ii][tx];
-        __syncthreads();
+    for (int h = 0; h < group; ++h) {
+        const float* ah = a + (long)h * L * S;
+        const float* bh = b + (long)h * L * d;
+        for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += TILE) {
+            const int ai = i0 + ty, aj = row0 + tx, bc = col0 + tx;
+            a_tile[ty][tx] = (ai < L && aj < S) ? ah[(long)ai * S + aj] : 0.0f;  // coalesced along j
+            b_tile[ty][tx] = (ai < L && bc < d) ? bh[(long)ai * d + bc] : 0.0f;
+            __syncthreads();
+            for (int ii = 0; ii < TILE; ++ii) acc += a_tile[ii][ty] * b_tile[ii][tx];
+            __syncthreads();
+        }
     }
-    if (j < T && c < d) out[(long)j * d + c] = acc * scale;
+    if (j < S && c < d) out[(long)j * d + c] = acc * scale;
 }
 
-extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, T, T)
-                                      const float* __restrict__ d_out,    // (H, T, d_v)
-                                      float* __restrict__ dv,             // (H, T, d_v)
-                                      int T, int d_v, int causal, int window) {
-    const long head = blockIdx.z;
-    transposed_product(weights + head * T * T, d_out + head * T * d_v, dv + head * T * d_v, T, d_v, 1.0f, causal,
-                       window);
+extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, L, S)
+                                      const float* __restrict__ d_out,    // (H, L, d_v)
+                                      float* __restrict__ dv,             // (H / group, S, d_v)
+                                      int L, int S, int d_v, int group, int causal, int window, int offset) {
+    const long kv_head = blockIdx.z;  // its query heads: kv_head·group .. + group - 1
+    transposed_product(weights + kv_head * group * L * S, d_out + kv_head * group * L * d_v, dv + kv_head * S * d_v,
+                       L, S, d_v, group, 1.0f, Mask::from_args(causal, window, offset));
 }
 
-extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, T, d_v)
-                                      const float* __restrict__ v,      // (H, T, d_v)
-                                      float* __restrict__ dp,           // (H, T, T)
-                                      int T, int d_v) {
+extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, L, d_v)
+                                      const float* __restrict__ v,      // (H / group, S, d_v)
+                                      float* __restrict__ dp,           // (H, L, S)
+                                      int L, int S, int d_v, int group) {
     // dP[i][j] = dO[i] · V[j]: scores_kernel1's product A·B^T, with dO and V for Q and K.
     __shared__ float o_tile[TILE][TILE + 1];  // o_tile[r][c] = dO[row0 + r][c0 + c]
     __shared__ float v_tile[TILE][TILE + 1];  // v_tile[r][c] = V[col0 + r][c0 + c]
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     const long head = blockIdx.z;
-    d_out += head * T * d_v;
-    v += head * T * d_v;
-    dp += head * T * T;
+    d_out += head * L * d_v;
+    v += head / group * S * d_v;  // query head h reads V head h / group
+    dp += head * L * S;
 
     const int i = row0 + ty, j = col0 + tx;
     float acc = 0.0f;
     for (int c0 = 0; c0 < d_v; c0 += TILE) {
         const int orow = row0 + ty, vrow = col0 + ty, c = c0 + tx;
-        o_tile[ty][tx] = (orow < T && c < d_v) ? d_out[(long)orow * d_v + c] : 0.0f;
-        v_tile[ty][tx] = (vrow < T && c < d_v) ? v[(long)vrow * d_v + c] : 0.0f;
+        o_tile[ty][tx] = (orow < L && c < d_v) ? d_out[(long)orow * d_v + c] : 0.0f;
+        v_tile[ty][tx] = (vrow < S && c < d_v) ? v[(long)vrow * d_v + c] : 0.0f;
         __syncthreads();
         for (int cc = 0; cc < TILE; ++cc) acc += o_tile[ty][cc] * v_tile[tx][cc];
         __syncthreads();
     }
-    if (i < T && j < T) dp[(long)i * T + j] = acc;
+    if (i < L && j < S) dp[(long)i * S + j] = acc;
 }
 
-extern "C" __global__ void ds_kernel1(const float* __restrict__ weights,  // (H, T, T)
-                                      const float* __restrict__ dp,       // (H, T, T)
-                                      float* __restrict__ ds,             // (H, T, T)
-                                      int T) {
+extern "C" __global__ void ds_kernel1(const float* __restrict__ weights,  // (H, L, S)
+                                      const float* __restrict__ dp,       // (H, L, S)
+                                      float* __restrict__ ds,             // (H, L, S)
+                                      int L, int S) {
     // One warp per row, as softmax_kernel2: the row's sum_j dP[i][j]·P[i][j] is one warp sum,
     // then every entry is P[i][j]·(dP[i][j] − that sum). This is the softmax Jacobian
-    // diag(p) − p·p^T times the row dP, in O(T) instead of the O(T^2) the matrix would cost.
+    // diag(p) − p·p^T times the row dP, in O(S) instead of the O(S^2) the matrix would cost.
     const int i = blockIdx.x * blockDim.y + threadIdx.y;
     const int lane = threadIdx.x;
-    if (i >= T) return;  // the whole warp leaves together
-    const long row = (long)blockIdx.z * T * T + (long)i * T;
+    if (i >= L) return;  // the whole warp leaves together
+    const long row = (long)blockIdx.z * L * S + (long)i * S;
     const float* p = weights + row;
     const float* g = dp + row;
 
     float dot = 0.0f;
-    for (int j = lane; j < T; j += 32) dot += p[j] * g[j];
+    for (int j = lane; j < S; j += 32) dot += p[j] * g[j];
     const float row_dot = warp_sum(dot);
     // p[j] = 0 exactly where the mask hid key j, so ds there is exactly 0 (0 · finite)
-    for (int j = lane; j < T; j += 32) ds[row + j] = p[j] * (g[j] - row_dot);
+    for (int j = lane; j < S; j += 32) ds[row + j] = p[j] * (g[j] - row_dot);
 }
 
-extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, T, T)
-                                      const float* __restrict__ k,   // (H, T, d_k)
-                                      float* __restrict__ dq,        // (H, T, d_k)
-                                      int T, int d_k, float scale, int causal, int window) {
+extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, L, S)
+                                      const float* __restrict__ k,   // (H / group, S, d_k)
+                                      float* __restrict__ dq,        // (H, L, d_k)
+                                      int L, int S, int d_k, int group, float scale, int causal, int window,
+                                      int offset) {
     // dQ = scale · dS · K: av_kernel1's product P·V with dS and K, and the scale on the store.
     __shared__ float s_tile[TILE][TILE + 1];  // s_tile[r][c] = dS[row0 + r][j0 + c]
     __shared__ float k_tile[TILE][TILE + 1];  // k_tile[r][c] = K[j0 + r][col0 + c]
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     const long head = blockIdx.z;
-    ds += head * T * T;
-    k += head * T * d_k;
-    dq += head * T * d_k;
+    ds += head * L * S;
+    k += head / group * S * d_k;  // query head h reads K head h / group
+    dq += head * L * d_k;
 
     // dS[i][j] = 0 wherever the Mask hides key j: only the key tiles the block's rows see (as av_kernel1)
-    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<TILE>(row0, TILE, T);
+    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<TILE>(row0, TILE, L, S);
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
     for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
         const int sj = j0 + tx, kj = j0 + ty;
-        s_tile[ty][tx] = (i < T && sj < T) ? ds[(long)i * T + sj] : 0.0f;
-        k_tile[ty][tx] = (kj < T && c < d_k) ? k[(long)kj * d_k + c] : 0.0f;
+        s_tile[ty][tx] = (i < L && sj < S) ? ds[(long)i * S + sj] : 0.0f;
+        k_tile[ty][tx] = (kj < S && c < d_k) ? k[(long)kj * d_k + c] : 0.0f;
         __syncthreads();
         for (int jj = 0; jj < TILE; ++jj) acc += s_tile[ty][jj] * k_tile[jj][tx];
         __syncthreads();
     }
-    if (i < T && c < d_k) dq[(long)i * d_k + c] = acc * scale;
+    if (i < L && c < d_k) dq[(long)i * d_k + c] = acc * scale;
 }
 
-extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, T, T)
-                                      const float* __restrict__ q,   // (H, T, d_k)
-                                      float* __restrict__ dk,        // (H, T, d_k)
-                                      int T, int d_k, float scale, int causal, int window) {
-    const long head = blockIdx.z;
-    transposed_product(ds + head * T * T, q + head * T * d_k, dk + head * T * d_k, T, d_k, scale, causal, window);
+extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, L, S)
+                                      const float* __restrict__ q,   // (H, L, d_k)
+                                      float* __restrict__ dk,        // (H / group, S, d_k)
+                                      int L, int S, int d_k, int group, float scale, int causal, int window,
+                                      int offset) {
+    const long kv_head = blockIdx.z;
+    transposed_product(ds + kv_head * group * L * S, q + kv_head * group * L * d_k, dk + kv_head * S * d_k, L, S, d_k,
+                       group, scale, Mask::from_args(causal, window, offset));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2874,54 +2892,73 @@ extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, T, T
 // dk_kernel2 av_kernel2's with A read transposed (A_KM): a k-slice of P or dS is a row segment,
 // read coalesced along the key rows the block owns. Each k range is the Mask's: dq stops after
 // the keys its rows see, as av_kernel2 does; dv and dk take the query rows that see the block's
-// keys (mask.query_rows: under causal none before the block's first key), out to whole float4s.
+// keys (mask.query_rows: under causal none before the block's first key's row), out to whole
+// float4s. Grouped heads: dp and dq stack the group's query heads as av_kernel2 does, one
+// (group·L)-row product against the one K/V head; dv and dk sum over the group as one k range
+// over the stacked rows, from the first head's first row that sees the block's keys to the last
+// head's last: the rows between that see none of them (the middle heads' rows outside the
+// range) hold P = dS = 0 exactly and add nothing, so one k loop serves the whole group (a loop
+// per head would have to carry the 64 accumulators across gemm_tile_8x8 calls).
 
-// A k range's end rounded up to a multiple of 4 within T: gemm_tile_8x8 copies float4s only where
-// every edge falls on one (P and dS are exactly 0 in the rows it adds, past the Mask's range).
-__device__ __forceinline__ int float4_end(int k_end, int T) { return min(T, (k_end + 3) / 4 * 4); }
+// A k range's end rounded up to a multiple of 4 within n rows: gemm_tile_8x8 copies float4s only
+// where every edge falls on one (P and dS are exactly 0 in the rows it adds, past the Mask's range).
+__device__ __forceinline__ int float4_end(int k_end, int n) { return min(n, (k_end + 3) / 4 * 4); }
 
-extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __restrict__ weights,  // (H, T, T)
-                                                               const float* __restrict__ d_out,    // (H, T, d_v)
-                                                               float* __restrict__ dv,             // (H, T, d_v)
-                                                               int T, int d_v, int causal, int window) {
-    const long head = blockIdx.z;
+extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __restrict__ weights,  // (H, L, S)
+                                                               const float* __restrict__ d_out,    // (H, L, d_v)
+                                                               float* __restrict__ dv,             // (H / group, S, d_v)
+                                                               int L, int S, int d_v, int group, int causal, int window,
+                                                               int offset) {
+    const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;  // key rows row0 .. row0 + 63 of dV
-    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, 64, T);
-    gemm_tile_8x8<64, 64, false, true>(weights + head * T * T, T, d_out + head * T * d_v, d_v, dv + head * T * d_v,
-                                       d_v, T, d_v, float4_end(qr.i_end, T), row0, blockIdx.x * 64, qr.i_begin);
+    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    gemm_tile_8x8<64, 64, false, true>(weights + kv_head * group * L * S, S, d_out + kv_head * group * L * d_v, d_v,
+                                       dv + kv_head * S * d_v, d_v, S, d_v,
+                                       float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
+                                       qr.i_begin);
 }
 
-extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __restrict__ ds,  // (H, T, T)
-                                                               const float* __restrict__ k,   // (H, T, d_k)
-                                                               float* __restrict__ dq,        // (H, T, d_k)
-                                                               int T, int d_k, float scale, int causal, int window) {
-    const long head = blockIdx.z;
+extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __restrict__ ds,  // (H, L, S)
+                                                               const float* __restrict__ k,   // (H / group, S, d_k)
+                                                               float* __restrict__ dq,        // (H, L, d_k)
+                                                               int L, int S, int d_k, int group, float scale,
+                                                               int causal, int window, int offset) {
+    // av_kernel2's stacking: grid (ceil(d_k/64), ceil(group·L/64), H / group); a block's rows run
+    // over positions row0 % L .. (into the next head's first rows, which see fewer keys).
+    const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
     // dS = 0 past the keys the block's rows see; from key 0 as av_kernel2 (k_begin = kt.j_begin: 3
     // more instructions a k-slice on sm_90)
-    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<GEMM_BK>(row0, 64, T);
-    gemm_tile_8x8<64, 64, false>(ds + head * T * T, T, k + head * T * d_k, d_k, dq + head * T * d_k, d_k, T, d_k,
-                                 kt.j_end, row0, blockIdx.x * 64, 0, scale);
+    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
+    gemm_tile_8x8<64, 64, false>(ds + kv_head * group * L * S, S, k + kv_head * S * d_k, d_k,
+                                 dq + kv_head * group * L * d_k, d_k, group * L, d_k, kt.j_end, row0, blockIdx.x * 64,
+                                 0, scale);
 }
 
-extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __restrict__ ds,  // (H, T, T)
-                                                               const float* __restrict__ q,   // (H, T, d_k)
-                                                               float* __restrict__ dk,        // (H, T, d_k)
-                                                               int T, int d_k, float scale, int causal, int window) {
-    const long head = blockIdx.z;
+extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __restrict__ ds,  // (H, L, S)
+                                                               const float* __restrict__ q,   // (H, L, d_k)
+                                                               float* __restrict__ dk,        // (H / group, S, d_k)
+                                                               int L, int S, int d_k, int group, float scale,
+                                                               int causal, int window, int offset) {
+    const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, 64, T);
-    gemm_tile_8x8<64, 64, false, true>(ds + head * T * T, T, q + head * T * d_k, d_k, dk + head * T * d_k, d_k, T,
-                                       d_k, float4_end(qr.i_end, T), row0, blockIdx.x * 64, qr.i_begin, scale);
+    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    gemm_tile_8x8<64, 64, false, true>(ds + kv_head * group * L * S, S, q + kv_head * group * L * d_k, d_k,
+                                       dk + kv_head * S * d_k, d_k, S, d_k,
+                                       float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
+                                       qr.i_begin, scale);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __restrict__ d_out,  // (H, T, d_v)
-                                                                const float* __restrict__ v,      // (H, T, d_v)
-                                                                float* __restrict__ dp,           // (H, T, T)
-                                                                int T, int d_v) {
-    const long head = blockIdx.z;
-    gemm_tile_8x8<128, 128, true>(d_out + head * T * d_v, d_v, v + head * T * d_v, d_v, dp + head * T * T, T,
-                                  T, T, d_v, blockIdx.y * 128, blockIdx.x * 128);
+extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __restrict__ d_out,  // (H, L, d_v)
+                                                                const float* __restrict__ v,      // (H / group, S, d_v)
+                                                                float* __restrict__ dp,           // (H, L, S)
+                                                                int L, int S, int d_v, int group) {
+    // the group's dO rows stacked, (group·L, d_v), against the one V: grid (ceil(S/128),
+    // ceil(group·L/128), H / group)
+    const long kv_head = blockIdx.z;
+    gemm_tile_8x8<128, 128, true>(d_out + kv_head * group * L * d_v, d_v, v + kv_head * S * d_v, d_v,
+                                  dp + kv_head * group * L * S, S, group * L, S, d_v, blockIdx.y * 128,
+                                  blockIdx.x * 128);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2940,31 +2977,34 @@ extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __r
 
 #define FUSED_BWD_ROWS 8  // query rows (warps) per block of the dkdv kernel: its register budget
 
-extern "C" __global__ void attention_backward_delta_kernel1(const float* __restrict__ d_out,  // (H, T, d_v)
-                                                            const float* __restrict__ out,    // (H, T, d_v)
-                                                            float* __restrict__ delta,        // (H, T)
-                                                            int T, int d_v) {
+extern "C" __global__ void attention_backward_delta_kernel1(const float* __restrict__ d_out,  // (H, L, d_v)
+                                                            const float* __restrict__ out,    // (H, L, d_v)
+                                                            float* __restrict__ delta,        // (H, L)
+                                                            int L, int d_v) {
     const int i = blockIdx.x * blockDim.y + threadIdx.y;
     const int lane = threadIdx.x;
-    if (i >= T) return;  // the whole warp leaves together
-    const long row = (long)blockIdx.z * T * d_v + (long)i * d_v;
+    if (i >= L) return;  // the whole warp leaves together
+    const long row = (long)blockIdx.z * L * d_v + (long)i * d_v;
     float dot = 0.0f;
     for (int c = lane; c < d_v; c += 32) dot += d_out[row + c] * out[row + c];
     dot = warp_sum(dot);
-    if (lane == 0) delta[(long)blockIdx.z * T + i] = dot;
+    if (lane == 0) delta[(long)blockIdx.z * L + i] = dot;
 }
 
-extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restrict__ q,      // (H, T, d_k)
-                                                           const float* __restrict__ k,      // (H, T, d_k)
-                                                           const float* __restrict__ v,      // (H, T, d_v)
-                                                           const float* __restrict__ d_out,  // (H, T, d_v)
-                                                           const float* __restrict__ lse,    // (H, T)
-                                                           const float* __restrict__ delta,  // (H, T)
-                                                           float* __restrict__ dk,           // (H, T, d_k)
-                                                           float* __restrict__ dv,           // (H, T, d_v)
-                                                           int T, int d_k, int d_v, float scale,
-                                                           int causal, int window) {
-    // grid (ceil(T / 32), 1, H), block (32, FUSED_BWD_ROWS). Dynamic shared memory, in floats:
+extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restrict__ q,      // (H, L, d_k)
+                                                           const float* __restrict__ k,      // (H / group, S, d_k)
+                                                           const float* __restrict__ v,      // (H / group, S, d_v)
+                                                           const float* __restrict__ d_out,  // (H, L, d_v)
+                                                           const float* __restrict__ lse,    // (H, L)
+                                                           const float* __restrict__ delta,  // (H, L)
+                                                           float* __restrict__ dk,           // (H / group, S, d_k)
+                                                           float* __restrict__ dv,           // (H / group, S, d_v)
+                                                           int L, int S, int d_k, int d_v, int group, float scale,
+                                                           int causal, int window, int offset) {
+    // grid (ceil(S / 32), 1, H / group), block (32, FUSED_BWD_ROWS). A block owns 32 keys of one
+    // K/V head and walks the query rows that see them in each of the group's query heads in
+    // turn, so dK and dV are summed over the group in its registers, in one fixed order: no
+    // atomics, no per-query-head partial in memory. Dynamic shared memory, in floats:
     //   k_s  (32, d_k | 1), v_s (32, d_v | 1)   this block's keys; odd strides: lane j reads row j
     //   q_s  (rows, d_k), o_s (rows, d_v)       the current query rows and their dO
     //   p_s  (rows, 32), g_s (rows, 32)         their P and dS against this block's keys
@@ -2981,63 +3021,65 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     float* p_s = o_s + rows * d_v;
     float* g_s = p_s + rows * FUSED_KEYS;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, false);  // causal: the first keys see the most rows
     const int j0 = work.tile * FUSED_KEYS;
-    const long head = work.head;
-    q += head * T * d_k;
-    k += head * T * d_k;
-    v += head * T * d_v;
-    d_out += head * T * d_v;
-    lse += head * T;
-    delta += head * T;
-    dk += head * T * d_k;
-    dv += head * T * d_v;
+    const long kv_head = work.head;
+    k += kv_head * S * d_k;
+    v += kv_head * S * d_v;
+    dk += kv_head * S * d_k;
+    dv += kv_head * S * d_v;
 
     for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
         const int jj = idx / d_k, c = idx % d_k;
-        k_s[jj * ks + c] = (j0 + jj < T) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
+        k_s[jj * ks + c] = (j0 + jj < S) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
     }
     for (int idx = tid; idx < FUSED_KEYS * d_v; idx += n_threads) {
         const int jj = idx / d_v, c = idx % d_v;
-        v_s[jj * vs + c] = (j0 + jj < T) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
+        v_s[jj * vs + c] = (j0 + jj < S) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
     }
 
-    // The query rows that see any of keys j0 .. j0+31 (causal: none before j0; a window of W: none
-    // from j0 + 31 + W on)
-    const QueryRows qr = mask.query_rows(j0, FUSED_KEYS, T);
+    // The query rows (the same in every head) that see any of keys j0 .. j0+31 (causal: none
+    // before the row at j0's position; a window of W: none from j0 + 31 + W on, in positions)
+    const QueryRows qr = mask.query_rows(j0, FUSED_KEYS, L);
 
     const int per_thread = FUSED_KEYS * FUSED_MAX_D / (32 * FUSED_BWD_ROWS);  // 16
     float dk_acc[per_thread], dv_acc[per_thread];
 #pragma unroll
     for (int n = 0; n < per_thread; ++n) dk_acc[n] = dv_acc[n] = 0.0f;
 
+    for (int h = 0; h < group; ++h) {
+    const long head = kv_head * group + h;  // the group's query heads, in order
+    const float* qh = q + head * L * d_k;
+    const float* oh = d_out + head * L * d_v;
+    const float* lse_h = lse + head * L;
+    const float* delta_h = delta + head * L;
     for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += rows) {
         __syncthreads();  // the previous rows are fully read (and, first time, k_s, v_s written)
         for (int idx = tid; idx < rows * d_k; idx += n_threads) {
             const int rr = idx / d_k, c = idx % d_k;
-            q_s[idx] = (i0 + rr < T) ? q[(long)(i0 + rr) * d_k + c] : 0.0f;
+            q_s[idx] = (i0 + rr < L) ? qh[(long)(i0 + rr) * d_k + c] : 0.0f;
         }
         for (int idx = tid; idx < rows * d_v; idx += n_threads) {
             const int rr = idx / d_v, c = idx % d_v;
-            o_s[idx] = (i0 + rr < T) ? d_out[(long)(i0 + rr) * d_v + c] : 0.0f;
+            o_s[idx] = (i0 + rr < L) ? oh[(long)(i0 + rr) * d_v + c] : 0.0f;
         }
         __syncthreads();
 
         // Warp r takes query row i, lane takes key j: one entry of P and dS each.
         const int i = i0 + r, j = j0 + lane;
         float p = 0.0f, g = 0.0f;  // hidden keys keep exactly 0: no gradient through a -inf
-        if (mask.visible(i, j, i < T && j < T)) {
+        if (mask.visible(i, j, i < L && j < S)) {
             const float* qi = q_s + r * d_k;
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
             for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
-            p = expf(s * scale - lse[i]);
+            p = expf(s * scale - lse_h[i]);
             const float* oi = o_s + r * d_v;
             const float* vj = v_s + lane * vs;
             float dp = 0.0f;
             for (int c = 0; c < d_v; ++c) dp += oi[c] * vj[c];
-            g = p * (dp - delta[i]);
+            g = p * (dp - delta_h[i]);
         }
         p_s[r * FUSED_KEYS + lane] = p;
         g_s[r * FUSED_KEYS + lane] = g;
@@ -3061,26 +3103,27 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
             }
         }
     }
+    }  // the group's heads
 
 #pragma unroll
     for (int n = 0; n < per_thread; ++n) {
         const int e = tid + n * n_threads;
-        if (e < FUSED_KEYS * d_v && j0 + e / d_v < T) dv[(long)j0 * d_v + e] = dv_acc[n];
-        if (e < FUSED_KEYS * d_k && j0 + e / d_k < T) dk[(long)j0 * d_k + e] = dk_acc[n] * scale;
+        if (e < FUSED_KEYS * d_v && j0 + e / d_v < S) dv[(long)j0 * d_v + e] = dv_acc[n];
+        if (e < FUSED_KEYS * d_k && j0 + e / d_k < S) dk[(long)j0 * d_k + e] = dk_acc[n] * scale;
     }
 }
 
-extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict__ q,      // (H, T, d_k)
-                                                         const float* __restrict__ k,      // (H, T, d_k)
-                                                         const float* __restrict__ v,      // (H, T, d_v)
-                                                         const float* __restrict__ d_out,  // (H, T, d_v)
-                                                         const float* __restrict__ lse,    // (H, T)
-                                                         const float* __restrict__ delta,  // (H, T)
-                                                         float* __restrict__ dq,           // (H, T, d_k)
-                                                         int T, int d_k, int d_v, float scale,
-                                                         int causal, int window) {
+extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict__ q,      // (H, L, d_k)
+                                                         const float* __restrict__ k,      // (H / group, S, d_k)
+                                                         const float* __restrict__ v,      // (H / group, S, d_v)
+                                                         const float* __restrict__ d_out,  // (H, L, d_v)
+                                                         const float* __restrict__ lse,    // (H, L)
+                                                         const float* __restrict__ delta,  // (H, L)
+                                                         float* __restrict__ dq,           // (H, L, d_k)
+                                                         int L, int S, int d_k, int d_v, int group, float scale,
+                                                         int causal, int window, int offset) {
     // The forward's layout: one warp per query row, `rows` rows per block sharing each tile of
-    // 32 keys. grid (ceil(T / rows), 1, H), block (32, rows). Dynamic shared memory, in floats:
+    // 32 keys. grid (ceil(L / rows), 1, H), block (32, rows). Dynamic shared memory, in floats:
     //   q_s (rows, d_k), o_s (rows, d_v), k_s (32, d_k | 1), v_s (32, d_v | 1)
     // Lane c + 32 t accumulates column c + 32 t of dQ[i] in registers (d_k <= 128).
     extern __shared__ float bwd_smem[];
@@ -3092,29 +3135,29 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
     float* k_s = o_s + rows * d_v;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);  // longest rows first
     const int row0 = work.tile * rows;
     const int i = row0 + r;
     const long head = work.head;
-    q += head * T * d_k;
-    k += head * T * d_k;
-    v += head * T * d_v;
-    d_out += head * T * d_v;
-    dq += head * T * d_k;
+    q += head * L * d_k;
+    k += head / group * S * d_k;  // query head h reads K/V head h / group
+    v += head / group * S * d_v;
+    d_out += head * L * d_v;
+    dq += head * L * d_k;
 
     for (int idx = tid; idx < rows * d_k; idx += n_threads) {
         const int rr = idx / d_k;
-        q_s[idx] = (row0 + rr < T) ? q[(long)row0 * d_k + idx] : 0.0f;
+        q_s[idx] = (row0 + rr < L) ? q[(long)row0 * d_k + idx] : 0.0f;
     }
     for (int idx = tid; idx < rows * d_v; idx += n_threads) {
         const int rr = idx / d_v;
-        o_s[idx] = (row0 + rr < T) ? d_out[(long)row0 * d_v + idx] : 0.0f;
+        o_s[idx] = (row0 + rr < L) ? d_out[(long)row0 * d_v + idx] : 0.0f;
     }
-    const float lse_i = i < T ? lse[head * T + i] : 0.0f;
-    const float delta_i = i < T ? delta[head * T + i] : 0.0f;
+    const float lse_i = i < L ? lse[head * L + i] : 0.0f;
+    const float delta_i = i < L ? delta[head * L + i] : 0.0f;
 
-    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, T);
+    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, L, S);
 
     float acc[FUSED_MAX_D / 32];
 #pragma unroll
@@ -3124,20 +3167,20 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         __syncthreads();
         for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
             const int jj = idx / d_k, c = idx % d_k;
-            k_s[jj * ks + c] = (j0 + jj < T) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
+            k_s[jj * ks + c] = (j0 + jj < S) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
         }
         for (int idx = tid; idx < FUSED_KEYS * d_v; idx += n_threads) {
             const int jj = idx / d_v, c = idx % d_v;
-            v_s[jj * vs + c] = (j0 + jj < T) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
+            v_s[jj * vs + c] = (j0 + jj < S) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
         }
         __syncthreads();
 
-        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < T);
+        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < L);
         if (!any) continue;  // the same for the whole warp: the shuffles below stay converged
 
         const int j = j0 + lane;
         float g = 0.0f;
-        if (mask.visible(i, j, i < T && j < T)) {
+        if (mask.visible(i, j, i < L && j < S)) {
             const float* qi = q_s + r * d_k;
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
@@ -3150,7 +3193,7 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
             g = p * (dp - delta_i);
         }
         // dQ[i] += sum_j dS[i][j] · K[j]; dS of key jj is broadcast from lane jj
-        const int n_keys = min(FUSED_KEYS, T - j0);
+        const int n_keys = min(FUSED_KEYS, S - j0);
         for (int jj = 0; jj < n_keys; ++jj) {
             const float gj = __shfl_sync(0xffffffff, g, jj);
             const float* kj = k_s + jj * ks;
@@ -3162,7 +3205,7 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         }
     }
 
-    if (i >= T) return;
+    if (i >= L) return;
 #pragma unroll
     for (int t = 0; t < FUSED_MAX_D / 32; ++t) {
         const int c = lane + 32 * t;
