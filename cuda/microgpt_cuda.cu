@@ -169,51 +169,57 @@
 //                    (H,splits,d_v),(H,splits) -> (H,d_v),(H); grid (1, 1, H), block (128);
 //                    registers <= 40
 //
-// Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
+// Backward, given dO = dL/dO (H, L, d_v); staged, one launch per stage like the forward. L
+// queries against S keys (the Mask's offset, as the forward), H query heads over H_kv K/V heads:
+// dK, dV (H_kv, S, d) summed over each K/V head's group inside the kernel (no atomics):
 //
-//   dv_kernel1       dV = P^T · dO                              (H,T,T),(H,T,d_v) -> (H,T,d_v)
+//   dv_kernel1       dV = sum over the group of P^T · dO      (H,L,S),(H,L,d_v) -> (H_kv,S,d_v)
 //                    16x16 output tile per block; only the query tiles that see its keys (the
 //                    Mask's query_rows: causal, none above key row j; a window, none past its reach).
-//                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
-//   dp_kernel1       dP = dO · V^T (scores_kernel1's product)  (H,T,d_v),(H,T,d_v) -> (H,T,T)
-//                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
+//                    grid (ceil(d_v/16), ceil(S/16), H_kv), block (16, 16); registers <= 40
+//   dp_kernel1       dP = dO · V^T (scores_kernel1's product)  (H,L,d_v),(H_kv,S,d_v) -> (H,L,S)
+//                    grid (ceil(S/16), ceil(L/16), H), block (16, 16); registers <= 40
 //   ds_kernel1       dS = P ∘ (dP − rowsum(dP ∘ P)): the gradient through the softmax, exactly 0
-//                    where the mask hid a key (P = 0 there)   (H,T,T),(H,T,T) -> (H,T,T)
-//                    one warp per row; grid (ceil(T/rows), 1, H), block (32, rows); registers <= 40
-//   dq_kernel1       dQ = scale · dS · K (av_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
-//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
-//   dk_kernel1       dK = scale · dS^T · Q (dv_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
-//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
+//                    where the mask hid a key (P = 0 there)   (H,L,S),(H,L,S) -> (H,L,S)
+//                    one warp per row; grid (ceil(L/rows), 1, H), block (32, rows); registers <= 40
+//   dq_kernel1       dQ = scale · dS · K (av_kernel1's product) (H,L,S),(H_kv,S,d_k) -> (H,L,d_k)
+//                    grid (ceil(d_k/16), ceil(L/16), H), block (16, 16); registers <= 40
+//   dk_kernel1       dK = scale · dS^T · Q (dv_kernel1's product) (H,L,S),(H,L,d_k) -> (H_kv,S,d_k)
+//                    grid (ceil(d_k/16), ceil(S/16), H_kv), block (16, 16); registers <= 40
 //   dv_kernel2, dq_kernel2, dk_kernel2   the same dV, dQ, dK, 64x64 outputs per block, 8x8 per
 //                    thread (av_kernel2's tile; dV and dK read P and dS transposed): 4 float4
 //                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1; the
 //                    register prefetch (dV, dK: a whole slice, 16 registers; dQ: halves, 8).
-//                    The Mask's ranges, as kernel1's (dQ from key 0, as av_kernel2).
-//                    grid (ceil(d/64), ceil(T/64), H), block (64)
+//                    The Mask's ranges, as kernel1's (dQ from key 0, as av_kernel2). dQ stacks
+//                    a group's query heads as av_kernel2; dV, dK one k range over its stacked rows.
+//                    grid dV, dK (ceil(d/64), ceil(S/64), H_kv); dQ (ceil(d/64), ceil(group·L/64),
+//                    H_kv); block (64)
 //                    (__launch_bounds__(64, 8)); registers <= 128, <= 128, <= 128
 //   dp_kernel2       the same dP, scores_kernel2's tile: 128x128 outputs per block.
-//                    grid (ceil(T/128), ceil(T/128), H), block (256) (__launch_bounds__(256, 2));
+//                    grid (ceil(S/128), ceil(group·L/128), H_kv), block (256) (__launch_bounds__(256, 2));
 //                    registers <= 128
 //
-// Fused backward, FlashAttention-2 style: P recomputed from Q, K and the saved lse, no T×T matrix
-// (so training memory grows with T, not T^2); d_k, d_v <= 128:
+// Fused backward, FlashAttention-2 style: P recomputed from Q, K and the saved lse, no L×S matrix
+// (so training memory grows with T, not T^2); d_k, d_v <= 128; L != S and grouped heads as above:
 //
 //   attention_backward_delta_kernel1   delta_i = dO[i] · O[i] = rowsum(dP ∘ P)[i]
-//                    (H,T,d_v),(H,T,d_v) -> (H,T); one warp per row, grid (ceil(T/rows), 1, H),
+//                    (H,L,d_v),(H,L,d_v) -> (H,L); one warp per row, grid (ceil(L/rows), 1, H),
 //                    block (32, rows); registers <= 40
 //   attention_backward_dkdv_kernel1    dK, dV for a tile of 32 keys per block, walking the query
-//                    rows that see them; dK, dV accumulate in registers. -> (H,T,d_k),(H,T,d_v)
-//                    grid (ceil(T/32), 1, H), block (32, 8) (8 rows exactly: the register budget),
+//                    rows that see them in each query head of its K/V head's group in turn; dK,
+//                    dV accumulate in registers. -> (H_kv,S,d_k),(H_kv,S,d_v)
+//                    grid (ceil(S/32), 1, H_kv), block (32, 8) (8 rows exactly: the register budget),
 //                    shared_mem = 4 * (32 * ((d_k | 1) + (d_v | 1)) + 8 * (d_k + d_v) + 2 * 8 * 32)
 //                    registers <= 128
 //   attention_backward_dq_kernel1      dQ, one warp per query row, walking its key tiles like the
-//                    forward. -> (H,T,d_k); grid (ceil(T/rows), 1, H), block (32, rows),
+//                    forward. -> (H,L,d_k); grid (ceil(L/rows), 1, H), block (32, rows),
 //                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1))); registers <= 64
 //                    (56 before the causal block order: its division by H moves the head's
 //                    pointers off the uniform registers on sm_80)
 //
 // Backward on tensor cores, FlashAttention-2's on mma.sync (bf16 operands, fp32 sums; sm_80+),
-// after the rowsum term by attention_backward_delta_kernel1; d_k = d_v = d = 64 or 128:
+// after the rowsum term by attention_backward_delta_kernel1; d_k = d_v = d = 64 or 128; L = S
+// and one K/V head per query head only, for now:
 //
 //   attention_fused_lse_kernel4_d64, attention_fused_lse_kernel4_d128   kernel4, also writing
 //                    each row's logsumexp (H, T) for the backward; kernel4's geometry.
