@@ -160,11 +160,18 @@
 //                    half the bytes each later step reads. grid (1, 1, H_kv), block (128);
 //                    registers <= 24, <= 24
 //   attention_decode_kernel1, attention_decode_kernel2   flash-decoding: the cache cut into
-//                    slices of keys_per_split keys, one block per (slice, head); a warp per key
-//                    row (coalesced reads, the dot by shuffles), online softmax, the block's 4
-//                    warps merged in shared memory; writes each slice's normalised output and
-//                    logsumexp. kernel2 reads the bf16 cache. (H,d_k) + cache -> (H,splits,d_v),
-//                    (H,splits). grid (splits, 1, H), block (128); registers <= 40, <= 40
+//                    slices of keys_per_split keys, one block per (slice, head). A warp reads 4
+//                    key rows at once, 8 lanes a row (lane owns units sub + 8t: 32 contiguous
+//                    bytes a row per load), and each 8-lane group takes 4 rows a step, so one
+//                    3-round shuffle tree gives 4 scores (a warp per row spent 5 shuffles and 2
+//                    exps a key: issue-bound, 5.9 us for kernel2 at bench --bound's shape, HBM
+//                    2.6); each group an online softmax in exp2, the block's 16 merged in shared
+//                    memory; writes each slice's normalised output and logsumexp. kernel2 reads
+//                    the bf16 cache. d <= 64 runs a loop of half the units. Static estimate
+//                    (bench --bound, H200, T 4,096, 12 heads, d 64): both HBM-bound, kernel1
+//                    5.3 us (issue 1.1), kernel2 2.6 us (issue 1.0). (H,d_k) + cache ->
+//                    (H,splits,d_v), (H,splits). grid (splits, 1, H), block (128),
+//                    static shared 8,384 bytes; registers <= 128, <= 96
 //   attention_decode_merge_kernel1   the slices of a head merged by their logsumexps
 //                    (H,splits,d_v),(H,splits) -> (H,d_v),(H); grid (1, 1, H), block (128);
 //                    registers <= 40
@@ -2568,19 +2575,28 @@ attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigne
 // Grouped K/V heads (as Llama's): query head h reads K/V head h / group, never a copy.
 // ------------------------------------------------------------------------------------------------
 
-#define DECODE_THREADS 128  // 4 warps per block, each walking every 4th key of the block's slice
-#define DECODE_MAX_D 128    // each lane holds d / 32 <= 4 columns of q and of the output
+#define DECODE_THREADS 128  // 4 warps per block
+#define DECODE_MAX_D 128    // the widest row: each lane holds d / DECODE_LANES columns of q and of the output
+#define DECODE_LANES 8      // lanes reading one key row together (a warp: 4 rows at once)
+#define DECODE_KEYS 4       // key rows each group of DECODE_LANES lanes reduces per step
+#define DECODE_GROUPS (DECODE_THREADS / DECODE_LANES)  // online softmaxes per block, merged at its end
 
-// A cache element: float32, or bf16 stored two to a 32-bit word (pack_bf16x2's order: element
-// 2p in the low half). A bf16 value is the top half of a float32, so widening is one shift.
+// A row of the cache in the units a lane loads: a float (float32 cache) or a 32-bit word of two
+// bf16 values (pack_bf16x2's order: element 2u in the low half). A bf16 value is the top half of
+// a float32, so widening is one shift or one mask.
 template <bool BF16>
-__device__ __forceinline__ float cache_load(const void* __restrict__ cache, long idx) {
-    if (BF16) {
-        const u32 word = ((const u32*)cache)[idx >> 1];
-        return __uint_as_float((idx & 1) ? (word & 0xffff0000u) : (word << 16));
+struct CacheRow {
+    static constexpr int PER_UNIT = BF16 ? 2 : 1;                         // elements per unit
+    static constexpr int UNITS = DECODE_MAX_D / PER_UNIT / DECODE_LANES;  // units per lane, at most
+    // Unit idx of a cache, widened (x, and y for bf16's high half); ok false: zeros, nothing read.
+    __device__ __forceinline__ static float2 load(const void* __restrict__ cache, long idx, bool ok) {
+        if (BF16) {
+            const u32 word = ok ? ((const u32*)cache)[idx] : 0u;
+            return make_float2(__uint_as_float(word << 16), __uint_as_float(word & 0xffff0000u));
+        }
+        return make_float2(ok ? ((const float*)cache)[idx] : 0.0f, 0.0f);
     }
-    return ((const float*)cache)[idx];
-}
+};
 
 // kv_append_kernel1 (float32 cache) and kv_append_kernel2 (bf16 cache): write position
 // `position`'s k and v, one row per K/V head, into the cache. grid (1, 1, H_kv), block (128).
@@ -2608,23 +2624,32 @@ extern "C" __global__ void kv_append_kernel2(const float* __restrict__ k_new,  /
         v_cache[row * (d_v / 2) + p] = pack_bf16x2(v_new[h * d_v + 2 * p], v_new[h * d_v + 2 * p + 1]);
 }
 
-// One slice of one head's cache: the body of attention_decode_kernel1 (float32 cache) and 2 (bf16).
-template <bool BF16>
-__device__ __forceinline__ void attention_decode(const float* __restrict__ q,  // (H, d_k)
+// One slice of one head's cache, each lane holding UNITS units of a row (attention_decode below
+// picks UNITS for the widths: a narrow row's lanes issue no loads past its end).
+template <bool BF16, int UNITS>
+__device__ __forceinline__ void attention_decode_slice(const float* __restrict__ q,  // (H, d_k)
                                                  const void* __restrict__ k_cache,  // (H_kv, capacity, d_k)
                                                  const void* __restrict__ v_cache,  // (H_kv, capacity, d_v)
                                                  float* __restrict__ part_out,  // (H, splits, d_v)
                                                  float* __restrict__ part_lse,  // (H, splits)
                                                  int S, int capacity, int d_k, int d_v, float scale,
-                                                 int causal, int window, int group, int keys_per_split) {
-    // A warp takes every 4th key of the slice: its 32 lanes read one key row together (d / 32
-    // consecutive columns each, one coalesced line), reduce the dot product by shuffles and keep
-    // their own columns of an online softmax's output; then the 4 warps merge through shared memory.
-    __shared__ float m_s[DECODE_THREADS / 32], l_s[DECODE_THREADS / 32];
-    __shared__ float acc_s[DECODE_THREADS / 32][DECODE_MAX_D];
+                                                 int causal, int window, int group, int keys_per_split,
+                                                 float* m_s, float* l_s, float* w_s,
+                                                 float (*acc_s)[DECODE_MAX_D]) {
+    // A warp's lanes are 4 groups of DECODE_LANES, each group one online softmax of its own. A step
+    // of a group takes DECODE_KEYS key rows; its lanes own the units u = sub + 8·t of every row
+    // (a load instruction of the warp: 4 adjacent rows, 32 contiguous bytes of each), multiply
+    // them by their columns of q, and ONE shuffle tree (3 rounds, DECODE_KEYS values each) turns
+    // the partial dots into the step's scores: 3 shuffles per 4 keys where a warp per row needed
+    // 5 per key, and 5 exp2 per 4 keys where it needed 2 per key. The groups merge at the end,
+    // through shared memory. Scores in log2 units (times scale·log2 e after the dot, one rounding).
+    typedef CacheRow<BF16> Row;
+    constexpr int E = UNITS * Row::PER_UNIT;  // elements per lane of q and of the output
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+    const int sub = lane % DECODE_LANES, g = lane / DECODE_LANES;  // unit column and row in the warp's 4
     const int split = blockIdx.x, h = blockIdx.z;
     const long kv = h / group;  // the K/V head this query head shares with group - 1 others
+    const int units_k = d_k / Row::PER_UNIT, units_v = d_v / Row::PER_UNIT;  // per row (d even for bf16)
 
     // The keys the query at position S - 1 sees, cut into slices of keys_per_split.
     const Mask mask = Mask::from_args(causal, window);
@@ -2632,58 +2657,121 @@ __device__ __forceinline__ void attention_decode(const float* __restrict__ q,  /
     const int j_first = kt.j_begin + split * keys_per_split;
     const int j_stop = min(kt.j_end, j_first + keys_per_split);
 
-    float qr[DECODE_MAX_D / 32], acc[DECODE_MAX_D / 32];
+    float qr[E], acc[E];
 #pragma unroll
-    for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
-        const int c = lane + 32 * t;
-        qr[t] = c < d_k ? q[(long)h * d_k + c] : 0.0f;
-        acc[t] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f;  // this warp's running max and sum of exp(s - m)
-    for (int j = j_first + warp; j < j_stop; j += n_warps) {
-        const long k_row = (kv * capacity + j) * d_k, v_row = (kv * capacity + j) * d_v;
-        float s = 0.0f;
+    for (int t = 0; t < UNITS; ++t)
 #pragma unroll
-        for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
-            const int c = lane + 32 * t;
-            if (c < d_k) s += qr[t] * cache_load<BF16>(k_cache, k_row + c);
+        for (int e = 0; e < Row::PER_UNIT; ++e) {
+            const int c = (sub + DECODE_LANES * t) * Row::PER_UNIT + e;
+            qr[t * Row::PER_UNIT + e] = c < d_k ? q[(long)h * d_k + c] : 0.0f;
+            acc[t * Row::PER_UNIT + e] = 0.0f;
         }
-        s = warp_sum(s) * scale;
-        const float m_new = fmaxf(m, s);
-        const float alpha = expf(m - m_new);  // m = -inf before the warp's first key: 0
-        const float p = expf(s - m_new);
-        l = l * alpha + p;
+    const float scale_log2 = scale * 1.4426950408889634f;  // s·log2 e: exp(s - m) = exp2(s·log2 e - m·log2 e)
+    float m = -INFINITY, l = 0.0f;  // this group's running max (log2 units) and sum of exp2(s - m)
+    const int step_keys = 4 * DECODE_KEYS;  // a warp's keys per step
+    for (int j0 = j_first + warp * step_keys; j0 < j_stop; j0 += n_warps * step_keys) {
+        float s[DECODE_KEYS];
+#pragma unroll
+        for (int r = 0; r < DECODE_KEYS; ++r) {
+            const int j = j0 + 4 * r + g;  // row r of the group's step: the warp's 4 groups read 4 adjacent rows
+            const long k_row = (kv * capacity + j) * units_k;
+            s[r] = 0.0f;
+#pragma unroll
+            for (int t = 0; t < UNITS; ++t) {
+                const int u = sub + DECODE_LANES * t;
+                const float2 x = Row::load(k_cache, k_row + u, j < j_stop && u < units_k);
+                s[r] += qr[t * Row::PER_UNIT] * x.x;
+                if (BF16) s[r] += qr[t * Row::PER_UNIT + 1] * x.y;
+            }
+        }
+#pragma unroll
+        for (int offset = 1; offset < DECODE_LANES; offset <<= 1)
+#pragma unroll
+            for (int r = 0; r < DECODE_KEYS; ++r) s[r] += __shfl_xor_sync(0xffffffff, s[r], offset);
+        float m_new = m;
+#pragma unroll
+        for (int r = 0; r < DECODE_KEYS; ++r) {
+            s[r] = j0 + 4 * r + g < j_stop ? s[r] * scale_log2 : -INFINITY;  // past the slice: no weight
+            m_new = fmaxf(m_new, s[r]);
+        }
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a step with no key yet: exp2(-inf) = 0, no NaN
+        const float alpha = exp2f(m - m_use);  // m = -inf before the group's first key: 0
+        float p[DECODE_KEYS];
+        l *= alpha;
+#pragma unroll
+        for (int r = 0; r < DECODE_KEYS; ++r) {
+            p[r] = exp2f(s[r] - m_use);
+            l += p[r];
+        }
         m = m_new;
 #pragma unroll
-        for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
-            const int c = lane + 32 * t;
-            if (c < d_v) acc[t] = acc[t] * alpha + p * cache_load<BF16>(v_cache, v_row + c);
+        for (int e = 0; e < E; ++e) acc[e] *= alpha;
+#pragma unroll
+        for (int r = 0; r < DECODE_KEYS; ++r) {
+            const int j = j0 + 4 * r + g;
+            const long v_row = (kv * capacity + j) * units_v;
+#pragma unroll
+            for (int t = 0; t < UNITS; ++t) {
+                const int u = sub + DECODE_LANES * t;
+                const float2 x = Row::load(v_cache, v_row + u, j < j_stop && u < units_v);
+                acc[t * Row::PER_UNIT] += p[r] * x.x;
+                if (BF16) acc[t * Row::PER_UNIT + 1] += p[r] * x.y;
+            }
         }
     }
 
-    if (lane == 0) {
-        m_s[warp] = m;
-        l_s[warp] = l;
+    const int my_group = warp * 4 + g;
+    if (sub == 0) {
+        m_s[my_group] = m;
+        l_s[my_group] = l;
     }
 #pragma unroll
-    for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
-        const int c = lane + 32 * t;
-        if (c < d_v) acc_s[warp][c] = acc[t];
-    }
+    for (int t = 0; t < UNITS; ++t)
+#pragma unroll
+        for (int e = 0; e < Row::PER_UNIT; ++e) {
+            const int c = (sub + DECODE_LANES * t) * Row::PER_UNIT + e;
+            if (c < d_v) acc_s[my_group][c] = acc[t * Row::PER_UNIT + e];
+        }
     __syncthreads();
 
-    // The slice's max and sum over its warps; a warp that got no key has m = -inf, l = 0 and
-    // weighs exp(-inf) = 0. Every slice holds a key (the launcher cuts only the keys seen).
-    float m_b = -INFINITY, l_b = 0.0f;
-    for (int w = 0; w < n_warps; ++w) m_b = fmaxf(m_b, m_s[w]);
-    for (int w = 0; w < n_warps; ++w) l_b += l_s[w] * expf(m_s[w] - m_b);
+    // The slice's max and sum over its groups, by the first warp (a lane per group); a group that
+    // got no key has m = -inf, l = 0 and weighs exp2(-inf) = 0. Every slice holds a key (the
+    // launcher cuts only the keys seen), so l_b > 0. Each group's weight, normalised, to w_s.
+    if (warp == 0) {
+        const float m_g = lane < DECODE_GROUPS ? m_s[lane] : -INFINITY;
+        const float m_b = warp_max(m_g);
+        const float w = lane < DECODE_GROUPS ? exp2f(m_g - m_b) : 0.0f;
+        const float l_b = warp_sum(lane < DECODE_GROUPS ? w * l_s[lane] : 0.0f);
+        if (lane < DECODE_GROUPS) w_s[lane] = l_b > 0.0f ? w / l_b : 0.0f;
+        if (lane == 0)  // back to natural-log units for the merge: lse = (m_b + log2 l_b) · ln 2
+            part_lse[(long)h * gridDim.x + split] = l_b > 0.0f ? (m_b + log2f(l_b)) * 0.6931471805599453f : -INFINITY;
+    }
+    __syncthreads();
     const long row = (long)h * gridDim.x + split;
     for (int c = threadIdx.x; c < d_v; c += blockDim.x) {
         float o = 0.0f;
-        for (int w = 0; w < n_warps; ++w) o += acc_s[w][c] * expf(m_s[w] - m_b);
-        part_out[row * d_v + c] = l_b > 0.0f ? o / l_b : 0.0f;
+        for (int w = 0; w < DECODE_GROUPS; ++w) o += acc_s[w][c] * w_s[w];
+        part_out[row * d_v + c] = o;
     }
-    if (threadIdx.x == 0) part_lse[row] = l_b > 0.0f ? m_b + logf(l_b) : -INFINITY;
+}
+
+// The body of attention_decode_kernel1 (float32 cache) and 2 (bf16): the units a lane holds, for
+// the widths (d <= 64: half of DECODE_MAX_D's), and the block's shared memory, one copy for both.
+template <bool BF16>
+__device__ __forceinline__ void attention_decode(const float* __restrict__ q, const void* __restrict__ k_cache,
+                                                 const void* __restrict__ v_cache, float* __restrict__ part_out,
+                                                 float* __restrict__ part_lse, int S, int capacity, int d_k,
+                                                 int d_v, float scale, int causal, int window, int group,
+                                                 int keys_per_split) {
+    __shared__ float m_s[DECODE_GROUPS], l_s[DECODE_GROUPS], w_s[DECODE_GROUPS];
+    __shared__ float acc_s[DECODE_GROUPS][DECODE_MAX_D];
+    constexpr int FULL = CacheRow<BF16>::UNITS;
+    if (max(d_k, d_v) <= DECODE_MAX_D / 2)
+        attention_decode_slice<BF16, FULL / 2>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale,
+                                               causal, window, group, keys_per_split, m_s, l_s, w_s, acc_s);
+    else
+        attention_decode_slice<BF16, FULL>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale,
+                                           causal, window, group, keys_per_split, m_s, l_s, w_s, acc_s);
 }
 
 extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
