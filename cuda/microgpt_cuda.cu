@@ -2589,6 +2589,10 @@ attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigne
 // last, where S % 64 != 0) is copied by the producer warp's own loads, zeros past S, then fenced
 // to the async proxy: the same barrier protocol (a plain arrive), no box outside the tensor.
 // Q is copied by each consumer warpgroup (cp.async, kernel6's padded q_s) before its first turn.
+// What bounds it (bench --bound --gpu h100, a static estimate from the SASS, not a measurement):
+// d = 64 the issue slots, 591 TFLOP/s (kernel6: the exponentials, 633); d = 128 the tensor pipe,
+// 989, as kernel6. The bound models no waits, so it already credits kernel6 with the overlap the
+// ping-pong exists to make real; kernel7 stays selectable by name (variant 7), not the default.
 // Shared memory (dynamic): q_s (128, d+8) bf16; k_s, v_s (K7_STAGES, 64·d) bf16 each; full and
 // empty mbarriers (K7_STAGES each, 8 bytes); 128 bytes of slack to align the TMA destinations.
 // Launch: grid (ceil(L/128), 1, H), block (384); k_map and v_map the tensor maps of K and V as

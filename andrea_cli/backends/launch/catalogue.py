@@ -158,8 +158,9 @@ def kernel(name: str, stage: str, variant: int = 1) -> Kernel:
 
 def earlier_variants(name: str, stage: str) -> list[int]:
     """A family stage's variants before its newest, newest first: the steps of its progression
-    bench times beside the default."""
-    return sorted(family(name, stage))[-2::-1]
+    bench times beside the default. A row that is never a default (default=False: kernel7) is
+    neither the newest nor a step: it runs by name."""
+    return sorted(v for v, k in family(name, stage).items() if k.default)[-2::-1]
 
 
 def entry_points() -> tuple[str, ...]:
