@@ -151,6 +151,19 @@
 //                    1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d) bytes (51,200
 //                    at d = 64; 100,352 at d = 128: opt-ins); registers <= 128 (two blocks, 16
 //                    warps, per SM), <= 184
+//   attention_fused_kernel7_d64, attention_fused_kernel7_d128   kernel6's output and tiles,
+//                    FlashAttention-3's structure (sm_90a only; chosen by name, --kernel 7):
+//                    warp-specialised, a producer warp (its warpgroup at setmaxnreg 40) streams K
+//                    and V with TMA (cp.async.bulk.tensor, boxes of 64 keys x 8 columns) into a
+//                    ring of K7_STAGES stages guarded by full/empty mbarriers (expect_tx,
+//                    try_wait.parity); two consumer warpgroups (setmaxnreg 232) of 64 query rows
+//                    take turns at the tensor cores on named barriers (bar.sync / bar.arrive), so
+//                    one's softmax runs under the other's wgmmas; P·V one turn late, beside the
+//                    next S. No consumer instruction loads K or V, no __syncthreads in the loop.
+//                    grid (ceil(T/128), 1, H), block (384), shared_mem = 2 * (128 * (d + 8) +
+//                    2 * K7_STAGES * 64 * d) + 16 * K7_STAGES + 128 bytes (51,360 at d = 64;
+//                    100,512 at d = 128); takes k_map, v_map (K, V as (H_kv * S, d)) last;
+//                    registers <= 168, <= 168 (384 threads: the most a block may give each)
 //
 // Decode, one step of generation: one query per head (the newest position, S - 1) against the S
 // cached keys and values; K/V heads may be fewer than query heads (group = H / H_kv per K/V head):
@@ -2554,6 +2567,408 @@ attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigne
                              int L, int S, int group, int causal, int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_fused6<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+}
+
+// ------------------------------------------------------------------------------------------------
+// attention_fused_kernel7: FlashAttention-3's structure on Hopper (sm_90a only): kernel6's wgmma
+// tiles, warp-specialised. The same inputs, outputs, masks and bf16 roundings as kernel4-6, so the
+// same verify family checks it.
+//
+// What it adds to kernel6 (whose tiles, softmax and mask code it copies):
+//   - a producer warp: warpgroup 0 gives its registers away (setmaxnreg.dec 24) and one warp of it
+//     streams K and V in with TMA (cp.async.bulk.tensor): one thread issues a tile's copies, the
+//     copy engine moves the bytes, no consumer thread spends an instruction on a load; its other
+//     three warps return. The consumers take the registers (setmaxnreg.inc 240).
+//   - a ring of K7_STAGES K/V stages, each guarded by two mbarriers: full[s] (the producer's
+//     arrive.expect_tx of the stage's bytes; the copies complete them) and empty[s] (every consumer
+//     thread arrives once its wgmmas have read the stage), so loads run ahead of the math by the
+//     ring's depth and nobody waits at a __syncthreads
+//   - two consumer warpgroups of 64 query rows that ping-pong on named barriers: warpgroup c issues
+//     its wgmmas (O += P·V of the tile before, S = Q·K^T of this one) only in its turn (bar.sync
+//     1 + c), then hands the turn over (bar.arrive 2 - c) and does its softmax while the other's
+//     wgmmas run: one's exponentials hide under the other's tensor-core work
+//   - P·V of tile n runs one turn late, beside S of tile n + 1, so a turn is one batch of wgmmas
+//     (FlashAttention-3's intra-warpgroup overlap, its simplest form: P held in registers across)
+// The tiles in shared memory are TMA boxes of 64 keys x 8 columns (16 bytes a row, no swizzle):
+// column chunk c of key r at 1024c + 16r bytes, so the core matrix (keys 8g..+7, columns 8c..+7)
+// is the 128 contiguous bytes at 1024c + 128g, wgmma's canonical layout with (K: LBO 1024, SBO
+// 128; V: LBO 128, SBO 1024); d / 8 boxes per tile and tensor. A tile reaching past S (the
+// last, where S % 64 != 0) is copied by the producer warp's own loads, zeros past S, then fenced
+// to the async proxy: the same barrier protocol (a plain arrive), no box outside the tensor.
+// Q is copied by each consumer warpgroup (cp.async, kernel6's padded q_s) before its first turn.
+// What bounds it (bench --bound --gpu h100, a static estimate from the SASS, not a measurement):
+// d = 64 the issue slots, 591 TFLOP/s (kernel6: the exponentials, 633); d = 128 the tensor pipe,
+// 989, as kernel6. The bound models no waits, so it already credits kernel6 with the overlap the
+// ping-pong exists to make real; kernel7 stays selectable by name (variant 7), not the default.
+// Shared memory (dynamic): q_s (128, d+8) bf16; k_s, v_s (K7_STAGES, 64·d) bf16 each; full and
+// empty mbarriers (K7_STAGES each, 8 bytes); 128 bytes of slack to align the TMA destinations.
+// Launch: grid (ceil(L/128), 1, H), block (384); k_map and v_map the tensor maps of K and V as
+// (H_kv·S, d) bf16 matrices with a (64, 8) box, in global memory (the launcher encodes them).
+
+#define K7_THREADS 384  // a producer warpgroup and two consumer warpgroups
+#define K7_ROWS 128     // query rows per block: 64 per consumer warpgroup, 16 per warp
+#define K7_STAGES 2     // K/V stages in the ring
+#define K7_PRODUCER_REGS 40
+#define K7_CONSUMER_REGS 232
+
+// The shared-window address of a generic pointer to shared memory (what PTX's shared operands take).
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+#if defined(__CUDA_ARCH__)
+    return (u32)__cvta_generic_to_shared(p);
+#else
+    return 0;
+#endif
+}
+
+// bar.sync id, n / bar.arrive id, n: a named barrier of n threads (whole warps), ids 1..15 here
+__device__ __forceinline__ void named_bar_sync(int id, int n) {
+#if WGMMA_PTX
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched: andrea refuses the sm_90a kernels on any other GPU
+#else
+    ptx_emulated::bar_sync(id, n);
+#endif
+}
+
+__device__ __forceinline__ void named_bar_arrive(int id, int n) {
+#if WGMMA_PTX
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::bar_arrive(id, n);
+#endif
+}
+
+// mbarrier.init with `count` arrivals a phase; fence.mbarrier_init makes it visible to the copy
+// engine before the __syncthreads that follows.
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
+#if WGMMA_PTX
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::mbarrier_init(bar, count);
+#endif
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+#if WGMMA_PTX
+    asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(smem_addr(bar)) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::mbarrier_arrive(bar);
+#endif
+}
+
+// An arrival that also expects `bytes` of copies to complete on this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, u32 bytes) {
+#if WGMMA_PTX
+    asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }"
+                 ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::mbarrier_arrive_expect_tx(bar, bytes);
+#endif
+}
+
+// Wait until the phase of this parity has completed (try_wait in a loop: it may time out).
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {
+#if WGMMA_PTX
+    u32 done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    while (!ptx_emulated::mbarrier_try_wait_parity(bar, parity)) {}
+#endif
+}
+
+// TMA: box {c0, c1} (elements, innermost first) of the tensor map at `map` into dst, its bytes
+// completed on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int c0, int c1, unsigned long long* bar) {
+#if WGMMA_PTX
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar)) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::cp_async_bulk_tensor_2d(dst, map, c0, c1, bar);
+#endif
+}
+
+// setmaxnreg: the whole warpgroup's register count raised or lowered to N (an immediate)
+template <int N, bool INC>
+__device__ __forceinline__ void set_max_registers() {
+#if WGMMA_PTX
+    if (INC) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    if (INC) ptx_emulated::setmaxnreg_inc(N);
+    else ptx_emulated::setmaxnreg_dec(N);
+#endif
+}
+
+template <int D>
+__device__ __forceinline__ void attention_fused7(const unsigned short* __restrict__ q,  // (H, L, D), scaled
+                                                 const unsigned short* __restrict__ k,  // (H_kv, S, D)
+                                                 const unsigned short* __restrict__ v,  // (H_kv, S, D)
+                                                 float* __restrict__ out,               // (H, L, D)
+                                                 int L, int Sk, int group, int causal, int window, int offset,
+                                                 const unsigned char* k_map, const unsigned char* v_map,
+                                                 unsigned char* raw_smem) {
+    constexpr int QS = D + TC_PAD;               // q_s's row stride, in bf16
+    constexpr int KV_TILE = TC_KEYS * D;         // one K or V tile, in bf16
+    constexpr u32 TILE_BYTES = 2 * KV_TILE;      // its bytes
+    constexpr int CHUNKS = D / 8;                // 16-byte pieces per row: TMA boxes per tile
+    constexpr int BOX = TC_KEYS * 8;             // one box (64 keys x 8 columns), in bf16
+    // TMA writes 128-byte aligned destinations: the window rounded up (the launcher adds 128 bytes)
+    unsigned short* q_s = (unsigned short*)(((unsigned long long)raw_smem + 127) & ~127ull);  // (K7_ROWS, QS)
+    unsigned short* k_s = q_s + K7_ROWS * QS;                 // (K7_STAGES, KV_TILE)
+    unsigned short* v_s = k_s + K7_STAGES * KV_TILE;          // (K7_STAGES, KV_TILE)
+    unsigned long long* full = (unsigned long long*)(v_s + K7_STAGES * KV_TILE);  // (K7_STAGES)
+    unsigned long long* empty = full + K7_STAGES;                                 // (K7_STAGES)
+
+    const Mask mask = Mask::from_args(causal, window, offset);
+    const BlockWork work = causal_block_order(mask.causal, true);
+    const int row0 = work.tile * K7_ROWS;
+    const long head = work.head;
+    const int kv_row0 = (int)(head / group) * Sk;  // this K/V head's first row in the maps' (H_kv·S, D)
+    q += head * L * D;
+    k += (long)kv_row0 * D;  // query head h reads K/V head h / group, in place
+    v += (long)kv_row0 * D;
+    out += head * L * D;
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K7_ROWS, L, Sk);
+    const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < K7_STAGES; ++s) {
+            mbar_init(&full[s], 1);                         // the producer's one arrive (+ the copies' bytes)
+            mbar_init(&empty[s], K7_THREADS - 128);         // every consumer thread, once done with the stage
+        }
+    }
+    __syncthreads();  // the barriers exist before anyone uses them (the last block-wide barrier)
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {  // ---- the producer ----
+        set_max_registers<K7_PRODUCER_REGS, false>();
+        if (threadIdx.x >= 32) return;  // one warp streams; the other three have nothing to do
+#ifndef __CUDA_ARCH__
+        // The CPU build: a launch worker (racecheck, sanitize) runs on copies of the arrays, so the map
+        // the host encoded names the caller's K and V: each block takes a copy of the maps whose
+        // address is its own k and v (tensormap.replace's emulation). A GPU's maps are the driver's,
+        // encoded with the device arrays' addresses, and read as they are.
+        alignas(64) unsigned char maps[2][128];
+        std::memcpy(maps[0], k_map, 128);
+        std::memcpy(maps[1], v_map, 128);
+        ptx_emulated::tensormap_replace_global_address(maps[0], k - (long)kv_row0 * D);
+        ptx_emulated::tensormap_replace_global_address(maps[1], v - (long)kv_row0 * D);
+        k_map = maps[0];
+        v_map = maps[1];
+#endif
+        const int lane = threadIdx.x;
+        for (int n = 0; n < n_tiles; ++n) {
+            const int s = n % K7_STAGES, js = j_begin + n * TC_KEYS;
+            mbar_wait(&empty[s], ((n / K7_STAGES) & 1) ^ 1);  // the first pass through a stage does not wait
+            unsigned short* kd = k_s + s * KV_TILE;
+            unsigned short* vd = v_s + s * KV_TILE;
+            if (js + TC_KEYS <= Sk) {  // a whole tile: d/8 boxes of K and of V, one thread issues them
+                if (lane == 0) {
+                    mbar_arrive_expect_tx(&full[s], 2 * TILE_BYTES);
+#pragma unroll
+                    for (int c = 0; c < CHUNKS; ++c) {
+                        tma_load_2d(kd + c * BOX, k_map, 8 * c, kv_row0 + js, &full[s]);
+                        tma_load_2d(vd + c * BOX, v_map, 8 * c, kv_row0 + js, &full[s]);
+                    }
+                }
+            } else {  // the last tile reaches past S: the warp copies it, zeros past S (as TMA fills)
+                for (int i = lane; i < 2 * TC_KEYS * CHUNKS; i += 32) {
+                    const int tensor = i / (TC_KEYS * CHUNKS), c = i / TC_KEYS % CHUNKS, r = i % TC_KEYS;
+                    const unsigned short* src = (tensor ? v : k) + (long)(js + r) * D + 8 * c;
+                    const uint4 piece = js + r < Sk ? *(const uint4*)src : make_uint4(0, 0, 0, 0);
+                    *(uint4*)((tensor ? vd : kd) + c * BOX + 8 * r) = piece;
+                }
+                fence_proxy_async();  // the warp's stores, visible to the wgmmas' async-proxy reads
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&full[s]);
+            }
+        }
+        return;
+    }
+
+    // ---- the consumers: warpgroup c = wg - 1 owns query rows 64c .. 64c + 63 of the block ----
+    set_max_registers<K7_CONSUMER_REGS, true>();
+    const int c = wg - 1, ct = threadIdx.x - 128 * wg;  // ct: the thread within its warpgroup
+    const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    {   // Q: the warpgroup's 64 rows, kernel6's copy pattern over 128 threads
+        constexpr int ROW_STEP = 128 / CHUNKS;
+        const int cp_row = 64 * c + ct / CHUNKS, cp_col = 8 * (ct % CHUNKS);
+        const unsigned short* src = q + (long)(row0 + cp_row) * D + cp_col;
+#pragma unroll
+        for (int p = 0; p < 64 / ROW_STEP; ++p)
+            cp_async16(q_s + (cp_row + p * ROW_STEP) * QS + cp_col, src + p * ROW_STEP * D,
+                       row0 + cp_row + p * ROW_STEP < L);
+        cp_async_commit();
+        cp_async_wait<0>();
+        named_bar_sync(3 + c, 128);  // the warpgroup's copies, visible to all its threads
+    }
+    const int w_row0 = row0 + 16 * warp;  // this warp's first query row
+    u32 qf[D / 16][4];                    // Q's A fragments, k16 step kk
+    {
+        const int q_ld = (16 * warp + (lane / 8 % 2) * 8 + lane % 8) * QS + (lane / 16) * 8;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) ldmatrix<4, false>(qf[kk], q_s + q_ld + 16 * kk);
+    }
+    // Stage 0's descriptors, built once: K K-major (LBO 1024: the next 8 columns, a box on; SBO
+    // 128: the next 8 keys), a k16 step two boxes on; V MN-major (LBO 128: the next 8 keys; SBO
+    // 1024: the next 8 columns), a k16 step 16 keys (256 bytes) on.
+    const unsigned long long k_desc = wgmma_desc(k_s, 1024, 128);
+    const unsigned long long v_desc = wgmma_desc(v_s, 128, 1024);
+
+    float acc[D / 2];  // O, unnormalised: n8 tile c in acc[4c .. 4c+3] (rows g, g + 8)
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows w_row0 + g, + 8
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
+    u32 pf[4][4];  // P of the tile before, as bf16 A fragments: its P·V runs in the next turn
+
+    // O += P·V of the tile in stage s (the wgmmas only: committed with what follows)
+    auto issue_pv = [&](int s) {
+        const unsigned long long vd = wgmma_desc_advance(v_desc, s * TILE_BYTES);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc_advance(vd, 256 * kk), true);
+    };
+    if (c == 1) named_bar_arrive(1, 256);  // warpgroup 0 takes the first turn
+
+    auto tile = [&](auto masked, auto hot, int n) {
+        constexpr bool MASKED = decltype(masked)::value;
+        (void)hot;
+        const int s = n % K7_STAGES;
+        mbar_wait(&full[s], (n / K7_STAGES) & 1);  // the stage's K and V have landed
+        const unsigned long long kd = wgmma_desc_advance(k_desc, s * TILE_BYTES);
+        const int js = j_begin + n * TC_KEYS;
+
+        float sc[32];
+        named_bar_sync(1 + c, 256);  // this warpgroup's turn at the tensor cores
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        wgmma_fence();
+        if (n > 0) issue_pv((n - 1) % K7_STAGES);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            wgmma_bf16_m64nNk16<64, false>(sc, qf[kk], wgmma_desc_advance(kd, 2048 * kk), kk > 0);
+        wgmma_commit();
+        named_bar_arrive(2 - c, 256);  // the other warpgroup's turn: its wgmmas run during this softmax
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wgmma_hold(sc[i]);
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        if (n > 0) mbar_arrive(&empty[(n - 1) % K7_STAGES]);  // the tile before is read: its stage may refill
+
+        if (MASKED) {  // element (c8, e): query w_row0 + g + 8(e/2), key js + 8c8 + 2t + e%2
+            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
+#pragma unroll
+            for (int c8 = 0; c8 < 8; ++c8)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int diff = diff0 + 8 * (e / 2) - 8 * c8 - e % 2;
+                    const bool visible = mask.visible_at(diff, js + 8 * c8 + 2 * t + e % 2, 8 * c8 + e % 2 < keys_left);
+                    if (!visible) sc[4 * c8 + e] = -INFINITY;
+                }
+        }
+        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float mx = m[h];
+#pragma unroll
+            for (int c8 = 0; c8 < 8; ++c8) mx = fmaxf(mx, fmaxf(sc[4 * c8 + 2 * h], sc[4 * c8 + 2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+            const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
+            const float alpha = exp2_approx_ftz(m[h] - m_use);
+            m[h] = mx;
+            float sum = 0.0f;
+#pragma unroll
+            for (int c8 = 0; c8 < 8; ++c8) {
+                sc[4 * c8 + 2 * h] = exp2_approx_ftz(sc[4 * c8 + 2 * h] - m_use);
+                sc[4 * c8 + 2 * h + 1] = exp2_approx_ftz(sc[4 * c8 + 2 * h + 1] - m_use);
+                sum += sc[4 * c8 + 2 * h] + sc[4 * c8 + 2 * h + 1];
+            }
+            l[h] = l[h] * alpha + sum;
+#pragma unroll
+            for (int c8 = 0; c8 < D / 8; ++c8) {  // O so far (through the tile before) to the new max
+                acc[4 * c8 + 2 * h] *= alpha;
+                acc[4 * c8 + 2 * h + 1] *= alpha;
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {  // P's A fragment for keys 16kk..: S's n8 tiles 2kk, 2kk + 1
+            pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
+            pf[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
+            pf[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
+            pf[kk][3] = pack_bf16x2(sc[8 * kk + 6], sc[8 * kk + 7]);
+        }
+    };
+
+    for_each_key_tile<false>(mask, kt, Sk, tile);
+
+    if (n_tiles > 0) {  // the last tile's P·V, in a last turn (warpgroup 1 hands back no turn after it)
+        named_bar_sync(1 + c, 256);
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        wgmma_fence();
+        issue_pv((n_tiles - 1) % K7_STAGES);
+        wgmma_commit();
+        if (c == 0) named_bar_arrive(2, 256);
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+    } else if (c == 0) {
+        named_bar_sync(1, 256);  // no tile: warpgroup 1's opening arrival still closes its round
+    }
+
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = w_row0 + 8 * h + g;
+        float sum = l[h];
+        sum += __shfl_xor_sync(0xffffffff, sum, 1);
+        sum += __shfl_xor_sync(0xffffffff, sum, 2);
+        if (row >= L) continue;
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float* o = out + (long)row * D + 2 * t;
+#pragma unroll
+        for (int c8 = 0; c8 < D / 8; ++c8)
+            *(float2*)(o + 8 * c8) = make_float2(acc[4 * c8 + 2 * h] * inv, acc[4 * c8 + 2 * h + 1] * inv);
+    }
+}
+
+// grid (ceil(T / 128), 1, H), block (384), shared_mem = 2 · (128 · (d + 8) + 2 · K7_STAGES · 64 · d)
+// + 16 · K7_STAGES + 128 bytes (d = 64: 51,360; d = 128: 100,512 at 2 stages: opt-ins).
+extern "C" __global__ void __launch_bounds__(K7_THREADS, 1)
+attention_fused_kernel7_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                            const unsigned short* __restrict__ v, float* __restrict__ out,
+                            int L, int S, int group, int causal, int window, int offset,
+                            const unsigned char* k_map, const unsigned char* v_map) {
+    extern __shared__ __align__(16) unsigned char k7_smem[];
+    attention_fused7<64>(q, k, v, out, L, S, group, causal, window, offset, k_map, v_map, k7_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(K7_THREADS, 1)
+attention_fused_kernel7_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                             const unsigned short* __restrict__ v, float* __restrict__ out,
+                             int L, int S, int group, int causal, int window, int offset,
+                             const unsigned char* k_map, const unsigned char* v_map) {
+    extern __shared__ __align__(16) unsigned char k7_smem[];
+    attention_fused7<128>(q, k, v, out, L, S, group, causal, window, offset, k_map, v_map, k7_smem);
 }
 
 // ================================================================================================
