@@ -17,7 +17,7 @@ def kv_tensor_maps(dev: KernelDevice, kb, vb, rows: int, d: int) -> tuple:
     encode = getattr(dev, "tensor_map", None)
     if encode is None:
         raise AndreaError(f"the {dev.name} device encodes no TMA tensor maps: run attention_fused_kernel6 "
-                          "(--kernel 6) on it")
+                          "on it (the default; variant=6 through the Python API)")
     # Fewer than 64 rows in all (S < 64): the kernel copies its one tile by hand and never uses
     # the maps, which the encoder still asks a box inside the tensor of
     box = (min(KV_BOX[0], rows), KV_BOX[1])
