@@ -147,7 +147,7 @@ def run_generate(backend, q, k, v, *, mask: MaskSpec, precision: str, seed: int,
     exact = reference.weighted_sum(p, v3)[0]
     visible = mask.visible(T)
     slices = max(st.slices for st in steps)
-    gen_tol = tolerances.decode_tol(q3, k3, v3, p, visible, d_k, scaled, launch.DECODE[1].block_threads() // 32,
+    gen_tol = tolerances.decode_tol(q3, k3, v3, p, visible, d_k, scaled, launch.STREAMS,
                                     slices)[0]
     pass_tol = tolerances.fused_tol(q3, k3, v3, p, visible, d_k, scaled)[0]
     return GenerateReport(
