@@ -238,8 +238,8 @@
 //                    pointers off the uniform registers on sm_80)
 //
 // Backward on tensor cores, FlashAttention-2's on mma.sync (bf16 operands, fp32 sums; sm_80+),
-// after the rowsum term by attention_backward_delta_kernel1; d_k = d_v = d = 64 or 128; L = S
-// and one K/V head per query head only, for now:
+// after the rowsum term by attention_backward_delta_kernel1; d_k = d_v = d = 64 or 128; L != S
+// and grouped heads as above (dkdv: a block walks its group's query heads' tiles as one pipeline):
 //
 //   attention_fused_lse_kernel4_d64, attention_fused_lse_kernel4_d128   kernel4, also writing
 //                    each row's logsumexp (H, T) for the backward; kernel4's geometry.
@@ -252,12 +252,12 @@
 //                    dV += P^T·dO and dK += dS^T·Q (ldmatrix.trans for dO and Q): rounded to bf16,
 //                    never stored; dK, dV in fp32 registers. Against dkdv_kernel1: tensor cores,
 //                    and each Q/dO value read from shared memory feeds 16 keys (kernel1: 1).
-//                    grid (ceil(T/64), 1, H), block (128), shared_mem = 2 * (128 + 4 * QT) * (d + 8)
+//                    grid (ceil(S/64), 1, H_kv), block (128), shared_mem = 2 * (128 + 4 * QT) * (d + 8)
 //                    + 16 * QT bytes (56,320; 70,144: the launcher opts in); registers <= 200, <= 255
 //   attention_backward_dq_kernel2_d64, attention_backward_dq_kernel2_d128   dQ: 4 warps x 16
 //                    queries per block walking their key tiles as kernel4 does; S, dP by mma, dS
 //                    rounded to bf16 as dQ += dS·K's A operand. A pass of its own, not atomics: the
-//                    same bits on every run. grid (ceil(T/64), 1, H), block (128),
+//                    same bits on every run. grid (ceil(L/64), 1, H), block (128),
 //                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 216
 //
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
@@ -3756,17 +3756,19 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                 const unsigned short* __restrict__ v, float* __restrict__ out,
-                                float* __restrict__ lse, int T, int causal, int window) {
+                                float* __restrict__ lse, int L, int S, int group, int causal, int window,
+                                int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, T, T, 1, causal, window, 0, tc_smem, lse);  // L = S, no groups
+    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem, lse);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                  const unsigned short* __restrict__ v, float* __restrict__ out,
-                                 float* __restrict__ lse, int T, int causal, int window) {
+                                 float* __restrict__ lse, int L, int S, int group, int causal, int window,
+                                 int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, T, T, 1, causal, window, 0, tc_smem, lse);
+    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem, lse);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -3837,46 +3839,53 @@ __device__ __forceinline__ void tc_bwd_load_queries(unsigned short* q_s, unsigne
 // bf16, double-buffered query tiles of Q and dO; lse_s, delta_s (2, QT) float.
 template <int D, int QT>
 __device__ __forceinline__ void attention_backward_dkdv_kernel2(
-    const unsigned short* __restrict__ q,      // (H, T, D) bf16, Q·scale·log2 e
-    const unsigned short* __restrict__ k,      // (H, T, D) bf16
-    const unsigned short* __restrict__ v,      // (H, T, D) bf16
-    const unsigned short* __restrict__ d_out,  // (H, T, D) bf16
-    const float* __restrict__ lse,             // (H, T) natural log
-    const float* __restrict__ delta,           // (H, T)
-    float* __restrict__ dk, float* __restrict__ dv,  // (H, T, D)
-    int T, int causal, int window, unsigned short* smem) {
-    constexpr int S = D + TC_PAD;
-    unsigned short* k_s = smem;                // (TC_KEYS, S)
-    unsigned short* v_s = k_s + TC_KEYS * S;   // (TC_KEYS, S)
-    unsigned short* q_s = v_s + TC_KEYS * S;   // (2, QT, S)
-    unsigned short* o_s = q_s + 2 * QT * S;    // (2, QT, S)
-    float* lse_s = (float*)(o_s + 2 * QT * S);  // (2, QT)
+    const unsigned short* __restrict__ q,      // (H, L, D) bf16, Q·scale·log2 e
+    const unsigned short* __restrict__ k,      // (H / group, S, D) bf16
+    const unsigned short* __restrict__ v,      // (H / group, S, D) bf16
+    const unsigned short* __restrict__ d_out,  // (H, L, D) bf16
+    const float* __restrict__ lse,             // (H, L) natural log
+    const float* __restrict__ delta,           // (H, L)
+    float* __restrict__ dk, float* __restrict__ dv,  // (H / group, S, D)
+    int L, int S, int group, int causal, int window, int offset, unsigned short* smem) {
+    constexpr int SP = D + TC_PAD;
+    unsigned short* k_s = smem;                // (TC_KEYS, SP)
+    unsigned short* v_s = k_s + TC_KEYS * SP;   // (TC_KEYS, SP)
+    unsigned short* q_s = v_s + TC_KEYS * SP;   // (2, QT, SP)
+    unsigned short* o_s = q_s + 2 * QT * SP;    // (2, QT, SP)
+    float* lse_s = (float*)(o_s + 2 * QT * SP);  // (2, QT)
     float* delta_s = lse_s + 2 * QT;            // (2, QT)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const int j0 = blockIdx.x * TC_KEYS;  // causal: the first key blocks have the most query tiles
-    const long head = blockIdx.z;
-    q += head * T * D;
-    k += head * T * D;
-    v += head * T * D;
-    d_out += head * T * D;
-    lse += head * T;
-    delta += head * T;
-    dk += head * T * D;
-    dv += head * T * D;
+    const long kv_head = blockIdx.z;  // its query heads kv_head·group .. + group - 1: their dK, dV summed here
+    k += kv_head * S * D;
+    v += kv_head * S * D;
+    dk += kv_head * S * D;
+    dv += kv_head * S * D;
+    q += kv_head * group * L * D;  // the group's first query head; head h of the group h·L rows on
+    d_out += kv_head * group * L * D;
+    lse += kv_head * group * L;
+    delta += kv_head * group * L;
 
-    // Query rows that see any of the block's keys; the tiles outside are never loaded.
-    const QueryRows qr = mask.query_rows(j0, TC_KEYS, T);
-    const int i_begin = qr.i_begin, n_tiles = (qr.i_end - i_begin + QT - 1) / QT;
+    // Query rows (in every head of the group) that see any of the block's keys; the tiles
+    // outside are never loaded. The walk runs over the group's heads one after the other, tile
+    // n of it being tile n % per_head of head n / per_head: one pipeline for the whole group, and
+    // dK, dV summed in registers in one fixed order (no atomics, no per-query-head partial).
+    const QueryRows qr = mask.query_rows(j0, TC_KEYS, L);
+    const int i_begin = qr.i_begin, per_head = max(0, (qr.i_end - i_begin + QT - 1) / QT);
+    const int n_tiles = group * per_head;
+    // tile n's head, as offsets into q/d_out (rows of D) and lse/delta
+    auto head_rows = [&](int n) { return (long)(n / per_head) * L; };
+    auto tile_i0 = [&](int n) { return i_begin + n % per_head * QT; };
 
-    tc_load_rows<D>(k_s, k, j0, TC_KEYS, T);
-    tc_load_rows<D>(v_s, v, j0, TC_KEYS, T);
-    tc_bwd_load_queries<D, QT>(q_s, o_s, lse_s, delta_s, q, d_out, lse, delta, i_begin, T);
+    tc_load_rows<D>(k_s, k, j0, TC_KEYS, S);
+    tc_load_rows<D>(v_s, v, j0, TC_KEYS, S);
+    tc_bwd_load_queries<D, QT>(q_s, o_s, lse_s, delta_s, q, d_out, lse, delta, i_begin, L);
     cp_async_commit();
 
     const int w_key0 = j0 + 16 * warp;           // this warp's first key
-    const int w_last = min(w_key0 + 15, T - 1);  // and its last inside T (< w_key0: none)
+    const int w_last = min(w_key0 + 15, S - 1);  // and its last inside S (< w_key0: none)
     const int keys[2] = {w_key0 + g, w_key0 + g + 8};  // the keys (rows) of this lane's accumulators
 
     float dk_acc[D / 8][4], dv_acc[D / 8][4];  // n8 tile c: columns 8c .. 8c+7
@@ -3886,35 +3895,36 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
         for (int e = 0; e < 4; ++e) dk_acc[c][e] = dv_acc[c][e] = 0.0f;
 
     for (int n = 0; n < n_tiles; ++n) {
-        const int i0 = i_begin + n * QT, stage = n & 1;
-        if (n + 1 < n_tiles) {  // start the next tile's copy, then wait for this one's
+        const int i0 = tile_i0(n), stage = n & 1;
+        if (n + 1 < n_tiles) {  // start the next tile's copy (maybe the next head's first), then wait for this one's
             const int next = (stage ^ 1) * QT;
-            tc_bwd_load_queries<D, QT>(q_s + next * S, o_s + next * S, lse_s + next, delta_s + next, q, d_out, lse,
-                                   delta, i0 + QT, T);
+            const long h_next = head_rows(n + 1);
+            tc_bwd_load_queries<D, QT>(q_s + next * SP, o_s + next * SP, lse_s + next, delta_s + next, q + h_next * D,
+                                       d_out + h_next * D, lse + h_next, delta + h_next, tile_i0(n + 1), L);
             cp_async_commit();
             cp_async_wait<1>();  // this tile has landed; the next one may still be in flight
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();  // every thread's copies of this tile (and, first, of K and V) are visible
-        const unsigned short* qs = q_s + stage * QT * S;
-        const unsigned short* os = o_s + stage * QT * S;
+        const unsigned short* qs = q_s + stage * QT * SP;
+        const unsigned short* os = o_s + stage * QT * SP;
         const float* ls = lse_s + stage * QT;
         const float* dl = delta_s + stage * QT;
 
         // Whole-warp decisions: does a query of the tile see a key of this warp, and does the
         // mask (or T) cut through the tile, so that pairs must be tested one by one?
-        const int i_last = min(i0 + QT, T) - 1;
+        const int i_last = min(i0 + QT, L) - 1;
         const bool any = mask.sees_any(i0, i_last, w_key0, w_last, w_key0 <= w_last);
-        const bool edge = mask.hides_some(i0, i0 + QT - 1, w_key0, w_key0 + 15, i0 + QT > T || w_key0 + 16 > T);
+        const bool edge = mask.hides_some(i0, i0 + QT - 1, w_key0, w_key0 + 15, i0 + QT > L || w_key0 + 16 > S);
         if (any) {
             float p[QT / 8][4], ds[QT / 8][4];  // P^T, then dP^T -> dS^T: keys x queries
 #pragma unroll
             for (int nt = 0; nt < QT / 8; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) p[nt][e] = ds[nt][e] = 0.0f;
-            tc_warp_abt<D, QT, S>(p, k_s + 16 * warp * S, qs);   // S^T = K·Q^T, log2 units
-            tc_warp_abt<D, QT, S>(ds, v_s + 16 * warp * S, os);  // dP^T = V·dO^T
+            tc_warp_abt<D, QT, SP>(p, k_s + 16 * warp * SP, qs);   // SP^T = K·Q^T, log2 units
+            tc_warp_abt<D, QT, SP>(ds, v_s + 16 * warp * SP, os);  // dP^T = V·dO^T
 #pragma unroll
             for (int nt = 0; nt < QT / 8; ++nt)
 #pragma unroll
@@ -3923,22 +3933,23 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
                     float pe = exp2f(p[nt][e] - ls[x]);
                     if (edge) {
                         const int i = i0 + x, j = keys[e / 2];
-                        const bool visible = mask.visible(i, j, i < T && j < T);
+                        const bool visible = mask.visible(i, j, i < L && j < S);
                         if (!visible) pe = 0.0f;  // no gradient through a hidden key
                     }
                     p[nt][e] = pe;
                     ds[nt][e] = pe * (ds[nt][e] - dl[x]);
                 }
-            tc_warp_xb<QT, D, S>(dv_acc, p, os);   // dV += bf16(P^T)·dO
-            tc_warp_xb<QT, D, S>(dk_acc, ds, qs);  // dK += bf16(dS^T)·Q (Q scaled by scale·log2 e)
+            tc_warp_xb<QT, D, SP>(dv_acc, p, os);   // dV += bf16(P^T)·dO
+            tc_warp_xb<QT, D, SP>(dk_acc, ds, qs);  // dK += bf16(dS^T)·Q (Q scaled by scale·log2 e)
         }
         __syncthreads();  // every warp is done with this stage before it is refilled
     }
+    cp_async_wait<0>();  // a block whose keys no row sees (n_tiles = 0) leaves no copy in flight
 
     // dK = scale · dS^T·Q, and the Q here carries scale·log2 e: one factor ln 2 takes log2 e off.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        if (keys[r] >= T) continue;
+        if (keys[r] >= S) continue;
         const long at = (long)keys[r] * D + 2 * t;
 #pragma unroll
         for (int c = 0; c < D / 8; ++c) {
@@ -3952,51 +3963,51 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
 // k_s, v_s (2, 64, D+8), double-buffered key tiles.
 template <int D>
 __device__ __forceinline__ void attention_backward_dq_kernel2(
-    const unsigned short* __restrict__ q,      // (H, T, D) bf16, Q·scale·log2 e
-    const unsigned short* __restrict__ k,      // (H, T, D) bf16
-    const unsigned short* __restrict__ v,      // (H, T, D) bf16
-    const unsigned short* __restrict__ d_out,  // (H, T, D) bf16
-    const float* __restrict__ lse,             // (H, T) natural log
-    const float* __restrict__ delta,           // (H, T)
-    float* __restrict__ dq,                    // (H, T, D)
-    int T, float scale, int causal, int window, unsigned short* smem) {
-    constexpr int S = D + TC_PAD;
-    unsigned short* q_s = smem;                   // (TC_ROWS, S)
-    unsigned short* o_s = q_s + TC_ROWS * S;      // (TC_ROWS, S)
-    unsigned short* k_s = o_s + TC_ROWS * S;      // (2, TC_KEYS, S)
-    unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
+    const unsigned short* __restrict__ q,      // (H, L, D) bf16, Q·scale·log2 e
+    const unsigned short* __restrict__ k,      // (H / group, S, D) bf16
+    const unsigned short* __restrict__ v,      // (H / group, S, D) bf16
+    const unsigned short* __restrict__ d_out,  // (H, L, D) bf16
+    const float* __restrict__ lse,             // (H, L) natural log
+    const float* __restrict__ delta,           // (H, L)
+    float* __restrict__ dq,                    // (H, L, D)
+    int L, int S, int group, float scale, int causal, int window, int offset, unsigned short* smem) {
+    constexpr int SP = D + TC_PAD;
+    unsigned short* q_s = smem;                   // (TC_ROWS, SP)
+    unsigned short* o_s = q_s + TC_ROWS * SP;      // (TC_ROWS, SP)
+    unsigned short* k_s = o_s + TC_ROWS * SP;      // (2, TC_KEYS, SP)
+    unsigned short* v_s = k_s + 2 * TC_KEYS * SP;  // (2, TC_KEYS, SP)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const int tile = mask.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
     const int row0 = tile * TC_ROWS;
     const long head = blockIdx.z;
-    q += head * T * D;
-    k += head * T * D;
-    v += head * T * D;
-    d_out += head * T * D;
-    lse += head * T;
-    delta += head * T;
-    dq += head * T * D;
+    q += head * L * D;
+    k += head / group * S * D;  // query head h reads K/V head h / group
+    v += head / group * S * D;
+    d_out += head * L * D;
+    lse += head * L;
+    delta += head * L;
+    dq += head * L * D;
 
     // Key tiles any row of the block can see (kernel4's); the others are never loaded.
-    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, T);
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, L, S);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
-    tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
-    tc_load_rows<D>(o_s, d_out, row0, TC_ROWS, T);
-    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, T);
-    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, T);
+    tc_load_rows<D>(q_s, q, row0, TC_ROWS, L);
+    tc_load_rows<D>(o_s, d_out, row0, TC_ROWS, L);
+    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, S);
+    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, S);
     cp_async_commit();
 
     const int w_row0 = row0 + 16 * warp;
-    const int w_last = min(w_row0 + 15, T - 1);
+    const int w_last = min(w_row0 + 15, L - 1);
     const int rows[2] = {w_row0 + g, w_row0 + g + 8};
     float lse2[2], dl[2];  // the rows' lse in log2 units, and delta
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        lse2[r] = rows[r] < T ? lse[rows[r]] * TC_LOG2E : 0.0f;
-        dl[r] = rows[r] < T ? delta[rows[r]] : 0.0f;
+        lse2[r] = rows[r] < L ? lse[rows[r]] * TC_LOG2E : 0.0f;
+        dl[r] = rows[r] < L ? delta[rows[r]] : 0.0f;
     }
 
     float acc[D / 8][4];  // dQ / scale
@@ -4006,28 +4017,28 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     for (int n = 0; n < n_tiles; ++n) {
         const int j0 = j_begin + n * TC_KEYS, stage = n & 1;
         if (n + 1 < n_tiles) {
-            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, T);
-            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, T);
+            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * SP, k, j0 + TC_KEYS, TC_KEYS, S);
+            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * SP, v, j0 + TC_KEYS, TC_KEYS, S);
             cp_async_commit();
             cp_async_wait<1>();  // this tile has landed; the next one may still be in flight
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        const unsigned short* ks = k_s + stage * TC_KEYS * S;
-        const unsigned short* vs = v_s + stage * TC_KEYS * S;
+        const unsigned short* ks = k_s + stage * TC_KEYS * SP;
+        const unsigned short* vs = v_s + stage * TC_KEYS * SP;
 
-        const int j_last = min(j0 + TC_KEYS, T) - 1;
+        const int j_last = min(j0 + TC_KEYS, S) - 1;
         const bool any = mask.sees_any(w_row0, w_last, j0, j_last, w_row0 <= w_last);
-        const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, w_row0 + 16 > T || j0 + TC_KEYS > T);
+        const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, w_row0 + 16 > L || j0 + TC_KEYS > S);
         if (any) {
-            float s[TC_KEYS / 8][4], ds[TC_KEYS / 8][4];  // S, then dP -> dS: queries x keys
+            float s[TC_KEYS / 8][4], ds[TC_KEYS / 8][4];  // SP, then dP -> dS: queries x keys
 #pragma unroll
             for (int nt = 0; nt < TC_KEYS / 8; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) s[nt][e] = ds[nt][e] = 0.0f;
-            tc_warp_abt<D, TC_KEYS, S>(s, q_s + 16 * warp * S, ks);   // S = Q·K^T, log2 units
-            tc_warp_abt<D, TC_KEYS, S>(ds, o_s + 16 * warp * S, vs);  // dP = dO·V^T
+            tc_warp_abt<D, TC_KEYS, SP>(s, q_s + 16 * warp * SP, ks);   // SP = Q·K^T, log2 units
+            tc_warp_abt<D, TC_KEYS, SP>(ds, o_s + 16 * warp * SP, vs);  // dP = dO·V^T
 #pragma unroll
             for (int nt = 0; nt < TC_KEYS / 8; ++nt)
 #pragma unroll
@@ -4035,19 +4046,20 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
                     float pe = exp2f(s[nt][e] - lse2[e / 2]);
                     if (edge) {
                         const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
-                        const bool visible = mask.visible(i, j, i < T && j < T);
+                        const bool visible = mask.visible(i, j, i < L && j < S);
                         if (!visible) pe = 0.0f;
                     }
                     ds[nt][e] = pe * (ds[nt][e] - dl[e / 2]);
                 }
-            tc_warp_xb<TC_KEYS, D, S>(acc, ds, ks);  // dQ += bf16(dS)·K
+            tc_warp_xb<TC_KEYS, D, SP>(acc, ds, ks);  // dQ += bf16(dS)·K
         }
         __syncthreads();
     }
+    cp_async_wait<0>();  // a block whose rows see no key (n_tiles <= 0) leaves no copy in flight
 
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        if (rows[r] >= T) continue;
+        if (rows[r] >= L) continue;
         float* o = dq + (long)rows[r] * D + 2 * t;
 #pragma unroll
         for (int c = 0; c < D / 8; ++c)
@@ -4063,34 +4075,40 @@ extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_backward_dkdv_kernel2_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                     const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                     const float* __restrict__ lse, const float* __restrict__ delta,
-                                    float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
+                                    float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
+                                    int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dkdv_kernel2<64, TC_BWD_QUERIES_D64>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+    attention_backward_dkdv_kernel2<64, TC_BWD_QUERIES_D64>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
+                                                             tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_backward_dkdv_kernel2_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                      const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                      const float* __restrict__ lse, const float* __restrict__ delta,
-                                     float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
+                                     float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
+                                    int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dkdv_kernel2<128, TC_BWD_QUERIES_D128>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+    attention_backward_dkdv_kernel2<128, TC_BWD_QUERIES_D128>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
+                                                             tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_backward_dq_kernel2_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                   const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                   const float* __restrict__ lse, const float* __restrict__ delta,
-                                  float* __restrict__ dq, int T, float scale, int causal, int window) {
+                                  float* __restrict__ dq, int L, int S, int group, float scale, int causal,
+                                  int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, T, scale, causal, window, tc_smem);
+    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_backward_dq_kernel2_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                    const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
-                                   float* __restrict__ dq, int T, float scale, int causal, int window) {
+                                   float* __restrict__ dq, int L, int S, int group, float scale, int causal,
+                                  int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, T, scale, causal, window, tc_smem);
+    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
 }

@@ -96,3 +96,22 @@ def test_reference_backward_matches_torch_autograd():
     out.backward(torch.tensor(d_out, dtype=torch.float64))
     for name, t in (("dq", tq), ("dk", tk), ("dv", tv)):
         np.testing.assert_allclose(getattr(exact, name), t.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+BF16_CASES = [  # H, H_kv, L, S, mask: past the 64-key / 64-query tiles, L < S, L > S, L = 1
+    (4, 2, 9, 70, MaskSpec("causal")),
+    (2, 1, 70, 20, MaskSpec("causal")),
+    (8, 1, 1, 33, MaskSpec("window", 8)),
+]
+
+
+@pytest.mark.parametrize("H, H_kv, L, S, mask", BF16_CASES)
+def test_bf16_backward_lengths_and_groups(cpu_each_schedule, H, H_kv, L, S, mask):
+    """The tensor-core backward (bf16 operands): within bf16's rounding of the float64 gradients
+    (2e-2 of the largest entry, where a wrong head or offset gives errors of order 1)."""
+    q, k, v, d_out = inputs(H, H_kv, L, S, 64, 64, seed=11)
+    exact = reference_backward.backward(q, k, v, d_out, mask)
+    got = cpu_each_schedule.attention_backward_fused(q, k, v, d_out, mask=mask, scaled=True, precision="bf16")
+    for name in ("dq", "dk", "dv"):
+        assert getattr(got, name).shape == getattr(exact, name).shape, name
+        assert rel_err(getattr(got, name), getattr(exact, name)) < 2e-2, (name, got.kernels)
