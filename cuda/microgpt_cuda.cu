@@ -189,51 +189,57 @@
 //                    (H,splits,d_v),(H,splits) -> (H,d_v),(H); grid (1, 1, H), block (128);
 //                    registers <= 40
 //
-// Backward, given dO = dL/dO (H, T, d_v); staged, one launch per stage like the forward:
+// Backward, given dO = dL/dO (H, L, d_v); staged, one launch per stage like the forward. L
+// queries against S keys (the Mask's offset, as the forward), H query heads over H_kv K/V heads:
+// dK, dV (H_kv, S, d) summed over each K/V head's group inside the kernel (no atomics):
 //
-//   dv_kernel1       dV = P^T · dO                              (H,T,T),(H,T,d_v) -> (H,T,d_v)
+//   dv_kernel1       dV = sum over the group of P^T · dO      (H,L,S),(H,L,d_v) -> (H_kv,S,d_v)
 //                    16x16 output tile per block; only the query tiles that see its keys (the
 //                    Mask's query_rows: causal, none above key row j; a window, none past its reach).
-//                    grid (ceil(d_v/16), ceil(T/16), H), block (16, 16); registers <= 40
-//   dp_kernel1       dP = dO · V^T (scores_kernel1's product)  (H,T,d_v),(H,T,d_v) -> (H,T,T)
-//                    grid (ceil(T/16), ceil(T/16), H), block (16, 16); registers <= 40
+//                    grid (ceil(d_v/16), ceil(S/16), H_kv), block (16, 16); registers <= 40
+//   dp_kernel1       dP = dO · V^T (scores_kernel1's product)  (H,L,d_v),(H_kv,S,d_v) -> (H,L,S)
+//                    grid (ceil(S/16), ceil(L/16), H), block (16, 16); registers <= 40
 //   ds_kernel1       dS = P ∘ (dP − rowsum(dP ∘ P)): the gradient through the softmax, exactly 0
-//                    where the mask hid a key (P = 0 there)   (H,T,T),(H,T,T) -> (H,T,T)
-//                    one warp per row; grid (ceil(T/rows), 1, H), block (32, rows); registers <= 40
-//   dq_kernel1       dQ = scale · dS · K (av_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
-//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
-//   dk_kernel1       dK = scale · dS^T · Q (dv_kernel1's product) (H,T,T),(H,T,d_k) -> (H,T,d_k)
-//                    grid (ceil(d_k/16), ceil(T/16), H), block (16, 16); registers <= 40
+//                    where the mask hid a key (P = 0 there)   (H,L,S),(H,L,S) -> (H,L,S)
+//                    one warp per row; grid (ceil(L/rows), 1, H), block (32, rows); registers <= 40
+//   dq_kernel1       dQ = scale · dS · K (av_kernel1's product) (H,L,S),(H_kv,S,d_k) -> (H,L,d_k)
+//                    grid (ceil(d_k/16), ceil(L/16), H), block (16, 16); registers <= 40
+//   dk_kernel1       dK = scale · dS^T · Q (dv_kernel1's product) (H,L,S),(H,L,d_k) -> (H_kv,S,d_k)
+//                    grid (ceil(d_k/16), ceil(S/16), H_kv), block (16, 16); registers <= 40
 //   dv_kernel2, dq_kernel2, dk_kernel2   the same dV, dQ, dK, 64x64 outputs per block, 8x8 per
 //                    thread (av_kernel2's tile; dV and dK read P and dS transposed): 4 float4
 //                    shared loads feed 64 FMAs, 16x fewer loads per FMA than kernel1; the
 //                    register prefetch (dV, dK: a whole slice, 16 registers; dQ: halves, 8).
-//                    The Mask's ranges, as kernel1's (dQ from key 0, as av_kernel2).
-//                    grid (ceil(d/64), ceil(T/64), H), block (64)
+//                    The Mask's ranges, as kernel1's (dQ from key 0, as av_kernel2). dQ stacks
+//                    a group's query heads as av_kernel2; dV, dK one k range over its stacked rows.
+//                    grid dV, dK (ceil(d/64), ceil(S/64), H_kv); dQ (ceil(d/64), ceil(group·L/64),
+//                    H_kv); block (64)
 //                    (__launch_bounds__(64, 8)); registers <= 128, <= 128, <= 128
 //   dp_kernel2       the same dP, scores_kernel2's tile: 128x128 outputs per block.
-//                    grid (ceil(T/128), ceil(T/128), H), block (256) (__launch_bounds__(256, 2));
+//                    grid (ceil(S/128), ceil(group·L/128), H_kv), block (256) (__launch_bounds__(256, 2));
 //                    registers <= 128
 //
-// Fused backward, FlashAttention-2 style: P recomputed from Q, K and the saved lse, no T×T matrix
-// (so training memory grows with T, not T^2); d_k, d_v <= 128:
+// Fused backward, FlashAttention-2 style: P recomputed from Q, K and the saved lse, no L×S matrix
+// (so training memory grows with T, not T^2); d_k, d_v <= 128; L != S and grouped heads as above:
 //
 //   attention_backward_delta_kernel1   delta_i = dO[i] · O[i] = rowsum(dP ∘ P)[i]
-//                    (H,T,d_v),(H,T,d_v) -> (H,T); one warp per row, grid (ceil(T/rows), 1, H),
+//                    (H,L,d_v),(H,L,d_v) -> (H,L); one warp per row, grid (ceil(L/rows), 1, H),
 //                    block (32, rows); registers <= 40
 //   attention_backward_dkdv_kernel1    dK, dV for a tile of 32 keys per block, walking the query
-//                    rows that see them; dK, dV accumulate in registers. -> (H,T,d_k),(H,T,d_v)
-//                    grid (ceil(T/32), 1, H), block (32, 8) (8 rows exactly: the register budget),
+//                    rows that see them in each query head of its K/V head's group in turn; dK,
+//                    dV accumulate in registers. -> (H_kv,S,d_k),(H_kv,S,d_v)
+//                    grid (ceil(S/32), 1, H_kv), block (32, 8) (8 rows exactly: the register budget),
 //                    shared_mem = 4 * (32 * ((d_k | 1) + (d_v | 1)) + 8 * (d_k + d_v) + 2 * 8 * 32)
 //                    registers <= 128
 //   attention_backward_dq_kernel1      dQ, one warp per query row, walking its key tiles like the
-//                    forward. -> (H,T,d_k); grid (ceil(T/rows), 1, H), block (32, rows),
+//                    forward. -> (H,L,d_k); grid (ceil(L/rows), 1, H), block (32, rows),
 //                    shared_mem = 4 * (rows * (d_k + d_v) + 32 * ((d_k | 1) + (d_v | 1))); registers <= 64
 //                    (56 before the causal block order: its division by H moves the head's
 //                    pointers off the uniform registers on sm_80)
 //
 // Backward on tensor cores, FlashAttention-2's on mma.sync (bf16 operands, fp32 sums; sm_80+),
-// after the rowsum term by attention_backward_delta_kernel1; d_k = d_v = d = 64 or 128:
+// after the rowsum term by attention_backward_delta_kernel1; d_k = d_v = d = 64 or 128; L != S
+// and grouped heads as above (dkdv: a block walks its group's query heads' tiles as one pipeline):
 //
 //   attention_fused_lse_kernel4_d64, attention_fused_lse_kernel4_d128   kernel4, also writing
 //                    each row's logsumexp (H, T) for the backward; kernel4's geometry.
@@ -246,12 +252,12 @@
 //                    dV += P^T·dO and dK += dS^T·Q (ldmatrix.trans for dO and Q): rounded to bf16,
 //                    never stored; dK, dV in fp32 registers. Against dkdv_kernel1: tensor cores,
 //                    and each Q/dO value read from shared memory feeds 16 keys (kernel1: 1).
-//                    grid (ceil(T/64), 1, H), block (128), shared_mem = 2 * (128 + 4 * QT) * (d + 8)
+//                    grid (ceil(S/64), 1, H_kv), block (128), shared_mem = 2 * (128 + 4 * QT) * (d + 8)
 //                    + 16 * QT bytes (56,320; 70,144: the launcher opts in); registers <= 200, <= 255
 //   attention_backward_dq_kernel2_d64, attention_backward_dq_kernel2_d128   dQ: 4 warps x 16
 //                    queries per block walking their key tiles as kernel4 does; S, dP by mma, dS
 //                    rounded to bf16 as dQ += dS·K's A operand. A pass of its own, not atomics: the
-//                    same bits on every run. grid (ceil(T/64), 1, H), block (128),
+//                    same bits on every run. grid (ceil(L/64), 1, H), block (128),
 //                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 216
 //
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
@@ -3249,12 +3255,22 @@ extern "C" __global__ void attention_decode_merge_kernel1(const float* __restric
 // course's argument for the division by sqrt(d_k).
 // ------------------------------------------------------------------------------------------------
 
-// scale · A^T · B for A (T, T) and B (T, d): out[j][c] = scale · sum_i A[i][j] · B[i][c], one 16x16
-// output tile per block. The body of dv_kernel1 (A = P, B = dO) and dk_kernel1 (A = dS, B = Q).
-__device__ __forceinline__ void transposed_product(const float* __restrict__ a,  // (T, T)
-                                                   const float* __restrict__ b,  // (T, d)
-                                                   float* __restrict__ out,      // (T, d)
-                                                   int T, int d, float scale, int causal, int window) {
+// L queries against S keys, H query heads over H_kv = H / group K/V heads (query head h reads K/V
+// head h / group, as the forward): P, dP and dS are (H, L, S); dQ (H, L, d_k); dK and dV
+// (H_kv, S, d) are the sums over the `group` query heads that read each K/V head. Those sums
+// are made inside the dK/dV kernels, not by atomics nor by a per-query-head partial and a
+// second pass: a block owns some keys of one K/V head and walks its group's query heads one
+// after the other, so each dK/dV element is summed by one thread in one fixed order (the same
+// bits on every run) and no (H, S, d) partial is ever stored. The group's heads lie one after
+// the other in P, dS, dO and Q, so their rows stacked are one (group·L)-row operand.
+
+// scale · A^T · B summed over a group: out[j][c] = scale · sum_h sum_i A_h[i][j] · B_h[i][c], for
+// A_h (L, S) and B_h (L, d) the group's heads, one 16x16 output tile per block. The body of
+// dv_kernel1 (A = P, B = dO) and dk_kernel1 (A = dS, B = Q).
+__device__ __forceinline__ void transposed_product(const float* __restrict__ a,  // (group, L, S)
+                                                   const float* __restrict__ b,  // (group, L, d)
+                                                   float* __restrict__ out,      // (S, d)
+                                                   int L, int S, int d, int group, float scale, const Mask mask) {
     __shared__ float a_tile[TILE][TILE + 1];  // a_tile[r][c] = A[i0 + r][row0 + c]
     __shared__ float b_tile[TILE][TILE + 1];  // b_tile[r][c] = B[i0 + r][col0 + c]
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -3262,113 +3278,121 @@ __device__ __forceinline__ void transposed_product(const float* __restrict__ a, 
     const int j = row0 + ty, c = col0 + tx;  // this thread's output: key row j, column c
 
     // A[i][j] = 0 wherever the Mask hides key j from row i (P and dS vanish there): output row j
-    // gathers only from the query rows that see this block's keys (causal: i >= row0; a window:
-    // none past the last key's window), so the row tiles outside them are skipped.
-    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, TILE, T);
+    // gathers only from the query rows that see this block's keys (causal: none before the row at
+    // the first key's position; a window: none past the last key's reach), in every head of the
+    // group, so the row tiles outside them are skipped.
+    const QueryRows qr = mask.query_rows(row0, TILE, L);
     float acc = 0.0f;
-    for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += TILE) {
-        const int ai = i0 + ty, aj = row0 + tx, bc = col0 + tx;
-        a_tile[ty][tx] = (ai < T && aj < T) ? a[(long)ai * T + aj] : 0.0f;  // coalesced along j
-        b_tile[ty][tx] = (ai < T && bc < d) ? b[(long)ai * d + bc] : 0.0f;
-        __syncthreads();
-        for (int ii = 0; ii < TILE; ++ii) acc += a_tile[ii][ty] * b_tile[ii][tx];
-        __syncthreads();
+    for (int h = 0; h < group; ++h) {
+        const float* ah = a + (long)h * L * S;
+        const float* bh = b + (long)h * L * d;
+        for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += TILE) {
+            const int ai = i0 + ty, aj = row0 + tx, bc = col0 + tx;
+            a_tile[ty][tx] = (ai < L && aj < S) ? ah[(long)ai * S + aj] : 0.0f;  // coalesced along j
+            b_tile[ty][tx] = (ai < L && bc < d) ? bh[(long)ai * d + bc] : 0.0f;
+            __syncthreads();
+            for (int ii = 0; ii < TILE; ++ii) acc += a_tile[ii][ty] * b_tile[ii][tx];
+            __syncthreads();
+        }
     }
-    if (j < T && c < d) out[(long)j * d + c] = acc * scale;
+    if (j < S && c < d) out[(long)j * d + c] = acc * scale;
 }
 
-extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, T, T)
-                                      const float* __restrict__ d_out,    // (H, T, d_v)
-                                      float* __restrict__ dv,             // (H, T, d_v)
-                                      int T, int d_v, int causal, int window) {
-    const long head = blockIdx.z;
-    transposed_product(weights + head * T * T, d_out + head * T * d_v, dv + head * T * d_v, T, d_v, 1.0f, causal,
-                       window);
+extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, L, S)
+                                      const float* __restrict__ d_out,    // (H, L, d_v)
+                                      float* __restrict__ dv,             // (H / group, S, d_v)
+                                      int L, int S, int d_v, int group, int causal, int window, int offset) {
+    const long kv_head = blockIdx.z;  // its query heads: kv_head·group .. + group - 1
+    transposed_product(weights + kv_head * group * L * S, d_out + kv_head * group * L * d_v, dv + kv_head * S * d_v,
+                       L, S, d_v, group, 1.0f, Mask::from_args(causal, window, offset));
 }
 
-extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, T, d_v)
-                                      const float* __restrict__ v,      // (H, T, d_v)
-                                      float* __restrict__ dp,           // (H, T, T)
-                                      int T, int d_v) {
+extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, L, d_v)
+                                      const float* __restrict__ v,      // (H / group, S, d_v)
+                                      float* __restrict__ dp,           // (H, L, S)
+                                      int L, int S, int d_v, int group) {
     // dP[i][j] = dO[i] · V[j]: scores_kernel1's product A·B^T, with dO and V for Q and K.
     __shared__ float o_tile[TILE][TILE + 1];  // o_tile[r][c] = dO[row0 + r][c0 + c]
     __shared__ float v_tile[TILE][TILE + 1];  // v_tile[r][c] = V[col0 + r][c0 + c]
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     const long head = blockIdx.z;
-    d_out += head * T * d_v;
-    v += head * T * d_v;
-    dp += head * T * T;
+    d_out += head * L * d_v;
+    v += head / group * S * d_v;  // query head h reads V head h / group
+    dp += head * L * S;
 
     const int i = row0 + ty, j = col0 + tx;
     float acc = 0.0f;
     for (int c0 = 0; c0 < d_v; c0 += TILE) {
         const int orow = row0 + ty, vrow = col0 + ty, c = c0 + tx;
-        o_tile[ty][tx] = (orow < T && c < d_v) ? d_out[(long)orow * d_v + c] : 0.0f;
-        v_tile[ty][tx] = (vrow < T && c < d_v) ? v[(long)vrow * d_v + c] : 0.0f;
+        o_tile[ty][tx] = (orow < L && c < d_v) ? d_out[(long)orow * d_v + c] : 0.0f;
+        v_tile[ty][tx] = (vrow < S && c < d_v) ? v[(long)vrow * d_v + c] : 0.0f;
         __syncthreads();
         for (int cc = 0; cc < TILE; ++cc) acc += o_tile[ty][cc] * v_tile[tx][cc];
         __syncthreads();
     }
-    if (i < T && j < T) dp[(long)i * T + j] = acc;
+    if (i < L && j < S) dp[(long)i * S + j] = acc;
 }
 
-extern "C" __global__ void ds_kernel1(const float* __restrict__ weights,  // (H, T, T)
-                                      const float* __restrict__ dp,       // (H, T, T)
-                                      float* __restrict__ ds,             // (H, T, T)
-                                      int T) {
+extern "C" __global__ void ds_kernel1(const float* __restrict__ weights,  // (H, L, S)
+                                      const float* __restrict__ dp,       // (H, L, S)
+                                      float* __restrict__ ds,             // (H, L, S)
+                                      int L, int S) {
     // One warp per row, as softmax_kernel2: the row's sum_j dP[i][j]·P[i][j] is one warp sum,
     // then every entry is P[i][j]·(dP[i][j] − that sum). This is the softmax Jacobian
-    // diag(p) − p·p^T times the row dP, in O(T) instead of the O(T^2) the matrix would cost.
+    // diag(p) − p·p^T times the row dP, in O(S) instead of the O(S^2) the matrix would cost.
     const int i = blockIdx.x * blockDim.y + threadIdx.y;
     const int lane = threadIdx.x;
-    if (i >= T) return;  // the whole warp leaves together
-    const long row = (long)blockIdx.z * T * T + (long)i * T;
+    if (i >= L) return;  // the whole warp leaves together
+    const long row = (long)blockIdx.z * L * S + (long)i * S;
     const float* p = weights + row;
     const float* g = dp + row;
 
     float dot = 0.0f;
-    for (int j = lane; j < T; j += 32) dot += p[j] * g[j];
+    for (int j = lane; j < S; j += 32) dot += p[j] * g[j];
     const float row_dot = warp_sum(dot);
     // p[j] = 0 exactly where the mask hid key j, so ds there is exactly 0 (0 · finite)
-    for (int j = lane; j < T; j += 32) ds[row + j] = p[j] * (g[j] - row_dot);
+    for (int j = lane; j < S; j += 32) ds[row + j] = p[j] * (g[j] - row_dot);
 }
 
-extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, T, T)
-                                      const float* __restrict__ k,   // (H, T, d_k)
-                                      float* __restrict__ dq,        // (H, T, d_k)
-                                      int T, int d_k, float scale, int causal, int window) {
+extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, L, S)
+                                      const float* __restrict__ k,   // (H / group, S, d_k)
+                                      float* __restrict__ dq,        // (H, L, d_k)
+                                      int L, int S, int d_k, int group, float scale, int causal, int window,
+                                      int offset) {
     // dQ = scale · dS · K: av_kernel1's product P·V with dS and K, and the scale on the store.
     __shared__ float s_tile[TILE][TILE + 1];  // s_tile[r][c] = dS[row0 + r][j0 + c]
     __shared__ float k_tile[TILE][TILE + 1];  // k_tile[r][c] = K[j0 + r][col0 + c]
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
     const long head = blockIdx.z;
-    ds += head * T * T;
-    k += head * T * d_k;
-    dq += head * T * d_k;
+    ds += head * L * S;
+    k += head / group * S * d_k;  // query head h reads K head h / group
+    dq += head * L * d_k;
 
     // dS[i][j] = 0 wherever the Mask hides key j: only the key tiles the block's rows see (as av_kernel1)
-    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<TILE>(row0, TILE, T);
+    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<TILE>(row0, TILE, L, S);
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
     for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
         const int sj = j0 + tx, kj = j0 + ty;
-        s_tile[ty][tx] = (i < T && sj < T) ? ds[(long)i * T + sj] : 0.0f;
-        k_tile[ty][tx] = (kj < T && c < d_k) ? k[(long)kj * d_k + c] : 0.0f;
+        s_tile[ty][tx] = (i < L && sj < S) ? ds[(long)i * S + sj] : 0.0f;
+        k_tile[ty][tx] = (kj < S && c < d_k) ? k[(long)kj * d_k + c] : 0.0f;
         __syncthreads();
         for (int jj = 0; jj < TILE; ++jj) acc += s_tile[ty][jj] * k_tile[jj][tx];
         __syncthreads();
     }
-    if (i < T && c < d_k) dq[(long)i * d_k + c] = acc * scale;
+    if (i < L && c < d_k) dq[(long)i * d_k + c] = acc * scale;
 }
 
-extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, T, T)
-                                      const float* __restrict__ q,   // (H, T, d_k)
-                                      float* __restrict__ dk,        // (H, T, d_k)
-                                      int T, int d_k, float scale, int causal, int window) {
-    const long head = blockIdx.z;
-    transposed_product(ds + head * T * T, q + head * T * d_k, dk + head * T * d_k, T, d_k, scale, causal, window);
+extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, L, S)
+                                      const float* __restrict__ q,   // (H, L, d_k)
+                                      float* __restrict__ dk,        // (H / group, S, d_k)
+                                      int L, int S, int d_k, int group, float scale, int causal, int window,
+                                      int offset) {
+    const long kv_head = blockIdx.z;
+    transposed_product(ds + kv_head * group * L * S, q + kv_head * group * L * d_k, dk + kv_head * S * d_k, L, S, d_k,
+                       group, scale, Mask::from_args(causal, window, offset));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -3377,54 +3401,73 @@ extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, T, T
 // dk_kernel2 av_kernel2's with A read transposed (A_KM): a k-slice of P or dS is a row segment,
 // read coalesced along the key rows the block owns. Each k range is the Mask's: dq stops after
 // the keys its rows see, as av_kernel2 does; dv and dk take the query rows that see the block's
-// keys (mask.query_rows: under causal none before the block's first key), out to whole float4s.
+// keys (mask.query_rows: under causal none before the block's first key's row), out to whole
+// float4s. Grouped heads: dp and dq stack the group's query heads as av_kernel2 does, one
+// (group·L)-row product against the one K/V head; dv and dk sum over the group as one k range
+// over the stacked rows, from the first head's first row that sees the block's keys to the last
+// head's last: the rows between that see none of them (the middle heads' rows outside the
+// range) hold P = dS = 0 exactly and add nothing, so one k loop serves the whole group (a loop
+// per head would have to carry the 64 accumulators across gemm_tile_8x8 calls).
 
-// A k range's end rounded up to a multiple of 4 within T: gemm_tile_8x8 copies float4s only where
-// every edge falls on one (P and dS are exactly 0 in the rows it adds, past the Mask's range).
-__device__ __forceinline__ int float4_end(int k_end, int T) { return min(T, (k_end + 3) / 4 * 4); }
+// A k range's end rounded up to a multiple of 4 within n rows: gemm_tile_8x8 copies float4s only
+// where every edge falls on one (P and dS are exactly 0 in the rows it adds, past the Mask's range).
+__device__ __forceinline__ int float4_end(int k_end, int n) { return min(n, (k_end + 3) / 4 * 4); }
 
-extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __restrict__ weights,  // (H, T, T)
-                                                               const float* __restrict__ d_out,    // (H, T, d_v)
-                                                               float* __restrict__ dv,             // (H, T, d_v)
-                                                               int T, int d_v, int causal, int window) {
-    const long head = blockIdx.z;
+extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __restrict__ weights,  // (H, L, S)
+                                                               const float* __restrict__ d_out,    // (H, L, d_v)
+                                                               float* __restrict__ dv,             // (H / group, S, d_v)
+                                                               int L, int S, int d_v, int group, int causal, int window,
+                                                               int offset) {
+    const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;  // key rows row0 .. row0 + 63 of dV
-    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, 64, T);
-    gemm_tile_8x8<64, 64, false, true>(weights + head * T * T, T, d_out + head * T * d_v, d_v, dv + head * T * d_v,
-                                       d_v, T, d_v, float4_end(qr.i_end, T), row0, blockIdx.x * 64, qr.i_begin);
+    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    gemm_tile_8x8<64, 64, false, true>(weights + kv_head * group * L * S, S, d_out + kv_head * group * L * d_v, d_v,
+                                       dv + kv_head * S * d_v, d_v, S, d_v,
+                                       float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
+                                       qr.i_begin);
 }
 
-extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __restrict__ ds,  // (H, T, T)
-                                                               const float* __restrict__ k,   // (H, T, d_k)
-                                                               float* __restrict__ dq,        // (H, T, d_k)
-                                                               int T, int d_k, float scale, int causal, int window) {
-    const long head = blockIdx.z;
+extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __restrict__ ds,  // (H, L, S)
+                                                               const float* __restrict__ k,   // (H / group, S, d_k)
+                                                               float* __restrict__ dq,        // (H, L, d_k)
+                                                               int L, int S, int d_k, int group, float scale,
+                                                               int causal, int window, int offset) {
+    // av_kernel2's stacking: grid (ceil(d_k/64), ceil(group·L/64), H / group); a block's rows run
+    // over positions row0 % L .. (into the next head's first rows, which see fewer keys).
+    const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
     // dS = 0 past the keys the block's rows see; from key 0 as av_kernel2 (k_begin = kt.j_begin: 3
     // more instructions a k-slice on sm_90)
-    const KeyTiles kt = Mask::from_args(causal, window).key_tiles<GEMM_BK>(row0, 64, T);
-    gemm_tile_8x8<64, 64, false>(ds + head * T * T, T, k + head * T * d_k, d_k, dq + head * T * d_k, d_k, T, d_k,
-                                 kt.j_end, row0, blockIdx.x * 64, 0, scale);
+    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
+    gemm_tile_8x8<64, 64, false>(ds + kv_head * group * L * S, S, k + kv_head * S * d_k, d_k,
+                                 dq + kv_head * group * L * d_k, d_k, group * L, d_k, kt.j_end, row0, blockIdx.x * 64,
+                                 0, scale);
 }
 
-extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __restrict__ ds,  // (H, T, T)
-                                                               const float* __restrict__ q,   // (H, T, d_k)
-                                                               float* __restrict__ dk,        // (H, T, d_k)
-                                                               int T, int d_k, float scale, int causal, int window) {
-    const long head = blockIdx.z;
+extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __restrict__ ds,  // (H, L, S)
+                                                               const float* __restrict__ q,   // (H, L, d_k)
+                                                               float* __restrict__ dk,        // (H / group, S, d_k)
+                                                               int L, int S, int d_k, int group, float scale,
+                                                               int causal, int window, int offset) {
+    const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const QueryRows qr = Mask::from_args(causal, window).query_rows(row0, 64, T);
-    gemm_tile_8x8<64, 64, false, true>(ds + head * T * T, T, q + head * T * d_k, d_k, dk + head * T * d_k, d_k, T,
-                                       d_k, float4_end(qr.i_end, T), row0, blockIdx.x * 64, qr.i_begin, scale);
+    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    gemm_tile_8x8<64, 64, false, true>(ds + kv_head * group * L * S, S, q + kv_head * group * L * d_k, d_k,
+                                       dk + kv_head * S * d_k, d_k, S, d_k,
+                                       float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
+                                       qr.i_begin, scale);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __restrict__ d_out,  // (H, T, d_v)
-                                                                const float* __restrict__ v,      // (H, T, d_v)
-                                                                float* __restrict__ dp,           // (H, T, T)
-                                                                int T, int d_v) {
-    const long head = blockIdx.z;
-    gemm_tile_8x8<128, 128, true>(d_out + head * T * d_v, d_v, v + head * T * d_v, d_v, dp + head * T * T, T,
-                                  T, T, d_v, blockIdx.y * 128, blockIdx.x * 128);
+extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __restrict__ d_out,  // (H, L, d_v)
+                                                                const float* __restrict__ v,      // (H / group, S, d_v)
+                                                                float* __restrict__ dp,           // (H, L, S)
+                                                                int L, int S, int d_v, int group) {
+    // the group's dO rows stacked, (group·L, d_v), against the one V: grid (ceil(S/128),
+    // ceil(group·L/128), H / group)
+    const long kv_head = blockIdx.z;
+    gemm_tile_8x8<128, 128, true>(d_out + kv_head * group * L * d_v, d_v, v + kv_head * S * d_v, d_v,
+                                  dp + kv_head * group * L * S, S, group * L, S, d_v, blockIdx.y * 128,
+                                  blockIdx.x * 128);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -3443,31 +3486,34 @@ extern "C" __global__ void __launch_bounds__(256, 2) dp_kernel2(const float* __r
 
 #define FUSED_BWD_ROWS 8  // query rows (warps) per block of the dkdv kernel: its register budget
 
-extern "C" __global__ void attention_backward_delta_kernel1(const float* __restrict__ d_out,  // (H, T, d_v)
-                                                            const float* __restrict__ out,    // (H, T, d_v)
-                                                            float* __restrict__ delta,        // (H, T)
-                                                            int T, int d_v) {
+extern "C" __global__ void attention_backward_delta_kernel1(const float* __restrict__ d_out,  // (H, L, d_v)
+                                                            const float* __restrict__ out,    // (H, L, d_v)
+                                                            float* __restrict__ delta,        // (H, L)
+                                                            int L, int d_v) {
     const int i = blockIdx.x * blockDim.y + threadIdx.y;
     const int lane = threadIdx.x;
-    if (i >= T) return;  // the whole warp leaves together
-    const long row = (long)blockIdx.z * T * d_v + (long)i * d_v;
+    if (i >= L) return;  // the whole warp leaves together
+    const long row = (long)blockIdx.z * L * d_v + (long)i * d_v;
     float dot = 0.0f;
     for (int c = lane; c < d_v; c += 32) dot += d_out[row + c] * out[row + c];
     dot = warp_sum(dot);
-    if (lane == 0) delta[(long)blockIdx.z * T + i] = dot;
+    if (lane == 0) delta[(long)blockIdx.z * L + i] = dot;
 }
 
-extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restrict__ q,      // (H, T, d_k)
-                                                           const float* __restrict__ k,      // (H, T, d_k)
-                                                           const float* __restrict__ v,      // (H, T, d_v)
-                                                           const float* __restrict__ d_out,  // (H, T, d_v)
-                                                           const float* __restrict__ lse,    // (H, T)
-                                                           const float* __restrict__ delta,  // (H, T)
-                                                           float* __restrict__ dk,           // (H, T, d_k)
-                                                           float* __restrict__ dv,           // (H, T, d_v)
-                                                           int T, int d_k, int d_v, float scale,
-                                                           int causal, int window) {
-    // grid (ceil(T / 32), 1, H), block (32, FUSED_BWD_ROWS). Dynamic shared memory, in floats:
+extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restrict__ q,      // (H, L, d_k)
+                                                           const float* __restrict__ k,      // (H / group, S, d_k)
+                                                           const float* __restrict__ v,      // (H / group, S, d_v)
+                                                           const float* __restrict__ d_out,  // (H, L, d_v)
+                                                           const float* __restrict__ lse,    // (H, L)
+                                                           const float* __restrict__ delta,  // (H, L)
+                                                           float* __restrict__ dk,           // (H / group, S, d_k)
+                                                           float* __restrict__ dv,           // (H / group, S, d_v)
+                                                           int L, int S, int d_k, int d_v, int group, float scale,
+                                                           int causal, int window, int offset) {
+    // grid (ceil(S / 32), 1, H / group), block (32, FUSED_BWD_ROWS). A block owns 32 keys of one
+    // K/V head and walks the query rows that see them in each of the group's query heads in
+    // turn, so dK and dV are summed over the group in its registers, in one fixed order: no
+    // atomics, no per-query-head partial in memory. Dynamic shared memory, in floats:
     //   k_s  (32, d_k | 1), v_s (32, d_v | 1)   this block's keys; odd strides: lane j reads row j
     //   q_s  (rows, d_k), o_s (rows, d_v)       the current query rows and their dO
     //   p_s  (rows, 32), g_s (rows, 32)         their P and dS against this block's keys
@@ -3484,63 +3530,65 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     float* p_s = o_s + rows * d_v;
     float* g_s = p_s + rows * FUSED_KEYS;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, false);  // causal: the first keys see the most rows
     const int j0 = work.tile * FUSED_KEYS;
-    const long head = work.head;
-    q += head * T * d_k;
-    k += head * T * d_k;
-    v += head * T * d_v;
-    d_out += head * T * d_v;
-    lse += head * T;
-    delta += head * T;
-    dk += head * T * d_k;
-    dv += head * T * d_v;
+    const long kv_head = work.head;
+    k += kv_head * S * d_k;
+    v += kv_head * S * d_v;
+    dk += kv_head * S * d_k;
+    dv += kv_head * S * d_v;
 
     for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
         const int jj = idx / d_k, c = idx % d_k;
-        k_s[jj * ks + c] = (j0 + jj < T) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
+        k_s[jj * ks + c] = (j0 + jj < S) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
     }
     for (int idx = tid; idx < FUSED_KEYS * d_v; idx += n_threads) {
         const int jj = idx / d_v, c = idx % d_v;
-        v_s[jj * vs + c] = (j0 + jj < T) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
+        v_s[jj * vs + c] = (j0 + jj < S) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
     }
 
-    // The query rows that see any of keys j0 .. j0+31 (causal: none before j0; a window of W: none
-    // from j0 + 31 + W on)
-    const QueryRows qr = mask.query_rows(j0, FUSED_KEYS, T);
+    // The query rows (the same in every head) that see any of keys j0 .. j0+31 (causal: none
+    // before the row at j0's position; a window of W: none from j0 + 31 + W on, in positions)
+    const QueryRows qr = mask.query_rows(j0, FUSED_KEYS, L);
 
     const int per_thread = FUSED_KEYS * FUSED_MAX_D / (32 * FUSED_BWD_ROWS);  // 16
     float dk_acc[per_thread], dv_acc[per_thread];
 #pragma unroll
     for (int n = 0; n < per_thread; ++n) dk_acc[n] = dv_acc[n] = 0.0f;
 
+    for (int h = 0; h < group; ++h) {
+    const long head = kv_head * group + h;  // the group's query heads, in order
+    const float* qh = q + head * L * d_k;
+    const float* oh = d_out + head * L * d_v;
+    const float* lse_h = lse + head * L;
+    const float* delta_h = delta + head * L;
     for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += rows) {
         __syncthreads();  // the previous rows are fully read (and, first time, k_s, v_s written)
         for (int idx = tid; idx < rows * d_k; idx += n_threads) {
             const int rr = idx / d_k, c = idx % d_k;
-            q_s[idx] = (i0 + rr < T) ? q[(long)(i0 + rr) * d_k + c] : 0.0f;
+            q_s[idx] = (i0 + rr < L) ? qh[(long)(i0 + rr) * d_k + c] : 0.0f;
         }
         for (int idx = tid; idx < rows * d_v; idx += n_threads) {
             const int rr = idx / d_v, c = idx % d_v;
-            o_s[idx] = (i0 + rr < T) ? d_out[(long)(i0 + rr) * d_v + c] : 0.0f;
+            o_s[idx] = (i0 + rr < L) ? oh[(long)(i0 + rr) * d_v + c] : 0.0f;
         }
         __syncthreads();
 
         // Warp r takes query row i, lane takes key j: one entry of P and dS each.
         const int i = i0 + r, j = j0 + lane;
         float p = 0.0f, g = 0.0f;  // hidden keys keep exactly 0: no gradient through a -inf
-        if (mask.visible(i, j, i < T && j < T)) {
+        if (mask.visible(i, j, i < L && j < S)) {
             const float* qi = q_s + r * d_k;
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
             for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
-            p = expf(s * scale - lse[i]);
+            p = expf(s * scale - lse_h[i]);
             const float* oi = o_s + r * d_v;
             const float* vj = v_s + lane * vs;
             float dp = 0.0f;
             for (int c = 0; c < d_v; ++c) dp += oi[c] * vj[c];
-            g = p * (dp - delta[i]);
+            g = p * (dp - delta_h[i]);
         }
         p_s[r * FUSED_KEYS + lane] = p;
         g_s[r * FUSED_KEYS + lane] = g;
@@ -3564,26 +3612,27 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
             }
         }
     }
+    }  // the group's heads
 
 #pragma unroll
     for (int n = 0; n < per_thread; ++n) {
         const int e = tid + n * n_threads;
-        if (e < FUSED_KEYS * d_v && j0 + e / d_v < T) dv[(long)j0 * d_v + e] = dv_acc[n];
-        if (e < FUSED_KEYS * d_k && j0 + e / d_k < T) dk[(long)j0 * d_k + e] = dk_acc[n] * scale;
+        if (e < FUSED_KEYS * d_v && j0 + e / d_v < S) dv[(long)j0 * d_v + e] = dv_acc[n];
+        if (e < FUSED_KEYS * d_k && j0 + e / d_k < S) dk[(long)j0 * d_k + e] = dk_acc[n] * scale;
     }
 }
 
-extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict__ q,      // (H, T, d_k)
-                                                         const float* __restrict__ k,      // (H, T, d_k)
-                                                         const float* __restrict__ v,      // (H, T, d_v)
-                                                         const float* __restrict__ d_out,  // (H, T, d_v)
-                                                         const float* __restrict__ lse,    // (H, T)
-                                                         const float* __restrict__ delta,  // (H, T)
-                                                         float* __restrict__ dq,           // (H, T, d_k)
-                                                         int T, int d_k, int d_v, float scale,
-                                                         int causal, int window) {
+extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict__ q,      // (H, L, d_k)
+                                                         const float* __restrict__ k,      // (H / group, S, d_k)
+                                                         const float* __restrict__ v,      // (H / group, S, d_v)
+                                                         const float* __restrict__ d_out,  // (H, L, d_v)
+                                                         const float* __restrict__ lse,    // (H, L)
+                                                         const float* __restrict__ delta,  // (H, L)
+                                                         float* __restrict__ dq,           // (H, L, d_k)
+                                                         int L, int S, int d_k, int d_v, int group, float scale,
+                                                         int causal, int window, int offset) {
     // The forward's layout: one warp per query row, `rows` rows per block sharing each tile of
-    // 32 keys. grid (ceil(T / rows), 1, H), block (32, rows). Dynamic shared memory, in floats:
+    // 32 keys. grid (ceil(L / rows), 1, H), block (32, rows). Dynamic shared memory, in floats:
     //   q_s (rows, d_k), o_s (rows, d_v), k_s (32, d_k | 1), v_s (32, d_v | 1)
     // Lane c + 32 t accumulates column c + 32 t of dQ[i] in registers (d_k <= 128).
     extern __shared__ float bwd_smem[];
@@ -3595,29 +3644,29 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
     float* k_s = o_s + rows * d_v;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);  // longest rows first
     const int row0 = work.tile * rows;
     const int i = row0 + r;
     const long head = work.head;
-    q += head * T * d_k;
-    k += head * T * d_k;
-    v += head * T * d_v;
-    d_out += head * T * d_v;
-    dq += head * T * d_k;
+    q += head * L * d_k;
+    k += head / group * S * d_k;  // query head h reads K/V head h / group
+    v += head / group * S * d_v;
+    d_out += head * L * d_v;
+    dq += head * L * d_k;
 
     for (int idx = tid; idx < rows * d_k; idx += n_threads) {
         const int rr = idx / d_k;
-        q_s[idx] = (row0 + rr < T) ? q[(long)row0 * d_k + idx] : 0.0f;
+        q_s[idx] = (row0 + rr < L) ? q[(long)row0 * d_k + idx] : 0.0f;
     }
     for (int idx = tid; idx < rows * d_v; idx += n_threads) {
         const int rr = idx / d_v;
-        o_s[idx] = (row0 + rr < T) ? d_out[(long)row0 * d_v + idx] : 0.0f;
+        o_s[idx] = (row0 + rr < L) ? d_out[(long)row0 * d_v + idx] : 0.0f;
     }
-    const float lse_i = i < T ? lse[head * T + i] : 0.0f;
-    const float delta_i = i < T ? delta[head * T + i] : 0.0f;
+    const float lse_i = i < L ? lse[head * L + i] : 0.0f;
+    const float delta_i = i < L ? delta[head * L + i] : 0.0f;
 
-    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, T);
+    const KeyTiles kt = mask.key_tiles<FUSED_KEYS>(row0, rows, L, S);
 
     float acc[FUSED_MAX_D / 32];
 #pragma unroll
@@ -3627,20 +3676,20 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         __syncthreads();
         for (int idx = tid; idx < FUSED_KEYS * d_k; idx += n_threads) {
             const int jj = idx / d_k, c = idx % d_k;
-            k_s[jj * ks + c] = (j0 + jj < T) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
+            k_s[jj * ks + c] = (j0 + jj < S) ? k[(long)(j0 + jj) * d_k + c] : 0.0f;
         }
         for (int idx = tid; idx < FUSED_KEYS * d_v; idx += n_threads) {
             const int jj = idx / d_v, c = idx % d_v;
-            v_s[jj * vs + c] = (j0 + jj < T) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
+            v_s[jj * vs + c] = (j0 + jj < S) ? v[(long)(j0 + jj) * d_v + c] : 0.0f;
         }
         __syncthreads();
 
-        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < T);
+        const bool any = mask.sees_any(i, i, j0, j0 + FUSED_KEYS - 1, i < L);
         if (!any) continue;  // the same for the whole warp: the shuffles below stay converged
 
         const int j = j0 + lane;
         float g = 0.0f;
-        if (mask.visible(i, j, i < T && j < T)) {
+        if (mask.visible(i, j, i < L && j < S)) {
             const float* qi = q_s + r * d_k;
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
@@ -3653,7 +3702,7 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
             g = p * (dp - delta_i);
         }
         // dQ[i] += sum_j dS[i][j] · K[j]; dS of key jj is broadcast from lane jj
-        const int n_keys = min(FUSED_KEYS, T - j0);
+        const int n_keys = min(FUSED_KEYS, S - j0);
         for (int jj = 0; jj < n_keys; ++jj) {
             const float gj = __shfl_sync(0xffffffff, g, jj);
             const float* kj = k_s + jj * ks;
@@ -3665,7 +3714,7 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
         }
     }
 
-    if (i >= T) return;
+    if (i >= L) return;
 #pragma unroll
     for (int t = 0; t < FUSED_MAX_D / 32; ++t) {
         const int c = lane + 32 * t;
@@ -3707,17 +3756,19 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                 const unsigned short* __restrict__ v, float* __restrict__ out,
-                                float* __restrict__ lse, int T, int causal, int window) {
+                                float* __restrict__ lse, int L, int S, int group, int causal, int window,
+                                int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, T, T, 1, causal, window, 0, tc_smem, lse);  // L = S, no groups
+    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem, lse);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                  const unsigned short* __restrict__ v, float* __restrict__ out,
-                                 float* __restrict__ lse, int T, int causal, int window) {
+                                 float* __restrict__ lse, int L, int S, int group, int causal, int window,
+                                 int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, T, T, 1, causal, window, 0, tc_smem, lse);
+    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem, lse);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -3788,46 +3839,53 @@ __device__ __forceinline__ void tc_bwd_load_queries(unsigned short* q_s, unsigne
 // bf16, double-buffered query tiles of Q and dO; lse_s, delta_s (2, QT) float.
 template <int D, int QT>
 __device__ __forceinline__ void attention_backward_dkdv_kernel2(
-    const unsigned short* __restrict__ q,      // (H, T, D) bf16, Q·scale·log2 e
-    const unsigned short* __restrict__ k,      // (H, T, D) bf16
-    const unsigned short* __restrict__ v,      // (H, T, D) bf16
-    const unsigned short* __restrict__ d_out,  // (H, T, D) bf16
-    const float* __restrict__ lse,             // (H, T) natural log
-    const float* __restrict__ delta,           // (H, T)
-    float* __restrict__ dk, float* __restrict__ dv,  // (H, T, D)
-    int T, int causal, int window, unsigned short* smem) {
-    constexpr int S = D + TC_PAD;
-    unsigned short* k_s = smem;                // (TC_KEYS, S)
-    unsigned short* v_s = k_s + TC_KEYS * S;   // (TC_KEYS, S)
-    unsigned short* q_s = v_s + TC_KEYS * S;   // (2, QT, S)
-    unsigned short* o_s = q_s + 2 * QT * S;    // (2, QT, S)
-    float* lse_s = (float*)(o_s + 2 * QT * S);  // (2, QT)
+    const unsigned short* __restrict__ q,      // (H, L, D) bf16, Q·scale·log2 e
+    const unsigned short* __restrict__ k,      // (H / group, S, D) bf16
+    const unsigned short* __restrict__ v,      // (H / group, S, D) bf16
+    const unsigned short* __restrict__ d_out,  // (H, L, D) bf16
+    const float* __restrict__ lse,             // (H, L) natural log
+    const float* __restrict__ delta,           // (H, L)
+    float* __restrict__ dk, float* __restrict__ dv,  // (H / group, S, D)
+    int L, int S, int group, int causal, int window, int offset, unsigned short* smem) {
+    constexpr int SP = D + TC_PAD;
+    unsigned short* k_s = smem;                // (TC_KEYS, SP)
+    unsigned short* v_s = k_s + TC_KEYS * SP;   // (TC_KEYS, SP)
+    unsigned short* q_s = v_s + TC_KEYS * SP;   // (2, QT, SP)
+    unsigned short* o_s = q_s + 2 * QT * SP;    // (2, QT, SP)
+    float* lse_s = (float*)(o_s + 2 * QT * SP);  // (2, QT)
     float* delta_s = lse_s + 2 * QT;            // (2, QT)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const int j0 = blockIdx.x * TC_KEYS;  // causal: the first key blocks have the most query tiles
-    const long head = blockIdx.z;
-    q += head * T * D;
-    k += head * T * D;
-    v += head * T * D;
-    d_out += head * T * D;
-    lse += head * T;
-    delta += head * T;
-    dk += head * T * D;
-    dv += head * T * D;
+    const long kv_head = blockIdx.z;  // its query heads kv_head·group .. + group - 1: their dK, dV summed here
+    k += kv_head * S * D;
+    v += kv_head * S * D;
+    dk += kv_head * S * D;
+    dv += kv_head * S * D;
+    q += kv_head * group * L * D;  // the group's first query head; head h of the group h·L rows on
+    d_out += kv_head * group * L * D;
+    lse += kv_head * group * L;
+    delta += kv_head * group * L;
 
-    // Query rows that see any of the block's keys; the tiles outside are never loaded.
-    const QueryRows qr = mask.query_rows(j0, TC_KEYS, T);
-    const int i_begin = qr.i_begin, n_tiles = (qr.i_end - i_begin + QT - 1) / QT;
+    // Query rows (in every head of the group) that see any of the block's keys; the tiles
+    // outside are never loaded. The walk runs over the group's heads one after the other, tile
+    // n of it being tile n % per_head of head n / per_head: one pipeline for the whole group, and
+    // dK, dV summed in registers in one fixed order (no atomics, no per-query-head partial).
+    const QueryRows qr = mask.query_rows(j0, TC_KEYS, L);
+    const int i_begin = qr.i_begin, per_head = max(0, (qr.i_end - i_begin + QT - 1) / QT);
+    const int n_tiles = group * per_head;
+    // tile n's head, as offsets into q/d_out (rows of D) and lse/delta
+    auto head_rows = [&](int n) { return (long)(n / per_head) * L; };
+    auto tile_i0 = [&](int n) { return i_begin + n % per_head * QT; };
 
-    tc_load_rows<D>(k_s, k, j0, TC_KEYS, T);
-    tc_load_rows<D>(v_s, v, j0, TC_KEYS, T);
-    tc_bwd_load_queries<D, QT>(q_s, o_s, lse_s, delta_s, q, d_out, lse, delta, i_begin, T);
+    tc_load_rows<D>(k_s, k, j0, TC_KEYS, S);
+    tc_load_rows<D>(v_s, v, j0, TC_KEYS, S);
+    tc_bwd_load_queries<D, QT>(q_s, o_s, lse_s, delta_s, q, d_out, lse, delta, i_begin, L);
     cp_async_commit();
 
     const int w_key0 = j0 + 16 * warp;           // this warp's first key
-    const int w_last = min(w_key0 + 15, T - 1);  // and its last inside T (< w_key0: none)
+    const int w_last = min(w_key0 + 15, S - 1);  // and its last inside S (< w_key0: none)
     const int keys[2] = {w_key0 + g, w_key0 + g + 8};  // the keys (rows) of this lane's accumulators
 
     float dk_acc[D / 8][4], dv_acc[D / 8][4];  // n8 tile c: columns 8c .. 8c+7
@@ -3837,35 +3895,36 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
         for (int e = 0; e < 4; ++e) dk_acc[c][e] = dv_acc[c][e] = 0.0f;
 
     for (int n = 0; n < n_tiles; ++n) {
-        const int i0 = i_begin + n * QT, stage = n & 1;
-        if (n + 1 < n_tiles) {  // start the next tile's copy, then wait for this one's
+        const int i0 = tile_i0(n), stage = n & 1;
+        if (n + 1 < n_tiles) {  // start the next tile's copy (maybe the next head's first), then wait for this one's
             const int next = (stage ^ 1) * QT;
-            tc_bwd_load_queries<D, QT>(q_s + next * S, o_s + next * S, lse_s + next, delta_s + next, q, d_out, lse,
-                                   delta, i0 + QT, T);
+            const long h_next = head_rows(n + 1);
+            tc_bwd_load_queries<D, QT>(q_s + next * SP, o_s + next * SP, lse_s + next, delta_s + next, q + h_next * D,
+                                       d_out + h_next * D, lse + h_next, delta + h_next, tile_i0(n + 1), L);
             cp_async_commit();
             cp_async_wait<1>();  // this tile has landed; the next one may still be in flight
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();  // every thread's copies of this tile (and, first, of K and V) are visible
-        const unsigned short* qs = q_s + stage * QT * S;
-        const unsigned short* os = o_s + stage * QT * S;
+        const unsigned short* qs = q_s + stage * QT * SP;
+        const unsigned short* os = o_s + stage * QT * SP;
         const float* ls = lse_s + stage * QT;
         const float* dl = delta_s + stage * QT;
 
         // Whole-warp decisions: does a query of the tile see a key of this warp, and does the
         // mask (or T) cut through the tile, so that pairs must be tested one by one?
-        const int i_last = min(i0 + QT, T) - 1;
+        const int i_last = min(i0 + QT, L) - 1;
         const bool any = mask.sees_any(i0, i_last, w_key0, w_last, w_key0 <= w_last);
-        const bool edge = mask.hides_some(i0, i0 + QT - 1, w_key0, w_key0 + 15, i0 + QT > T || w_key0 + 16 > T);
+        const bool edge = mask.hides_some(i0, i0 + QT - 1, w_key0, w_key0 + 15, i0 + QT > L || w_key0 + 16 > S);
         if (any) {
             float p[QT / 8][4], ds[QT / 8][4];  // P^T, then dP^T -> dS^T: keys x queries
 #pragma unroll
             for (int nt = 0; nt < QT / 8; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) p[nt][e] = ds[nt][e] = 0.0f;
-            tc_warp_abt<D, QT, S>(p, k_s + 16 * warp * S, qs);   // S^T = K·Q^T, log2 units
-            tc_warp_abt<D, QT, S>(ds, v_s + 16 * warp * S, os);  // dP^T = V·dO^T
+            tc_warp_abt<D, QT, SP>(p, k_s + 16 * warp * SP, qs);   // SP^T = K·Q^T, log2 units
+            tc_warp_abt<D, QT, SP>(ds, v_s + 16 * warp * SP, os);  // dP^T = V·dO^T
 #pragma unroll
             for (int nt = 0; nt < QT / 8; ++nt)
 #pragma unroll
@@ -3874,22 +3933,23 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
                     float pe = exp2f(p[nt][e] - ls[x]);
                     if (edge) {
                         const int i = i0 + x, j = keys[e / 2];
-                        const bool visible = mask.visible(i, j, i < T && j < T);
+                        const bool visible = mask.visible(i, j, i < L && j < S);
                         if (!visible) pe = 0.0f;  // no gradient through a hidden key
                     }
                     p[nt][e] = pe;
                     ds[nt][e] = pe * (ds[nt][e] - dl[x]);
                 }
-            tc_warp_xb<QT, D, S>(dv_acc, p, os);   // dV += bf16(P^T)·dO
-            tc_warp_xb<QT, D, S>(dk_acc, ds, qs);  // dK += bf16(dS^T)·Q (Q scaled by scale·log2 e)
+            tc_warp_xb<QT, D, SP>(dv_acc, p, os);   // dV += bf16(P^T)·dO
+            tc_warp_xb<QT, D, SP>(dk_acc, ds, qs);  // dK += bf16(dS^T)·Q (Q scaled by scale·log2 e)
         }
         __syncthreads();  // every warp is done with this stage before it is refilled
     }
+    cp_async_wait<0>();  // a block whose keys no row sees (n_tiles = 0) leaves no copy in flight
 
     // dK = scale · dS^T·Q, and the Q here carries scale·log2 e: one factor ln 2 takes log2 e off.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        if (keys[r] >= T) continue;
+        if (keys[r] >= S) continue;
         const long at = (long)keys[r] * D + 2 * t;
 #pragma unroll
         for (int c = 0; c < D / 8; ++c) {
@@ -3903,51 +3963,51 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
 // k_s, v_s (2, 64, D+8), double-buffered key tiles.
 template <int D>
 __device__ __forceinline__ void attention_backward_dq_kernel2(
-    const unsigned short* __restrict__ q,      // (H, T, D) bf16, Q·scale·log2 e
-    const unsigned short* __restrict__ k,      // (H, T, D) bf16
-    const unsigned short* __restrict__ v,      // (H, T, D) bf16
-    const unsigned short* __restrict__ d_out,  // (H, T, D) bf16
-    const float* __restrict__ lse,             // (H, T) natural log
-    const float* __restrict__ delta,           // (H, T)
-    float* __restrict__ dq,                    // (H, T, D)
-    int T, float scale, int causal, int window, unsigned short* smem) {
-    constexpr int S = D + TC_PAD;
-    unsigned short* q_s = smem;                   // (TC_ROWS, S)
-    unsigned short* o_s = q_s + TC_ROWS * S;      // (TC_ROWS, S)
-    unsigned short* k_s = o_s + TC_ROWS * S;      // (2, TC_KEYS, S)
-    unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
+    const unsigned short* __restrict__ q,      // (H, L, D) bf16, Q·scale·log2 e
+    const unsigned short* __restrict__ k,      // (H / group, S, D) bf16
+    const unsigned short* __restrict__ v,      // (H / group, S, D) bf16
+    const unsigned short* __restrict__ d_out,  // (H, L, D) bf16
+    const float* __restrict__ lse,             // (H, L) natural log
+    const float* __restrict__ delta,           // (H, L)
+    float* __restrict__ dq,                    // (H, L, D)
+    int L, int S, int group, float scale, int causal, int window, int offset, unsigned short* smem) {
+    constexpr int SP = D + TC_PAD;
+    unsigned short* q_s = smem;                   // (TC_ROWS, SP)
+    unsigned short* o_s = q_s + TC_ROWS * SP;      // (TC_ROWS, SP)
+    unsigned short* k_s = o_s + TC_ROWS * SP;      // (2, TC_KEYS, SP)
+    unsigned short* v_s = k_s + 2 * TC_KEYS * SP;  // (2, TC_KEYS, SP)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window);
+    const Mask mask = Mask::from_args(causal, window, offset);
     const int tile = mask.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
     const int row0 = tile * TC_ROWS;
     const long head = blockIdx.z;
-    q += head * T * D;
-    k += head * T * D;
-    v += head * T * D;
-    d_out += head * T * D;
-    lse += head * T;
-    delta += head * T;
-    dq += head * T * D;
+    q += head * L * D;
+    k += head / group * S * D;  // query head h reads K/V head h / group
+    v += head / group * S * D;
+    d_out += head * L * D;
+    lse += head * L;
+    delta += head * L;
+    dq += head * L * D;
 
     // Key tiles any row of the block can see (kernel4's); the others are never loaded.
-    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, T);
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, L, S);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
 
-    tc_load_rows<D>(q_s, q, row0, TC_ROWS, T);
-    tc_load_rows<D>(o_s, d_out, row0, TC_ROWS, T);
-    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, T);
-    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, T);
+    tc_load_rows<D>(q_s, q, row0, TC_ROWS, L);
+    tc_load_rows<D>(o_s, d_out, row0, TC_ROWS, L);
+    tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, S);
+    tc_load_rows<D>(v_s, v, j_begin, TC_KEYS, S);
     cp_async_commit();
 
     const int w_row0 = row0 + 16 * warp;
-    const int w_last = min(w_row0 + 15, T - 1);
+    const int w_last = min(w_row0 + 15, L - 1);
     const int rows[2] = {w_row0 + g, w_row0 + g + 8};
     float lse2[2], dl[2];  // the rows' lse in log2 units, and delta
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        lse2[r] = rows[r] < T ? lse[rows[r]] * TC_LOG2E : 0.0f;
-        dl[r] = rows[r] < T ? delta[rows[r]] : 0.0f;
+        lse2[r] = rows[r] < L ? lse[rows[r]] * TC_LOG2E : 0.0f;
+        dl[r] = rows[r] < L ? delta[rows[r]] : 0.0f;
     }
 
     float acc[D / 8][4];  // dQ / scale
@@ -3957,28 +4017,28 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     for (int n = 0; n < n_tiles; ++n) {
         const int j0 = j_begin + n * TC_KEYS, stage = n & 1;
         if (n + 1 < n_tiles) {
-            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * S, k, j0 + TC_KEYS, TC_KEYS, T);
-            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * S, v, j0 + TC_KEYS, TC_KEYS, T);
+            tc_load_rows<D>(k_s + (stage ^ 1) * TC_KEYS * SP, k, j0 + TC_KEYS, TC_KEYS, S);
+            tc_load_rows<D>(v_s + (stage ^ 1) * TC_KEYS * SP, v, j0 + TC_KEYS, TC_KEYS, S);
             cp_async_commit();
             cp_async_wait<1>();  // this tile has landed; the next one may still be in flight
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        const unsigned short* ks = k_s + stage * TC_KEYS * S;
-        const unsigned short* vs = v_s + stage * TC_KEYS * S;
+        const unsigned short* ks = k_s + stage * TC_KEYS * SP;
+        const unsigned short* vs = v_s + stage * TC_KEYS * SP;
 
-        const int j_last = min(j0 + TC_KEYS, T) - 1;
+        const int j_last = min(j0 + TC_KEYS, S) - 1;
         const bool any = mask.sees_any(w_row0, w_last, j0, j_last, w_row0 <= w_last);
-        const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, w_row0 + 16 > T || j0 + TC_KEYS > T);
+        const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, w_row0 + 16 > L || j0 + TC_KEYS > S);
         if (any) {
-            float s[TC_KEYS / 8][4], ds[TC_KEYS / 8][4];  // S, then dP -> dS: queries x keys
+            float s[TC_KEYS / 8][4], ds[TC_KEYS / 8][4];  // SP, then dP -> dS: queries x keys
 #pragma unroll
             for (int nt = 0; nt < TC_KEYS / 8; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) s[nt][e] = ds[nt][e] = 0.0f;
-            tc_warp_abt<D, TC_KEYS, S>(s, q_s + 16 * warp * S, ks);   // S = Q·K^T, log2 units
-            tc_warp_abt<D, TC_KEYS, S>(ds, o_s + 16 * warp * S, vs);  // dP = dO·V^T
+            tc_warp_abt<D, TC_KEYS, SP>(s, q_s + 16 * warp * SP, ks);   // SP = Q·K^T, log2 units
+            tc_warp_abt<D, TC_KEYS, SP>(ds, o_s + 16 * warp * SP, vs);  // dP = dO·V^T
 #pragma unroll
             for (int nt = 0; nt < TC_KEYS / 8; ++nt)
 #pragma unroll
@@ -3986,19 +4046,20 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
                     float pe = exp2f(s[nt][e] - lse2[e / 2]);
                     if (edge) {
                         const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
-                        const bool visible = mask.visible(i, j, i < T && j < T);
+                        const bool visible = mask.visible(i, j, i < L && j < S);
                         if (!visible) pe = 0.0f;
                     }
                     ds[nt][e] = pe * (ds[nt][e] - dl[e / 2]);
                 }
-            tc_warp_xb<TC_KEYS, D, S>(acc, ds, ks);  // dQ += bf16(dS)·K
+            tc_warp_xb<TC_KEYS, D, SP>(acc, ds, ks);  // dQ += bf16(dS)·K
         }
         __syncthreads();
     }
+    cp_async_wait<0>();  // a block whose rows see no key (n_tiles <= 0) leaves no copy in flight
 
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        if (rows[r] >= T) continue;
+        if (rows[r] >= L) continue;
         float* o = dq + (long)rows[r] * D + 2 * t;
 #pragma unroll
         for (int c = 0; c < D / 8; ++c)
@@ -4014,34 +4075,40 @@ extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_backward_dkdv_kernel2_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                     const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                     const float* __restrict__ lse, const float* __restrict__ delta,
-                                    float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
+                                    float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
+                                    int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dkdv_kernel2<64, TC_BWD_QUERIES_D64>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+    attention_backward_dkdv_kernel2<64, TC_BWD_QUERIES_D64>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
+                                                             tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_backward_dkdv_kernel2_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                      const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                      const float* __restrict__ lse, const float* __restrict__ delta,
-                                     float* __restrict__ dk, float* __restrict__ dv, int T, int causal, int window) {
+                                     float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
+                                    int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dkdv_kernel2<128, TC_BWD_QUERIES_D128>(q, k, v, d_out, lse, delta, dk, dv, T, causal, window, tc_smem);
+    attention_backward_dkdv_kernel2<128, TC_BWD_QUERIES_D128>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
+                                                             tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_backward_dq_kernel2_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                   const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                   const float* __restrict__ lse, const float* __restrict__ delta,
-                                  float* __restrict__ dq, int T, float scale, int causal, int window) {
+                                  float* __restrict__ dq, int L, int S, int group, float scale, int causal,
+                                  int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, T, scale, causal, window, tc_smem);
+    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_backward_dq_kernel2_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                    const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
-                                   float* __restrict__ dq, int T, float scale, int causal, int window) {
+                                   float* __restrict__ dq, int L, int S, int group, float scale, int causal,
+                                  int window, int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, T, scale, causal, window, tc_smem);
+    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
 }

@@ -60,11 +60,11 @@ class NumpyBackend:
 
         factor = resolve_scale(q.shape[-1], scaled).factor  # resolved once, where the run enters
         p = timed("forward", rb.forward_weights, q, k, mask, scaled)
-        dv = timed("dv", rb.value_gradient, p, d_out)
+        dv = timed("dv", rb.value_gradient, p, d_out, k.shape[0])
         dp = timed("dp", rb.weight_gradient, d_out, v)
         ds = timed("ds", rb.softmax_backward, p, dp)
         dq = timed("dq", rb.query_gradient, ds, k, factor)
-        dk = timed("dk", rb.key_gradient, ds, q, factor)
+        dk = timed("dk", rb.key_gradient, ds, q, factor, k.shape[0])
         timings["total"] = sum(timings.values())
         out = reference.weighted_sum(p, v)  # the forward's output, untimed: the layer's W_O needs it
         dq, dk, dv, dp, ds, p, out = (a.astype(np.float32) for a in (dq, dk, dv, dp, ds, p, out))

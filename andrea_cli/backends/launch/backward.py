@@ -11,7 +11,7 @@ import numpy as np
 from andrea_cli.backends.launch.catalogue import family, kernel
 from andrea_cli.backends.launch.fused import ROWS_PER_BLOCK, check_fused_shape, why_not
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
-from andrea_cli.backends.launch.shapes import require_square
+from andrea_cli.backends.launch.shapes import check_shapes
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan, allocate_stages, launch_stages
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
@@ -38,9 +38,9 @@ def default_lse_variant(d_k: int, d_v: int) -> int:
 
 @dataclass
 class BackwardOutputs:
-    dq: np.ndarray  # (H, T, d_k)
-    dk: np.ndarray  # (H, T, d_k)
-    dv: np.ndarray  # (H, T, d_v)
+    dq: np.ndarray  # (H, L, d_k)
+    dk: np.ndarray  # (H_kv, S, d_k), summed over the query heads that read each K/V head
+    dv: np.ndarray  # (H_kv, S, d_v)
     timings_ms: dict[str, float]  # "forward" (what the backward needs of it), each stage, "total"
     d_weights: np.ndarray | None = None  # dP (H, T, T); None on the fused path, which never builds it
     d_scores: np.ndarray | None = None  # dS (H, T, T); likewise
@@ -68,64 +68,82 @@ def _float32(*arrays) -> list[np.ndarray]:
 
 def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, dq, dk, dv, *, T: int,
                            d_k: int, d_v: int, H: int, mask: MaskSpec, scale: Scale, clock=None,
-                           gemm_variant: int = DEFAULT_PLAN.gemm_variant) -> dict[str, str]:
+                           gemm_variant: int = DEFAULT_PLAN.gemm_variant, S: int | None = None,
+                           H_kv: int | None = None) -> dict[str, str]:
     """One launch per backward stage on arrays already on the device (bench times exactly this);
     returns {stage: the kernel it ran}. gemm_variant: dv, dp, dq and dk's kernel, as the forward's
     plan picks scores and av's (1: one output per thread, 16x16 per block; 2: the register-tiled
-    8x8 per thread, 64x64 per block of 64, dP 128x128 per 256)."""
+    8x8 per thread, 64x64 per block of 64, dP 128x128 per 256). T: the query rows (L); S: the
+    keys (T unless given); H query heads over H_kv K/V heads (H unless given): dK and dV are
+    (H_kv, S, d), each summed over its group inside the kernel (no atomics)."""
     clock = clock or NoClock()
     i32, f32 = np.int32, np.float32
     factor = f32(scale.factor)
-    mask_args = mask.square_args()  # the staged backward: L = S only
+    L, S = T, T if S is None else S
+    H_kv = H if H_kv is None else H_kv
+    group = H // H_kv
+    mask_args = mask.kernel_args(L, S)
     rows = DS_ROWS_PER_BLOCK
     ran = {stage: STAGED[stage][1 if stage == "ds" else gemm_variant].entry() for stage in BACKWARD_STAGES}
 
-    def tile_grid(stage: str, width: int):
-        """A square tile of the (T, width) output per block: one output per thread in a 2-D block,
-        or 8x8 per thread in a 1-D one."""
+    def tile_grid(stage: str, width: int, height: int, heads: int):
+        """A square tile of the (height, width) output per block: one output per thread in a 2-D
+        block, or 8x8 per thread in a 1-D one."""
         k = STAGED[stage][gemm_variant]
         edge, threads = k.block_rows(), k.block_threads()
         block = (edge, edge, 1) if edge * edge == threads else (threads, 1, 1)
-        return (cdiv(width, edge), cdiv(T, edge), H), block
+        return (cdiv(width, edge), cdiv(height, edge), heads), block
 
+    # dV and dK: one block per tile of a K/V head's (S, d), the group summed inside. dP and dQ:
+    # kernel1 per query head; kernel2 stacks a group's query heads, (group·L) rows, as av_kernel2
+    stacked = gemm_variant == 2
+    rows_of, heads_of = (group * L, H_kv) if stacked else (L, H)
+    sizes = (i32(L), i32(S))
     clock.start("dv")
-    dev.get_function(ran["dv"])(*tile_grid("dv", d_v), (weights, d_out, dv, i32(T), i32(d_v), *mask_args))
+    dev.get_function(ran["dv"])(*tile_grid("dv", d_v, S, H_kv),
+                                (weights, d_out, dv, *sizes, i32(d_v), i32(group), *mask_args))
     clock.stop("dv")
     clock.start("dp")
-    dev.get_function(ran["dp"])(*tile_grid("dp", T), (d_out, v, dp, i32(T), i32(d_v)))
+    dev.get_function(ran["dp"])(*tile_grid("dp", S, rows_of, heads_of), (d_out, v, dp, *sizes, i32(d_v), i32(group)))
     clock.stop("dp")
     clock.start("ds")
-    dev.get_function(ran["ds"])((cdiv(T, rows), 1, H), (32, rows, 1), (weights, dp, ds, i32(T)))
+    dev.get_function(ran["ds"])((cdiv(L, rows), 1, H), (32, rows, 1), (weights, dp, ds, *sizes))
     clock.stop("ds")
     clock.start("dq")
-    dev.get_function(ran["dq"])(*tile_grid("dq", d_k), (ds, k, dq, i32(T), i32(d_k), factor, *mask_args))
+    dev.get_function(ran["dq"])(*tile_grid("dq", d_k, rows_of, heads_of),
+                                (ds, k, dq, *sizes, i32(d_k), i32(group), factor, *mask_args))
     clock.stop("dq")
     clock.start("dk")
-    dev.get_function(ran["dk"])(*tile_grid("dk", d_k), (ds, q, dk, i32(T), i32(d_k), factor, *mask_args))
+    dev.get_function(ran["dk"])(*tile_grid("dk", d_k, S, H_kv),
+                                (ds, q, dk, *sizes, i32(d_k), i32(group), factor, *mask_args))
     clock.stop("dk")
     return ran
 
 
 def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scale: Scale,
                         plan: LaunchPlan = DEFAULT_PLAN) -> BackwardOutputs:
-    """q, k: (H, T, d_k); v, d_out: (H, T, d_v). The staged forward runs first for P, with `plan`;
-    the backward's products take its GEMM variant."""
-    require_square(q, k, v, "the staged backward's kernels")
+    """q, d_out: (H, L, d_k), (H, L, d_v); k, v: (H_kv, S, d_k), (H_kv, S, d_v), H a multiple of
+    H_kv. The staged forward runs first for P, with `plan`; the backward's products take its GEMM
+    variant."""
+    check_shapes(q, k, v)
+    if mask.is_array:
+        raise AndreaError("the staged backward takes the masks none, causal and window:N, not a mask "
+                          "array: drop --mask-file")
     H, T, d_k = q.shape
-    d_v = v.shape[-1]
+    H_kv, S, d_v = v.shape
     transfers = Transfers(dev)
     gq, gk, gv, gdo = transfers.upload(*_float32(q, k, v, d_out))
 
-    buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scale)
-    dp, ds = dev.empty((H, T, T)), dev.empty((H, T, T))
-    dq, dk, dv = dev.empty((H, T, d_k)), dev.empty((H, T, d_k)), dev.empty((H, T, d_v))
+    buf = allocate_stages(dev, H, T, d_v, mask=mask, scaled=scale, S=S)
+    dp, ds = dev.empty((H, T, S)), dev.empty((H, T, S))
+    dq, dk, dv = dev.empty((H, T, d_k)), dev.empty((H_kv, S, d_k)), dev.empty((H_kv, S, d_v))
 
     def launch(clock):
         ran = launch_stages(dev, gq, gk, gv, buf, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scale=scale, clock=clock,
-                            plan=plan)
+                            plan=plan, S=S, H_kv=H_kv)
         return {**ran, **launch_staged_backward(dev, buf.weights, gq, gk, gv, gdo, dp, ds, dq, dk, dv, T=T, d_k=d_k,
                                                 d_v=d_v, H=H, mask=mask, scale=scale, clock=clock,
-                                                gemm_variant=plan.gemm_variant)}
+                                                gemm_variant=plan.gemm_variant, S=S, H_kv=H_kv)}
 
     stage_ms, ran = timed_runs(dev, launch)
     timings = {"forward": sum(ms for name, ms in stage_ms.items() if name not in BACKWARD_STAGES)}
@@ -138,7 +156,8 @@ def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sc
 
 
 def launch_delta(dev: KernelDevice, d_out, out, delta, *, T: int, d_v: int, H: int, clock) -> dict[str, str]:
-    """delta_i = dO[i] · O[i], the rowsum term every fused backward (fp32 and bf16) starts from."""
+    """delta_i = dO[i] · O[i], the rowsum term every fused backward (fp32 and bf16) starts from;
+    T: the query rows (L) of each of the H query heads."""
     rows = DELTA.block_rows()
     clock.start("delta")
     dev.get_function(DELTA.entry())(
@@ -149,48 +168,61 @@ def launch_delta(dev: KernelDevice, d_out, out, delta, *, T: int, d_v: int, H: i
 
 def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq, dk, dv, *, T: int, d_k: int,
                           d_v: int, H: int, mask: MaskSpec, scale: Scale, clock=None,
-                          rows: int = ROWS_PER_BLOCK) -> dict[str, str]:
+                          rows: int = ROWS_PER_BLOCK, S: int | None = None,
+                          H_kv: int | None = None) -> dict[str, str]:
     """delta, dkdv, dq on arrays already on the device; out and lse from attention_fused_lse_kernel*.
+    T: the query rows (L); S: the keys (T unless given); H_kv K/V heads (H unless given): the
+    dK/dV kernel's block owns keys of one K/V head and sums its group's query heads itself.
     Returns {stage: the kernel it ran}."""
     clock = clock or NoClock()
     i32 = np.int32
     factor = np.float32(scale.factor)
-    mask_args = mask.square_args()  # the fused backward: L = S only
-    ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d_v, H=H, clock=clock)
+    L, S = T, T if S is None else S
+    H_kv = H if H_kv is None else H_kv
+    group = i32(H // H_kv)
+    mask_args = mask.kernel_args(L, S)
+    ran = launch_delta(dev, d_out, out, delta, T=L, d_v=d_v, H=H, clock=clock)
     name = ran["dkdv"] = DKDV.entry()
     clock.start("dkdv")
     dev.get_function(name)(
-        (cdiv(T, DKDV.block_rows()), 1, H), (32, DKDV.tile_size(), 1),  # 32 keys per block, 8 query rows at a time
-        (q, k, v, d_out, lse, delta, dk, dv, i32(T), i32(d_k), i32(d_v), factor, *mask_args),
+        (cdiv(S, DKDV.block_rows()), 1, H_kv), (32, DKDV.tile_size(), 1),  # 32 keys per block, 8 query rows at a time
+        (q, k, v, d_out, lse, delta, dk, dv, i32(L), i32(S), i32(d_k), i32(d_v), group, factor, *mask_args),
         shared_mem=dkdv_shared_bytes(d_k, d_v))
     clock.stop("dkdv")
     name = ran["dq"] = DQ.entry()
     clock.start("dq")
     dev.get_function(name)(
-        (cdiv(T, rows), 1, H), (32, rows, 1),
-        (q, k, v, d_out, lse, delta, dq, i32(T), i32(d_k), i32(d_v), factor, *mask_args),
+        (cdiv(L, rows), 1, H), (32, rows, 1),
+        (q, k, v, d_out, lse, delta, dq, i32(L), i32(S), i32(d_k), i32(d_v), group, factor, *mask_args),
         shared_mem=dq_shared_bytes(d_k, d_v, rows))
     clock.stop("dq")
     return ran
 
 
 def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, d_v: int, H: int, mask: MaskSpec,
-                     scale: Scale, variant: int, rows: int = ROWS_PER_BLOCK) -> dict[str, str]:
+                     scale: Scale, variant: int, rows: int = ROWS_PER_BLOCK, S: int | None = None,
+                     H_kv: int | None = None) -> dict[str, str]:
+    S = T if S is None else S
+    group = H // (H if H_kv is None else H_kv)
     name = LSE[variant].entry()
     dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
-        (q, k, v, out, lse, np.int32(T), np.int32(T), np.int32(d_k), np.int32(d_v), np.int32(1),
-         np.float32(scale.factor), *mask.kernel_args(T, T)),
+        (q, k, v, out, lse, np.int32(T), np.int32(S), np.int32(d_k), np.int32(d_v), np.int32(group),
+         np.float32(scale.factor), *mask.kernel_args(T, S)),
         shared_mem=LSE[variant].shared_bytes(d_k, d_v, rows=rows))
     return {"forward": name}
 
 
 def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scale: Scale,
                        variant: int | None = None) -> BackwardOutputs:
-    """The fused forward (with its logsumexp), then the fused backward; no (T, T) array anywhere."""
-    require_square(q, k, v, "the fused backward's kernels")
+    """The fused forward (with its logsumexp), then the fused backward; no (L, S) array anywhere.
+    q, d_out (H, L, d); k, v (H_kv, S, d), H a multiple of H_kv."""
+    check_shapes(q, k, v)
+    if mask.is_array:
+        raise AndreaError("the fused backward takes the masks none, causal and window:N, not a mask "
+                          "array: drop --mask-file")
     H, T, d_k = q.shape
-    d_v = v.shape[-1]
+    H_kv, S, d_v = v.shape
     check_fused_shape(d_k, d_v)
     variant = default_lse_variant(d_k, d_v) if variant is None else variant
     if variant not in LSE:
@@ -202,15 +234,15 @@ def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sca
     gq, gk, gv, gdo = transfers.upload(*_float32(q, k, v, d_out))
 
     out, lse, delta = dev.empty((H, T, d_v)), dev.empty((H, T)), dev.empty((H, T))
-    dq, dk, dv = dev.empty((H, T, d_k)), dev.empty((H, T, d_k)), dev.empty((H, T, d_v))
+    dq, dk, dv = dev.empty((H, T, d_k)), dev.empty((H_kv, S, d_k)), dev.empty((H_kv, S, d_v))
 
     def launch(clock):
         clock.start("forward")
         ran = launch_fused_lse(dev, gq, gk, gv, out, lse, T=T, d_k=d_k, d_v=d_v, H=H, mask=mask, scale=scale,
-                               variant=variant)
+                               variant=variant, S=S, H_kv=H_kv)
         clock.stop("forward")
         return {**ran, **launch_fused_backward(dev, gq, gk, gv, out, gdo, lse, delta, dq, dk, dv, T=T, d_k=d_k,
-                                               d_v=d_v, H=H, mask=mask, scale=scale, clock=clock)}
+                                               d_v=d_v, H=H, mask=mask, scale=scale, clock=clock, S=S, H_kv=H_kv)}
 
     stage_ms, ran = timed_runs(dev, launch)
     timings = {name: stage_ms[name] for name in ("forward", *FUSED_BACKWARD_STAGES)}

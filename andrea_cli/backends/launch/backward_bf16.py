@@ -11,7 +11,7 @@ import numpy as np
 from andrea_cli.backends.launch.backward import BackwardOutputs, launch_delta
 from andrea_cli.backends.launch.catalogue import kernel
 from andrea_cli.backends.launch.device import KernelDevice, NoClock, Transfers, cdiv, timed_runs
-from andrea_cli.backends.launch.shapes import require_square
+from andrea_cli.backends.launch.shapes import check_shapes
 from andrea_cli.backends.launch.fused_bf16 import check_bf16_shape, convert_inputs, launch_to_bf16
 from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import Scale
@@ -43,61 +43,72 @@ def dq_shared_bytes_bf16(d: int) -> int:
 
 
 def launch_backward_bf16(dev: KernelDevice, qb, kb, vb, dob, out, d_out, lse, delta, dq, dk, dv, *, H: int,
-                         T: int, d: int, mask: MaskSpec, scale: Scale, clock=None) -> dict[str, str]:
+                         T: int, d: int, mask: MaskSpec, scale: Scale, clock=None, S: int | None = None,
+                         H_kv: int | None = None) -> dict[str, str]:
     """delta, dkdv, dq on arrays already on the device: bf16 qb (pre-scaled), kb, vb, dob; the
-    forward's out and lse; float32 d_out for the rowsum term. Returns {stage: the kernel it ran}."""
+    forward's out and lse; float32 d_out for the rowsum term. T: the query rows (L), S the keys
+    (T unless given), H_kv K/V heads (H unless given): a dK/dV block sums its group's query heads.
+    Returns {stage: the kernel it ran}."""
     clock = clock or NoClock()
     i32 = np.int32
-    mask_args = mask.square_args()  # L = S only
-    ran = launch_delta(dev, d_out, out, delta, T=T, d_v=d, H=H, clock=clock)
+    L, S = T, T if S is None else S
+    H_kv = H if H_kv is None else H_kv
+    sizes = (i32(L), i32(S), i32(H // H_kv))
+    mask_args = mask.kernel_args(L, S)
+    ran = launch_delta(dev, d_out, out, delta, T=L, d_v=d, H=H, clock=clock)
     name = ran["dkdv"] = DKDV.entry(d)
     clock.start("dkdv")
     dev.get_function(name)(
-        (cdiv(T, DKDV.block_rows(d)), 1, H), (DKDV.block_threads(d), 1, 1), (qb, kb, vb, dob, lse, delta, dk, dv, i32(T), *mask_args),
+        (cdiv(S, DKDV.block_rows(d)), 1, H_kv), (DKDV.block_threads(d), 1, 1),
+        (qb, kb, vb, dob, lse, delta, dk, dv, *sizes, *mask_args),
         shared_mem=dkdv_shared_bytes_bf16(d))
     clock.stop("dkdv")
     name = ran["dq"] = DQ.entry(d)
     clock.start("dq")
     dev.get_function(name)(
-        (cdiv(T, DQ.block_rows(d)), 1, H), (DQ.block_threads(d), 1, 1), (qb, kb, vb, dob, lse, delta, dq, i32(T), np.float32(scale.factor), *mask_args),
+        (cdiv(L, DQ.block_rows(d)), 1, H), (DQ.block_threads(d), 1, 1),
+        (qb, kb, vb, dob, lse, delta, dq, *sizes, np.float32(scale.factor), *mask_args),
         shared_mem=dq_shared_bytes_bf16(d))
     clock.stop("dq")
     return ran
 
 
 def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T: int, d: int,
-                          mask: MaskSpec) -> dict[str, str]:
+                          mask: MaskSpec, S: int | None = None, H_kv: int | None = None) -> dict[str, str]:
+    S = T if S is None else S
+    group = H // (H if H_kv is None else H_kv)
     name = LSE_FORWARD.entry(d)
     dev.get_function(name)(
         (cdiv(T, LSE_FORWARD.block_rows(d)), 1, H), (LSE_FORWARD.block_threads(d), 1, 1),
-        (qb, kb, vb, out, lse, np.int32(T), *mask.square_args()),
+        (qb, kb, vb, out, lse, np.int32(T), np.int32(S), np.int32(group), *mask.kernel_args(T, S)),
         shared_mem=LSE_FORWARD.shared_bytes(d))
     return {"forward": name}
 
 
 def run_backward_bf16(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, scale: Scale) -> BackwardOutputs:
-    """q, k, v, d_out: (H, T, d) float32, d = 64 or 128 -> dQ, dK, dV (H, T, d) float32, with the
-    forward's output and logsumexp; no (T, T) array anywhere."""
-    require_square(q, k, v, "the bf16 backward kernels")
+    """q, d_out (H, L, d), k, v (H_kv, S, d) float32, d = 64 or 128 -> dQ (H, L, d), dK, dV
+    (H_kv, S, d) float32, with the forward's output and logsumexp; no (L, S) array anywhere."""
+    check_shapes(q, k, v)
     H, T, d = q.shape
+    H_kv, S = k.shape[:2]
     check_bf16_shape(d, v.shape[-1])
     transfers = Transfers(dev)
     gq, gk, gv, gdo = transfers.upload(*(np.ascontiguousarray(a, dtype=np.float32) for a in (q, k, v, d_out)))
 
     out, lse, delta = dev.empty((H, T, d)), dev.empty((H, T)), dev.empty((H, T))
-    dq, dk, dv = dev.empty((H, T, d)), dev.empty((H, T, d)), dev.empty((H, T, d))
+    dq, dk, dv = dev.empty((H, T, d)), dev.empty((H_kv, S, d)), dev.empty((H_kv, S, d))
     dob = dev.empty((H, T, d), dtype=np.uint16)
 
     def launch(clock):
         clock.start("to_bf16")
-        qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d), scale)
+        qb, kb, vb = convert_inputs(dev, gq, gk, gv, (H, T, d), scale, kv_shape=(H_kv, S, d))
         ran = launch_to_bf16(dev, gdo, dob, H * T * d, 1.0)
         clock.stop("to_bf16")
         clock.start("forward")
-        ran.update(launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d, mask=mask))
+        ran.update(launch_fused_lse_bf16(dev, qb, kb, vb, out, lse, H=H, T=T, d=d, mask=mask, S=S, H_kv=H_kv))
         clock.stop("forward")
         return {**ran, **launch_backward_bf16(dev, qb, kb, vb, dob, out, gdo, lse, delta, dq, dk, dv, H=H, T=T, d=d,
-                                              mask=mask, scale=scale, clock=clock)}
+                                              mask=mask, scale=scale, clock=clock, S=S, H_kv=H_kv)}
 
     stage_ms, ran = timed_runs(dev, launch)
     timings = {name: stage_ms[name] for name in BF16_BACKWARD_STAGES}
