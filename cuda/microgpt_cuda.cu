@@ -349,6 +349,14 @@ struct KeyTiles {
     int n_tiles;         // tiles from j_begin that reach j_end
 };
 
+// The keys the last query row sees (decode's one query, at position S - 1), in key order: the
+// first n_sinks keys (the sinks before its window's far end), then first .. S - 1; key(n) is
+// the n-th of the count.
+struct SeenKeys {
+    int n_sinks, first, count;
+    __device__ __forceinline__ int key(int n) const { return n < n_sinks ? n : first + n - n_sinks; }
+};
+
 // The query rows that see some key of a block of keys: i_begin .. i_end - 1.
 struct QueryRows {
     int i_begin, i_end;
@@ -364,82 +372,113 @@ struct Mask {
     int causal;  // != 0: the right bound holds
     int window;  // > 0: the left bound holds, window keys wide
     int offset;  // key position of query row 0: 0 (one sequence, or top-left), S - L (bottom-right)
-    static constexpr int right = 0;   // keys past the row's own position the right bound still shows
-    static constexpr int sinks = 0;   // the first keys the left bound never hides
+    int right;   // keys past the row's own position the right bound still shows (0: causal's)
+    int sinks;   // the first keys the left bound never hides (0: none)
+    int alibi;   // > 0: ALiBi over this many query heads (slope(h)); 0: no bias
 
-    // The kernels' arguments, (causal, window, offset), as every launcher passes them
-    // (MaskSpec.kernel_args).
+    // The kernels' arguments, (causal, window, offset), as the kernels that take only the two
+    // bounds receive them (MaskSpec.kernel_args(L, S)): right, sinks and ALiBi are 0, constants,
+    // so those kernels compile as before the fields existed.
     static __device__ __forceinline__ Mask from_args(int causal, int window, int offset) {
-        return {causal, window, offset};
+        return {causal, window, offset, 0, 0, 0};
     }
-    // The kernels that take one sequence only (L = S: the backward and the decode kernels, until
-    // they take L != S): offset 0, a constant, so their code carries no trace of it.
-    static __device__ __forceinline__ Mask from_args(int causal, int window) { return {causal, window, 0}; }
+    // The kernels that take one sequence only (L = S: the backward, until it takes L != S):
+    // offset 0, a constant, so their code carries no trace of it.
+    static __device__ __forceinline__ Mask from_args(int causal, int window) { return {causal, window, 0, 0, 0, 0}; }
+    // Every field, for the kernels that take the whole Mask (MaskSpec.kernel_args(L, S, heads=H)):
+    // (causal, window, offset, right, sinks, alibi).
+    static __device__ __forceinline__ Mask from_args(int causal, int window, int offset, int right, int sinks,
+                                                     int alibi) {
+        return {causal, window, offset, right, sinks, alibi};
+    }
+
+    // ALiBi's slope for query head h of alibi heads (Press et al. 2022): for H a power of two
+    // m_h = 2^(-8(h+1)/H); otherwise, with n the largest power of two below H, the n slopes of
+    // n heads, then every other slope of 2n heads (2^(-4(2k+1)/n), k = 0..H-n-1), as the
+    // paper's code (get_slopes). 0 without ALiBi. Once per block: exp2f of a small int ratio.
+    __device__ __forceinline__ float slope(int h) const {
+        if (alibi <= 0) return 0.0f;
+        int n = 1;
+        while (2 * n <= alibi) n *= 2;
+        return h < n ? exp2f(-8.0f * (h + 1) / n) : exp2f(-4.0f * (2 * (h - n) + 1) / n);
+    }
+    // The bias ALiBi adds to a scaled score, key j d = p - j positions behind the row's position:
+    // -m_h · d (slope_h: slope(h), times log2 e where the kernel's scores are in base 2).
+    static __device__ __forceinline__ float bias_at(float slope_h, int d) { return -slope_h * (float)d; }
 
     // Is key j visible from query row i? inside: the caller's test that the pair lies in the matrix.
     __device__ __forceinline__ bool visible(int i, int j, bool inside = true) const {
-        return pair_at(causal, window, inside, i - j + offset, j);
+        return pair_at(causal, window, right, sinks, inside, i - j + offset, j);
     }
     // The same from the row's position less the key, p - j = i + offset - j (kernel5 and kernel6
     // keep it in one register, the offset folded in once).
     __device__ __forceinline__ bool visible_at(int p_minus_j, int j, bool inside) const {
-        return pair_at(causal, window, inside, p_minus_j, j);
+        return pair_at(causal, window, right, sinks, inside, p_minus_j, j);
     }
     // Does some row of [i_first, i_last] see some key of [j_first, j_last]? (inside: there are such rows and keys)
     __device__ __forceinline__ bool sees_any(int i_first, int i_last, int j_first, int j_last, bool inside) const {
-        return any_pair(causal, window, inside, i_first + offset, i_last + offset, j_first, j_last);
+        return any_pair(causal, window, right, sinks, inside, i_first + offset, i_last + offset, j_first, j_last);
     }
     // Does the mask hide some pair of the rectangle, so that its pairs must be tested one by one?
     __device__ __forceinline__ bool hides_some(int i_first, int i_last, int j_first, int j_last, bool beyond) const {
-        return some_hidden(causal, window, beyond, i_first + offset, i_last + offset, j_first, j_last);
+        return some_hidden(causal, window, right, beyond, i_first + offset, i_last + offset, j_first, j_last);
     }
 
     // The key tiles a block of query rows [row0, row0 + rows) visits (L rows, S keys). Sinks keep
-    // the first tile at key 0; the tiles between them and the window come out wholly masked. A
-    // block whose rows see no key at all (bottom-right with L > S: rows before L - S) gets none.
+    // the first tile at key 0; the tiles between them and the window come out wholly masked (the
+    // kernels skip them by sees_any). A block whose rows see no key at all (bottom-right with
+    // L > S: rows before L - S) gets none.
     template <int KEYS>
     __device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int L, int S) const {
         const int last_row = min(row0 + rows, L) - 1;
-        // one past the last key the block's last row sees; from the first key its first row's
-        // window reaches, in whole tiles
+        // one past the last key the block's last row sees (its right bound: + right); from the
+        // first key its first row's window reaches, in whole tiles
         // (a block whose rows see no key gets j_end <= j_begin: no tile, n_tiles <= 0). The plain
-        // last_row + 1 where it is the same (no offset, L <= S): a constant test in the kernels
+        // last_row + 1 where it is the same (no offset, no right, L <= S): a constant test in the kernels
         // that take one sequence, so they compile as before the offset
         const int j_end = causal ? (offset + right == 0 && L <= S ? last_row + 1 : min(S, last_row + offset + right + 1)) : S;
-        const int j_begin = window > 0 && !SINKS ? max(0, row0 + offset - window + 1) / KEYS * KEYS : 0;
+        const int j_begin = window > 0 && sinks <= 0 ? max(0, row0 + offset - window + 1) / KEYS * KEYS : 0;
         return {row0, last_row, j_begin, j_end, (j_end - j_begin + KEYS - 1) / KEYS};
     }
     template <int KEYS>
     __device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int T) const { return key_tiles<KEYS>(row0, rows, T, T); }
 
+    // The keys the row at position S - 1 (offset 0) sees: its window's, from S - window (all of
+    // them without one), and the sinks before that; the right bound hides none (none lie past it).
+    __device__ __forceinline__ SeenKeys last_row_keys(int S) const {
+        const int first = window > 0 ? max(0, S - window) : 0;
+        const int n_sinks = min(max(sinks, 0), first);
+        return {n_sinks, first, n_sinks + S - first};
+    }
+
     // The query rows (of L) that see some key of [j0, j0 + keys): under causal none before the
-    // row at the first key's position, under a window none from the last key's position + window on.
+    // row whose right bound reaches the first key, under a window none from the last key's
+    // position + window on (unless a sink lies among the keys: then every row from i_begin).
     __device__ __forceinline__ QueryRows query_rows(int j0, int keys, int L) const {
         const int i_begin = causal ? (offset + right == 0 ? j0 : max(0, j0 - offset - right)) : 0;
-        const bool far_end = window > 0 && (SINKS ? j0 >= sinks : true);
+        const bool far_end = window > 0 && j0 >= sinks;
         return {i_begin, far_end ? min(L, j0 + keys - 1 - offset + window) : L};
     }
 
     // Which of a block's key tiles a mask edge (or S) crosses: the first n_first (the window's far
     // end, for some row: last_row + offset - j0 >= window) and those from n_last on (keys past the
-    // block's first row's position under causal, or past S).
+    // block's first row's position + right under causal, or past S).
     template <int KEYS>
     __device__ __forceinline__ EdgeTiles edge_tiles(const KeyTiles& kt, int S) const {
-        return tile_edges<KEYS>(causal, window, kt.row0 + offset, kt.last_row + offset, kt.j_begin, kt.n_tiles, S);
+        return tile_edges<KEYS>(causal, window, right, kt.row0 + offset, kt.last_row + offset, kt.j_begin, kt.n_tiles, S);
     }
 
     // The rules, on plain ints: p = i + offset, a row's key position, already added by the
-    // methods above (one add where a kernel tests many pairs of the same rows). SINKS: the forms
-    // with the sinks, chosen at compile time, only once those are not 0.
-    static constexpr bool SINKS = sinks > 0;
+    // methods above (one add where a kernel tests many pairs of the same rows). Where right and
+    // sinks are the constant 0 (from_args with three arguments or two) their terms fold away.
     // THE rule: key j, d = p - j positions behind row i's position, against both bounds.
-    static __device__ __forceinline__ bool pair_at(int causal, int window, bool inside, int d, int j) {
-        return inside && (!causal || (right != 0 ? d + right : d) >= 0)
-               && (window <= 0 || d < window || (SINKS ? j < sinks : false));
+    static __device__ __forceinline__ bool pair_at(int causal, int window, int right, int sinks, bool inside, int d,
+                                                   int j) {
+        return inside && (!causal || d + right >= 0) && (window <= 0 || d < window || j < sinks);
     }
     template <int KEYS>
-    static __device__ __forceinline__ EdgeTiles tile_edges(int causal, int window, int p0, int p_last, int j_begin,
-                                                           int n_tiles, int S) {
+    static __device__ __forceinline__ EdgeTiles tile_edges(int causal, int window, int right, int p0, int p_last,
+                                                           int j_begin, int n_tiles, int S) {
         int n_first = 0;
         if (window > 0 && p_last - window >= j_begin)
             n_first = min(n_tiles, (p_last - window - j_begin) / KEYS + 1);
@@ -449,17 +488,16 @@ struct Mask {
         return {n_first, n_last};
     }
     // Over a rectangle of positions [p_first, p_last] x keys the difference j - p fills one
-    // interval: its two ends decide.
-    static __device__ __forceinline__ bool any_pair(int causal, int window, bool inside, int p_first, int p_last,
-                                                    int j_first, int j_last) {
-        return inside && (!causal || j_first <= (right != 0 ? p_last + right : p_last))
-               && (window <= 0 || j_last > p_first - window || (SINKS ? j_first < sinks : false));
+    // interval: its two ends decide. A sink among the keys (j_first < sinks) passes the left bound.
+    static __device__ __forceinline__ bool any_pair(int causal, int window, int right, int sinks, bool inside,
+                                                    int p_first, int p_last, int j_first, int j_last) {
+        return inside && (!causal || j_first <= p_last + right)
+               && (window <= 0 || j_last > p_first - window || j_first < sinks);
     }
     // (A sink among the keys can only make a pair visible: "some hidden" stays a safe answer.)
-    static __device__ __forceinline__ bool some_hidden(int causal, int window, bool beyond, int p_first, int p_last,
-                                                       int j_first, int j_last) {
-        return beyond || (causal && j_last > (right != 0 ? p_first + right : p_first))
-               || (window > 0 && j_first <= p_last - window);
+    static __device__ __forceinline__ bool some_hidden(int causal, int window, int right, bool beyond, int p_first,
+                                                       int p_last, int j_first, int j_last) {
+        return beyond || (causal && j_last > p_first + right) || (window > 0 && j_first <= p_last - window);
     }
 };
 
@@ -751,13 +789,16 @@ extern "C" __global__ void scale_kernel1(const float* __restrict__ in,  // (n)
 
 extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, L, S)
                                         float* __restrict__ out,       // (H, L, S)
-                                        int L, int S, int causal, int window, int offset) {
-    const Mask mask = Mask::from_args(causal, window, offset);
+                                        int L, int S, int causal, int window, int offset, int right, int sinks, int alibi) {
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const int j = blockIdx.x * TILE + threadIdx.x;  // key
     const int i = blockIdx.y * TILE + threadIdx.y;  // query
     if (i >= L || j >= S) return;
     const long idx = (long)blockIdx.z * L * S + (long)i * S + j;
-    out[idx] = mask.visible(i, j) ? in[idx] : -INFINITY;
+    // ALiBi: the visible score less m_h times how far the key lies behind the query (0 without:
+    // x + -0.0f is x, bit for bit)
+    const float bias = Mask::bias_at(mask.slope(blockIdx.z), i + offset - j);
+    out[idx] = mask.visible(i, j) ? in[idx] + bias : -INFINITY;
 }
 
 // mask_kernel2: a mask given as an array, added to the scaled scores. -inf hides a key (a bool
@@ -896,7 +937,7 @@ extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H,
 extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H, L, S)
                                       const float* __restrict__ v,        // (H / group, S, d_v)
                                       float* __restrict__ out,            // (H, L, d_v)
-                                      int L, int S, int d_v, int group, int causal, int window, int offset) {
+                                      int L, int S, int d_v, int group, int causal, int window, int offset, int right, int sinks, int alibi) {
     __shared__ float p_tile[TILE][TILE + 1];  // p_tile[r][c] = P[row0 + r][j0 + c]
     __shared__ float v_tile[TILE][TILE + 1];  // v_tile[r][c] = V[j0 + r][col0 + c]
 
@@ -910,7 +951,7 @@ extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H,
     // P[i][j] = 0 wherever the Mask hides key j from row i, so only the key tiles this block's
     // rows can see contribute (causal: none past its last row; a window: none before its first
     // row's window): skipping the rest halves the causal work without changing a bit of the result.
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<TILE>(row0, TILE, L, S);
+    const KeyTiles kt = Mask::from_args(causal, window, offset, right, sinks, alibi).key_tiles<TILE>(row0, TILE, L, S);
 
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
@@ -933,7 +974,7 @@ extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __re
                                                             const float* __restrict__ v,        // (H / group, S, d_v)
                                                             float* __restrict__ out,            // (H, L, d_v)
                                                             int L, int S, int d_v, int group, int causal, int window,
-                                                            int offset) {
+                                                            int offset, int right, int sinks, int alibi) {
     // Grouped heads as one taller product: the `group` query heads that read K/V head blockIdx.z
     // lie one after the other in P and O, so their P rows stacked, (group·L, S), times the one V
     // give their O rows, (group·L, d_v); grid (ceil(d_v/64), ceil(group·L/64), H / group). (Query
@@ -942,7 +983,7 @@ extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __re
     // first rows, which see fewer keys: the keys row0 % L .. L - 1 see bound the block's.
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
+    const KeyTiles kt = Mask::from_args(causal, window, offset, right, sinks, alibi).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
     gemm_tile_8x8<64, 64, false>(weights + kv_head * group * L * S, S, v + kv_head * S * d_v, d_v,
                                  out + kv_head * group * L * d_v, d_v, group * L, d_v, kt.j_end, row0, blockIdx.x * 64);
 }
@@ -966,6 +1007,26 @@ extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __re
 // gets +inf, so the recomputed P is exp(s - inf) = 0 there, as in the forward.
 __device__ __forceinline__ float row_logsumexp(float m, float l) { return l > 0.0f ? m + logf(l) : INFINITY; }
 
+// The fused fp32 kernels' scores take two additive terms beside the Mask's -inf: ALiBi's
+// -m_h · (p - j) (slope_h = mask.slope(head), in the kernel's base: times log2 e in kernel3) and
+// a mask array's entry (bool masks arrive as 0 / -inf), its row bias_row of one (L, S) array
+// broadcast over the heads (bias_heads 1) or of the head's own (bias_heads H). Each entry is
+// used once, by the one thread that holds its score, so it is read straight from global memory
+// beside the K tile (a warp's 32 keys of a row: one coalesced 128-byte line), with no copy in
+// shared memory. Both are skipped by block-uniform tests when absent.
+__device__ __forceinline__ const float* bias_row_of(const float* __restrict__ bias, int bias_heads, long head, int i,
+                                                    int L, int S) {
+    if (bias == nullptr || i >= L) return nullptr;
+    return bias + ((bias_heads == 1 ? 0 : head) * L + i) * (long)S;
+}
+// (base: 1, or log2 e for kernel3's base-2 scores; the array's entry is multiplied by it).
+__device__ __forceinline__ float score_bias(const Mask& mask, float slope_h, const float* __restrict__ bias_row, int p,
+                                            int j, bool inside, float base = 1.0f) {
+    float add = mask.alibi > 0 ? Mask::bias_at(slope_h, p - j) : 0.0f;
+    if (bias_row != nullptr && inside) add += bias_row[j] * base;
+    return add;
+}
+
 // The body of attention_fused_kernel1 and attention_fused_lse_kernel1: lse is nullptr for the
 // first (a constant after inlining, so the plain kernel carries no trace of it).
 __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  // (H, L, d_k)
@@ -974,7 +1035,8 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
                                                  float* __restrict__ out,      // (H, L, d_v)
                                                  float* __restrict__ lse,      // (H, L) or nullptr
                                                  int L, int S, int d_k, int d_v, int group, float scale,
-                                                 int causal, int window, int offset) {
+                                                 int causal, int window, int offset, int right, int sinks, int alibi,
+                                                 const float* __restrict__ bias, int bias_heads) {
     // One warp per query row, blockDim.y rows per block, all of them sharing each K/V tile.
     // grid (ceil(L / blockDim.y), 1, H), block (32, rows). Dynamic shared memory, in floats:
     //   q_s  (rows, d_k)            this block's query rows
@@ -990,7 +1052,7 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
     float* v_s = k_s + FUSED_KEYS * ks;
 
     // Under a causal mask the last query tiles have the most key tiles: they go out first.
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * rows;
     const int i = row0 + r;  // this warp's query row (may be >= L in the last tile)
@@ -999,6 +1061,8 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
     k += head / group * S * d_k;  // query head h reads K/V head h / group
     v += head / group * S * d_v;
     out += head * L * d_v;
+    const float slope_h = mask.slope(head);  // ALiBi's m_h (0 without)
+    const float* bias_row = bias_row_of(bias, bias_heads, head, i, L, S);  // the row's mask array, or nullptr
 
     for (int idx = tid; idx < rows * d_k; idx += n_threads) {
         const int rr = idx / d_k, c = idx % d_k;
@@ -1039,12 +1103,14 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
         s *= scale;
         const bool visible = mask.visible(i, j, j < S);
-        s = visible ? s : -INFINITY;  // -inf, not -1e9: exp gives exactly 0
+        s = visible ? s + score_bias(mask, slope_h, bias_row, i + offset, j, j < S) : -INFINITY;  // -inf, not -1e9: exp gives exactly 0
 
-        // Online softmax. m_new is finite here: `any` guarantees one visible key in the tile.
+        // Online softmax. `any` guarantees one visible key in the tile, but a mask array may
+        // still hide it (-inf): a row with no finite score yet subtracts 0, not -inf - -inf = NaN.
         const float m_new = fmaxf(m, warp_max(s));
-        const float alpha = expf(m - m_new);  // m = -inf on the first visible tile: alpha = 0
-        const float p = expf(s - m_new);      // masked: exp(-inf) = 0
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float alpha = expf(m - m_use);  // m = -inf on the first visible tile: alpha = 0
+        const float p = expf(s - m_use);      // masked: exp(-inf) = 0
         l = l * alpha + warp_sum(p);
         m = m_new;
 
@@ -1080,8 +1146,10 @@ extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q, 
                                                    const float* __restrict__ v,  // (H / group, S, d_v)
                                                    float* __restrict__ out,      // (H, L, d_v)
                                                    int L, int S, int d_k, int d_v, int group, float scale,
-                                                   int causal, int window, int offset) {
-    attention_fused1(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset);
+                                                   int causal, int window, int offset, int right, int sinks, int alibi,
+                                                   const float* __restrict__ bias, int bias_heads) {
+    attention_fused1(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset, right, sinks, alibi,
+                     bias, bias_heads);
 }
 
 // attention_fused_kernel2: kernel1 with 16-byte shared-memory accesses, for d_k and d_v that are
@@ -1099,7 +1167,8 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
                                                  float* __restrict__ out,      // (H, L, d_v)
                                                  float* __restrict__ lse,      // (H, L) or nullptr
                                                  int L, int S, int d_k, int d_v, int group, float scale,
-                                                 int causal, int window, int offset) {
+                                                 int causal, int window, int offset, int right, int sinks, int alibi,
+                                                 const float* __restrict__ bias, int bias_heads) {
     extern __shared__ float4 fused_smem4[];  // float4: the array is 16-byte aligned
     const int rows = blockDim.y, lane = threadIdx.x, r = threadIdx.y;
     const int tid = r * 32 + lane, n_threads = rows * 32;
@@ -1108,7 +1177,7 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
     float* k_s = q_s + rows * d_k;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * rows;
     const int i = row0 + r;
@@ -1117,6 +1186,8 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
     const float4* k4 = (const float4*)(k + head / group * S * d_k);  // query head h reads K/V head h / group
     const float4* v4 = (const float4*)(v + head / group * S * d_v);
     out += head * L * d_v;
+    const float slope_h = mask.slope(head);
+    const float* bias_row = bias_row_of(bias, bias_heads, head, i, L, S);
 
     const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int idx = tid; idx < rows * dk4; idx += n_threads) {
@@ -1155,11 +1226,12 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
         }
         s *= scale;
         const bool visible = mask.visible(i, j, j < S);
-        s = visible ? s : -INFINITY;
+        s = visible ? s + score_bias(mask, slope_h, bias_row, i + offset, j, j < S) : -INFINITY;
 
         const float m_new = fmaxf(m, warp_max(s));
-        const float alpha = expf(m - m_new);
-        const float p = expf(s - m_new);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // as in kernel1
+        const float alpha = expf(m - m_use);
+        const float p = expf(s - m_use);
         l = l * alpha + warp_sum(p);
         m = m_new;
 
@@ -1185,8 +1257,10 @@ extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q, 
                                                    const float* __restrict__ v,  // (H / group, S, d_v)
                                                    float* __restrict__ out,      // (H, L, d_v)
                                                    int L, int S, int d_k, int d_v, int group, float scale,
-                                                   int causal, int window, int offset) {
-    attention_fused2(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset);
+                                                   int causal, int window, int offset, int right, int sinks, int alibi,
+                                                   const float* __restrict__ bias, int bias_heads) {
+    attention_fused2(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset, right, sinks, alibi,
+                     bias, bias_heads);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1224,7 +1298,8 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
                                                  const float* __restrict__ v,  // (H / group, S, D)
                                                  float* __restrict__ out,      // (H, L, D)
                                                  int L, int S, int group, float scale, int causal, int window, int offset,
-                                                 float* smem) {
+                                                 int right, int sinks, int alibi, const float* __restrict__ bias,
+                                                 int bias_heads, float* smem) {
     // Dynamic shared memory (the entry point's extern array), in floats; shared_mem =
     // 4 · (192 D + 256) bytes: 50,176 at d = 64, 99,328 at d = 128, over the 48 KiB a block gets
     // without opting in, so the launcher opts in:
@@ -1240,7 +1315,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     float* p_s = k_s;
 
     const int tid = threadIdx.x, rg = tid / 16, cg = tid % 16;
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);  // longest blocks first
     const int row0 = work.tile * FUSED3_ROWS;
     const long head = work.head;
@@ -1248,6 +1323,10 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     const float4* k4 = (const float4*)(k + head / group * S * D);  // query head h reads K/V head h / group
     const float4* v4 = (const float4*)(v + head / group * S * D);
     out += head * L * D;
+    // ALiBi's slope and a mask array's entries, in base 2 as the scores (times log2 e); with
+    // either, every tile takes the element pass below, not only those a mask edge crosses.
+    const float slope_h = mask.slope(head) * LOG2E;
+    const bool every_tile = mask.alibi > 0 || bias != nullptr;
 
     const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float q_factor = scale * LOG2E;  // scores come out in base 2: s·log2 e
@@ -1308,15 +1387,17 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 
         // The mask, element by element, only where the tile crosses one of its edges.
         const bool edge = mask.hides_some(row0, row0 + FUSED3_ROWS - 1, j0, j0 + FUSED3_KEYS - 1, j0 + FUSED3_KEYS > S);
-        if (edge) {
+        if (edge || every_tile) {
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
                 const int i = row0 + 8 * rg + r;
+                const float* bias_row = bias_row_of(bias, bias_heads, head, i, L, S);
 #pragma unroll
                 for (int n = 0; n < 4; ++n) {
                     const int j = j0 + cg + 16 * n;
                     const bool visible = mask.visible(i, j, j < S);
-                    if (!visible) s[r][n] = -INFINITY;
+                    s[r][n] = visible ? s[r][n] + score_bias(mask, slope_h, bias_row, i + offset, j, j < S, LOG2E)
+                                      : -INFINITY;
                 }
             }
         }
@@ -1391,16 +1472,20 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 // grid (ceil(L / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes; d_k = d_v = d.
 extern "C" __global__ void __launch_bounds__(128, 3) attention_fused_kernel3_d64(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int L, int S, int group, float scale, int causal, int window, int offset) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi,
+    const float* __restrict__ bias, int bias_heads) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<64>(q, k, v, out, L, S, group, scale, causal, window, offset, (float*)fused3_smem4);
+    attention_fused3<64>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi, bias, bias_heads,
+                         (float*)fused3_smem4);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 2) attention_fused_kernel3_d128(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int L, int S, int group, float scale, int causal, int window, int offset) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi,
+    const float* __restrict__ bias, int bias_heads) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<128>(q, k, v, out, L, S, group, scale, causal, window, offset, (float*)fused3_smem4);
+    attention_fused3<128>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi, bias, bias_heads,
+                         (float*)fused3_smem4);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1413,8 +1498,10 @@ extern "C" __global__ void attention_fused_lse_kernel1(const float* __restrict__
                                                        float* __restrict__ out,      // (H, L, d_v)
                                                        float* __restrict__ lse,      // (H, L)
                                                        int L, int S, int d_k, int d_v, int group, float scale,
-                                                       int causal, int window, int offset) {
-    attention_fused1(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset);
+                                                       int causal, int window, int offset, int right, int sinks,
+                                                       int alibi, const float* __restrict__ bias, int bias_heads) {
+    attention_fused1(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset, right, sinks, alibi,
+                     bias, bias_heads);
 }
 
 extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__ q,  // (H, L, d_k)
@@ -1423,8 +1510,10 @@ extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__
                                                        float* __restrict__ out,      // (H, L, d_v)
                                                        float* __restrict__ lse,      // (H, L)
                                                        int L, int S, int d_k, int d_v, int group, float scale,
-                                                       int causal, int window, int offset) {
-    attention_fused2(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset);
+                                                       int causal, int window, int offset, int right, int sinks,
+                                                       int alibi, const float* __restrict__ bias, int bias_heads) {
+    attention_fused2(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset, right, sinks, alibi,
+                     bias, bias_heads);
 }
 
 // ================================================================================================
@@ -2616,7 +2705,8 @@ __device__ __forceinline__ void attention_decode(const float* __restrict__ q,  /
                                                  float* __restrict__ part_out,  // (H, splits, d_v)
                                                  float* __restrict__ part_lse,  // (H, splits)
                                                  int S, int capacity, int d_k, int d_v, float scale,
-                                                 int causal, int window, int group, int keys_per_split) {
+                                                 int causal, int window, int offset, int right, int sinks, int alibi,
+                                                 int group, int keys_per_split) {
     // A warp takes every 4th key of the slice: its 32 lanes read one key row together (d / 32
     // consecutive columns each, one coalesced line), reduce the dot product by shuffles and keep
     // their own columns of an online softmax's output; then the 4 warps merge through shared memory.
@@ -2626,11 +2716,14 @@ __device__ __forceinline__ void attention_decode(const float* __restrict__ q,  /
     const int split = blockIdx.x, h = blockIdx.z;
     const long kv = h / group;  // the K/V head this query head shares with group - 1 others
 
-    // The keys the query at position S - 1 sees, cut into slices of keys_per_split.
-    const Mask mask = Mask::from_args(causal, window);
-    const KeyTiles kt = mask.key_tiles<1>(S - 1, 1, S);
-    const int j_first = kt.j_begin + split * keys_per_split;
-    const int j_stop = min(kt.j_end, j_first + keys_per_split);
+    // The keys the query at position S - 1 sees (the Mask's last_row_keys: the sinks, then its
+    // window), numbered 0 .. count - 1 and cut into slices of keys_per_split. offset is 0 here
+    // (the query is one of the cache's positions) and a right bound reaches no key past S - 1.
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const SeenKeys seen = mask.last_row_keys(S);
+    const int n_first = split * keys_per_split;
+    const int n_stop = min(seen.count, n_first + keys_per_split);
+    const float slope_h = mask.slope(h);  // ALiBi's m_h (0 without)
 
     float qr[DECODE_MAX_D / 32], acc[DECODE_MAX_D / 32];
 #pragma unroll
@@ -2640,7 +2733,8 @@ __device__ __forceinline__ void attention_decode(const float* __restrict__ q,  /
         acc[t] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;  // this warp's running max and sum of exp(s - m)
-    for (int j = j_first + warp; j < j_stop; j += n_warps) {
+    for (int n = n_first + warp; n < n_stop; n += n_warps) {
+        const int j = seen.key(n);
         const long k_row = (kv * capacity + j) * d_k, v_row = (kv * capacity + j) * d_v;
         float s = 0.0f;
 #pragma unroll
@@ -2649,6 +2743,7 @@ __device__ __forceinline__ void attention_decode(const float* __restrict__ q,  /
             if (c < d_k) s += qr[t] * cache_load<BF16>(k_cache, k_row + c);
         }
         s = warp_sum(s) * scale;
+        if (mask.alibi > 0) s += Mask::bias_at(slope_h, S - 1 - j);
         const float m_new = fmaxf(m, s);
         const float alpha = expf(m - m_new);  // m = -inf before the warp's first key: 0
         const float p = expf(s - m_new);
@@ -2690,18 +2785,20 @@ extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
 attention_decode_kernel1(const float* __restrict__ q, const float* __restrict__ k_cache,
                          const float* __restrict__ v_cache, float* __restrict__ part_out,
                          float* __restrict__ part_lse, int S, int capacity, int d_k, int d_v, float scale,
-                         int causal, int window, int group, int keys_per_split) {
+                         int causal, int window, int offset, int right, int sinks, int alibi, int group,
+                         int keys_per_split) {
     attention_decode<false>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale, causal,
-                            window, group, keys_per_split);
+                            window, offset, right, sinks, alibi, group, keys_per_split);
 }
 
 extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
 attention_decode_kernel2(const float* __restrict__ q, const u32* __restrict__ k_cache,
                          const u32* __restrict__ v_cache, float* __restrict__ part_out,
                          float* __restrict__ part_lse, int S, int capacity, int d_k, int d_v, float scale,
-                         int causal, int window, int group, int keys_per_split) {
+                         int causal, int window, int offset, int right, int sinks, int alibi, int group,
+                         int keys_per_split) {
     attention_decode<true>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale, causal,
-                           window, group, keys_per_split);
+                           window, offset, right, sinks, alibi, group, keys_per_split);
 }
 
 // attention_decode_merge_kernel1: one head's slices into its output row. With L = log sum_s

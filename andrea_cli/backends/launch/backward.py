@@ -180,7 +180,7 @@ def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, 
     dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
         (q, k, v, out, lse, np.int32(T), np.int32(T), np.int32(d_k), np.int32(d_v), np.int32(1),
-         np.float32(scale.factor), *mask.kernel_args(T, T)),
+         np.float32(scale.factor), *mask.kernel_args(T, T, heads=H), None, np.int32(0)),  # no mask array
         shared_mem=LSE[variant].shared_bytes(d_k, d_v, rows=rows))
     return {"forward": name}
 

@@ -12,6 +12,7 @@ from andrea_cli.backends.launch.catalogue import family
 from andrea_cli.backends.launch.kernel_spec import define
 from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.backends.launch.shapes import check_shapes
+from andrea_cli.backends.launch.staged import check_bias
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import Scale
@@ -73,9 +74,10 @@ def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 
 
 def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d_v: int, *,
                  mask: MaskSpec, scale: Scale, rows: int = ROWS_PER_BLOCK, variant: int | None = None,
-                 S: int | None = None, H_kv: int | None = None) -> dict[str, str]:
+                 S: int | None = None, H_kv: int | None = None, dbias=None) -> dict[str, str]:
     """One launch on arrays already on the device (bench times exactly this); {"fused": the kernel}.
-    T: the query rows (L), S: the keys (T unless given); H query heads over H_kv K/V heads."""
+    T: the query rows (L), S: the keys (T unless given); H query heads over H_kv K/V heads.
+    dbias: a mask array's bias on the device, (1 or H, L, S), for mask.kind "array"."""
     check_fused_shape(d_k, d_v)
     variant = default_variant(d_k, d_v) if variant is None else variant
     if variant not in FUSED:
@@ -86,7 +88,11 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     L, S = T, T if S is None else S
     lengths = (np.int32(L), np.int32(S))
     group = np.int32(H // (H if H_kv is None else H_kv))  # query heads per K/V head
-    mask_args = mask.kernel_args(L, S)
+    if mask.is_array and dbias is None:
+        raise ValueError("a mask array needs its bias on the device (dbias)")
+    # the whole Mask, then the mask array (None, 0 without one) with its heads: 1 broadcasts
+    mask_args = mask.kernel_args(L, S, heads=H) + (
+        (dbias, np.int32(mask.bias.size // (L * S))) if mask.is_array else (None, np.int32(0)))
     name = k.entry(d_k if k.head_sizes else None)
     if k.head_sizes:  # register-tiled: its own rows and threads per block; the head size is in the name
         dev.get_function(name)(
@@ -113,13 +119,17 @@ def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
 
     transfers = Transfers(dev)
     dq, dk, dv = transfers.upload(q, k, v)
+    dbias = None
+    if mask.is_array:
+        check_bias(mask.bias, H, T, S)
+        dbias, = transfers.upload(mask.bias.reshape(-1, T, S))
 
     out = dev.empty((H, T, d_v))
 
     def launch(clock):
         clock.start("fused")
         ran = launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scale=scale, rows=rows, variant=variant,
-                           S=S, H_kv=H_kv)
+                           S=S, H_kv=H_kv, dbias=dbias)
         clock.stop("fused")
         return ran
 
