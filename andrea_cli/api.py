@@ -302,7 +302,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (the kernel file's CPU build) or "numpy"; kernel: an edited copy of the kernel file. The
     kernels compute in float32 (fp16/bf16 inputs widened, the result rounded back once; a mask
     array in the fused kernels); what they cannot take (float64, K and V head counts that differ,
-    a scale <= 0) runs the NumPy path in float32 (float64 for float64 inputs) with a KernelFallbackWarning saying why. Bad input: AndreaError."""
+    a scale <= 0) runs the NumPy path in float32 (float64 for float64 inputs) with a
+    KernelFallbackWarning saying why. Bad input: AndreaError."""
     from andrea_cli.commands.sdpa import scaled_dot_product_attention as run
 
     return run(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, backend=backend, kernel=kernel)
