@@ -111,6 +111,9 @@ def decode(dev: KernelDevice, cache: KVCache, q, length: int, heads: int, *, mas
                           "a multiple of the K/V heads")
     if not 1 <= length <= cache.capacity:
         raise AndreaError(f"a step reads 1 to {cache.capacity} cached keys (got {length})")
+    if mask.right:
+        raise AndreaError(f"--mask {mask}: a decode step's query is the newest position, with no later key "
+                          "to see: use window:W or window:L,0")
     keys = mask.decode_keys(length)  # the keys the Mask shows the query: its window's, and the sinks
     n, per_slice = slices(keys, heads)
     part_out = dev.empty((heads, n, cache.d_v))
