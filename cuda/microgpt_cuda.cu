@@ -35,14 +35,19 @@
 // copied; group 1: a K/V head per query head) (a causal fused kernel renumbers its blocks longest first
 // across the heads: causal_block_order). All data is float32, row-major, contiguous.
 //
-// Every kernel that masks takes the same three arguments, (causal, window, offset), and asks one
-// Mask (BUILDING BLOCKS) for every test of a (query, key) pair and every range of tiles it
-// visits: today's masks are none, causal (key j visible from query i when j <= i + offset) and a
-// causal sliding window (i + offset - j < window as well). offset is the key position of query
-// row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
-// queries being the last L positions (bottom-right, as FlashAttention >= 2.1).
+// Every kernel that masks takes its Mask's fields as int arguments, (causal, window, offset,
+// right, sinks, alibi), or the first three where it takes only the two bounds (the tensor-core
+// forward) or the first two (the backward, L = S), and asks one Mask (BUILDING BLOCKS) for every
+// test of a (query, key) pair and every range of tiles it visits. The masks: none, causal (key j
+// visible from query i when j <= p + right, p = i + offset; right 0), a sliding window
+// (p - j < window as well), two-sided (right > 0: window:L,R sees p-L .. p+R), with attention
+// sinks (keys j < sinks pass the window's left bound), and ALiBi (alibi = H: -m_h · (p - j)
+// added to head h's scaled scores). offset is the key position of query row 0: 0 when queries
+// and keys are one sequence; S - L for L queries against S keys, the queries being the last L
+// positions (bottom-right, as FlashAttention >= 2.1).
 // A mask given as an array (--mask-file, an attn_mask) is no Mask: mask_kernel2 adds it to the
-// scaled scores, and only the staged kernels run it (the Mask of the other kernels is then none).
+// scaled scores, and the fused fp32 kernels 1 and 2 add it beside each K tile (their Mask is then
+// none); kernel3, the tensor-core and the backward kernels refuse one in one line.
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
@@ -63,7 +68,8 @@
 //                    grid-stride loop; grid (min(ceil(n/256), 4096)), block (256); registers <= 40
 //   mask_kernel1     S'[i][j] = -inf where the Mask hides key j from query i  (H,T,T) -> (H,T,T)
 //                    (causal: j > i, the future; a window: also i - j >= window, so i sees
-//                    i-window+1 .. i). grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//                    i-window+1 .. i; right, sinks as the Mask says), and ALiBi's -m_h·(i - j)
+//                    added to the rest. grid (ceil(T/16), ceil(T/16), H), block (16, 16)
 //                    registers <= 24
 //   mask_kernel2     S'[i][j] += bias[i][j], a mask given as an array    (H,L,S),(Hb,L,S) -> (H,L,S)
 //                    (--mask-file): additive biases as they are (ALiBi-shaped, ...), a bool mask
@@ -96,6 +102,8 @@
 //                    (H,L,d_k),(H/group,S,d_k),(H/group,S,d_v) -> (H,L,d_v); never writes an L×S matrix.
 //                    One warp per query row, `rows` rows per block sharing K/V tiles of 32 keys
 //                    in shared memory; online softmax; key tiles the mask removes are skipped.
+//                    ALiBi and a mask array (bias, bias_heads: nullptr, 0 without) added per
+//                    score, the array's row read from global memory beside the K tile.
 //                    d_k, d_v <= 128. grid (ceil(T/rows), 1, H), block (32, rows),
 //                    shared_mem = 4 * (rows * d_k + 32 * (d_k | 1) + 32 * d_v) bytes; registers <= 64
 //                    (56 before L != S and grouped heads: 60 on sm_80, still 4 blocks of 8 rows per SM)
@@ -107,7 +115,8 @@
 //                    8 rows x d/16 columns of O, so a shared load feeds 8-11 FMAs instead of 1-4;
 //                    the head size is a compile-time constant (d_k = d_v = 64 or 128); Q times
 //                    scale·log2 e on load, so the online softmax runs in exp2; row max by
-//                    xor-shuffles. grid (ceil(T/64), 1, H), block (128),
+//                    xor-shuffles. ALiBi: every tile takes the element pass the mask's edge
+//                    tiles take; no mask array (kernel2 runs one). grid (ceil(T/64), 1, H), block (128),
 //                    shared_mem = 4 * (192 * d + 256) bytes (over 48 KiB: the launcher opts in)
 //                    registers <= 168, <= 232 (_d64 has __launch_bounds__(128, 3): 3 blocks/SM)
 //   attention_fused_lse_kernel1, attention_fused_lse_kernel2   kernel1 and kernel2, also writing
@@ -163,7 +172,9 @@
 //                    slices of keys_per_split keys, one block per (slice, head); a warp per key
 //                    row (coalesced reads, the dot by shuffles), online softmax, the block's 4
 //                    warps merged in shared memory; writes each slice's normalised output and
-//                    logsumexp. kernel2 reads the bf16 cache. (H,d_k) + cache -> (H,splits,d_v),
+//                    logsumexp. kernel2 reads the bf16 cache. The keys are the Mask's for row
+//                    S - 1 (last_row_keys: the sinks, then the window), ALiBi added to each
+//                    score. (H,d_k) + cache -> (H,splits,d_v),
 //                    (H,splits). grid (splits, 1, H), block (128); registers <= 40, <= 40
 //   attention_decode_merge_kernel1   the slices of a head merged by their logsumexps
 //                    (H,splits,d_v),(H,splits) -> (H,d_v),(H); grid (1, 1, H), block (128);
@@ -322,11 +333,14 @@ __device__ __forceinline__ BlockWork causal_block_order(int causal, bool longest
 //   the left bound, when window > 0:  p - j < window   (p sees p-window+1 .. p); the first `sinks`
 //                                                      keys pass it however far back they lie
 // Causal is a local window of (infinity, 0), FlashAttention's reading: a mask flavour is a pair
-// of bounds (and the sinks), not another copy of the test.
+// of bounds (and the sinks), not another copy of the test. window:L,R (--mask) is window = L + 1,
+// right = R. ALiBi hides nothing: alibi = H gives head h its slope (slope), whose bias
+// -m_h · (p - j) the kernels add to the visible scores (bias_at).
 //
-// The kernels take (causal, window, offset) and build their Mask with from_args; right and sinks
-// are constants (0) until the kernels take them too, and SINKS (a compile-time choice) keeps its
-// term out of today's tests. The offset is added to a row once, by the methods, before a rule
+// The kernels build their Mask with from_args: the staged mask and av kernels, the fused fp32
+// kernels and decode from all six fields; the tensor-core forward from (causal, window, offset)
+// and the backward from (causal, window), right, sinks and alibi then the constant 0, whose
+// terms fold away, so those kernels compile as before the fields were runtime. The offset is added to a row once, by the methods, before a rule
 // sees it (so a rule reads positions p, not rows i). How the rules are written is measured, not taste (NVVM,
 // kernel4's masked key tiles, 976 instructions a trip): a rule that adds a 0, a method that reads
 // its fields through `this` before it is inlined, or a bound test (j < T) left outside the call
@@ -1008,8 +1022,8 @@ extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __re
 __device__ __forceinline__ float row_logsumexp(float m, float l) { return l > 0.0f ? m + logf(l) : INFINITY; }
 
 // The fused fp32 kernels' scores take two additive terms beside the Mask's -inf: ALiBi's
-// -m_h · (p - j) (slope_h = mask.slope(head), in the kernel's base: times log2 e in kernel3) and
-// a mask array's entry (bool masks arrive as 0 / -inf), its row bias_row of one (L, S) array
+// -m_h · (p - j) (slope_h = mask.slope(head); kernel3 adds it itself, in base 2) and, in
+// kernels 1 and 2, a mask array's entry (bool masks arrive as 0 / -inf), its row bias_row of one (L, S) array
 // broadcast over the heads (bias_heads 1) or of the head's own (bias_heads H). Each entry is
 // used once, by the one thread that holds its score, so it is read straight from global memory
 // beside the K tile (a warp's 32 keys of a row: one coalesced 128-byte line), with no copy in
@@ -1019,11 +1033,10 @@ __device__ __forceinline__ const float* bias_row_of(const float* __restrict__ bi
     if (bias == nullptr || i >= L) return nullptr;
     return bias + ((bias_heads == 1 ? 0 : head) * L + i) * (long)S;
 }
-// (base: 1, or log2 e for kernel3's base-2 scores; the array's entry is multiplied by it).
 __device__ __forceinline__ float score_bias(const Mask& mask, float slope_h, const float* __restrict__ bias_row, int p,
-                                            int j, bool inside, float base = 1.0f) {
+                                            int j, bool inside) {
     float add = mask.alibi > 0 ? Mask::bias_at(slope_h, p - j) : 0.0f;
-    if (bias_row != nullptr && inside) add += bias_row[j] * base;
+    if (bias_row != nullptr && inside) add += bias_row[j];
     return add;
 }
 
@@ -1061,8 +1074,6 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
     k += head / group * S * d_k;  // query head h reads K/V head h / group
     v += head / group * S * d_v;
     out += head * L * d_v;
-    const float slope_h = mask.slope(head);  // ALiBi's m_h (0 without)
-    const float* bias_row = bias_row_of(bias, bias_heads, head, i, L, S);  // the row's mask array, or nullptr
 
     for (int idx = tid; idx < rows * d_k; idx += n_threads) {
         const int rr = idx / d_k, c = idx % d_k;
@@ -1103,7 +1114,11 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
         s *= scale;
         const bool visible = mask.visible(i, j, j < S);
-        s = visible ? s + score_bias(mask, slope_h, bias_row, i + offset, j, j < S) : -INFINITY;  // -inf, not -1e9: exp gives exactly 0
+        // ALiBi's slope and the row of a mask array, worked out here from the kernel's arguments
+        // rather than held across the loop: two more live registers cost kernel1 a block per SM
+        s = visible ? s + score_bias(mask, mask.slope(head), bias_row_of(bias, bias_heads, head, i, L, S), i + offset, j,
+                                     j < S)
+                    : -INFINITY;  // -inf, not -1e9: exp gives exactly 0
 
         // Online softmax. `any` guarantees one visible key in the tile, but a mask array may
         // still hide it (-inf): a row with no finite score yet subtracts 0, not -inf - -inf = NaN.
@@ -1186,6 +1201,7 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
     const float4* k4 = (const float4*)(k + head / group * S * d_k);  // query head h reads K/V head h / group
     const float4* v4 = (const float4*)(v + head / group * S * d_v);
     out += head * L * d_v;
+    // held across the loop here (kernel1 works them out per tile: its registers are full)
     const float slope_h = mask.slope(head);
     const float* bias_row = bias_row_of(bias, bias_heads, head, i, L, S);
 
@@ -1298,8 +1314,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
                                                  const float* __restrict__ v,  // (H / group, S, D)
                                                  float* __restrict__ out,      // (H, L, D)
                                                  int L, int S, int group, float scale, int causal, int window, int offset,
-                                                 int right, int sinks, int alibi, const float* __restrict__ bias,
-                                                 int bias_heads, float* smem) {
+                                                 int right, int sinks, int alibi, float* smem) {
     // Dynamic shared memory (the entry point's extern array), in floats; shared_mem =
     // 4 · (192 D + 256) bytes: 50,176 at d = 64, 99,328 at d = 128, over the 48 KiB a block gets
     // without opting in, so the launcher opts in:
@@ -1323,10 +1338,12 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     const float4* k4 = (const float4*)(k + head / group * S * D);  // query head h reads K/V head h / group
     const float4* v4 = (const float4*)(v + head / group * S * D);
     out += head * L * D;
-    // ALiBi's slope and a mask array's entries, in base 2 as the scores (times log2 e); with
-    // either, every tile takes the element pass below, not only those a mask edge crosses.
+    // ALiBi's slope, in base 2 as the scores (times log2 e); with it every tile takes the element
+    // pass below, not only those a mask edge crosses. No mask array here: read in that pass it
+    // costs 32 more registers at d = 128 and spills at d = 64 (NVRTC, sm_80 and sm_90), so the
+    // launcher runs kernel2 for one.
     const float slope_h = mask.slope(head) * LOG2E;
-    const bool every_tile = mask.alibi > 0 || bias != nullptr;
+    const bool every_tile = mask.alibi > 0;
 
     const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float q_factor = scale * LOG2E;  // scores come out in base 2: s·log2 e
@@ -1391,13 +1408,11 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
                 const int i = row0 + 8 * rg + r;
-                const float* bias_row = bias_row_of(bias, bias_heads, head, i, L, S);
 #pragma unroll
                 for (int n = 0; n < 4; ++n) {
                     const int j = j0 + cg + 16 * n;
                     const bool visible = mask.visible(i, j, j < S);
-                    s[r][n] = visible ? s[r][n] + score_bias(mask, slope_h, bias_row, i + offset, j, j < S, LOG2E)
-                                      : -INFINITY;
+                    s[r][n] = visible ? s[r][n] + (every_tile ? Mask::bias_at(slope_h, i + offset - j) : 0.0f) : -INFINITY;
                 }
             }
         }
@@ -1472,19 +1487,17 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 // grid (ceil(L / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes; d_k = d_v = d.
 extern "C" __global__ void __launch_bounds__(128, 3) attention_fused_kernel3_d64(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi,
-    const float* __restrict__ bias, int bias_heads) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<64>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi, bias, bias_heads,
+    attention_fused3<64>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi,
                          (float*)fused3_smem4);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 2) attention_fused_kernel3_d128(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi,
-    const float* __restrict__ bias, int bias_heads) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<128>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi, bias, bias_heads,
+    attention_fused3<128>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi,
                          (float*)fused3_smem4);
 }
 
@@ -2653,7 +2666,8 @@ attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigne
 // softmax over all the keys: sum_j e^{s_j} v_j / sum_j e^{s_j}, regrouped by slice.
 //
 // The query is the newest position, S - 1, and its own key is in the cache: causal hides nothing
-// there, a window the keys before S - window. The Mask says which keys (key_tiles of that row).
+// there, a window the keys before S - window (all but its sinks). The Mask says which keys
+// (last_row_keys: the sinks, then the window, numbered as one run that the slices cut).
 // Grouped K/V heads (as Llama's): query head h reads K/V head h / group, never a copy.
 // ------------------------------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ BROKEN = {
         [TWO_SIDED], {"output"} | FUSED),
     "the fused kernels ignore a mask array": (
         "if (bias_row != nullptr && inside) add += bias_row[j] * base;", "",
-        [ARRAY_KERNEL3], FUSED),
+        [ARRAY_KERNEL3], {"fused1", "fused2"}),
     "every head reads head 0's mask array": (
         "((bias_heads == 1 ? 0 : head) * L + i)", "((0) * L + i)", [ARRAY_PER_HEAD], {"fused1", "fused2"}),
 }
@@ -61,7 +61,8 @@ def test_the_flavour_cases_pass_on_the_real_kernels():
     report = run_verify(verify_backends("cpu", packaged_kernel_path()), cases, kernel_file="microgpt_cuda.cu")
     assert report.passed and len(report.results) == 2 * len(cases), [r.to_json() for r in report.results if not r.passed]
     for result in report.results:
-        assert FUSED <= set(result.stages), result.case.label()  # d 64: kernel3 too
+        # d 64: kernel3 too, but for a mask array (kernels 1 and 2 read one; kernel3 would spill)
+        assert (FUSED - {"fused3"} if result.case.mask.is_array else FUSED) <= set(result.stages), result.case.label()
         if "decode" in result.case.families:  # sinks and ALiBi; not a right-hand window
             assert "decode1" in result.stages
 
