@@ -51,6 +51,14 @@ class QKV:
         return self.q.shape[0] if len(self.q.shape) == 3 else None
 
 
+def check_sizes_match_files(sizes) -> None:
+    """sizes: (flag, the size it asked for or None, the size the files have). A size given beside
+    files must be theirs: the files win, and the flag that disagrees is blamed."""
+    for flag, given, actual in sizes:
+        if given is not None and given != actual:
+            raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} or fix the files")
+
+
 def check_sizes(T: int, d_k: int, d_v: int, S: int | None = None, *, flags: tuple[str, str] = ("--T", "--T")) -> None:
     """Every size >= 1; flags: what the query and key counts were given as (--T, or --T-q/--T-k)."""
     sizes = ((flags[0], T), *(((flags[1], S),) if S is not None else ()), ("--d-k", d_k), ("--d-v", d_v))

@@ -14,8 +14,8 @@ from andrea_cli.commands.options import AttendOptions, RunOptions
 from andrea_cli.commands.options.shared import MASK
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import (HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_seed, check_sizes, load_npy,
-                               load_qkv, random_qkv)
+from andrea_cli.inputs import (HOST_BYTES_PER_SCORE, QKV, check_fits_in_memory, check_seed, check_sizes,
+                               check_sizes_match_files, load_npy, load_qkv, random_qkv)
 from andrea_cli.masks import MaskSpec, mask_array, parse_mask
 from andrea_cli.outputs import check_distinct, check_writable, save_npy_atomic
 
@@ -86,10 +86,8 @@ def head_inputs(o, bytes_per_score: int = HOST_BYTES_PER_SCORE) -> QKV:
     L, S, flags = lengths(o)
     if o.has_qkv_files:
         data = load_qkv(o.q, o.k, o.v, o.qkv)
-        for flag, given, actual in ((flags[0], L, data.T), (flags[1], S, data.S), ("--d-k", o.d_k, data.d_k),
-                                    ("--d-v", o.d_v, data.d_v)):
-            if given is not None and given != actual:
-                raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} or fix the files")
+        check_sizes_match_files(((flags[0], L, data.T), (flags[1], S, data.S), ("--d-k", o.d_k, data.d_k),
+                                 ("--d-v", o.d_v, data.d_v)))
         L, S, d_k, d_v = data.T, data.S, data.d_k, data.d_v
     else:
         L, d_k, d_v = head_sizes(L, o.d_k, o.d_v)

@@ -12,7 +12,8 @@ from andrea_cli.commands.backend import choose_backend
 from andrea_cli.commands.options import GenerateOptions
 from andrea_cli.defaults import head_sizes
 from andrea_cli.errors import AndreaError
-from andrea_cli.inputs import QKV, check_fits_in_memory, check_seed, check_sizes, load_qkv, random_qkv
+from andrea_cli.inputs import (QKV, check_fits_in_memory, check_seed, check_sizes, check_sizes_match_files, load_qkv,
+                               random_qkv)
 from andrea_cli.masks import MaskSpec, parse_mask
 from andrea_cli.runs.generate import GenerateReport, run_generate
 
@@ -47,10 +48,7 @@ def run_generate_command(o: GenerateOptions, progress=None, data: QKV | None = N
                               "pass q, k, v of the same T")
     elif o.has_qkv_files:
         data = load_qkv(o.q, o.k, o.v, o.qkv, one_length=True)
-        for flag, given, actual in (("--T", o.T, data.T), ("--d-k", o.d_k, data.d_k), ("--d-v", o.d_v, data.d_v)):
-            if given is not None and given != actual:
-                raise AndreaError(f"{flag} {given} disagrees with the input files ({actual}); drop {flag} "
-                                  "or fix the files")
+        check_sizes_match_files((("--T", o.T, data.T), ("--d-k", o.d_k, data.d_k), ("--d-v", o.d_v, data.d_v)))
     else:
         T, d_k, d_v = head_sizes(o.T, o.d_k, o.d_v)
         check_sizes(T, d_k, d_v)

@@ -85,7 +85,7 @@ def test_the_previous_implementation_is_freed_before_the_next_prepares():
 @pytest.mark.parametrize("mask", [CAUSAL, NO_MASK], ids=str)
 def test_peak_estimates_cover_what_the_implementations_allocate(cpu_backend, mask):
     """NumPy reports its allocations to tracemalloc: the numpy path, and the staged GPU launcher
-    driven through the CPU build, must stay within the bytes they declare."""
+    driven through the CPU build, must stay within the bytes they declare for a run (once warm)."""
     import tracemalloc
 
     from andrea_cli.bench.gpu import staged_gpu_impl
@@ -97,6 +97,10 @@ def test_peak_estimates_cover_what_the_implementations_allocate(cpu_backend, mas
 
     backend = cpu_backend()
     for impl in (numpy_impl(), staged_gpu_impl(backend), numpy_backward_impl(), staged_backward_impl(backend)):
+        # One untraced run first: the first launch builds and caches the module and its launch
+        # plans once per process, which no size of the sweep pays again (and which made this test
+        # pass or fail by the order the suite ran in).
+        impl.prepare(q, k, v, mask)()
         tracemalloc.start()
         impl.prepare(q, k, v, mask)()
         _, peak = tracemalloc.get_traced_memory()

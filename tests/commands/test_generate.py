@@ -69,3 +69,14 @@ def test_a_merge_that_drops_a_slice_is_not_the_same(cli, tmp_path, quick_builds)
     result = cli("generate", "--T", "200", "--d-k", "16", "--backend", "cpu", "--kernel", broken, "--json")
     assert result.exit_code == 0, result.output
     assert not json.loads(result.stdout)["generation_vs_causal"]["agrees"]
+
+
+def test_a_size_beside_files_must_be_theirs(run_main, tmp_path):
+    import numpy as np
+
+    paths = []
+    for name in "qkv":
+        paths += [f"--{name}", str(tmp_path / f"{name}.npy")]
+        np.save(tmp_path / f"{name}.npy", np.ones((8, 4), np.float32))
+    code, _, err = run_main("generate", "--backend", "cpu", *paths, "--T", "9")
+    assert code == 2 and "--T 9 disagrees with the input files (8)" in err and len(err.strip().splitlines()) == 1, err

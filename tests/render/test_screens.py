@@ -327,3 +327,33 @@ def test_stages_are_named_as_the_course_names_them(width):
     wide = draw(render_verify, verify_report(failing_stage="av"), width=240)  # a column per stage
     header = [line for line in wide.splitlines() if line.startswith("┃")]
     assert any("weighted" in line for line in header) and any("(av)" in line for line in header)
+
+
+
+def test_verify_compact_rows_stay_on_one_line():
+    """At 80 columns every passing case of the real sweeps is one line: its worst stage, even
+    the longest-named ("weighted sum (av)"), and its share are not wrapped under it."""
+    from andrea_cli.render.verify import compact_table
+    from andrea_cli.verification.run import sweep
+
+    results = []
+    for quick in (True, False):
+        for case in sweep(quick):
+            r = CaseResult(case, "reverse")
+            r.stages = {"av": StageCheck(max_abs_err=9e-5, max_rel_err=0.0, tol=1e-3, passed=True, first_bad=None)}
+            r.invariants = {"rows sum to 1": True}
+            results.append(r)
+    report = VerifyReport("cpu", "CPU", "/k/microgpt_cuda.cu", results, 1.0)
+    text = draw(lambda console, table: console.print(table), compact_table(report), width=80)
+    assert_fits(text, 80)
+    rows = [line for line in text.splitlines() if line.strip().startswith("ok")]
+    assert len(rows) == len(results) and all(line.rstrip().endswith("(av) 0.09") for line in rows), \
+        [line for line in rows if not line.rstrip().endswith("(av) 0.09")][:3]
+
+
+def test_verify_compact_names_a_broken_invariant():
+    from andrea_cli.render.verify import compact_table
+
+    text = draw(lambda console, table: console.print(table), compact_table(verify_report()), width=80)
+    assert_fits(text, 80)
+    assert "softmax 3.00 · rows sum" in text  # the failing row may wrap; its stage and invariant are named

@@ -138,7 +138,10 @@ def rule(a, b, block_threads: int, block_x: int, block_y: int) -> str:
     if linear(a[1]) // 32 == linear(b[1]) // 32:
         return ("lanes of one warp are ordered only by a __syncwarp naming both (or __syncthreads): "
                 "shuffles and votes order no memory")
-    return "threads of one block are ordered only by __syncthreads()"
+    # Hopper's kernels order their threads by more than the one barrier: a hint naming only
+    # __syncthreads() sent a reader of kernel6 looking for a barrier it had on purpose replaced
+    return ("threads of one block are ordered only by __syncthreads(), a named barrier (bar.sync id, n) "
+            "both join, or an mbarrier phase one arrives on and the other waits for")
 
 
 def describe(race: Race, memory: Memory, block: tuple[int, int, int]) -> str:

@@ -184,7 +184,8 @@ SUMMARY: ThreadSanitizer: data race /x/k.cu:6 in k(float*)
     memory = race_report.Memory([("out", 0x1000, 64, 4)], (0, 0), [], (0, 0), [])
     (line,) = race_report.summarize(races, memory, (64, 1, 1))
     assert line == ("read after write on out[4]: thread (33) of block (0) reads at k.cu:6, thread (0) of block (0) "
-                    "wrote at k.cu:5; threads of one block are ordered only by __syncthreads()")
+                    "wrote at k.cu:5; threads of one block are ordered only by __syncthreads(), a named barrier "
+                    "(bar.sync id, n) both join, or an mbarrier phase one arrives on and the other waits for")
 
 
 # --- the project's kernel file ------------------------------------------------------------------
