@@ -10,6 +10,8 @@ import numpy as np
 
 from andrea_cli.errors import AndreaError
 
+BACKWARD_FIX = "the gradient has no kernel for them yet: use causal, none or window:W"
+
 # What --mask takes, for --help and the errors: terms joined by commas.
 GRAMMAR = ("none, causal, window:W (W keys wide: p-W+1..p), window:L,R (two-sided: p-L..p+R), "
            "sinks:N with a window (keys 0..N-1 always seen), alibi (causal + ALiBi's per-head bias "
@@ -71,12 +73,12 @@ class MaskSpec:
         return ([f"window:{self.window - 1},{self.right}"] if self.right else []) \
             + ([f"sinks:{self.sinks}"] if self.sinks else []) + (["alibi"] if self.alibi else [])
 
-    def refuse_flavours(self, kernels: str) -> None:
+    def refuse_flavours(self, kernels: str,
+                        fix: str = "run the fp32 kernels (staged, or --fused without --precision bf16)") -> None:
         """One line naming the flavour, for kernels that take only the two bounds."""
         if self.flavours:
             raise AndreaError(f"--mask {self}: {kernels} take causal, none and window:W only, not "
-                              f"{', '.join(self.flavours)}: run the fp32 kernels (staged, or --fused without "
-                              "--precision bf16)")
+                              f"{', '.join(self.flavours)}: {fix}")
 
     def kernel_args(self, L: int = 0, S: int = 0, heads: int | None = None) -> tuple[np.int32, ...]:
         """The scalars every kernel that masks takes, in its argument order, from which the kernel
@@ -96,7 +98,7 @@ class MaskSpec:
     def square_args(self) -> tuple[np.int32, np.int32]:
         """(causal, window) for the kernels that take one sequence only, L = S (the backward, for
         now): their Mask's offset is 0, and they take neither right, sinks nor ALiBi."""
-        self.refuse_flavours("the backward kernels")
+        self.refuse_flavours("the backward kernels", BACKWARD_FIX)
         return self.kernel_args()[:2]
 
     def decode_keys(self, length: int) -> int:
