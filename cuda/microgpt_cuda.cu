@@ -160,6 +160,19 @@
 //                    1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d) bytes (51,200
 //                    at d = 64; 100,352 at d = 128: opt-ins); registers <= 128 (two blocks, 16
 //                    warps, per SM), <= 184
+//   attention_fused_kernel7_d64, attention_fused_kernel7_d128   kernel6's output and tiles,
+//                    FlashAttention-3's structure (sm_90a only; chosen by name, --kernel 7):
+//                    warp-specialised, a producer warp (its warpgroup at setmaxnreg 40) streams K
+//                    and V with TMA (cp.async.bulk.tensor, boxes of 64 keys x 8 columns) into a
+//                    ring of K7_STAGES stages guarded by full/empty mbarriers (expect_tx,
+//                    try_wait.parity); two consumer warpgroups (setmaxnreg 232) of 64 query rows
+//                    take turns at the tensor cores on named barriers (bar.sync / bar.arrive), so
+//                    one's softmax runs under the other's wgmmas; P·V one turn late, beside the
+//                    next S. No consumer instruction loads K or V, no __syncthreads in the loop.
+//                    grid (ceil(T/128), 1, H), block (384), shared_mem = 2 * (128 * (d + 8) +
+//                    2 * K7_STAGES * 64 * d) + 16 * K7_STAGES + 128 bytes (51,360 at d = 64;
+//                    100,512 at d = 128); takes k_map, v_map (K, V as (H_kv * S, d)) last;
+//                    registers <= 168, <= 168 (384 threads: the most a block may give each)
 //
 // Decode, one step of generation: one query per head (the newest position, S - 1) against the S
 // cached keys and values; K/V heads may be fewer than query heads (group = H / H_kv per K/V head):
@@ -169,13 +182,20 @@
 //                    half the bytes each later step reads. grid (1, 1, H_kv), block (128);
 //                    registers <= 24, <= 24
 //   attention_decode_kernel1, attention_decode_kernel2   flash-decoding: the cache cut into
-//                    slices of keys_per_split keys, one block per (slice, head); a warp per key
-//                    row (coalesced reads, the dot by shuffles), online softmax, the block's 4
-//                    warps merged in shared memory; writes each slice's normalised output and
-//                    logsumexp. kernel2 reads the bf16 cache. The keys are the Mask's for row
-//                    S - 1 (last_row_keys: the sinks, then the window), ALiBi added to each
-//                    score. (H,d_k) + cache -> (H,splits,d_v),
-//                    (H,splits). grid (splits, 1, H), block (128); registers <= 40, <= 40
+//                    slices of keys_per_split keys, one block per (slice, head). A warp reads 4
+//                    key rows at once, 8 lanes a row (lane owns units sub + 8t: 32 contiguous
+//                    bytes a row per load), and each 8-lane group takes 4 rows a step, so one
+//                    3-round shuffle tree gives 4 scores (a warp per row spent 5 shuffles and 2
+//                    exps a key: issue-bound, 5.9 us for kernel2 at bench --bound's shape, HBM
+//                    2.6); each group an online softmax in exp2, the block's 16 merged in shared
+//                    memory; writes each slice's normalised output and logsumexp. kernel2 reads
+//                    the bf16 cache. d <= 64 runs a loop of half the units. The keys are the
+//                    Mask's for row S - 1 (last_row_keys: the sinks, then the window), ALiBi
+//                    added to each score. Static estimate
+//                    (bench --bound, H200, T 4,096, 12 heads, d 64): both HBM-bound, kernel1
+//                    5.3 us (issue 1.1), kernel2 2.6 us (issue 1.0). (H,d_k) + cache ->
+//                    (H,splits,d_v), (H,splits). grid (splits, 1, H), block (128),
+//                    static shared 8,384 bytes; registers <= 128, <= 96
 //   attention_decode_merge_kernel1   the slices of a head merged by their logsumexps
 //                    (H,splits,d_v),(H,splits) -> (H,d_v),(H); grid (1, 1, H), block (128);
 //                    registers <= 40
@@ -2651,6 +2671,408 @@ attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigne
     attention_fused6<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
 }
 
+// ------------------------------------------------------------------------------------------------
+// attention_fused_kernel7: FlashAttention-3's structure on Hopper (sm_90a only): kernel6's wgmma
+// tiles, warp-specialised. The same inputs, outputs, masks and bf16 roundings as kernel4-6, so the
+// same verify family checks it.
+//
+// What it adds to kernel6 (whose tiles, softmax and mask code it copies):
+//   - a producer warp: warpgroup 0 gives its registers away (setmaxnreg.dec 24) and one warp of it
+//     streams K and V in with TMA (cp.async.bulk.tensor): one thread issues a tile's copies, the
+//     copy engine moves the bytes, no consumer thread spends an instruction on a load; its other
+//     three warps return. The consumers take the registers (setmaxnreg.inc 240).
+//   - a ring of K7_STAGES K/V stages, each guarded by two mbarriers: full[s] (the producer's
+//     arrive.expect_tx of the stage's bytes; the copies complete them) and empty[s] (every consumer
+//     thread arrives once its wgmmas have read the stage), so loads run ahead of the math by the
+//     ring's depth and nobody waits at a __syncthreads
+//   - two consumer warpgroups of 64 query rows that ping-pong on named barriers: warpgroup c issues
+//     its wgmmas (O += P·V of the tile before, S = Q·K^T of this one) only in its turn (bar.sync
+//     1 + c), then hands the turn over (bar.arrive 2 - c) and does its softmax while the other's
+//     wgmmas run: one's exponentials hide under the other's tensor-core work
+//   - P·V of tile n runs one turn late, beside S of tile n + 1, so a turn is one batch of wgmmas
+//     (FlashAttention-3's intra-warpgroup overlap, its simplest form: P held in registers across)
+// The tiles in shared memory are TMA boxes of 64 keys x 8 columns (16 bytes a row, no swizzle):
+// column chunk c of key r at 1024c + 16r bytes, so the core matrix (keys 8g..+7, columns 8c..+7)
+// is the 128 contiguous bytes at 1024c + 128g, wgmma's canonical layout with (K: LBO 1024, SBO
+// 128; V: LBO 128, SBO 1024); d / 8 boxes per tile and tensor. A tile reaching past S (the
+// last, where S % 64 != 0) is copied by the producer warp's own loads, zeros past S, then fenced
+// to the async proxy: the same barrier protocol (a plain arrive), no box outside the tensor.
+// Q is copied by each consumer warpgroup (cp.async, kernel6's padded q_s) before its first turn.
+// What bounds it (bench --bound --gpu h100, a static estimate from the SASS, not a measurement):
+// d = 64 the issue slots, 591 TFLOP/s (kernel6: the exponentials, 633); d = 128 the tensor pipe,
+// 989, as kernel6. The bound models no waits, so it already credits kernel6 with the overlap the
+// ping-pong exists to make real; kernel7 stays selectable by name (variant 7), not the default.
+// Shared memory (dynamic): q_s (128, d+8) bf16; k_s, v_s (K7_STAGES, 64·d) bf16 each; full and
+// empty mbarriers (K7_STAGES each, 8 bytes); 128 bytes of slack to align the TMA destinations.
+// Launch: grid (ceil(L/128), 1, H), block (384); k_map and v_map the tensor maps of K and V as
+// (H_kv·S, d) bf16 matrices with a (64, 8) box, in global memory (the launcher encodes them).
+
+#define K7_THREADS 384  // a producer warpgroup and two consumer warpgroups
+#define K7_ROWS 128     // query rows per block: 64 per consumer warpgroup, 16 per warp
+#define K7_STAGES 2     // K/V stages in the ring
+#define K7_PRODUCER_REGS 40
+#define K7_CONSUMER_REGS 232
+
+// The shared-window address of a generic pointer to shared memory (what PTX's shared operands take).
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+#if defined(__CUDA_ARCH__)
+    return (u32)__cvta_generic_to_shared(p);
+#else
+    return 0;
+#endif
+}
+
+// bar.sync id, n / bar.arrive id, n: a named barrier of n threads (whole warps), ids 1..15 here
+__device__ __forceinline__ void named_bar_sync(int id, int n) {
+#if WGMMA_PTX
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();  // never launched: andrea refuses the sm_90a kernels on any other GPU
+#else
+    ptx_emulated::bar_sync(id, n);
+#endif
+}
+
+__device__ __forceinline__ void named_bar_arrive(int id, int n) {
+#if WGMMA_PTX
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::bar_arrive(id, n);
+#endif
+}
+
+// mbarrier.init with `count` arrivals a phase; fence.mbarrier_init makes it visible to the copy
+// engine before the __syncthreads that follows.
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
+#if WGMMA_PTX
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::mbarrier_init(bar, count);
+#endif
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+#if WGMMA_PTX
+    asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(smem_addr(bar)) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::mbarrier_arrive(bar);
+#endif
+}
+
+// An arrival that also expects `bytes` of copies to complete on this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, u32 bytes) {
+#if WGMMA_PTX
+    asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }"
+                 ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::mbarrier_arrive_expect_tx(bar, bytes);
+#endif
+}
+
+// Wait until the phase of this parity has completed (try_wait in a loop: it may time out).
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {
+#if WGMMA_PTX
+    u32 done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    while (!ptx_emulated::mbarrier_try_wait_parity(bar, parity)) {}
+#endif
+}
+
+// TMA: box {c0, c1} (elements, innermost first) of the tensor map at `map` into dst, its bytes
+// completed on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int c0, int c1, unsigned long long* bar) {
+#if WGMMA_PTX
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar)) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    ptx_emulated::cp_async_bulk_tensor_2d(dst, map, c0, c1, bar);
+#endif
+}
+
+// setmaxnreg: the whole warpgroup's register count raised or lowered to N (an immediate)
+template <int N, bool INC>
+__device__ __forceinline__ void set_max_registers() {
+#if WGMMA_PTX
+    if (INC) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#else
+    if (INC) ptx_emulated::setmaxnreg_inc(N);
+    else ptx_emulated::setmaxnreg_dec(N);
+#endif
+}
+
+template <int D>
+__device__ __forceinline__ void attention_fused7(const unsigned short* __restrict__ q,  // (H, L, D), scaled
+                                                 const unsigned short* __restrict__ k,  // (H_kv, S, D)
+                                                 const unsigned short* __restrict__ v,  // (H_kv, S, D)
+                                                 float* __restrict__ out,               // (H, L, D)
+                                                 int L, int Sk, int group, int causal, int window, int offset,
+                                                 const unsigned char* k_map, const unsigned char* v_map,
+                                                 unsigned char* raw_smem) {
+    constexpr int QS = D + TC_PAD;               // q_s's row stride, in bf16
+    constexpr int KV_TILE = TC_KEYS * D;         // one K or V tile, in bf16
+    constexpr u32 TILE_BYTES = 2 * KV_TILE;      // its bytes
+    constexpr int CHUNKS = D / 8;                // 16-byte pieces per row: TMA boxes per tile
+    constexpr int BOX = TC_KEYS * 8;             // one box (64 keys x 8 columns), in bf16
+    // TMA writes 128-byte aligned destinations: the window rounded up (the launcher adds 128 bytes)
+    unsigned short* q_s = (unsigned short*)(((unsigned long long)raw_smem + 127) & ~127ull);  // (K7_ROWS, QS)
+    unsigned short* k_s = q_s + K7_ROWS * QS;                 // (K7_STAGES, KV_TILE)
+    unsigned short* v_s = k_s + K7_STAGES * KV_TILE;          // (K7_STAGES, KV_TILE)
+    unsigned long long* full = (unsigned long long*)(v_s + K7_STAGES * KV_TILE);  // (K7_STAGES)
+    unsigned long long* empty = full + K7_STAGES;                                 // (K7_STAGES)
+
+    const Mask mask = Mask::from_args(causal, window, offset);
+    const BlockWork work = causal_block_order(mask.causal, true);
+    const int row0 = work.tile * K7_ROWS;
+    const long head = work.head;
+    const int kv_row0 = (int)(head / group) * Sk;  // this K/V head's first row in the maps' (H_kv·S, D)
+    q += head * L * D;
+    k += (long)kv_row0 * D;  // query head h reads K/V head h / group, in place
+    v += (long)kv_row0 * D;
+    out += head * L * D;
+    const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K7_ROWS, L, Sk);
+    const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < K7_STAGES; ++s) {
+            mbar_init(&full[s], 1);                         // the producer's one arrive (+ the copies' bytes)
+            mbar_init(&empty[s], K7_THREADS - 128);         // every consumer thread, once done with the stage
+        }
+    }
+    __syncthreads();  // the barriers exist before anyone uses them (the last block-wide barrier)
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {  // ---- the producer ----
+        set_max_registers<K7_PRODUCER_REGS, false>();
+        if (threadIdx.x >= 32) return;  // one warp streams; the other three have nothing to do
+#ifndef __CUDA_ARCH__
+        // The CPU build: a launch worker (racecheck, sanitize) runs on copies of the arrays, so the map
+        // the host encoded names the caller's K and V: each block takes a copy of the maps whose
+        // address is its own k and v (tensormap.replace's emulation). A GPU's maps are the driver's,
+        // encoded with the device arrays' addresses, and read as they are.
+        alignas(64) unsigned char maps[2][128];
+        std::memcpy(maps[0], k_map, 128);
+        std::memcpy(maps[1], v_map, 128);
+        ptx_emulated::tensormap_replace_global_address(maps[0], k - (long)kv_row0 * D);
+        ptx_emulated::tensormap_replace_global_address(maps[1], v - (long)kv_row0 * D);
+        k_map = maps[0];
+        v_map = maps[1];
+#endif
+        const int lane = threadIdx.x;
+        for (int n = 0; n < n_tiles; ++n) {
+            const int s = n % K7_STAGES, js = j_begin + n * TC_KEYS;
+            mbar_wait(&empty[s], ((n / K7_STAGES) & 1) ^ 1);  // the first pass through a stage does not wait
+            unsigned short* kd = k_s + s * KV_TILE;
+            unsigned short* vd = v_s + s * KV_TILE;
+            if (js + TC_KEYS <= Sk) {  // a whole tile: d/8 boxes of K and of V, one thread issues them
+                if (lane == 0) {
+                    mbar_arrive_expect_tx(&full[s], 2 * TILE_BYTES);
+#pragma unroll
+                    for (int c = 0; c < CHUNKS; ++c) {
+                        tma_load_2d(kd + c * BOX, k_map, 8 * c, kv_row0 + js, &full[s]);
+                        tma_load_2d(vd + c * BOX, v_map, 8 * c, kv_row0 + js, &full[s]);
+                    }
+                }
+            } else {  // the last tile reaches past S: the warp copies it, zeros past S (as TMA fills)
+                for (int i = lane; i < 2 * TC_KEYS * CHUNKS; i += 32) {
+                    const int tensor = i / (TC_KEYS * CHUNKS), c = i / TC_KEYS % CHUNKS, r = i % TC_KEYS;
+                    const unsigned short* src = (tensor ? v : k) + (long)(js + r) * D + 8 * c;
+                    const uint4 piece = js + r < Sk ? *(const uint4*)src : make_uint4(0, 0, 0, 0);
+                    *(uint4*)((tensor ? vd : kd) + c * BOX + 8 * r) = piece;
+                }
+                fence_proxy_async();  // the warp's stores, visible to the wgmmas' async-proxy reads
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&full[s]);
+            }
+        }
+        return;
+    }
+
+    // ---- the consumers: warpgroup c = wg - 1 owns query rows 64c .. 64c + 63 of the block ----
+    set_max_registers<K7_CONSUMER_REGS, true>();
+    const int c = wg - 1, ct = threadIdx.x - 128 * wg;  // ct: the thread within its warpgroup
+    const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    {   // Q: the warpgroup's 64 rows, kernel6's copy pattern over 128 threads
+        constexpr int ROW_STEP = 128 / CHUNKS;
+        const int cp_row = 64 * c + ct / CHUNKS, cp_col = 8 * (ct % CHUNKS);
+        const unsigned short* src = q + (long)(row0 + cp_row) * D + cp_col;
+#pragma unroll
+        for (int p = 0; p < 64 / ROW_STEP; ++p)
+            cp_async16(q_s + (cp_row + p * ROW_STEP) * QS + cp_col, src + p * ROW_STEP * D,
+                       row0 + cp_row + p * ROW_STEP < L);
+        cp_async_commit();
+        cp_async_wait<0>();
+        named_bar_sync(3 + c, 128);  // the warpgroup's copies, visible to all its threads
+    }
+    const int w_row0 = row0 + 16 * warp;  // this warp's first query row
+    u32 qf[D / 16][4];                    // Q's A fragments, k16 step kk
+    {
+        const int q_ld = (16 * warp + (lane / 8 % 2) * 8 + lane % 8) * QS + (lane / 16) * 8;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) ldmatrix<4, false>(qf[kk], q_s + q_ld + 16 * kk);
+    }
+    // Stage 0's descriptors, built once: K K-major (LBO 1024: the next 8 columns, a box on; SBO
+    // 128: the next 8 keys), a k16 step two boxes on; V MN-major (LBO 128: the next 8 keys; SBO
+    // 1024: the next 8 columns), a k16 step 16 keys (256 bytes) on.
+    const unsigned long long k_desc = wgmma_desc(k_s, 1024, 128);
+    const unsigned long long v_desc = wgmma_desc(v_s, 128, 1024);
+
+    float acc[D / 2];  // O, unnormalised: n8 tile c in acc[4c .. 4c+3] (rows g, g + 8)
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows w_row0 + g, + 8
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
+    u32 pf[4][4];  // P of the tile before, as bf16 A fragments: its P·V runs in the next turn
+
+    // O += P·V of the tile in stage s (the wgmmas only: committed with what follows)
+    auto issue_pv = [&](int s) {
+        const unsigned long long vd = wgmma_desc_advance(v_desc, s * TILE_BYTES);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc_advance(vd, 256 * kk), true);
+    };
+    if (c == 1) named_bar_arrive(1, 256);  // warpgroup 0 takes the first turn
+
+    auto tile = [&](auto masked, auto hot, int n) {
+        constexpr bool MASKED = decltype(masked)::value;
+        (void)hot;
+        const int s = n % K7_STAGES;
+        mbar_wait(&full[s], (n / K7_STAGES) & 1);  // the stage's K and V have landed
+        const unsigned long long kd = wgmma_desc_advance(k_desc, s * TILE_BYTES);
+        const int js = j_begin + n * TC_KEYS;
+
+        float sc[32];
+        named_bar_sync(1 + c, 256);  // this warpgroup's turn at the tensor cores
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        wgmma_fence();
+        if (n > 0) issue_pv((n - 1) % K7_STAGES);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            wgmma_bf16_m64nNk16<64, false>(sc, qf[kk], wgmma_desc_advance(kd, 2048 * kk), kk > 0);
+        wgmma_commit();
+        named_bar_arrive(2 - c, 256);  // the other warpgroup's turn: its wgmmas run during this softmax
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wgmma_hold(sc[i]);
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        if (n > 0) mbar_arrive(&empty[(n - 1) % K7_STAGES]);  // the tile before is read: its stage may refill
+
+        if (MASKED) {  // element (c8, e): query w_row0 + g + 8(e/2), key js + 8c8 + 2t + e%2
+            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
+#pragma unroll
+            for (int c8 = 0; c8 < 8; ++c8)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int diff = diff0 + 8 * (e / 2) - 8 * c8 - e % 2;
+                    const bool visible = mask.visible_at(diff, js + 8 * c8 + 2 * t + e % 2, 8 * c8 + e % 2 < keys_left);
+                    if (!visible) sc[4 * c8 + e] = -INFINITY;
+                }
+        }
+        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float mx = m[h];
+#pragma unroll
+            for (int c8 = 0; c8 < 8; ++c8) mx = fmaxf(mx, fmaxf(sc[4 * c8 + 2 * h], sc[4 * c8 + 2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+            const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
+            const float alpha = exp2_approx_ftz(m[h] - m_use);
+            m[h] = mx;
+            float sum = 0.0f;
+#pragma unroll
+            for (int c8 = 0; c8 < 8; ++c8) {
+                sc[4 * c8 + 2 * h] = exp2_approx_ftz(sc[4 * c8 + 2 * h] - m_use);
+                sc[4 * c8 + 2 * h + 1] = exp2_approx_ftz(sc[4 * c8 + 2 * h + 1] - m_use);
+                sum += sc[4 * c8 + 2 * h] + sc[4 * c8 + 2 * h + 1];
+            }
+            l[h] = l[h] * alpha + sum;
+#pragma unroll
+            for (int c8 = 0; c8 < D / 8; ++c8) {  // O so far (through the tile before) to the new max
+                acc[4 * c8 + 2 * h] *= alpha;
+                acc[4 * c8 + 2 * h + 1] *= alpha;
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {  // P's A fragment for keys 16kk..: S's n8 tiles 2kk, 2kk + 1
+            pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
+            pf[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
+            pf[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
+            pf[kk][3] = pack_bf16x2(sc[8 * kk + 6], sc[8 * kk + 7]);
+        }
+    };
+
+    for_each_key_tile<false>(mask, kt, Sk, tile);
+
+    if (n_tiles > 0) {  // the last tile's P·V, in a last turn (warpgroup 1 hands back no turn after it)
+        named_bar_sync(1 + c, 256);
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        wgmma_fence();
+        issue_pv((n_tiles - 1) % K7_STAGES);
+        wgmma_commit();
+        if (c == 0) named_bar_arrive(2, 256);
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+    } else if (c == 0) {
+        named_bar_sync(1, 256);  // no tile: warpgroup 1's opening arrival still closes its round
+    }
+
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = w_row0 + 8 * h + g;
+        float sum = l[h];
+        sum += __shfl_xor_sync(0xffffffff, sum, 1);
+        sum += __shfl_xor_sync(0xffffffff, sum, 2);
+        if (row >= L) continue;
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float* o = out + (long)row * D + 2 * t;
+#pragma unroll
+        for (int c8 = 0; c8 < D / 8; ++c8)
+            *(float2*)(o + 8 * c8) = make_float2(acc[4 * c8 + 2 * h] * inv, acc[4 * c8 + 2 * h + 1] * inv);
+    }
+}
+
+// grid (ceil(T / 128), 1, H), block (384), shared_mem = 2 · (128 · (d + 8) + 2 · K7_STAGES · 64 · d)
+// + 16 · K7_STAGES + 128 bytes (d = 64: 51,360; d = 128: 100,512 at 2 stages: opt-ins).
+extern "C" __global__ void __launch_bounds__(K7_THREADS, 1)
+attention_fused_kernel7_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                            const unsigned short* __restrict__ v, float* __restrict__ out,
+                            int L, int S, int group, int causal, int window, int offset,
+                            const unsigned char* k_map, const unsigned char* v_map) {
+    extern __shared__ __align__(16) unsigned char k7_smem[];
+    attention_fused7<64>(q, k, v, out, L, S, group, causal, window, offset, k_map, v_map, k7_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(K7_THREADS, 1)
+attention_fused_kernel7_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
+                             const unsigned short* __restrict__ v, float* __restrict__ out,
+                             int L, int S, int group, int causal, int window, int offset,
+                             const unsigned char* k_map, const unsigned char* v_map) {
+    extern __shared__ __align__(16) unsigned char k7_smem[];
+    attention_fused7<128>(q, k, v, out, L, S, group, causal, window, offset, k_map, v_map, k7_smem);
+}
+
 // ================================================================================================
 // DECODE: generation, one new query at a time against a KV cache
 //
@@ -2671,19 +3093,28 @@ attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigne
 // Grouped K/V heads (as Llama's): query head h reads K/V head h / group, never a copy.
 // ------------------------------------------------------------------------------------------------
 
-#define DECODE_THREADS 128  // 4 warps per block, each walking every 4th key of the block's slice
-#define DECODE_MAX_D 128    // each lane holds d / 32 <= 4 columns of q and of the output
+#define DECODE_THREADS 128  // 4 warps per block
+#define DECODE_MAX_D 128    // the widest row: each lane holds d / DECODE_LANES columns of q and of the output
+#define DECODE_LANES 8      // lanes reading one key row together (a warp: 4 rows at once)
+#define DECODE_KEYS 4       // key rows each group of DECODE_LANES lanes reduces per step
+#define DECODE_GROUPS (DECODE_THREADS / DECODE_LANES)  // online softmaxes per block, merged at its end
 
-// A cache element: float32, or bf16 stored two to a 32-bit word (pack_bf16x2's order: element
-// 2p in the low half). A bf16 value is the top half of a float32, so widening is one shift.
+// A row of the cache in the units a lane loads: a float (float32 cache) or a 32-bit word of two
+// bf16 values (pack_bf16x2's order: element 2u in the low half). A bf16 value is the top half of
+// a float32, so widening is one shift or one mask.
 template <bool BF16>
-__device__ __forceinline__ float cache_load(const void* __restrict__ cache, long idx) {
-    if (BF16) {
-        const u32 word = ((const u32*)cache)[idx >> 1];
-        return __uint_as_float((idx & 1) ? (word & 0xffff0000u) : (word << 16));
+struct CacheRow {
+    static constexpr int PER_UNIT = BF16 ? 2 : 1;                         // elements per unit
+    static constexpr int UNITS = DECODE_MAX_D / PER_UNIT / DECODE_LANES;  // units per lane, at most
+    // Unit idx of a cache, widened (x, and y for bf16's high half); ok false: zeros, nothing read.
+    __device__ __forceinline__ static float2 load(const void* __restrict__ cache, long idx, bool ok) {
+        if (BF16) {
+            const u32 word = ok ? ((const u32*)cache)[idx] : 0u;
+            return make_float2(__uint_as_float(word << 16), __uint_as_float(word & 0xffff0000u));
+        }
+        return make_float2(ok ? ((const float*)cache)[idx] : 0.0f, 0.0f);
     }
-    return ((const float*)cache)[idx];
-}
+};
 
 // kv_append_kernel1 (float32 cache) and kv_append_kernel2 (bf16 cache): write position
 // `position`'s k and v, one row per K/V head, into the cache. grid (1, 1, H_kv), block (128).
@@ -2711,24 +3142,33 @@ extern "C" __global__ void kv_append_kernel2(const float* __restrict__ k_new,  /
         v_cache[row * (d_v / 2) + p] = pack_bf16x2(v_new[h * d_v + 2 * p], v_new[h * d_v + 2 * p + 1]);
 }
 
-// One slice of one head's cache: the body of attention_decode_kernel1 (float32 cache) and 2 (bf16).
-template <bool BF16>
-__device__ __forceinline__ void attention_decode(const float* __restrict__ q,  // (H, d_k)
+// One slice of one head's cache, each lane holding UNITS units of a row (attention_decode below
+// picks UNITS for the widths: a narrow row's lanes issue no loads past its end).
+template <bool BF16, int UNITS>
+__device__ __forceinline__ void attention_decode_slice(const float* __restrict__ q,  // (H, d_k)
                                                  const void* __restrict__ k_cache,  // (H_kv, capacity, d_k)
                                                  const void* __restrict__ v_cache,  // (H_kv, capacity, d_v)
                                                  float* __restrict__ part_out,  // (H, splits, d_v)
                                                  float* __restrict__ part_lse,  // (H, splits)
                                                  int S, int capacity, int d_k, int d_v, float scale,
                                                  int causal, int window, int offset, int right, int sinks, int alibi,
-                                                 int group, int keys_per_split) {
-    // A warp takes every 4th key of the slice: its 32 lanes read one key row together (d / 32
-    // consecutive columns each, one coalesced line), reduce the dot product by shuffles and keep
-    // their own columns of an online softmax's output; then the 4 warps merge through shared memory.
-    __shared__ float m_s[DECODE_THREADS / 32], l_s[DECODE_THREADS / 32];
-    __shared__ float acc_s[DECODE_THREADS / 32][DECODE_MAX_D];
+                                                 int group, int keys_per_split,
+                                                 float* m_s, float* l_s, float* w_s,
+                                                 float (*acc_s)[DECODE_MAX_D]) {
+    // A warp's lanes are 4 groups of DECODE_LANES, each group one online softmax of its own. A step
+    // of a group takes DECODE_KEYS key rows; its lanes own the units u = sub + 8·t of every row
+    // (a load instruction of the warp: 4 adjacent rows, 32 contiguous bytes of each), multiply
+    // them by their columns of q, and ONE shuffle tree (3 rounds, DECODE_KEYS values each) turns
+    // the partial dots into the step's scores: 3 shuffles per 4 keys where a warp per row needed
+    // 5 per key, and 5 exp2 per 4 keys where it needed 2 per key. The groups merge at the end,
+    // through shared memory. Scores in log2 units (times scale·log2 e after the dot, one rounding).
+    typedef CacheRow<BF16> Row;
+    constexpr int E = UNITS * Row::PER_UNIT;  // elements per lane of q and of the output
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+    const int sub = lane % DECODE_LANES, g = lane / DECODE_LANES;  // unit column and row in the warp's 4
     const int split = blockIdx.x, h = blockIdx.z;
     const long kv = h / group;  // the K/V head this query head shares with group - 1 others
+    const int units_k = d_k / Row::PER_UNIT, units_v = d_v / Row::PER_UNIT;  // per row (d even for bf16)
 
     // The keys the query at position S - 1 sees (the Mask's last_row_keys: the sinks, then its
     // window), numbered 0 .. count - 1 and cut into slices of keys_per_split. offset is 0 here
@@ -2737,62 +3177,129 @@ __device__ __forceinline__ void attention_decode(const float* __restrict__ q,  /
     const SeenKeys seen = mask.last_row_keys(S);
     const int n_first = split * keys_per_split;
     const int n_stop = min(seen.count, n_first + keys_per_split);
-    const float slope_h = mask.slope(h);  // ALiBi's m_h (0 without)
+    const float slope_log2 = mask.slope(h) * 1.4426950408889634f;  // ALiBi's m_h (0 without), in log2 units
 
-    float qr[DECODE_MAX_D / 32], acc[DECODE_MAX_D / 32];
+    float qr[E], acc[E];
 #pragma unroll
-    for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
-        const int c = lane + 32 * t;
-        qr[t] = c < d_k ? q[(long)h * d_k + c] : 0.0f;
-        acc[t] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f;  // this warp's running max and sum of exp(s - m)
-    for (int n = n_first + warp; n < n_stop; n += n_warps) {
-        const int j = seen.key(n);
-        const long k_row = (kv * capacity + j) * d_k, v_row = (kv * capacity + j) * d_v;
-        float s = 0.0f;
+    for (int t = 0; t < UNITS; ++t)
 #pragma unroll
-        for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
-            const int c = lane + 32 * t;
-            if (c < d_k) s += qr[t] * cache_load<BF16>(k_cache, k_row + c);
+        for (int e = 0; e < Row::PER_UNIT; ++e) {
+            const int c = (sub + DECODE_LANES * t) * Row::PER_UNIT + e;
+            qr[t * Row::PER_UNIT + e] = c < d_k ? q[(long)h * d_k + c] : 0.0f;
+            acc[t * Row::PER_UNIT + e] = 0.0f;
         }
-        s = warp_sum(s) * scale;
-        if (mask.alibi > 0) s += Mask::bias_at(slope_h, S - 1 - j);
-        const float m_new = fmaxf(m, s);
-        const float alpha = expf(m - m_new);  // m = -inf before the warp's first key: 0
-        const float p = expf(s - m_new);
-        l = l * alpha + p;
+    const float scale_log2 = scale * 1.4426950408889634f;  // s·log2 e: exp(s - m) = exp2(s·log2 e - m·log2 e)
+    float m = -INFINITY, l = 0.0f;  // this group's running max (log2 units) and sum of exp2(s - m)
+    const int step_keys = 4 * DECODE_KEYS;  // a warp's keys per step
+    // n: the step's place among the keys seen (seen.key(n) the key: adjacent but at the sinks'
+    // seam, where the window starts)
+    for (int n0 = n_first + warp * step_keys; n0 < n_stop; n0 += n_warps * step_keys) {
+        float s[DECODE_KEYS];
+#pragma unroll
+        for (int r = 0; r < DECODE_KEYS; ++r) {
+            const int n = n0 + 4 * r + g, j = seen.key(n);  // row r of the group's step: the warp's 4 groups read 4 adjacent rows
+            const long k_row = (kv * capacity + j) * units_k;
+            s[r] = 0.0f;
+#pragma unroll
+            for (int t = 0; t < UNITS; ++t) {
+                const int u = sub + DECODE_LANES * t;
+                const float2 x = Row::load(k_cache, k_row + u, n < n_stop && u < units_k);
+                s[r] += qr[t * Row::PER_UNIT] * x.x;
+                if (BF16) s[r] += qr[t * Row::PER_UNIT + 1] * x.y;
+            }
+        }
+#pragma unroll
+        for (int offset = 1; offset < DECODE_LANES; offset <<= 1)
+#pragma unroll
+            for (int r = 0; r < DECODE_KEYS; ++r) s[r] += __shfl_xor_sync(0xffffffff, s[r], offset);
+        float m_new = m;
+#pragma unroll
+        for (int r = 0; r < DECODE_KEYS; ++r) {
+            // past the slice: no weight; ALiBi's -m_h·(S - 1 - j), in log2 units as the score
+            const int n = n0 + 4 * r + g;
+            s[r] = n < n_stop ? s[r] * scale_log2 + Mask::bias_at(slope_log2, S - 1 - seen.key(n)) : -INFINITY;
+            m_new = fmaxf(m_new, s[r]);
+        }
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a step with no key yet: exp2(-inf) = 0, no NaN
+        const float alpha = exp2f(m - m_use);  // m = -inf before the group's first key: 0
+        float p[DECODE_KEYS];
+        l *= alpha;
+#pragma unroll
+        for (int r = 0; r < DECODE_KEYS; ++r) {
+            p[r] = exp2f(s[r] - m_use);
+            l += p[r];
+        }
         m = m_new;
 #pragma unroll
-        for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
-            const int c = lane + 32 * t;
-            if (c < d_v) acc[t] = acc[t] * alpha + p * cache_load<BF16>(v_cache, v_row + c);
+        for (int e = 0; e < E; ++e) acc[e] *= alpha;
+#pragma unroll
+        for (int r = 0; r < DECODE_KEYS; ++r) {
+            const int n = n0 + 4 * r + g, j = seen.key(n);
+            const long v_row = (kv * capacity + j) * units_v;
+#pragma unroll
+            for (int t = 0; t < UNITS; ++t) {
+                const int u = sub + DECODE_LANES * t;
+                const float2 x = Row::load(v_cache, v_row + u, n < n_stop && u < units_v);
+                acc[t * Row::PER_UNIT] += p[r] * x.x;
+                if (BF16) acc[t * Row::PER_UNIT + 1] += p[r] * x.y;
+            }
         }
     }
 
-    if (lane == 0) {
-        m_s[warp] = m;
-        l_s[warp] = l;
+    const int my_group = warp * 4 + g;
+    if (sub == 0) {
+        m_s[my_group] = m;
+        l_s[my_group] = l;
     }
 #pragma unroll
-    for (int t = 0; t < DECODE_MAX_D / 32; ++t) {
-        const int c = lane + 32 * t;
-        if (c < d_v) acc_s[warp][c] = acc[t];
-    }
+    for (int t = 0; t < UNITS; ++t)
+#pragma unroll
+        for (int e = 0; e < Row::PER_UNIT; ++e) {
+            const int c = (sub + DECODE_LANES * t) * Row::PER_UNIT + e;
+            if (c < d_v) acc_s[my_group][c] = acc[t * Row::PER_UNIT + e];
+        }
     __syncthreads();
 
-    // The slice's max and sum over its warps; a warp that got no key has m = -inf, l = 0 and
-    // weighs exp(-inf) = 0. Every slice holds a key (the launcher cuts only the keys seen).
-    float m_b = -INFINITY, l_b = 0.0f;
-    for (int w = 0; w < n_warps; ++w) m_b = fmaxf(m_b, m_s[w]);
-    for (int w = 0; w < n_warps; ++w) l_b += l_s[w] * expf(m_s[w] - m_b);
+    // The slice's max and sum over its groups, by the first warp (a lane per group); a group that
+    // got no key has m = -inf, l = 0 and weighs exp2(-inf) = 0. Every slice holds a key (the
+    // launcher cuts only the keys seen), so l_b > 0. Each group's weight, normalised, to w_s.
+    if (warp == 0) {
+        const float m_g = lane < DECODE_GROUPS ? m_s[lane] : -INFINITY;
+        const float m_b = warp_max(m_g);
+        const float w = lane < DECODE_GROUPS ? exp2f(m_g - m_b) : 0.0f;
+        const float l_b = warp_sum(lane < DECODE_GROUPS ? w * l_s[lane] : 0.0f);
+        if (lane < DECODE_GROUPS) w_s[lane] = l_b > 0.0f ? w / l_b : 0.0f;
+        if (lane == 0)  // back to natural-log units for the merge: lse = (m_b + log2 l_b) · ln 2
+            part_lse[(long)h * gridDim.x + split] = l_b > 0.0f ? (m_b + log2f(l_b)) * 0.6931471805599453f : -INFINITY;
+    }
+    __syncthreads();
     const long row = (long)h * gridDim.x + split;
     for (int c = threadIdx.x; c < d_v; c += blockDim.x) {
         float o = 0.0f;
-        for (int w = 0; w < n_warps; ++w) o += acc_s[w][c] * expf(m_s[w] - m_b);
-        part_out[row * d_v + c] = l_b > 0.0f ? o / l_b : 0.0f;
+        for (int w = 0; w < DECODE_GROUPS; ++w) o += acc_s[w][c] * w_s[w];
+        part_out[row * d_v + c] = o;
     }
-    if (threadIdx.x == 0) part_lse[row] = l_b > 0.0f ? m_b + logf(l_b) : -INFINITY;
+}
+
+// The body of attention_decode_kernel1 (float32 cache) and 2 (bf16): the units a lane holds, for
+// the widths (d <= 64: half of DECODE_MAX_D's), and the block's shared memory, one copy for both.
+template <bool BF16>
+__device__ __forceinline__ void attention_decode(const float* __restrict__ q, const void* __restrict__ k_cache,
+                                                 const void* __restrict__ v_cache, float* __restrict__ part_out,
+                                                 float* __restrict__ part_lse, int S, int capacity, int d_k,
+                                                 int d_v, float scale, int causal, int window, int offset,
+                                                 int right, int sinks, int alibi, int group, int keys_per_split) {
+    __shared__ float m_s[DECODE_GROUPS], l_s[DECODE_GROUPS], w_s[DECODE_GROUPS];
+    __shared__ float acc_s[DECODE_GROUPS][DECODE_MAX_D];
+    constexpr int FULL = CacheRow<BF16>::UNITS;
+    if (max(d_k, d_v) <= DECODE_MAX_D / 2)
+        attention_decode_slice<BF16, FULL / 2>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale,
+                                               causal, window, offset, right, sinks, alibi, group, keys_per_split, m_s, l_s,
+                                               w_s, acc_s);
+    else
+        attention_decode_slice<BF16, FULL>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale,
+                                           causal, window, offset, right, sinks, alibi, group, keys_per_split, m_s, l_s,
+                                               w_s, acc_s);
 }
 
 extern "C" __global__ void __launch_bounds__(DECODE_THREADS)

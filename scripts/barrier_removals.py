@@ -103,6 +103,19 @@ def run_cases(copy: pathlib.Path, cases, removed: int | None, log: str | None):
     return [r.error or "" for r in report.results if not r.passed]
 
 
+def short(detail: str) -> str:
+    """"backward: dv_kernel1: data race a GPU could expose: read after write on ..." -> "read after
+    write in dv_kernel1" (the kind first: a cut line keeps it); any other detail as it is."""
+    m = re.search(r"(\w+): data race a GPU could expose: (\w+ after \w+)", detail)
+    return f"{m.group(2)} in {m.group(1)}" if m else detail
+
+
+def line_of(row: dict) -> str:
+    """One barrier's verdict in 80 columns: line, function, verdict, what names it."""
+    verdict = {"not reached": "unreached"}.get(row["verdict"], row["verdict"])
+    return f"{row['line']:5d} {row['function'][:26]:26s} {verdict:9s} {short(row['detail'])}"[:80]
+
+
 def survey(kernel: pathlib.Path, only: list[int] | None = None, say=print) -> list[dict]:
     """One dict per barrier: line, text, function, verdict (race / unneeded / SURVIVOR / not reached
     / STALE), detail."""
@@ -140,7 +153,7 @@ def survey(kernel: pathlib.Path, only: list[int] | None = None, say=print) -> li
                     row["verdict"], row["detail"] = "unneeded", listed[key]
                 else:
                     row["verdict"], row["detail"] = "SURVIVOR", (errors[0] if errors else "passes clean")
-            say(f"{n:5d} {function[:34]:34s} {row['verdict']:11s} {row['detail'][:80]}")
+            say(line_of(row))
             results.append(row)
     return results
 

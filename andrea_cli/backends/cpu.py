@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from andrea_cli.backends.base import Availability
+from andrea_cli.backends.cpu_runtime import tensor_map
 from andrea_cli.backends.cpu_runtime.guarded_memory import guarded_copy, guarded_empty
 from andrea_cli.backends.kernel_backend import KernelFileBackend
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan
@@ -55,6 +56,15 @@ class _HostDevice:
 
     def to_host(self, a):
         return a
+
+    def tensor_map(self, x, shape: tuple[int, ...], box: tuple[int, ...]):
+        """A TMA tensor map of device array x viewed as `shape` (C order), in device memory. The
+        arrays live at one address in every process (guarded_memory's arena), so the map's
+        address of x holds in a launch worker too."""
+        encoded = tensor_map.encode_tiled(x.reshape(shape), box)
+        out = self.empty(encoded.shape, np.uint8)
+        out[...] = encoded
+        return out
 
     def clock(self):
         return _WallClock()

@@ -182,6 +182,14 @@ class _CupyDevice:
     def clock(self):
         return _EventClock(self._cupy)
 
+    def tensor_map(self, x, shape: tuple[int, ...], box: tuple[int, ...]):
+        """A TMA tensor map of device array x viewed as `shape`, encoded by the driver, in device memory."""
+        from andrea_cli.backends.cuda_tensor_map import encode_tiled
+
+        encoded = encode_tiled(x.data.ptr, x.itemsize, shape, box)
+        with gpu_errors("copying a tensor map to the GPU"):
+            return self._cupy.asarray(encoded)
+
 
 class CudaBackend(KernelFileBackend):
     name = "cuda"

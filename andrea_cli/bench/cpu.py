@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from andrea_cli.bench.decode import DECODE_ROWS
 from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
 from andrea_cli.defaults import DEFAULT_BLAS_THREADS
@@ -173,6 +174,7 @@ def bench_cpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, wit
         notes.append(f"torch SDPA (CPU) not measured: {reason}")
     # --impl accepts these names even where they cannot run (a note says why they have no rows)
     unavailable = [impl.name for impl in torch_impls] + [CPU_BUILD + row for row in CPU_BUILD_ROWS]
+    status = None
     if with_cpu_build:
         from andrea_cli.backends.cpu import CpuBackend
 
@@ -183,11 +185,24 @@ def bench_cpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, wit
                          f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")
-    impls = select_impls(impls, only, "numpy", "cpu", unavailable)
+    impls = select_impls(impls, only, "numpy", "cpu", [*unavailable, DECODE_ROWS])
     side = Side("cpu", cpu_device_name(), pinned_timer(blas_threads), available_memory_bytes)
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks,
                        masks=masks, H=H, warmup=warmup, repeats=repeats, baseline="numpy",
                        progress=progress)
+    if not only or DECODE_ROWS in only:
+        if status is not None and status.ok:
+            from andrea_cli.backends.cpu import CpuBackend
+            from andrea_cli.bench.decode import bench_decode
+
+            result.decode, why = bench_decode(CpuBackend(kernel_path, timeout=timeout).device(), side.timer,
+                                              lengths=Ts, d_ks=d_ks, H=H, warmup=0, repeats=1, hbm_gbs=None,
+                                              speed_path=False, progress=progress)
+            notes += [f"decode rows: one step of generation on the CPU build at cache lengths "
+                      f"{', '.join(map(str, Ts))} (run once): CPU-build figures, not a speed path; "
+                      "% of HBM: no GPU", *why]
+        else:
+            notes.append("decode rows not measured: they run the kernels' CPU build (--no-cpu-build, or no compiler)")
     result.notes = notes + result.notes
     result.threads = threads_seen(blas_threads)
     if not only or any(name.startswith("torch_sdpa") for name in only):

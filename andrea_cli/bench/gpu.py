@@ -10,10 +10,12 @@ import sys
 import numpy as np
 
 from andrea_cli.backends.cuda import gpu_errors
+from andrea_cli.bench.decode import DECODE_ROWS
 from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
 from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import course_scale
+
 
 def gpu_properties() -> dict:
     """cudaDeviceProp, with the clocks read as attributes where the runtime's struct no longer
@@ -212,7 +214,7 @@ def bench_gpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, onl
                    torch_impl("cuda", "bf16", "cudnn"), torch_backward_impl("cuda"), torch_backward_impl("cuda", "bf16")]
     environment = torch_environment("cuda")
     reason = environment.get("reason")
-    impls = select_impls(impls + torch_impls, only, "fused", "gpu")
+    impls = select_impls(impls + torch_impls, only, "fused", "gpu", [DECODE_ROWS])
     if reason is not None:
         impls = [impl for impl in impls if not impl.name.startswith("torch_sdpa")]
         notes.append(f"torch SDPA not measured: {reason}")
@@ -221,6 +223,13 @@ def bench_gpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, onl
                 release=release_gpu_memory, out_of_memory=gpu_out_of_memory())
     result = run_sweep(side, impls, Ts=Ts, d_ks=d_ks, masks=masks, H=H, warmup=warmup, repeats=repeats,
                        baseline="fused", peak=peak, progress=progress)
+    if not only or DECODE_ROWS in only:
+        from andrea_cli.bench.decode import bench_decode
+
+        result.decode, why = bench_decode(backend.device(), side.timer, lengths=Ts, d_ks=d_ks, H=H, warmup=warmup,
+                                          repeats=repeats, hbm_gbs=peak.peak_gbs, speed_path=True, progress=progress)
+        notes += [f"decode rows: one step of generation at cache lengths {', '.join(map(str, Ts))}, {H} heads; "
+                  f"GB/s = cache bytes read / the decode kernel's time, against HBM {peak.peak_gbs:.0f} GB/s", *why]
     result.notes = notes + result.notes
     if not only or any(name.startswith("torch_sdpa") for name in only):
         result.torch = environment

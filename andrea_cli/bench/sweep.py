@@ -81,6 +81,7 @@ class BenchResult:
     # torch SDPA's peers: {"torch": version, "cuda": torch's CUDA, "cudnn": cuDNN's version}, or
     # {"reason": why torch could not be measured}; None when no torch implementation was asked for
     torch: dict | None = None
+    decode: list = field(default_factory=list)  # bench/decode.py's DecodeMeasurement rows: a step at each cache length
 
     def to_json(self) -> dict:
         return {
@@ -89,6 +90,7 @@ class BenchResult:
             "baseline": self.baseline, "warmup": self.warmup, "repeats": self.repeats, "threads": self.threads,
             "torch": self.torch,
             "measurements": [asdict(m) for m in self.measurements],
+            "decode": [m.to_json() for m in self.decode],
             "notes": self.notes,
         }
 

@@ -66,7 +66,7 @@ def check_precision(o) -> None:
     if o.precision != "fp32" and not o.fused:
         raise AndreaError(f"--precision {o.precision} runs the tensor-core fused kernels: add --fused")
     if o.precision != "fp32":
-        parse_mask(o.mask).refuse_flavours("the bf16 tensor-core kernels (4-6)")
+        parse_mask(o.mask).refuse_flavours("the bf16 tensor-core kernels (4-7)")
 
 
 def lengths(o) -> tuple[int | None, int | None, tuple[str, str]]:

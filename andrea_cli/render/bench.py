@@ -99,6 +99,27 @@ def print_bench_kernels(console: Console, r) -> None:
         console.print(f"[dim]{escape(impl)} ran {escape(', '.join(kernels))}[/dim]")
 
 
+def _us(ms: float) -> str:
+    return _ms(ms * 1e3)
+
+
+def decode_table(r: BenchResult) -> Table:
+    """One step of generation per row: each kernel's time, the cache it read, GB/s against HBM."""
+    cpu_build = any(not m.speed_path for m in r.decode)
+    heads = r.decode[0].H
+    t = Table(title=f"decode: one step of {heads} head{'s' * (heads > 1)} at each cache length, kernel times in µs"
+              + ("\n(the CPU build: not a speed path)" if cpu_build else ""), box=box.SIMPLE_HEAD,
+              collapse_padding=True)
+    for name in ("cache", "d_k", "keys", "append", "decode", "merge", "MB read", "GB/s", "% HBM", "max err"):
+        t.add_column(name, justify="left" if name == "cache" else "right", no_wrap=True)
+    for m in r.decode:
+        share = "no GPU" if m.hbm_gbs is None else f"{100 * m.share_of_hbm:.1f}"
+        t.add_row(m.precision + ("*" if not m.speed_path else ""), str(m.d_k), f"{m.S:,}",
+                  *(_us(m.median_ms[s]) for s in ("append", "decode", "merge")), f"{m.cache_bytes / 1e6:.3g}",
+                  f"{m.gbs:.3g}", share, f"{m.max_abs_err:.1e}")
+    return t
+
+
 def render_bench(console: Console, r: BenchResult) -> None:
     console.print(f"[bold]andrea bench[/bold] on {escape(r.device)}: ms is the median of {r.repeats} after "
                   f"{r.warmup} warm-up, min–max their spread; × {r.baseline} = ms / {r.baseline} ms at the same size")
@@ -119,6 +140,10 @@ def render_bench(console: Console, r: BenchResult) -> None:
         console.print("* not a speed path: the kernel file on the CPU, for correctness")
     for (impl, why), Ts in skipped.items():
         console.print(f"[dim]{escape(impl)} skipped at T={','.join(map(str, sorted(set(Ts))))}: {escape(why)}[/dim]")
+    if r.decode:
+        console.print(decode_table(r))
+        for kernels in dict.fromkeys(tuple(m.kernels) for m in r.decode):
+            console.print(f"[dim]decode rows ran {escape(', '.join(kernels))}[/dim]")
     print_bench_kernels(console, r)
     chose: dict[tuple[str, str], list[int]] = {}
     for m in r.measurements:

@@ -20,7 +20,6 @@ from andrea_cli.verification import tolerances
 from andrea_cli.verification.bf16_attention import round_bf16
 from andrea_cli.verification.case import Case, CaseResult, Exact, Family, Inputs, compare, exact_answer
 
-WARPS = launch.DECODE[1].block_threads() // 32
 GQA = "decode1_gqa"  # kernel1 with one K/V head for all query heads
 STAGES = (launch.DECODE[1].label, launch.DECODE[2].label, GQA)
 
@@ -84,7 +83,7 @@ def check_one(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult, 
         k_full, v_full = k, v
     slices = launch.slices(case.T, x.q.shape[0])[0]
     tol = tolerances.decode_tol(x.q, k_full, v_full, exact.weights, exact.visible, case.d_k, case.scaled,
-                                WARPS, slices, exact.bias)
+                                launch.STREAMS, slices, exact.bias)
     try:
         cache = fill_cache(dev, x.k[:kv_heads], x.v[:kv_heads], precision)
         got = steps(dev, cache, x.q, rows, case.mask, case.scaled)

@@ -52,6 +52,11 @@ def edge_cases(quick: bool) -> list[Case]:
     # unscaled dot products of width 256 with entries of std 4: scores in the hundreds, where a
     # softmax without the max subtraction overflows to inf
     cases.append(Case(33, 256, 16, MaskSpec("none"), False, input_std=4.0))
+    # huge scores (~1e4: Q and K uniform in +-100, d 128) through the fused fp32 kernels, held to
+    # the same float32 bound (tolerances.fused_tol, which grows with |Q|·|K|); kernel3_d128 over
+    # two 64-row blocks, causal and not
+    cases += [Case(T, 128, 128, mask, True, input_uniform=100.0, families=("fused",))
+              for T, mask in ((100, MaskSpec("none")), (70, MaskSpec("causal")))][:1 if quick else 2]
     return cases
 
 

@@ -106,8 +106,9 @@ def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scale
 def decode_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool, warps: int,
                slices: int, bias: np.ndarray | None = None) -> np.ndarray:
     """One step of generation against the float64 equation's row: the fused kernels' bound, with
-    the online softmax stepping one key at a time in each of `warps` warps (a rescale per key that
-    raises the warp's max) and two merges, of the warps and of the `slices`, each an expf, a
+    the online softmax stepping at most one key at a time in each of `warps` streams (a rescale per
+    step that raises the stream's max; the kernel's streams are its lane groups, decode.STREAMS)
+    and two merges, of the streams and of the `slices`, each an exp, a
     product and a sum per part: (5·keys_per_warp + 5·(warps + slices) + 2·4.64·max|s|)·u."""
     base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4, bias=bias)
     factor = scale_for(d_k, scaled)

@@ -28,7 +28,9 @@
 // racecheck: arrivals at a named barrier release, its waiters acquire the join when it opens (only
 // its participants are ordered); an mbarrier arrive (or complete_tx) is a release on the barrier,
 // a successful wait an acquire: a read of memory another thread wrote before its arrive, with no
-// wait on that phase between, is a race.
+// wait on that phase between, is a race. The threads' async proxies (racecheck.h) release and
+// acquire alongside; a complete_tx also hands the completing thread's clock to the waiters'
+// proxies (a TMA copy's writes are the async proxy's own: no fence.proxy.async needed for them).
 // Part of cuda_cpu_runtime.h, which includes the parts in order: never included on its own.
 #pragma once
 
@@ -124,12 +126,20 @@ ANDREA_NO_TSAN inline void race_acquire_for(const std::vector<int>& lids, void* 
         __tsan_acquire(obj);
     }
     __tsan_switch_to_fiber(me, __tsan_switch_to_fiber_no_sync);
+    for (int lid : lids) race_proxy_acquire(lid, obj);  // and their async proxies (racecheck.h)
 }
-ANDREA_NO_TSAN inline void race_release_here(void* obj) {
-    if (race().running) __tsan_release(obj);
+// published: the thread's clock reaches the waiters' async proxies too (a TMA copy's complete_tx)
+ANDREA_NO_TSAN inline void race_release_here(void* obj, bool published = false) {
+    RaceState& r = race();
+    if (!r.running) return;
+    __tsan_release(obj);
+    race_proxy_release(r.cur, obj, published);
 }
 ANDREA_NO_TSAN inline void race_acquire_here(void* obj) {
-    if (race().running) __tsan_acquire(obj);
+    RaceState& r = race();
+    if (!r.running) return;
+    __tsan_acquire(obj);
+    race_proxy_acquire(r.cur, obj);
 }
 ANDREA_NO_TSAN inline void race_named_forget(int id) {
     __tsan_java_free((unsigned long)&race_named_object[id][0], sizeof race_named_object[id]);
@@ -144,7 +154,7 @@ struct RaceLoud {
 #else
 struct RaceLoud {};
 inline void race_acquire_for(const std::vector<int>&, void*) {}
-inline void race_release_here(void*) {}
+inline void race_release_here(void*, bool = false) {}
 inline void race_acquire_here(void*) {}
 inline void race_named_forget(int) {}
 inline void* race_named_sync(int) { return nullptr; }
@@ -313,7 +323,7 @@ inline void mbar_complete_tx(void* p, uint32_t bytes, const char* what) {
     Mbar& m = mbar_at(p, what);
     m.tx -= bytes;
     m.touched = true;
-    race_release_here(mbar_sync(m, m.phase & 1));
+    race_release_here(mbar_sync(m, m.phase & 1), true);  // the copy's writes: the async proxy's
     mbar_settle(m);
 }
 

@@ -18,8 +18,16 @@
 //    atomic read-modify-write acquires its address: the last-block pattern of a reduction is
 //    ordered, a fence with no atomic after it orders nothing (and is remembered for the report);
 //  - cp.async writes its destination when issued and again at the wait that retires it;
-//  - a wgmma reads B through its descriptor when issued and again at the wait that retires it
-//    (tensor_cores.h: wgmma_race_read_b), as its warpgroup's lanes;
+//  - a wgmma reads A (SS form) and B through its descriptors when issued and again at the wait that
+//    retires it (tensor_cores.h: wgmma_race_read), as its warpgroup's lanes' ASYNC PROXIES: per
+//    CUDA thread a second fiber ("block (..) thread (..) async proxy") whose clock is only what
+//    fence.proxy.async has published. At a fence the proxy acquires its thread's clock; at every
+//    barrier (and warp sync, named barrier, mbarrier) the proxies' clocks are joined as the
+//    threads' are; at the wait that retires its reads the thread acquires its proxy's clock. So a
+//    generic write (a store, cp.async) reaches a wgmma's read only through a fence TOGETHER with a
+//    barrier (the writer's fence before it, or the reader's after it: PTX's proxy-preserved
+//    causality order); a barrier alone leaves a race, named as the missing fence. An mbarrier's
+//    complete_tx (a TMA copy's) releases to the proxies too: async-proxy writes need no fence;
 //  - a launch starts after the host's writes and ends before the host's reads.
 // Memory that is new for each block (shared memory, the fibers' stacks) forgets its history at
 // each block start. The runtime's own bookkeeping (scheduler, warps, rounds) is never checked:
@@ -52,6 +60,9 @@ void __tsan_java_free(unsigned long ptr, unsigned long size);
 // memset or memcpy it turns into plain moves after its ThreadSanitizer pass), said explicitly.
 void __tsan_read_range(void* addr, unsigned long size);
 void __tsan_write_range(void* addr, unsigned long size);
+// A frame on the running fiber's shadow stack (an async proxy's: the kernel's call of its instruction).
+void __tsan_func_entry(void* call_pc);
+void __tsan_func_exit();
 }
 // Functions a fiber switch passes through: not instrumented at all, or ThreadSanitizer's
 // per-fiber shadow call stack would see a return from a frame another fiber entered.
@@ -82,6 +93,14 @@ struct RaceState {
     int cur = -1;                       // its linear index
     std::string fences;                 // fences no atomic followed, for the report (one per line)
     unsigned long long layout[4] = {};  // static shared (TLS) base and size, dynamic shared base and size
+    // the async proxies (see above): per set one fiber per thread, made and named in a block only
+    // when its first fence.proxy.async or wgmma comes (other blocks pay nothing for them)
+    std::vector<void*> proxy_sets[kRaceSets];
+    std::vector<void*>* proxy = nullptr;  // the running block's set
+    bool proxy_on = false;               // this block's proxies are in use
+    int nthreads = 0;
+    uint3 block{};
+    std::vector<uint3> tids;
 };
 ANDREA_NO_TSAN inline RaceState& race() {
     static RaceState* r = new RaceState();
@@ -91,6 +110,36 @@ ANDREA_NO_TSAN inline RaceState& race() {
 // Synchronisation objects: addresses ThreadSanitizer keys its clocks by (plain globals: no heap
 // block around them, so forgetting one forgets nothing else).
 uint64_t race_episode_object[2], race_launch_start[2], race_launch_end_object[2], race_window_object[2];
+uint64_t race_proxy_episode[2];           // the proxies' join at a barrier (race_meet)
+uint64_t race_proxy_object[1024][2];      // per thread: [0] its fences to its proxy, [1] its proxy to its waits
+
+// The sync object the proxies use beside a thread-side object (4 bytes on: another object to
+// ThreadSanitizer, forgotten with it; mbarriers' lie inside the barrier's own 8 bytes).
+inline void* race_proxy_side(void* obj) { return (char*)obj + 4; }
+
+// This block's proxies, made (first use in this set) and named at the block's first need; their
+// per-thread objects forgotten, so nothing of an earlier block reaches this one through them.
+ANDREA_NO_TSAN inline void race_proxy_start() {
+    RaceState& r = race();
+    if (r.proxy_on) return;
+    r.proxy_on = true;
+    if ((int)r.proxy->size() < r.nthreads) {
+        // made by the host: a fiber starts after its creator, and a kernel thread's clock (the
+        // barrier it passed) must not reach them
+        void* const me = __tsan_get_current_fiber();
+        __tsan_switch_to_fiber(r.host, __tsan_switch_to_fiber_no_sync);
+        while ((int)r.proxy->size() < r.nthreads) r.proxy->push_back(__tsan_create_fiber(0));
+        __tsan_switch_to_fiber(me, __tsan_switch_to_fiber_no_sync);
+    }
+    char name[96];
+    for (int i = 0; i < r.nthreads; i++) {
+        std::snprintf(name, sizeof name, "block (%u, %u, %u) thread (%u, %u, %u) async proxy", r.block.x, r.block.y,
+                      r.block.z, r.tids[i].x, r.tids[i].y, r.tids[i].z);
+        __tsan_set_fiber_name((*r.proxy)[i], name);
+    }
+    __tsan_java_free((unsigned long)&race_proxy_object[0][0], sizeof race_proxy_object);
+    __tsan_java_alloc((unsigned long)&race_proxy_object[0][0], sizeof race_proxy_object);
+}
 
 ANDREA_NO_TSAN inline void race_forget(const void* p, size_t n) {  // shadow and sync objects of [p, p + n)
     const unsigned long lo = (unsigned long)p & ~7ul, hi = ((unsigned long)p + n + 7) & ~7ul;
@@ -112,6 +161,17 @@ ANDREA_NO_TSAN inline void race_meet(const int* lids, int count) {
     for (int i = 0; i < count; i++) {
         __tsan_switch_to_fiber((*r.fiber)[lids[i]], __tsan_switch_to_fiber_no_sync);
         __tsan_acquire(&race_episode_object[1]);
+    }
+    if (r.proxy_on) {  // the proxies meet too: what one thread fenced, every member's proxy knows
+        for (int i = 0; i < count; i++) {
+            __tsan_switch_to_fiber((*r.proxy)[lids[i]], __tsan_switch_to_fiber_no_sync);
+            __tsan_release(&race_proxy_episode[1]);
+        }
+        for (int i = 0; i < count; i++) {
+            __tsan_switch_to_fiber((*r.proxy)[lids[i]], __tsan_switch_to_fiber_no_sync);
+            __tsan_acquire(&race_proxy_episode[1]);
+        }
+        __tsan_java_free((unsigned long)&race_proxy_episode[0], sizeof race_proxy_episode);
     }
     __tsan_switch_to_fiber(me, __tsan_switch_to_fiber_no_sync);
     __tsan_java_free((unsigned long)&race_episode_object[0], sizeof race_episode_object);  // fresh next time
@@ -161,6 +221,11 @@ ANDREA_NO_TSAN inline void race_block_begin(int n, uint3 block, int set, const u
     if (dyn) race_forget(dyn, dyn_bytes);
     r.fiber = &r.sets[set];
     while ((int)r.fiber->size() < n) r.fiber->push_back(__tsan_create_fiber(0));
+    r.proxy = &r.proxy_sets[set];
+    r.proxy_on = false;
+    r.nthreads = n;
+    r.block = block;
+    r.tids.assign(tids, tids + n);
     r.quiet.assign(n, 1);
     r.fence.assign(n, nullptr);
     // The set's fibers last ran block b - kRaceSets: what they did then is put before this block
@@ -255,6 +320,68 @@ struct RaceAtomic {  // around every atomic operation on p
 // An emulated instruction's access, recorded as the calling thread's.
 inline void race_read(const void* p, size_t n) { __tsan_read_range(const_cast<void*>(p), n); }
 inline void race_write(void* p, size_t n) { __tsan_write_range(p, n); }
+
+// fence.proxy.async by the running thread: its proxy acquires everything the thread knows now.
+ANDREA_NO_TSAN inline void race_proxy_fence() {
+    RaceState& r = race();
+    if (!r.running) return;
+    race_proxy_start();
+    void* obj = &race_proxy_object[r.cur][0];
+    __tsan_release(obj);
+    __tsan_switch_to_fiber((*r.proxy)[r.cur], __tsan_switch_to_fiber_no_sync);
+    __tsan_acquire(obj);
+    __tsan_switch_to_fiber((*r.fiber)[r.cur], __tsan_switch_to_fiber_no_sync);
+}
+// Between begin and end, race_read is the running thread's async proxy's read, at `site` (the
+// kernel's call of the instruction: the one frame its report shows).
+ANDREA_NO_TSAN inline bool race_proxy_begin(const void* site) {
+    RaceState& r = race();
+    if (!r.running) return false;
+    race_proxy_start();
+    __tsan_switch_to_fiber((*r.proxy)[r.cur], __tsan_switch_to_fiber_no_sync);
+    __tsan_func_entry(const_cast<void*>(site));
+    return true;
+}
+ANDREA_NO_TSAN inline void race_proxy_end(bool begun) {
+    if (!begun) return;
+    RaceState& r = race();
+    __tsan_func_exit();
+    __tsan_switch_to_fiber((*r.fiber)[r.cur], __tsan_switch_to_fiber_no_sync);
+}
+// At the wait that retires the proxy's reads: the thread acquires them (a barrier after the wait
+// then orders them before another thread's overwrite).
+ANDREA_NO_TSAN inline void race_proxy_retired() {
+    RaceState& r = race();
+    if (!r.running || !r.proxy_on) return;
+    void* obj = &race_proxy_object[r.cur][1];
+    __tsan_switch_to_fiber((*r.proxy)[r.cur], __tsan_switch_to_fiber_no_sync);
+    __tsan_release(obj);
+    __tsan_switch_to_fiber((*r.fiber)[r.cur], __tsan_switch_to_fiber_no_sync);
+    __tsan_acquire(obj);
+}
+// Beside a thread's release or acquire of obj (named barriers, mbarriers): its proxy's, on the
+// proxy side of obj. `published`: the thread's own clock goes to the proxies (an mbarrier's
+// complete_tx: a TMA copy's writes are the async proxy's, ordered for it by the barrier alone).
+ANDREA_NO_TSAN inline void race_proxy_release(int lid, void* obj, bool published) {
+    RaceState& r = race();
+    if (!r.proxy_on && !published) return;
+    if (published) {
+        __tsan_release(race_proxy_side(obj));  // as the thread
+        if (!r.proxy_on) return;
+    }
+    void* const me = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber((*r.proxy)[lid], __tsan_switch_to_fiber_no_sync);
+    __tsan_release(race_proxy_side(obj));
+    __tsan_switch_to_fiber(me, __tsan_switch_to_fiber_no_sync);
+}
+ANDREA_NO_TSAN inline void race_proxy_acquire(int lid, void* obj) {
+    RaceState& r = race();
+    if (!r.proxy_on) return;
+    void* const me = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber((*r.proxy)[lid], __tsan_switch_to_fiber_no_sync);
+    __tsan_acquire(race_proxy_side(obj));
+    __tsan_switch_to_fiber(me, __tsan_switch_to_fiber_no_sync);
+}
 #else
 inline void race_read(const void*, size_t) {}
 inline void race_write(void*, size_t) {}
@@ -272,6 +399,12 @@ inline void race_meet(const int*, int) {}
 inline void race_block_end(int, uint3, const uint3*) {}
 inline void race_launch_end() {}
 inline void race_fence(const void*) {}
+inline void race_proxy_fence() {}
+inline bool race_proxy_begin(const void*) { return false; }
+inline void race_proxy_end(bool) {}
+inline void race_proxy_retired() {}
+inline void race_proxy_release(int, void*, bool) {}
+inline void race_proxy_acquire(int, void*) {}
 #endif
 
 }  // namespace

@@ -25,9 +25,13 @@
 //    wgmma that accumulates into registers an earlier wgmma of this thread still has in flight
 //    (same registers, same shape) chains onto that result, as the hardware orders them; any other
 //    read of D before the wait (or an accumulate from a copy of it) gets NaN, which verify sees.
-//  - wgmma reads B through the descriptor at issue; the bytes it read must not change until the
-//    wait that retires it: they are compared then, and a change is reported (wait, then barrier,
-//    then overwrite). Racecheck counts them as reads of shared memory by the issuing warp.
+//  - wgmma reads B through the descriptor at issue, and A too in the SS form (both operands from
+//    shared memory, wgmma_m64nNk16_bf16_ss: A (64 x 16) K-major or, trans_a, MN-major, in the same
+//    canonical no-swizzle layouts as B, each warp its 16 rows of D from A's rows 16 w .. 16 w + 15);
+//    the bytes it read must not change until the wait that retires it: they are compared then,
+//    and a change is reported (wait, then barrier, then overwrite). Racecheck counts them as reads
+//    of shared memory by the issuing warp's async proxy (racecheck.h): a generic write reaches
+//    them only through fence_proxy_async() together with a barrier.
 //  - wgmma is issued by warpgroups: the block's threads a multiple of 128, the k-th wgmma of each
 //    of a warpgroup's 4 warps the same instruction, every lane of a warp the same descriptor.
 //  - a descriptor (start, LBO, SBO) addressing bytes past the launch's dynamic shared memory, or
@@ -67,11 +71,16 @@ struct CpAsyncQueue {            // one thread's cp.async copies not yet waited 
 // wgmma is retired (one record per warp and wgmma, shared by its 32 lanes).
 struct WgmmaIssue {
     const char* what;
+    const void* site;         // the kernel's call (racecheck names it)
     uint32_t start, lbo, sbo;
     int n;
     bool trans_b;
     bool checked = false;
     std::vector<uint16_t> b;  // (16, n)
+    bool ss = false;          // A read through a descriptor too (the SS form)
+    uint32_t a_start = 0, a_lbo = 0, a_sbo = 0;
+    bool trans_a = false;
+    std::vector<uint16_t> a;  // (16, 64): element (k, m) at a[64 k + m]
 };
 
 struct WgmmaInFlight {        // one thread's share of one wgmma, issued and not yet retired
@@ -291,7 +300,10 @@ template <int N, bool TRANS> inline void ldmatrix_round(AlignedRound& r) {
 
 // wgmma.mma_async .m64nNk16 bf16, one warp's share: its 16 rows of D = A·B (+ D), A the warp's
 // mma-layout fragments, B (16 x N) read from dynamic shared memory through the descriptor.
-struct WgmmaOperands { unsigned long long desc; int n; bool trans_b; bool accumulate; };
+struct WgmmaOperands {
+    unsigned long long desc; int n; bool trans_b; bool accumulate;
+    bool ss; unsigned long long desc_a; bool trans_a;  // SS form: A through desc_a (else A in registers)
+};
 
 inline const char* wgmma_shared_base() { return guard().dyn_base; }
 
@@ -376,6 +388,12 @@ inline void wgmma_round(AlignedRound& r) {
                         r.what, wi, l, o.desc, op.desc);
             return;
         }
+        if (op.ss && o.desc_a != op.desc_a) {
+            warp_misuse(wi, 0xffffffffu, 1u << l, "%s in warp %d: lane %d gives A descriptor %#llx, lane 0 "
+                        "%#llx: the warpgroup's tensor cores read one A; give every lane the same descriptor",
+                        r.what, wi, l, o.desc_a, op.desc_a);
+            return;
+        }
     }
     // the k-th wgmma of each of the warpgroup's 4 warps: one instruction
     TensorCoreState& tc = tensor_cores();
@@ -409,6 +427,7 @@ inline void wgmma_round(AlignedRound& r) {
     const uint32_t start = dd.start, lbo = dd.lbo, sbo = dd.sbo;
     auto issue = std::make_shared<WgmmaIssue>();
     issue->what = r.what;
+    issue->site = r.site;
     issue->start = start; issue->lbo = lbo; issue->sbo = sbo; issue->n = N; issue->trans_b = op.trans_b;
     issue->b.resize(16 * (size_t)N);
     uint32_t bad = 0;
@@ -420,6 +439,32 @@ inline void wgmma_round(AlignedRound& r) {
         return;
     }
     float A[16][16];
+    if (op.ss) {  // A (64 x 16) read like a B of N 64 (m for n); this warp's 16 rows of it
+        const WgmmaDescriptor da = wgmma_decode(op.desc_a);
+        if (!wgmma_decodable(da)) {
+            warp_misuse(wi, 0xffffffffu, 1u, "%s in warp %d: the A descriptor %#llx has layout type %d (%s) and "
+                        "base offset %d: the CPU build decodes only layout type 0 (no swizzle) with base offset 0; "
+                        "lay A out without a swizzle", r.what, wi, op.desc_a, da.layout,
+                        wgmma_layout_name(da.layout), da.base_offset);
+            return;
+        }
+        issue->ss = true;
+        issue->a_start = da.start; issue->a_lbo = da.lbo; issue->a_sbo = da.sbo; issue->trans_a = op.trans_a;
+        issue->a.resize(16 * 64);
+        if (!wgmma_read_b(da.start, da.lbo, da.sbo, op.trans_a, 64, issue->a.data(), &bad)) {
+            warp_misuse(wi, 0xffffffffu, 1u, "%s in warp %d: the A descriptor (start %u, LBO %u, SBO %u) reaches "
+                        "bytes %u..%u of shared memory, past the launch's %zu dynamic bytes: build the descriptor "
+                        "from the dynamic shared array, with the tile's strides", r.what, wi, da.start, da.lbo,
+                        da.sbo, bad, bad + 15, (size_t)guard().dyn_bytes);
+            return;
+        }
+        const int m0 = 16 * (wi % 4);
+        for (int row = 0; row < 16; row++)
+            for (int kk = 0; kk < 16; kk++) {
+                const uint32_t bits = (uint32_t)issue->a[(size_t)kk * 64 + m0 + row] << 16;
+                std::memcpy(&A[row][kk], &bits, 4);
+            }
+    }
     std::vector<double>& B = tc.wgmma_b;  // (16, N)
     B.resize(16 * (size_t)N);
     for (size_t i = 0; i < B.size(); i++) {
@@ -428,7 +473,8 @@ inline void wgmma_round(AlignedRound& r) {
         std::memcpy(&f, &bits, 4);
         B[i] = f;
     }
-    for (int l = 0; l < 32; l++) unpack_a_bf16(A, l, static_cast<const uint32_t*>(r.operand[l][1]));
+    if (!op.ss)
+        for (int l = 0; l < 32; l++) unpack_a_bf16(A, l, static_cast<const uint32_t*>(r.operand[l][1]));
     float nan;
     const uint32_t ones = 0xffffffffu;
     std::memcpy(&nan, &ones, 4);
@@ -460,17 +506,24 @@ inline void wgmma_round(AlignedRound& r) {
     }
 }
 
-// racecheck: the tensor cores read B (2N rows of 16 bytes) from a wgmma's issue to the wait that
-// retires it, as the issuing warpgroup's reads: each lane records its share of the rows at both
-// ends, so a write by another thread that no barrier parts from either end is a race (a write
-// while the wgmma is in flight too: it falls between the two reads).
-inline void wgmma_race_read_b(uint32_t start, uint32_t lbo, uint32_t sbo, bool trans_b, int n) {
+// racecheck: the tensor cores read B (2N rows of 16 bytes; A's 128 in the SS form) from a wgmma's
+// issue to the wait that retires it, as the issuing warpgroup's async proxies' reads: each lane
+// records its share of the rows at both ends, so a write by another thread that no barrier parts
+// from either end is a race (a write while the wgmma is in flight too: it falls between the two
+// reads), and so is a generic write that no fence.proxy.async published before the barrier.
+inline void wgmma_race_read(uint32_t start, uint32_t lbo, uint32_t sbo, bool trans, int n, const void* site) {
     const char* base = wgmma_shared_base();
     const size_t bytes = guard().dyn_bytes;
+    const bool begun = race_proxy_begin(site);
     for (int row = lane_id(); row < 2 * n; row += 32) {
-        const uint32_t off = wgmma_b_row(start, lbo, sbo, trans_b, n, row);
+        const uint32_t off = wgmma_b_row(start, lbo, sbo, trans, n, row);
         if (base && (size_t)off + 16 <= bytes) race_read(base + off, 16);
     }
+    race_proxy_end(begun);
+}
+inline void wgmma_race_read_desc(unsigned long long desc, bool trans, int n, const void* site) {
+    const WgmmaDescriptor d = wgmma_decode(desc);
+    wgmma_race_read(d.start, d.lbo, d.sbo, trans, n, site);
 }
 
 // At the wait that retires it: B's bytes are the ones the wgmma read at issue.
@@ -480,6 +533,21 @@ inline void wgmma_check_b(WgmmaIssue& issue) {
     std::vector<uint16_t>& now = tensor_cores().wgmma_b_now;
     now.resize(issue.b.size());
     uint32_t bad = 0;
+    if (issue.ss) {  // A first: the same check on its tile
+        std::vector<uint16_t> a(issue.a.size());
+        const bool ok = wgmma_read_b(issue.a_start, issue.a_lbo, issue.a_sbo, issue.trans_a, 64, a.data(), &bad);
+        if (!ok || std::memcmp(a.data(), issue.a.data(), a.size() * 2) != 0) {
+            size_t i = 0;
+            while (ok && i < a.size() && a[i] == issue.a[i]) i++;
+            Fiber* f = sched().cur;
+            warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "%s retired by wgmma.wait_group in thread %d: A's "
+                        "shared memory changed while the wgmma was in flight (element m %zu, k %zu of the tile at "
+                        "byte %u): the tensor cores read it from issue to wait; a barrier must part A's writes "
+                        "from the wgmma (fill, fence_proxy_async, __syncthreads, wgmma; wgmma_wait, "
+                        "__syncthreads, overwrite)", issue.what, f->lid, i % 64, i / 64, issue.a_start);
+            return;
+        }
+    }
     const bool readable = wgmma_read_b(issue.start, issue.lbo, issue.sbo, issue.trans_b, issue.n, now.data(), &bad);
     if (readable && std::memcmp(now.data(), issue.b.data(), now.size() * 2) == 0) return;
     size_t i = 0;
@@ -614,11 +682,36 @@ __attribute__((noinline)) inline void wgmma_m64nNk16_bf16(int n, bool trans_b, f
                             what, f->lid, s.nthreads);
         andrea::warp_fail(f);
     }
-    andrea::wgmma_race_read_b((uint32_t)(desc_b & 0x3fff) << 4, (uint32_t)(desc_b >> 16 & 0x3fff) << 4,
-                              (uint32_t)(desc_b >> 32 & 0x3fff) << 4, trans_b, n);
-    andrea::WgmmaOperands op{desc_b, n, trans_b, accumulate};
-    andrea::aligned_round(what, __builtin_return_address(0), d, const_cast<unsigned*>(a), &op, nullptr,
-                          andrea::wgmma_round);
+    const void* site = __builtin_return_address(0);
+    andrea::wgmma_race_read_desc(desc_b, trans_b, n, site);
+    andrea::WgmmaOperands op{desc_b, n, trans_b, accumulate, false, 0, false};
+    andrea::aligned_round(what, site, d, const_cast<unsigned*>(a), &op, nullptr, andrea::wgmma_round);
+    if (s.misused) andrea::warp_fail(s.cur);
+}
+
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, desc_a, desc_b, accumulate, 1, 1, trans_a,
+// trans_b: the SS form, A (64 x 16) from shared memory through desc_a too (K-major, or MN-major
+// with trans_a), read by the warpgroup's tensor cores like B. (The kernel file has no wrapper for
+// it yet: the next Hopper kernel's; tests/kernels/cute_checks.cu calls it directly.)
+__attribute__((noinline)) inline void wgmma_m64nNk16_bf16_ss(int n, bool trans_a, bool trans_b, float* d,
+                                                             unsigned long long desc_a, unsigned long long desc_b,
+                                                             bool accumulate) {
+    static const char* what64 = "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 (SS)";
+    static const char* what128 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 (SS)";
+    const char* what = n == 64 ? what64 : what128;
+    andrea::Sched& s = andrea::sched();
+    andrea::Fiber* f = s.cur;
+    if (s.nthreads % 128) {
+        andrea::warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "%s in thread %d: the block has %d threads; "
+                            "wgmma is issued by warpgroups of 4 whole warps: launch a multiple of 128 threads",
+                            what, f->lid, s.nthreads);
+        andrea::warp_fail(f);
+    }
+    const void* site = __builtin_return_address(0);
+    andrea::wgmma_race_read_desc(desc_a, trans_a, 64, site);
+    andrea::wgmma_race_read_desc(desc_b, trans_b, n, site);
+    andrea::WgmmaOperands op{desc_b, n, trans_b, accumulate, true, desc_a, trans_a};
+    andrea::aligned_round(what, site, d, nullptr, &op, nullptr, andrea::wgmma_round);
     if (s.misused) andrea::warp_fail(s.cur);
 }
 
@@ -651,14 +744,21 @@ inline void wgmma_wait_group(int n) {
             }
         q.committed.erase(q.committed.begin(), q.committed.begin() + (long)retire);
     }
-    for (const auto& b : retired) andrea::wgmma_race_read_b(b->start, b->lbo, b->sbo, b->trans_b, b->n);
+    for (const auto& b : retired) {  // read until now, by this thread's async proxy
+        if (b->ss) andrea::wgmma_race_read(b->a_start, b->a_lbo, b->a_sbo, b->trans_a, 64, b->site);
+        andrea::wgmma_race_read(b->start, b->lbo, b->sbo, b->trans_b, b->n, b->site);
+    }
+    if (!retired.empty()) andrea::race_proxy_retired();  // the thread has them: a barrier now orders them
     {
         andrea::RaceQuiet quiet;
         retired.clear();  // (the vector's memory is the runtime's)
     }
     if (s.misused) andrea::warp_fail(s.cur);
 }
-inline void fence_proxy_async_shared() {}
+// fence.proxy.async.shared::cta: this thread's generic-proxy accesses to shared memory so far are
+// ordered before the async proxy's later ones (with a barrier between, other threads' too).
+// Nothing to do to the bytes; racecheck's async proxy of this thread learns them (racecheck.h).
+inline void fence_proxy_async_shared() { andrea::race_proxy_fence(); }
 
 // fp32 -> bf16 bits, round to nearest even (cvt.rn.bf16.f32); a NaN becomes the canonical 0x7fff.
 inline unsigned f32_to_bf16_rn(float x) {

@@ -90,3 +90,48 @@ extern "C" __global__ void cute_file_desc(unsigned long long* __restrict__ out, 
     extern __shared__ __align__(128) unsigned char cute_desc_smem[];
     if (threadIdx.x == 0) out[0] = wgmma_desc(cute_desc_smem, lbo, sbo);
 }
+
+// wgmma m64n64k16 SS: A (64 x 16, (m, k)) from shared memory too, placed at the element offsets
+// CuTe's A tile gives (offsets_a[16 m + k]) from byte 4096 on and read through CuTe's descriptor
+// desc_a (its start replaced by that tile's); the warpgroup's value v, at the tile's coordinate
+// (v % 64, v / 64), holds the element of a that CuTe's SS A table names for it (aorder[v], an index
+// m + 64 k): with CuTe's table, the emulation must read A(m, k) there; B as in
+// cute_wgmma (N 64, K-major); D by CuTe's C table. The SS form is called through the emulation
+// (the kernel file has no wrapper for it yet).
+template <bool TRANS_A>
+__device__ void cute_wgmma_ss(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
+                              const int* __restrict__ offsets_a, const int* __restrict__ offsets_b,
+                              const int* __restrict__ aorder, const int* __restrict__ cmap,
+                              unsigned long long desc_a, unsigned long long desc_b, float* __restrict__ out) {
+    extern __shared__ __align__(128) unsigned char cute_ss_smem[];
+    unsigned short* b_tile = (unsigned short*)cute_ss_smem;
+    unsigned short* a_tile = (unsigned short*)(cute_ss_smem + 4096);
+    const int t = threadIdx.x;
+    for (int i = t; i < 16 * 64; i += blockDim.x) b_tile[offsets_b[i]] = b[i];
+    for (int v = t; v < 64 * 16; v += blockDim.x)  // value v at the tile's coordinate (v % 64, v / 64)
+        a_tile[offsets_a[16 * (v % 64) + v / 64]] = a[aorder[v]];
+    fence_proxy_async();
+    __syncthreads();
+    desc_b = (desc_b & ~0x3fffull) | (wgmma_desc(cute_ss_smem, 0, 0) & 0x3fffull);
+    desc_a = (desc_a & ~0x3fffull) | (wgmma_desc(cute_ss_smem + 4096, 0, 0) & 0x3fffull);
+    float d[32];
+    for (int i = 0; i < 32; i++) d[i] = 0.0f;
+    wgmma_fence();
+    ptx_emulated::wgmma_m64nNk16_bf16_ss(64, TRANS_A, false, d, desc_a, desc_b, false);
+    wgmma_commit();
+    wgmma_wait<0>();
+    for (int v = 0; v < 32; v++) out[cmap[32 * t + v]] = d[v];
+}
+
+extern "C" __global__ void cute_wgmma_ss_kmajor(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
+                                                const int* __restrict__ offsets_a, const int* __restrict__ offsets_b,
+                                                const int* __restrict__ aorder, const int* __restrict__ cmap,
+                                                unsigned long long desc_a, unsigned long long desc_b, float* __restrict__ out) {
+    cute_wgmma_ss<false>(a, b, offsets_a, offsets_b, aorder, cmap, desc_a, desc_b, out);
+}
+extern "C" __global__ void cute_wgmma_ss_mnmajor(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
+                                                 const int* __restrict__ offsets_a, const int* __restrict__ offsets_b,
+                                                 const int* __restrict__ aorder, const int* __restrict__ cmap,
+                                                 unsigned long long desc_a, unsigned long long desc_b, float* __restrict__ out) {
+    cute_wgmma_ss<true>(a, b, offsets_a, offsets_b, aorder, cmap, desc_a, desc_b, out);
+}

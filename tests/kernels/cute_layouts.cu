@@ -12,8 +12,12 @@
 //    (t, e) -> the bit where 16-bit element e of lane t's registers comes from.
 //  - wgmma{64,128}_{A,C}: SM90 m64nNk16 RS (A from registers): A (128 threads, 8 values) ->
 //    m + 64 k, C (128 threads, N/2 values) -> m + 64 n.
+//  - wgmma_ss_A: SM90 m64n64k16 SS (A from shared memory too): A (128 threads, 1024 values) ->
+//    m + 64 k (every thread's view is the whole tile: the warpgroup reads it through a descriptor).
 //  - desc_*: make_gmma_desc on a no-swizzle (interleave) tile, its 64 bits, and offsets_* the
-//    tile's element offsets, (n, k) row-major over n then k: the layout the descriptor describes.
+//    tile's element offsets, (n, k) row-major over n then k: the layout the descriptor describes;
+//    atom_a_{kmajor,mnmajor}: the same for an A tile (64 x 16, (m, k)) that CuTe's own canonical
+//    atoms (GMMA::Layout_{K,MN}_INTER_Atom) tile, as a CUTLASS SS kernel lays out its sA.
 #include <cstdio>
 
 #include <cute/tensor.hpp>
@@ -98,6 +102,15 @@ void print_kernel6() {
     print_desc<GMMA::Major::MN>(name, v_tile, D, 16);
 }
 
+// A's 64 x 16 tile as CUTLASS lays out sA for an SS wgmma: CuTe's canonical no-swizzle atom tiled
+// over the tile (the atom's swizzle is the identity, Swizzle<0,4,3>: its inner layout is the tile)
+void print_atom_a() {
+    auto k_atom = tile_to_shape(GMMA::Layout_K_INTER_Atom<bfloat16_t>{}, Shape<_64, _16>{});
+    auto mn_atom = tile_to_shape(GMMA::Layout_MN_INTER_Atom<bfloat16_t>{}, Shape<_64, _16>{});
+    print_desc<GMMA::Major::K>("atom_a_kmajor", k_atom.layout_b(), 64, 16);
+    print_desc<GMMA::Major::MN>("atom_a_mnmajor", mn_atom.layout_b(), 64, 16);
+}
+
 int main() {
     using Mma = MMA_Traits<SM80_16x8x16_F32BF16BF16F32_TN>;
     print_tv("mma_A", typename Mma::ALayout{}, 32, 8);
@@ -111,6 +124,9 @@ int main() {
     print_ldsm<SM75_U16x8_LDSM_T>("x4_t", 4);
     print_wgmma<64>();
     print_wgmma<128>();
+    print_tv("wgmma_ss_A", typename MMA_Traits<SM90_64x64x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>>::ALayout{},
+             128, 1024);
+    print_atom_a();
     // core matrices k-groups first (LBO 128) and n-groups first (SBO 128), N 64 and 128
     print_descs<64, 128, 256>();
     print_descs<64, 1024, 128>();

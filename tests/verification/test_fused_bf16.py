@@ -33,7 +33,7 @@ BROKEN = {
                               (65, 64, "causal", True)),
     # cvt.rn.bf16x2.f32 puts its FIRST operand in the upper half: the trap, in the emulated wrapper
     # the three kernels (and to_bf16_kernel1) use
-    "bf16 pack order swapped": ((4, 5, 6), "return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);",
+    "bf16 pack order swapped": ((4, 5, 6, 7), "return ptx_emulated::cvt_rn_bf16x2_f32(hi, lo);",
                                 "return ptx_emulated::cvt_rn_bf16x2_f32(lo, hi);", (64, 64, "window:64", True)),
     "rescale forgotten": (4, "                    acc[c][2 * r] *= alpha;\n                    acc[c][2 * r + 1] *= alpha;\n",
                           "", (200, 64, "window:100", True)),
@@ -77,10 +77,10 @@ BROKEN = {
                                                          (257, 64, "causal", False)),
     # the Mask's edge_tiles (their schedule's counts): one tile too few at the window's far end (keys
     # outside the window get weight); the tile that crosses T taken for an unmasked one
-    "kernel5, kernel6: window's first tile unmasked": ((5, 6), "(p_last - window - j_begin) / KEYS + 1);",
+    "kernel5, 6, 7: window's first tile unmasked": ((5, 6, 7), "(p_last - window - j_begin) / KEYS + 1);",
                                                        "(p_last - window - j_begin) / KEYS);",
                                                        (200, 64, "window:100", True)),
-    "kernel5, kernel6: last tile unmasked": ((5, 6), "min(S - KEYS, p0 + right - KEYS + 1) : S - KEYS;",
+    "kernel5, 6, 7: last tile unmasked": ((5, 6, 7), "min(S - KEYS, p0 + right - KEYS + 1) : S - KEYS;",
                                              "min(S - KEYS, p0 + right - KEYS + 1) : S - KEYS + 1;",
                                              (127, 64, "none", True)),
     # S read before its wgmma_wait (the wgmmas still in flight): a synchronous emulation passes it,
@@ -98,14 +98,30 @@ BROKEN = {
                                                  (300, 128, "causal", True)),
     # the count of tiles the window's far end crosses (edge_tiles): a remainder for the quotient,
     # and the tile whose first key is exactly the far end left unmasked
-    "kernel5, kernel6: window tiles counted by remainder": ((5, 6), "(p_last - window - j_begin) / KEYS + 1);",
+    "kernel5, 6, 7: window tiles counted by remainder": ((5, 6, 7), "(p_last - window - j_begin) / KEYS + 1);",
                                                             "(p_last - window - j_begin) % KEYS + 1);",
                                                             (384, 64, "window:255", True)),
-    "kernel5, kernel6: window edge on a tile's first key unmasked": (
-        (5, 6), "if (window > 0 && p_last - window >= j_begin)",
+    "kernel5, 6, 7: window edge on a tile's first key unmasked": (
+        (5, 6, 7), "if (window > 0 && p_last - window >= j_begin)",
         "if (window > 0 && p_last - window != j_begin)", (384, 64, "window:255", True)),
     # the per-thread cp.async offset no longer advances with the tiles: every tile is the first
     "kernel5: cp.async source not advanced": (5, "        kv_src += TC_KEYS * D;\n", "", (200, 64, "window:100", True)),
+    # kernel7's producer arms a stage's full barrier for one box too many: the consumers wait for
+    # bytes no copy brings (a deadlock, named in one line)
+    "kernel7: expect_tx byte count wrong": (7, "mbar_arrive_expect_tx(&full[s], 2 * TILE_BYTES);",
+                                            "mbar_arrive_expect_tx(&full[s], 2 * TILE_BYTES + 2 * BOX);",
+                                            (200, 64, "window:100", True)),
+    # the producer no longer waits for a stage to be emptied: it refills K and V under the
+    # consumers' wgmmas (a block of more tiles than stages reads a later tile's keys)
+    "kernel7: missing empty-barrier wait": (7, "            mbar_wait(&empty[s], ((n / K7_STAGES) & 1) ^ 1);",
+                                            "", (300, 128, "causal", True)),
+    # K's descriptor with kernel6's strides: its layout, not the TMA boxes'
+    "kernel7: K descriptor strides of kernel6's layout": (7, "wgmma_desc(k_s, 1024, 128)",
+                                                          "wgmma_desc(k_s, 128, 1024)", (65, 64, "causal", True)),
+    # the tile past S copied by hand without its zeros: V rows past S keep a stage's stale bytes
+    # (P is 0 there, but 0 times the poison of shared memory is NaN)
+    "kernel7: tail tile without its zeros": (7, "js + r < Sk ? *(const uint4*)src : make_uint4(0, 0, 0, 0)",
+                                             "*(const uint4*)src", (127, 64, "none", True)),
 }
 
 

@@ -58,6 +58,10 @@ BROKEN = {
     "fused4_bf16: K/V head interleaved": (*tensor_core_heads("TC_ROWS"), GROUPED, "fused4_bf16"),
     "fused5_bf16: K/V head interleaved": (*tensor_core_heads("K5_ROWS"), GROUPED, "fused5_bf16"),
     "fused6_bf16: K/V head interleaved": (*tensor_core_heads("K6_ROWS"), GROUPED, "fused6_bf16"),
+    # kernel7 finds its K/V head's rows in the tensor maps' (H_kv·S, d) matrices by the same rule
+    "fused7_bf16: K/V head interleaved": ("const int kv_row0 = (int)(head / group) * Sk;",
+                                          "const int kv_row0 = (int)(head % (gridDim.z / group)) * Sk;",
+                                          GROUPED, "fused7_bf16"),
     # kernel4 copying K's rows up to the queries' count: the decode step's keys past 0 read as zeros
     "fused4_bf16: K rows bounded by L": ("tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, Sk);",
                                          "tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, L);", DECODE_STEP, "fused4_bf16"),

@@ -81,3 +81,17 @@ def test_the_survey_finds_and_switches_each_barrier():
     text = "__device__ void f() {\n    __syncthreads();\n    // __syncthreads();\n}\n"
     assert [(n, f) for n, _, f in barrier_removals.barriers(text)] == [(2, "f")]
     assert "ANDREA_SYNC(0);" in barrier_removals.instrumented(text, [2])
+
+
+def test_the_survey_says_each_barrier_in_80_columns():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import barrier_removals
+
+    detail = ("bf16 backward (d 64): attention_backward_dkdv_kernel2_d64: data race a GPU could expose: write "
+              "after read on extern __shared__ memory byte 4096: thread (3) ...")
+    row = {"line": 3347, "function": "attention_backward_dkdv_kernel2", "verdict": "race", "detail": detail}
+    line = barrier_removals.line_of(row)
+    assert len(line) <= 80
+    assert line == " 3347 attention_backward_dkdv_ke race      write after read in attention_backwar"
+    row = {"line": 12, "function": "f", "verdict": "not reached", "detail": ""}
+    assert barrier_removals.line_of(row).split() == ["12", "f", "unreached"]

@@ -144,18 +144,43 @@ def rule(a, b, block_threads: int, block_x: int, block_y: int) -> str:
             "both join, or an mbarrier phase one arrives on and the other waits for")
 
 
+PROXY = " async proxy"  # racecheck.h names a thread's async proxy "block (..) thread (..) async proxy"
+
+# The rules when one side is the tensor cores' read through a wgmma descriptor (the async proxy)
+PROXY_READ_RULE = ("the tensor cores (async proxy) see another proxy's write only through fence.proxy.async: "
+                   "fence_proxy_async() after the write and before the __syncthreads() (or after it, before the "
+                   "wgmma); a barrier alone orders nothing for them: the fence is missing (for a write meant "
+                   "after the wgmma: its wgmma_wait, then __syncthreads(), then the write)")
+PROXY_WAR_RULE = ("the tensor cores read until the wgmma_wait that retires the wgmma: wgmma_wait, then "
+                  "__syncthreads(), then the write")
+
+
+def proxy_rule(race: Race) -> str | None:
+    """The ordering rule when the async proxy made one of the two accesses, else None."""
+    now, before = (race.names.get(x.thread, "").endswith(PROXY) for x in (race.now, race.before))
+    if now and not race.now.write:
+        return PROXY_READ_RULE
+    if before and not race.before.write:
+        return PROXY_WAR_RULE
+    return None
+
+
 def describe(race: Race, memory: Memory, block: tuple[int, int, int]) -> str:
     """One line: kind, memory, both threads and lines, the rule."""
     a, b = indices(race.names.get(race.now.thread, "")), indices(race.names.get(race.before.thread, ""))
     blocks = [ids[0] for ids in (a, b) if ids]
     dims = (_dims(block), max([_dims(tuple(x + 1 for x in v)) for v in blocks] or [1]))
-    now = _thread_text(a, dims) if a else f"TSan thread {race.now.thread}"
-    before = _thread_text(b, dims) if b else f"TSan thread {race.before.thread}"
+
+    def who(access, ids):
+        text = _thread_text(ids, dims) if ids else f"TSan thread {access.thread}"
+        return f"{text}'s tensor cores" if race.names.get(access.thread, "").endswith(PROXY) else text
+
+    now, before = who(race.now, a), who(race.before, b)
     verb_now = ("atomically " if race.now.atomic else "") + ("writes" if race.now.write else "reads")
     verb_before = ("atomically " if race.before.atomic else "") + ("wrote" if race.before.write else "read")
+    why = proxy_rule(race) or rule(a, b, block[0] * block[1] * block[2], block[0], block[1])
     text = (f"{kind(race)} on {where(race.now.address, memory)}: {now} {verb_now} at {race.now.line}, "
-            f"{before} {verb_before} at {race.before.line}; "
-            f"{rule(a, b, block[0] * block[1] * block[2], block[0], block[1])}")
+            f"{before} {verb_before} at {race.before.line}; {why}")
     notes = [f"{_thread_text(ids, dims)} ran __threadfence() at {site} with no atomic after it, so it orders nothing"
              for ids, site in memory.fences if ids in (a, b)]
     return text + "".join(f" ({note})" for note in notes[:1])

@@ -36,6 +36,12 @@ def _bf16_shared(kv_pad: int):
     return lambda s, d_k, d_v: 2 * (s["rows"] * (d_k + 8) + 2 * 2 * s["tile"] * (d_k + kv_pad))
 
 
+def _k7_shared(s, d_k, d_v):
+    """kernel7: q_s (rows, d+8) and a ring of K7_STAGES stages of K and V (tile, d), bf16, their
+    full and empty mbarriers (8 bytes each), and 128 bytes to align the TMA destinations."""
+    return 2 * (s["rows"] * (d_k + 8) + 2 * s["K7_STAGES"] * s["tile"] * d_k) + 16 * s["K7_STAGES"] + 128
+
+
 def _dkdv1_shared(s, d_k, d_v):
     """k_s, v_s (32 keys, odd strides) + q_s, dO_s (8 query rows) + P and dS of 8 rows × 32 keys."""
     keys, rows = s["rows"], s["tile"]
@@ -99,6 +105,11 @@ KERNELS = (
     Kernel("attention_fused_kernel6", "fused_bf16", "fused", 6, "fused6_bf16", **{**TC, "cc": WGMMA_CC},
            cc_exact=True, rows="K6_ROWS", tile="TC_KEYS", shared=_bf16_shared(0), products=2,
            numerics=Numerics({64: 64, 128: 64}, 5.0, True)),  # K, V unpadded: wgmma's canonical layout
+    # kernel7: kernel6's tiles, warp-specialised (a TMA producer warp, two consumer warpgroups in
+    # ping-pong); chosen by name: its static bound is not above kernel6's (bench --bound)
+    Kernel("attention_fused_kernel7", "fused_bf16", "fused", 7, "fused7_bf16", **{**TC, "cc": WGMMA_CC},
+           cc_exact=True, rows="K7_ROWS", tile="TC_KEYS", shared=_k7_shared, products=2,
+           numerics=Numerics({64: 64, 128: 64}, 5.0, True), tensor_maps=True, default=False),
     # decode: one query per head against the KV cache (flash-decoding); the block's threads from
     # __launch_bounds__, the keys of a slice (tile) the launcher's choice
     Kernel("kv_append_kernel1", "decode", "append", 1, "append1", threads=128),
@@ -147,8 +158,9 @@ def kernel(name: str, stage: str, variant: int = 1) -> Kernel:
 
 def earlier_variants(name: str, stage: str) -> list[int]:
     """A family stage's variants before its newest, newest first: the steps of its progression
-    bench times beside the default."""
-    return sorted(family(name, stage))[-2::-1]
+    bench times beside the default. A row that is never a default (default=False: kernel7) is
+    neither the newest nor a step: it runs by name."""
+    return sorted(v for v, k in family(name, stage).items() if k.default)[-2::-1]
 
 
 def entry_points() -> tuple[str, ...]:
@@ -188,9 +200,9 @@ def check_kernel_runs(entry: str, cc: tuple[int, int]) -> None:
 def default_variant(name: str, stage: str, cc: tuple[int, int] | None) -> int:
     """The fastest variant of a family's stage the device runs: the highest. A kernel for one
     compute capability alone (kernel6, wgmma) is the default only there, not in the CPU build
-    (cc None), where speed is not the point."""
+    (cc None), where speed is not the point; a row marked default=False (kernel7) never is."""
     rows = family(name, stage).values()
-    return max(k.variant for k in rows if k.runs_on(cc) and not (cc is None and k.cc_exact))
+    return max(k.variant for k in rows if k.default and k.runs_on(cc) and not (cc is None and k.cc_exact))
 
 
 def matmul_products(entry: str) -> int:

@@ -21,7 +21,10 @@ APPEND = family("decode", "append")  # {1: float32 cache, 2: bf16 cache}
 DECODE = family("decode", "decode")  # {1: reads a float32 cache, 2: a bf16 one}
 MERGE = kernel("decode", "merge")
 VARIANT = {"fp32": 1, "bf16": 2}  # the cache's precision -> the kernels' variant
-DECODE_MAX_D = define("DECODE_MAX_D")  # each lane holds d / 32 columns of q and of the output
+DECODE_MAX_D = define("DECODE_MAX_D")  # each lane holds d / DECODE_LANES columns of q and of the output
+# The online softmaxes of a block (one per DECODE_LANES lanes), merged at its end: what the
+# tolerances count rescales and merges over
+STREAMS = DECODE[1].block_threads() // define("DECODE_LANES")
 # Slices: enough blocks that every SM of the largest GPU andrea targets streams part of the cache
 # (two per SM of an H100's 132; flash-decoding's rule: fill the machine, then stop splitting, as
 # each slice adds a partial row to merge), but no slice under MIN_SLICE_KEYS keys (its 4 warps would
@@ -36,7 +39,7 @@ def check_decode_shape(d_k: int, d_v: int, precision: str) -> None:
     for flag, d in (("--d-k", d_k), ("--d-v", d_v)):
         if d > DECODE_MAX_D:
             raise AndreaError(f"the decode kernel takes {flag} <= {DECODE_MAX_D} (got {d}): each lane holds "
-                              f"d / 32 columns; use a smaller {flag}")
+                              f"d / {define('DECODE_LANES')} columns; use a smaller {flag}")
         if precision == "bf16" and d % 2:
             raise AndreaError(f"the bf16 KV cache stores two values a word: {flag} must be even (got {d}), "
                               "or use --precision fp32")

@@ -15,6 +15,7 @@ from andrea_cli.backends.launch.kernel_spec import Kernel
 from andrea_cli.backends.launch.fused import FusedOutputs
 from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.backends.launch.shapes import check_shapes
+from andrea_cli.backends.launch.tensor_maps import kv_tensor_maps
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import Scale
@@ -86,12 +87,13 @@ def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int
     T (= L) query rows per head against S keys (S = T unless given); `group` query heads per K/V
     head (query head h reads K/V head h // group)."""
     S = T if S is None else S
-    mask.refuse_flavours("the bf16 tensor-core kernels (4-6)")
+    mask.refuse_flavours("the bf16 tensor-core kernels (4-7)")
     kernel = bf16_kernel(variant, device_cc(dev))
     name = kernel.entry(d)
+    maps = kv_tensor_maps(dev, kb, vb, H // group * S, d) if kernel.tensor_maps else ()
     dev.get_function(name)(
         (cdiv(T, kernel.block_rows(d)), 1, H), (kernel.block_threads(d), 1, 1),
-        (qb, kb, vb, out, np.int32(T), np.int32(S), np.int32(group), *mask.kernel_args(T, S)),
+        (qb, kb, vb, out, np.int32(T), np.int32(S), np.int32(group), *mask.kernel_args(T, S), *maps),
         shared_mem=kernel.shared_bytes(d),
     )
     return {"fused": name}

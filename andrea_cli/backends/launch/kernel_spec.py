@@ -56,6 +56,8 @@ class Kernel:
     shared: Callable[..., int] | None = None  # (sizes, d_k, d_v) -> dynamic shared bytes
     products: int = 0  # T×T×d matrix products it does (Q·K^T, P·V, ...): bench --bound's FLOPs
     numerics: Numerics | None = None
+    tensor_maps: bool = False  # takes TMA tensor maps of K and V after its mask arguments (kernel7)
+    default: bool = True  # may be the device's default (the fastest it runs), not only chosen by name
 
     def entry(self, d: int | None = None) -> str:
         """The entry point's name in the kernel file (d: the head size, where it is compiled in)."""

@@ -96,6 +96,10 @@ class RecordingDevice:
     def to_host(self, a):
         return a
 
+    def tensor_map(self, x, shape, box) -> Placeholder:
+        """A TMA tensor map (kernel7's K and V): 128 bytes in device memory."""
+        return Placeholder((128,), np.dtype(np.uint8))
+
     def clock(self):
         raise NotImplementedError("a recording device times nothing")
 
@@ -118,7 +122,7 @@ def _paths(dev: RecordingDevice, T: int, H: int, d: int, mask: MaskSpec):
     def tensor_cores():
         if d in BF16_DIMS:
             qb, kb, vb = convert_inputs(dev, q, k, v, (H, T, d), course_scale(d))
-            for variant in BF16_KERNELS:  # kernel4, kernel5 and kernel6
+            for variant in BF16_KERNELS:  # kernel4 .. kernel7
                 launch_fused_bf16(dev, qb, kb, vb, out, H, T, d, mask=mask, variant=variant)
 
     def staged_backward():

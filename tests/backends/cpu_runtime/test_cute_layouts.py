@@ -1,11 +1,11 @@
 """The tensor-core emulation tied to CUTLASS CuTe: tests/kernels/cute_layouts.cu (CuTe's MMA and copy
 traits, compiled as host code with nvcc against the nvidia-cutlass wheel's headers) prints, for
 mma.sync m16n8k16, ldmatrix x1/x2/x4 (.trans) and wgmma m64nNk16 RS, which element each thread's
-register holds, and make_gmma_desc's descriptors for no-swizzle tiles and for kernel6's own K and
-V tiles. tests/kernels/cute_checks.cu runs the kernel file's wrappers with operands placed by those
+register holds, wgmma SS's A view, and make_gmma_desc's descriptors for no-swizzle tiles, for A
+tiles made of CuTe's canonical atoms, and for kernel6's own K and V tiles. tests/kernels/cute_checks.cu runs the kernel file's wrappers with operands placed by those
 tables, in the CPU build: element by element, every product and every loaded value must be the
 one CuTe's layout says. Planted errors (two registers swapped, LBO and SBO swapped, .trans
-ignored) must make it fail, and a 128-byte-swizzled descriptor is refused, never misread."""
+or trans-a ignored, A's m and k swapped) must make it fail, and a 128-byte-swizzled descriptor is refused, never misread."""
 
 from __future__ import annotations
 
@@ -216,3 +216,44 @@ def test_a_swizzled_descriptor_is_refused(cute, checks):
     with pytest.raises(CpuWarpError, match=r"layout type 1 \(128-byte swizzle\) and base offset 0: the CPU build "
                                            r"decodes only layout type 0"):
         run_wgmma(checks, 64, False, cute["wgmma64_A"], cute["wgmma64_C"], cute[f"offsets_{tile}"], desc)
+
+
+# --- wgmma m64nNk16 SS: A through a descriptor too -------------------------------------------------
+
+def run_wgmma_ss(checks, cute, atom: str, mn_major: bool, desc_a: int | None = None, aorder=None, seed=0) -> bool:
+    """A in CuTe's atom-tiled tile (atom_a_<atom>), B in the K-major N 64 tile; A·B right?"""
+    a, b = bf16((64, 16), seed), bf16((16, 64), seed + 1)  # (m, k), (k, n)
+    btile = "kmajor_n64_lbo128_sbo256"
+    offsets_a, offsets_b = cute[f"offsets_atom_a_{atom}"], cute[f"offsets_{btile}"]
+    order = cute["wgmma_ss_A"].reshape(128, 1024)[0] if aorder is None else aorder
+    out = np.full(64 * 64, np.nan, np.float32)
+    kernel = checks.get_function(f"cute_wgmma_ss_{'mnmajor' if mn_major else 'kmajor'}")
+    kernel((1,), (128,), (a.T.reshape(-1).copy(), b.T.reshape(-1).copy(),  # a[m + 64 k], b[16 n + k]
+                          offsets_a.astype(np.int32), offsets_b.astype(np.int32), order.astype(np.int32),
+                          cute["wgmma64_C"].astype(np.int32),
+                          np.uint64(int(cute[f"desc_atom_a_{atom}"][0]) if desc_a is None else desc_a),
+                          np.uint64(int(cute[f"desc_{btile}"][0])), out), shared_mem=16384)
+    return close(out.reshape(64, 64).T, a, b)  # out[m + 64 n]
+
+
+def test_wgmma_ss_a_view_is_the_whole_tile_for_every_thread(cute):
+    # CuTe's SS ALayout: each of the 128 threads' value v is element v = m + 64 k of the tile (the
+    # warpgroup reads A through the descriptor, no thread holds a share): element by element
+    view = cute["wgmma_ss_A"].reshape(128, 1024)
+    assert (view == np.arange(1024)[None, :]).all()
+
+
+@pytest.mark.parametrize("atom", ["kmajor", "mnmajor"])
+def test_wgmma_ss_a_layout_and_descriptor_are_cutes(cute, checks, atom):
+    desc = int(cute[f"desc_atom_a_{atom}"][0])
+    assert desc >> 62 == 0 and desc >> 49 & 7 == 0  # CuTe's atoms here: no swizzle, base offset 0
+    assert run_wgmma_ss(checks, cute, atom, atom == "mnmajor")
+
+
+def test_wgmma_ss_planted_errors_fail(cute, checks):
+    desc = int(cute["desc_atom_a_kmajor"][0])
+    assert not run_wgmma_ss(checks, cute, "kmajor", False, desc_a=swap_lbo_sbo(desc))  # A's LBO and SBO swapped
+    assert not run_wgmma_ss(checks, cute, "mnmajor", False)  # trans-a ignored: an MN-major A read K-major
+    assert not run_wgmma_ss(checks, cute, "kmajor", True)  # and a K-major A read MN-major
+    order = cute["wgmma_ss_A"].reshape(128, 1024)[0]
+    assert not run_wgmma_ss(checks, cute, "kmajor", False, aorder=(order % 16) * 64 + order // 16)  # m, k swapped

@@ -218,3 +218,21 @@ def test_each_write_after_read_barrier_of_our_kernels_is_named_when_removed(tmp_
     assert f"microgpt_cuda.cu:{removed_at}" not in text  # the barrier's line is gone: the race is between others
     assert ("threads of one block are ordered only by __syncthreads()" in text
             or "lanes of one warp are ordered only by a __syncwarp" in text), out
+
+
+def test_kernel6_without_its_proxy_fence_is_named(tmp_path, run_main):
+    """kernel6 keeps its barrier but loses fence_proxy_async(): the cp.async copies (generic proxy)
+    no longer reach the tensor cores' descriptor reads (async proxy), and racecheck says the fence
+    is missing; the unchanged file passes (verify --racecheck --quick, every run)."""
+    fence = "        fence_proxy_async();  // this thread's copies, visible to the tensor cores' reads\n"
+    source = packaged_kernel_path().read_text()
+    assert source.count(fence) == 1
+    broken = tmp_path / "microgpt_cuda.cu"
+    broken.write_text(source.replace(fence, "        ;  // (fence removed)\n"))
+    code, out, err = run_main("verify", "--backend", "cpu", "--racecheck", "--T", "129", "--d-k", "64",
+                              "--d-v", "64", "--mask", "none", "--kernel", broken)
+    assert code == 1 and "FAIL" in err, (out, err)
+    text = " ".join(out.split())
+    assert re.search(r"attention_fused_kernel6_d64: data race a GPU could expose: read after write on extern "
+                     r"__shared__ memory byte \d+: thread \(\d+\) of block \(\d+\)'s tensor cores reads", text), out
+    assert "a barrier alone orders nothing for them: the fence is missing" in text

@@ -43,6 +43,8 @@ STATED = {
     ("attention_fused_kernel5_d128", 128): (128, 64, 128, 104_448),
     ("attention_fused_kernel6_d64", 64): (128, 64, 256, 51_200),
     ("attention_fused_kernel6_d128", 128): (128, 64, 256, 100_352),
+    ("attention_fused_kernel7_d64", 64): (128, 64, 384, 51_360),
+    ("attention_fused_kernel7_d128", 128): (128, 64, 384, 100_512),
     ("attention_backward_dkdv_kernel1", 128): (32, 8, 256, 43_264),
     ("attention_backward_dkdv_kernel2_d64", 64): (64, 64, 128, 56_320),
     ("attention_backward_dkdv_kernel2_d128", 128): (64, 32, 128, 70_144),
