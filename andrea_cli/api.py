@@ -248,7 +248,8 @@ def attend(q=None, k=None, v=None, *extra, **keywords) -> AttendResult:
     N(0, 1) inputs of size T (1024), d_k (64), d_v (d_k) from `seed`, exactly as the command makes
     them, or the layer (d_model, n_head, preset, x, layer_weights). scale: None (1/sqrt(d_k)), False
     (none) or the factor itself, as PyTorch's scaled_dot_product_attention takes it. The other
-    keywords are the command's options: mask ("causal", "none", "window:W"), backend ("auto",
+    keywords are the command's options: mask ("causal", "none", "window:W", "window:L,R",
+    "sinks:N,window:W", "alibi": as --mask, see andrea attend --help), backend ("auto",
     "cuda", "cpu", "numpy"), kernel (an edited copy of the kernel file), fused (+ sample_rows,
     precision "bf16"), out / save_weights / plot (files), show_weights / json (print as the
     command does). Bad input: AndreaError, one line."""
@@ -299,9 +300,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     backend: "auto" (the cuda kernels where a GPU answers, else the NumPy path), "cuda", "cpu"
     (the kernel file's CPU build) or "numpy"; kernel: an edited copy of the kernel file. The
-    kernels compute in float32 (fp16/bf16 inputs widened, the result rounded back once); what they
-    cannot take yet (L != S, grouped heads, mask arrays, float64) runs the NumPy path in float32
-    (float64 for float64 inputs) with a KernelFallbackWarning saying why. Bad input: AndreaError."""
+    kernels compute in float32 (fp16/bf16 inputs widened, the result rounded back once; a mask
+    array in the fused kernels); what they cannot take (float64, K and V head counts that differ,
+    a scale <= 0) runs the NumPy path in float32 (float64 for float64 inputs) with a
+    KernelFallbackWarning saying why. Bad input: AndreaError."""
     from andrea_cli.commands.sdpa import scaled_dot_product_attention as run
 
     return run(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, backend=backend, kernel=kernel)

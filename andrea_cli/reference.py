@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from andrea_cli.masks import MaskSpec
+from andrea_cli.masks import MaskSpec, alibi_slopes
 from andrea_cli.scale import given_scale, resolve_scale  # noqa: F401  (given_scale: the report's)
 
 
@@ -39,12 +39,14 @@ def scale(s: np.ndarray, d_k: int, scaled=True) -> np.ndarray:
 
 def mask(s: np.ndarray, spec: MaskSpec) -> np.ndarray:
     """Hidden entries become -inf, so softmax gives them exactly 0; a mask array's bias is added
-    (its -inf entries hide).                                          (H, L, S)"""
+    (its -inf entries hide), and ALiBi's -m_h·(p - j) to head h's visible ones.     (H, L, S)"""
     if spec.kind == "none":
         return s.copy()
     if spec.is_array:  # a mask array: its bias added (-inf: hidden), broadcast over the heads
         return s + spec.bias.astype(np.float64)
-    return np.where(spec.visible(s.shape[-2], S=s.shape[-1]), s, -np.inf)
+    L, S = s.shape[-2], s.shape[-1]
+    bias = spec.score_bias(s.shape[0], L, S=S)
+    return np.where(spec.visible(L, S=S), s if bias is None else s + bias, -np.inf)
 
 
 def softmax(s: np.ndarray) -> np.ndarray:
@@ -79,15 +81,18 @@ def sample_rows(T: int, n: int) -> np.ndarray:
     return np.unique(np.linspace(0, T - 1, min(n, T)).round().astype(np.int64))
 
 
-def attention_rows(q, k, v, spec: MaskSpec, scaled: bool, rows: np.ndarray):
+def attention_rows(q, k, v, spec: MaskSpec, scaled: bool, rows: np.ndarray, head: int = 0, heads: int = 1):
     """The equation for some query rows only, never building (T, T): the raw scores, the weights
-    and the output of those rows.     (L, d_k), (S, d_k), (S, d_v) -> (n, S), (n, S), (n, d_v)"""
+    and the output of those rows (ALiBi: those of query head `head` of `heads`).
+    (L, d_k), (S, d_k), (S, d_v) -> (n, S), (n, S), (n, d_v)"""
     S, d_k = k.shape
     raw = scores(q[None, rows], k[None])[0]
     s = raw * scale_for(d_k, scaled) if scaled else raw
     if spec.is_array:  # (L, S) arrays only here: the rows' bias added
         weights = softmax(s + spec.bias[rows].astype(np.float64))
     else:
+        bias = spec.score_bias(heads, q.shape[0], rows, S=S)
+        s = s if bias is None else s + bias[head]
         weights = softmax(np.where(spec.visible(q.shape[0], rows, S=S), s, -np.inf))
     return raw, weights, weights @ v.astype(np.float64)
 
@@ -98,6 +103,8 @@ def attention_loops(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
     H, L, d_k = q.shape
     H_kv, S, d_v = v.shape
     visible = spec.visible(L, S=S)
+    slopes = alibi_slopes(H) if spec.alibi else np.zeros(H)
+    offset = spec.offset(L, S)
     out = np.zeros((H, L, d_v))
     for h in range(H):
         g = h // (H // H_kv)  # the K/V head query head h reads
@@ -111,6 +118,7 @@ def attention_loops(q, k, v, spec: MaskSpec, scaled: bool = True) -> np.ndarray:
                     dot /= math.sqrt(d_k)
                 if spec.is_array:  # the array's bias, its head's (H, L, S) or the one (L, S)
                     dot += float(spec.bias[h, i, j] if spec.bias.ndim == 3 else spec.bias[i, j])
+                dot -= float(slopes[h]) * (i + offset - j)  # ALiBi's bias (slope 0 without)
                 row.append(dot if (visible[h] if visible.ndim == 3 else visible)[i, j] else -math.inf)
             top = max(row)
             if top == -math.inf:

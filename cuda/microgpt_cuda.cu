@@ -35,14 +35,19 @@
 // copied; group 1: a K/V head per query head) (a causal fused kernel renumbers its blocks longest first
 // across the heads: causal_block_order). All data is float32, row-major, contiguous.
 //
-// Every kernel that masks takes the same three arguments, (causal, window, offset), and asks one
-// Mask (BUILDING BLOCKS) for every test of a (query, key) pair and every range of tiles it
-// visits: today's masks are none, causal (key j visible from query i when j <= i + offset) and a
-// causal sliding window (i + offset - j < window as well). offset is the key position of query
-// row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
-// queries being the last L positions (bottom-right, as FlashAttention >= 2.1).
+// Every kernel that masks takes its Mask's fields as int arguments, (causal, window, offset,
+// right, sinks, alibi), or the first three where it takes only the two bounds (the tensor-core
+// forward) or the first two (the backward, L = S), and asks one Mask (BUILDING BLOCKS) for every
+// test of a (query, key) pair and every range of tiles it visits. The masks: none, causal (key j
+// visible from query i when j <= p + right, p = i + offset; right 0), a sliding window
+// (p - j < window as well), two-sided (right > 0: window:L,R sees p-L .. p+R), with attention
+// sinks (keys j < sinks pass the window's left bound), and ALiBi (alibi = H: -m_h · (p - j)
+// added to head h's scaled scores). offset is the key position of query row 0: 0 when queries
+// and keys are one sequence; S - L for L queries against S keys, the queries being the last L
+// positions (bottom-right, as FlashAttention >= 2.1).
 // A mask given as an array (--mask-file, an attn_mask) is no Mask: mask_kernel2 adds it to the
-// scaled scores, and only the staged kernels run it (the Mask of the other kernels is then none).
+// scaled scores, and the fused fp32 kernels 1 and 2 add it beside each K tile (their Mask is then
+// none); kernel3, the tensor-core and the backward kernels refuse one in one line.
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
@@ -63,7 +68,8 @@
 //                    grid-stride loop; grid (min(ceil(n/256), 4096)), block (256); registers <= 40
 //   mask_kernel1     S'[i][j] = -inf where the Mask hides key j from query i  (H,T,T) -> (H,T,T)
 //                    (causal: j > i, the future; a window: also i - j >= window, so i sees
-//                    i-window+1 .. i). grid (ceil(T/16), ceil(T/16), H), block (16, 16)
+//                    i-window+1 .. i; right, sinks as the Mask says), and ALiBi's -m_h·(i - j)
+//                    added to the rest. grid (ceil(T/16), ceil(T/16), H), block (16, 16)
 //                    registers <= 24
 //   mask_kernel2     S'[i][j] += bias[i][j], a mask given as an array    (H,L,S),(Hb,L,S) -> (H,L,S)
 //                    (--mask-file): additive biases as they are (ALiBi-shaped, ...), a bool mask
@@ -96,6 +102,8 @@
 //                    (H,L,d_k),(H/group,S,d_k),(H/group,S,d_v) -> (H,L,d_v); never writes an L×S matrix.
 //                    One warp per query row, `rows` rows per block sharing K/V tiles of 32 keys
 //                    in shared memory; online softmax; key tiles the mask removes are skipped.
+//                    ALiBi and a mask array (bias, bias_heads: nullptr, 0 without) added per
+//                    score, the array's row read from global memory beside the K tile.
 //                    d_k, d_v <= 128. grid (ceil(T/rows), 1, H), block (32, rows),
 //                    shared_mem = 4 * (rows * d_k + 32 * (d_k | 1) + 32 * d_v) bytes; registers <= 64
 //                    (56 before L != S and grouped heads: 60 on sm_80, still 4 blocks of 8 rows per SM)
@@ -107,7 +115,8 @@
 //                    8 rows x d/16 columns of O, so a shared load feeds 8-11 FMAs instead of 1-4;
 //                    the head size is a compile-time constant (d_k = d_v = 64 or 128); Q times
 //                    scale·log2 e on load, so the online softmax runs in exp2; row max by
-//                    xor-shuffles. grid (ceil(T/64), 1, H), block (128),
+//                    xor-shuffles. ALiBi: every tile takes the element pass the mask's edge
+//                    tiles take; no mask array (kernel2 runs one). grid (ceil(T/64), 1, H), block (128),
 //                    shared_mem = 4 * (192 * d + 256) bytes (over 48 KiB: the launcher opts in)
 //                    registers <= 168, <= 232 (_d64 has __launch_bounds__(128, 3): 3 blocks/SM)
 //   attention_fused_lse_kernel1, attention_fused_lse_kernel2   kernel1 and kernel2, also writing
@@ -180,7 +189,9 @@
 //                    exps a key: issue-bound, 5.9 us for kernel2 at bench --bound's shape, HBM
 //                    2.6); each group an online softmax in exp2, the block's 16 merged in shared
 //                    memory; writes each slice's normalised output and logsumexp. kernel2 reads
-//                    the bf16 cache. d <= 64 runs a loop of half the units. Static estimate
+//                    the bf16 cache. d <= 64 runs a loop of half the units. The keys are the
+//                    Mask's for row S - 1 (last_row_keys: the sinks, then the window), ALiBi
+//                    added to each score. Static estimate
 //                    (bench --bound, H200, T 4,096, 12 heads, d 64): both HBM-bound, kernel1
 //                    5.3 us (issue 1.1), kernel2 2.6 us (issue 1.0). (H,d_k) + cache ->
 //                    (H,splits,d_v), (H,splits). grid (splits, 1, H), block (128),
@@ -348,11 +359,14 @@ __device__ __forceinline__ BlockWork causal_block_order(int causal, bool longest
 //   the left bound, when window > 0:  p - j < window   (p sees p-window+1 .. p); the first `sinks`
 //                                                      keys pass it however far back they lie
 // Causal is a local window of (infinity, 0), FlashAttention's reading: a mask flavour is a pair
-// of bounds (and the sinks), not another copy of the test.
+// of bounds (and the sinks), not another copy of the test. window:L,R (--mask) is window = L + 1,
+// right = R. ALiBi hides nothing: alibi = H gives head h its slope (slope), whose bias
+// -m_h · (p - j) the kernels add to the visible scores (bias_at).
 //
-// The kernels take (causal, window, offset) and build their Mask with from_args; right and sinks
-// are constants (0) until the kernels take them too, and SINKS (a compile-time choice) keeps its
-// term out of today's tests. The offset is added to a row once, by the methods, before a rule
+// The kernels build their Mask with from_args: the staged mask and av kernels, the fused fp32
+// kernels and decode from all six fields; the tensor-core forward from (causal, window, offset)
+// and the backward from (causal, window), right, sinks and alibi then the constant 0, whose
+// terms fold away, so those kernels compile as before the fields were runtime. The offset is added to a row once, by the methods, before a rule
 // sees it (so a rule reads positions p, not rows i). How the rules are written is measured, not taste (NVVM,
 // kernel4's masked key tiles, 976 instructions a trip): a rule that adds a 0, a method that reads
 // its fields through `this` before it is inlined, or a bound test (j < T) left outside the call
@@ -375,6 +389,14 @@ struct KeyTiles {
     int n_tiles;         // tiles from j_begin that reach j_end
 };
 
+// The keys the last query row sees (decode's one query, at position S - 1), in key order: the
+// first n_sinks keys (the sinks before its window's far end), then first .. S - 1; key(n) is
+// the n-th of the count.
+struct SeenKeys {
+    int n_sinks, first, count;
+    __device__ __forceinline__ int key(int n) const { return n < n_sinks ? n : first + n - n_sinks; }
+};
+
 // The query rows that see some key of a block of keys: i_begin .. i_end - 1.
 struct QueryRows {
     int i_begin, i_end;
@@ -390,82 +412,113 @@ struct Mask {
     int causal;  // != 0: the right bound holds
     int window;  // > 0: the left bound holds, window keys wide
     int offset;  // key position of query row 0: 0 (one sequence, or top-left), S - L (bottom-right)
-    static constexpr int right = 0;   // keys past the row's own position the right bound still shows
-    static constexpr int sinks = 0;   // the first keys the left bound never hides
+    int right;   // keys past the row's own position the right bound still shows (0: causal's)
+    int sinks;   // the first keys the left bound never hides (0: none)
+    int alibi;   // > 0: ALiBi over this many query heads (slope(h)); 0: no bias
 
-    // The kernels' arguments, (causal, window, offset), as every launcher passes them
-    // (MaskSpec.kernel_args).
+    // The kernels' arguments, (causal, window, offset), as the kernels that take only the two
+    // bounds receive them (MaskSpec.kernel_args(L, S)): right, sinks and ALiBi are 0, constants,
+    // so those kernels compile as before the fields existed.
     static __device__ __forceinline__ Mask from_args(int causal, int window, int offset) {
-        return {causal, window, offset};
+        return {causal, window, offset, 0, 0, 0};
     }
-    // The kernels that take one sequence only (L = S: the backward and the decode kernels, until
-    // they take L != S): offset 0, a constant, so their code carries no trace of it.
-    static __device__ __forceinline__ Mask from_args(int causal, int window) { return {causal, window, 0}; }
+    // The kernels that take one sequence only (L = S: the backward, until it takes L != S):
+    // offset 0, a constant, so their code carries no trace of it.
+    static __device__ __forceinline__ Mask from_args(int causal, int window) { return {causal, window, 0, 0, 0, 0}; }
+    // Every field, for the kernels that take the whole Mask (MaskSpec.kernel_args(L, S, heads=H)):
+    // (causal, window, offset, right, sinks, alibi).
+    static __device__ __forceinline__ Mask from_args(int causal, int window, int offset, int right, int sinks,
+                                                     int alibi) {
+        return {causal, window, offset, right, sinks, alibi};
+    }
+
+    // ALiBi's slope for query head h of alibi heads (Press et al. 2022): for H a power of two
+    // m_h = 2^(-8(h+1)/H); otherwise, with n the largest power of two below H, the n slopes of
+    // n heads, then every other slope of 2n heads (2^(-4(2k+1)/n), k = 0..H-n-1), as the
+    // paper's code (get_slopes). 0 without ALiBi. Once per block: exp2f of a small int ratio.
+    __device__ __forceinline__ float slope(int h) const {
+        if (alibi <= 0) return 0.0f;
+        int n = 1;
+        while (2 * n <= alibi) n *= 2;
+        return h < n ? exp2f(-8.0f * (h + 1) / n) : exp2f(-4.0f * (2 * (h - n) + 1) / n);
+    }
+    // The bias ALiBi adds to a scaled score, key j d = p - j positions behind the row's position:
+    // -m_h · d (slope_h: slope(h), times log2 e where the kernel's scores are in base 2).
+    static __device__ __forceinline__ float bias_at(float slope_h, int d) { return -slope_h * (float)d; }
 
     // Is key j visible from query row i? inside: the caller's test that the pair lies in the matrix.
     __device__ __forceinline__ bool visible(int i, int j, bool inside = true) const {
-        return pair_at(causal, window, inside, i - j + offset, j);
+        return pair_at(causal, window, right, sinks, inside, i - j + offset, j);
     }
     // The same from the row's position less the key, p - j = i + offset - j (kernel5 and kernel6
     // keep it in one register, the offset folded in once).
     __device__ __forceinline__ bool visible_at(int p_minus_j, int j, bool inside) const {
-        return pair_at(causal, window, inside, p_minus_j, j);
+        return pair_at(causal, window, right, sinks, inside, p_minus_j, j);
     }
     // Does some row of [i_first, i_last] see some key of [j_first, j_last]? (inside: there are such rows and keys)
     __device__ __forceinline__ bool sees_any(int i_first, int i_last, int j_first, int j_last, bool inside) const {
-        return any_pair(causal, window, inside, i_first + offset, i_last + offset, j_first, j_last);
+        return any_pair(causal, window, right, sinks, inside, i_first + offset, i_last + offset, j_first, j_last);
     }
     // Does the mask hide some pair of the rectangle, so that its pairs must be tested one by one?
     __device__ __forceinline__ bool hides_some(int i_first, int i_last, int j_first, int j_last, bool beyond) const {
-        return some_hidden(causal, window, beyond, i_first + offset, i_last + offset, j_first, j_last);
+        return some_hidden(causal, window, right, beyond, i_first + offset, i_last + offset, j_first, j_last);
     }
 
     // The key tiles a block of query rows [row0, row0 + rows) visits (L rows, S keys). Sinks keep
-    // the first tile at key 0; the tiles between them and the window come out wholly masked. A
-    // block whose rows see no key at all (bottom-right with L > S: rows before L - S) gets none.
+    // the first tile at key 0; the tiles between them and the window come out wholly masked (the
+    // kernels skip them by sees_any). A block whose rows see no key at all (bottom-right with
+    // L > S: rows before L - S) gets none.
     template <int KEYS>
     __device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int L, int S) const {
         const int last_row = min(row0 + rows, L) - 1;
-        // one past the last key the block's last row sees; from the first key its first row's
-        // window reaches, in whole tiles
+        // one past the last key the block's last row sees (its right bound: + right); from the
+        // first key its first row's window reaches, in whole tiles
         // (a block whose rows see no key gets j_end <= j_begin: no tile, n_tiles <= 0). The plain
-        // last_row + 1 where it is the same (no offset, L <= S): a constant test in the kernels
+        // last_row + 1 where it is the same (no offset, no right, L <= S): a constant test in the kernels
         // that take one sequence, so they compile as before the offset
         const int j_end = causal ? (offset + right == 0 && L <= S ? last_row + 1 : min(S, last_row + offset + right + 1)) : S;
-        const int j_begin = window > 0 && !SINKS ? max(0, row0 + offset - window + 1) / KEYS * KEYS : 0;
+        const int j_begin = window > 0 && sinks <= 0 ? max(0, row0 + offset - window + 1) / KEYS * KEYS : 0;
         return {row0, last_row, j_begin, j_end, (j_end - j_begin + KEYS - 1) / KEYS};
     }
     template <int KEYS>
     __device__ __forceinline__ KeyTiles key_tiles(int row0, int rows, int T) const { return key_tiles<KEYS>(row0, rows, T, T); }
 
+    // The keys the row at position S - 1 (offset 0) sees: its window's, from S - window (all of
+    // them without one), and the sinks before that; the right bound hides none (none lie past it).
+    __device__ __forceinline__ SeenKeys last_row_keys(int S) const {
+        const int first = window > 0 ? max(0, S - window) : 0;
+        const int n_sinks = min(max(sinks, 0), first);
+        return {n_sinks, first, n_sinks + S - first};
+    }
+
     // The query rows (of L) that see some key of [j0, j0 + keys): under causal none before the
-    // row at the first key's position, under a window none from the last key's position + window on.
+    // row whose right bound reaches the first key, under a window none from the last key's
+    // position + window on (unless a sink lies among the keys: then every row from i_begin).
     __device__ __forceinline__ QueryRows query_rows(int j0, int keys, int L) const {
         const int i_begin = causal ? (offset + right == 0 ? j0 : max(0, j0 - offset - right)) : 0;
-        const bool far_end = window > 0 && (SINKS ? j0 >= sinks : true);
+        const bool far_end = window > 0 && j0 >= sinks;
         return {i_begin, far_end ? min(L, j0 + keys - 1 - offset + window) : L};
     }
 
     // Which of a block's key tiles a mask edge (or S) crosses: the first n_first (the window's far
     // end, for some row: last_row + offset - j0 >= window) and those from n_last on (keys past the
-    // block's first row's position under causal, or past S).
+    // block's first row's position + right under causal, or past S).
     template <int KEYS>
     __device__ __forceinline__ EdgeTiles edge_tiles(const KeyTiles& kt, int S) const {
-        return tile_edges<KEYS>(causal, window, kt.row0 + offset, kt.last_row + offset, kt.j_begin, kt.n_tiles, S);
+        return tile_edges<KEYS>(causal, window, right, kt.row0 + offset, kt.last_row + offset, kt.j_begin, kt.n_tiles, S);
     }
 
     // The rules, on plain ints: p = i + offset, a row's key position, already added by the
-    // methods above (one add where a kernel tests many pairs of the same rows). SINKS: the forms
-    // with the sinks, chosen at compile time, only once those are not 0.
-    static constexpr bool SINKS = sinks > 0;
+    // methods above (one add where a kernel tests many pairs of the same rows). Where right and
+    // sinks are the constant 0 (from_args with three arguments or two) their terms fold away.
     // THE rule: key j, d = p - j positions behind row i's position, against both bounds.
-    static __device__ __forceinline__ bool pair_at(int causal, int window, bool inside, int d, int j) {
-        return inside && (!causal || (right != 0 ? d + right : d) >= 0)
-               && (window <= 0 || d < window || (SINKS ? j < sinks : false));
+    static __device__ __forceinline__ bool pair_at(int causal, int window, int right, int sinks, bool inside, int d,
+                                                   int j) {
+        return inside && (!causal || d + right >= 0) && (window <= 0 || d < window || j < sinks);
     }
     template <int KEYS>
-    static __device__ __forceinline__ EdgeTiles tile_edges(int causal, int window, int p0, int p_last, int j_begin,
-                                                           int n_tiles, int S) {
+    static __device__ __forceinline__ EdgeTiles tile_edges(int causal, int window, int right, int p0, int p_last,
+                                                           int j_begin, int n_tiles, int S) {
         int n_first = 0;
         if (window > 0 && p_last - window >= j_begin)
             n_first = min(n_tiles, (p_last - window - j_begin) / KEYS + 1);
@@ -475,17 +528,16 @@ struct Mask {
         return {n_first, n_last};
     }
     // Over a rectangle of positions [p_first, p_last] x keys the difference j - p fills one
-    // interval: its two ends decide.
-    static __device__ __forceinline__ bool any_pair(int causal, int window, bool inside, int p_first, int p_last,
-                                                    int j_first, int j_last) {
-        return inside && (!causal || j_first <= (right != 0 ? p_last + right : p_last))
-               && (window <= 0 || j_last > p_first - window || (SINKS ? j_first < sinks : false));
+    // interval: its two ends decide. A sink among the keys (j_first < sinks) passes the left bound.
+    static __device__ __forceinline__ bool any_pair(int causal, int window, int right, int sinks, bool inside,
+                                                    int p_first, int p_last, int j_first, int j_last) {
+        return inside && (!causal || j_first <= p_last + right)
+               && (window <= 0 || j_last > p_first - window || j_first < sinks);
     }
     // (A sink among the keys can only make a pair visible: "some hidden" stays a safe answer.)
-    static __device__ __forceinline__ bool some_hidden(int causal, int window, bool beyond, int p_first, int p_last,
-                                                       int j_first, int j_last) {
-        return beyond || (causal && j_last > (right != 0 ? p_first + right : p_first))
-               || (window > 0 && j_first <= p_last - window);
+    static __device__ __forceinline__ bool some_hidden(int causal, int window, int right, bool beyond, int p_first,
+                                                       int p_last, int j_first, int j_last) {
+        return beyond || (causal && j_last > p_first + right) || (window > 0 && j_first <= p_last - window);
     }
 };
 
@@ -777,13 +829,16 @@ extern "C" __global__ void scale_kernel1(const float* __restrict__ in,  // (n)
 
 extern "C" __global__ void mask_kernel1(const float* __restrict__ in,  // (H, L, S)
                                         float* __restrict__ out,       // (H, L, S)
-                                        int L, int S, int causal, int window, int offset) {
-    const Mask mask = Mask::from_args(causal, window, offset);
+                                        int L, int S, int causal, int window, int offset, int right, int sinks, int alibi) {
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const int j = blockIdx.x * TILE + threadIdx.x;  // key
     const int i = blockIdx.y * TILE + threadIdx.y;  // query
     if (i >= L || j >= S) return;
     const long idx = (long)blockIdx.z * L * S + (long)i * S + j;
-    out[idx] = mask.visible(i, j) ? in[idx] : -INFINITY;
+    // ALiBi: the visible score less m_h times how far the key lies behind the query (0 without:
+    // x + -0.0f is x, bit for bit)
+    const float bias = Mask::bias_at(mask.slope(blockIdx.z), i + offset - j);
+    out[idx] = mask.visible(i, j) ? in[idx] + bias : -INFINITY;
 }
 
 // mask_kernel2: a mask given as an array, added to the scaled scores. -inf hides a key (a bool
@@ -922,7 +977,7 @@ extern "C" __global__ void softmax_kernel3(const float* __restrict__ in,  // (H,
 extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H, L, S)
                                       const float* __restrict__ v,        // (H / group, S, d_v)
                                       float* __restrict__ out,            // (H, L, d_v)
-                                      int L, int S, int d_v, int group, int causal, int window, int offset) {
+                                      int L, int S, int d_v, int group, int causal, int window, int offset, int right, int sinks, int alibi) {
     __shared__ float p_tile[TILE][TILE + 1];  // p_tile[r][c] = P[row0 + r][j0 + c]
     __shared__ float v_tile[TILE][TILE + 1];  // v_tile[r][c] = V[j0 + r][col0 + c]
 
@@ -936,7 +991,7 @@ extern "C" __global__ void av_kernel1(const float* __restrict__ weights,  // (H,
     // P[i][j] = 0 wherever the Mask hides key j from row i, so only the key tiles this block's
     // rows can see contribute (causal: none past its last row; a window: none before its first
     // row's window): skipping the rest halves the causal work without changing a bit of the result.
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<TILE>(row0, TILE, L, S);
+    const KeyTiles kt = Mask::from_args(causal, window, offset, right, sinks, alibi).key_tiles<TILE>(row0, TILE, L, S);
 
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
@@ -959,7 +1014,7 @@ extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __re
                                                             const float* __restrict__ v,        // (H / group, S, d_v)
                                                             float* __restrict__ out,            // (H, L, d_v)
                                                             int L, int S, int d_v, int group, int causal, int window,
-                                                            int offset) {
+                                                            int offset, int right, int sinks, int alibi) {
     // Grouped heads as one taller product: the `group` query heads that read K/V head blockIdx.z
     // lie one after the other in P and O, so their P rows stacked, (group·L, S), times the one V
     // give their O rows, (group·L, d_v); grid (ceil(d_v/64), ceil(group·L/64), H / group). (Query
@@ -968,7 +1023,7 @@ extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __re
     // first rows, which see fewer keys: the keys row0 % L .. L - 1 see bound the block's.
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
+    const KeyTiles kt = Mask::from_args(causal, window, offset, right, sinks, alibi).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
     gemm_tile_8x8<64, 64, false>(weights + kv_head * group * L * S, S, v + kv_head * S * d_v, d_v,
                                  out + kv_head * group * L * d_v, d_v, group * L, d_v, kt.j_end, row0, blockIdx.x * 64);
 }
@@ -992,6 +1047,25 @@ extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __re
 // gets +inf, so the recomputed P is exp(s - inf) = 0 there, as in the forward.
 __device__ __forceinline__ float row_logsumexp(float m, float l) { return l > 0.0f ? m + logf(l) : INFINITY; }
 
+// The fused fp32 kernels' scores take two additive terms beside the Mask's -inf: ALiBi's
+// -m_h · (p - j) (slope_h = mask.slope(head); kernel3 adds it itself, in base 2) and, in
+// kernels 1 and 2, a mask array's entry (bool masks arrive as 0 / -inf), its row bias_row of one (L, S) array
+// broadcast over the heads (bias_heads 1) or of the head's own (bias_heads H). Each entry is
+// used once, by the one thread that holds its score, so it is read straight from global memory
+// beside the K tile (a warp's 32 keys of a row: one coalesced 128-byte line), with no copy in
+// shared memory. Both are skipped by block-uniform tests when absent.
+__device__ __forceinline__ const float* bias_row_of(const float* __restrict__ bias, int bias_heads, long head, int i,
+                                                    int L, int S) {
+    if (bias == nullptr || i >= L) return nullptr;
+    return bias + ((bias_heads == 1 ? 0 : head) * L + i) * (long)S;
+}
+__device__ __forceinline__ float score_bias(const Mask& mask, float slope_h, const float* __restrict__ bias_row, int p,
+                                            int j, bool inside) {
+    float add = mask.alibi > 0 ? Mask::bias_at(slope_h, p - j) : 0.0f;
+    if (bias_row != nullptr && inside) add += bias_row[j];
+    return add;
+}
+
 // The body of attention_fused_kernel1 and attention_fused_lse_kernel1: lse is nullptr for the
 // first (a constant after inlining, so the plain kernel carries no trace of it).
 __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  // (H, L, d_k)
@@ -1000,7 +1074,8 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
                                                  float* __restrict__ out,      // (H, L, d_v)
                                                  float* __restrict__ lse,      // (H, L) or nullptr
                                                  int L, int S, int d_k, int d_v, int group, float scale,
-                                                 int causal, int window, int offset) {
+                                                 int causal, int window, int offset, int right, int sinks, int alibi,
+                                                 const float* __restrict__ bias, int bias_heads) {
     // One warp per query row, blockDim.y rows per block, all of them sharing each K/V tile.
     // grid (ceil(L / blockDim.y), 1, H), block (32, rows). Dynamic shared memory, in floats:
     //   q_s  (rows, d_k)            this block's query rows
@@ -1016,7 +1091,7 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
     float* v_s = k_s + FUSED_KEYS * ks;
 
     // Under a causal mask the last query tiles have the most key tiles: they go out first.
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * rows;
     const int i = row0 + r;  // this warp's query row (may be >= L in the last tile)
@@ -1065,12 +1140,18 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
         s *= scale;
         const bool visible = mask.visible(i, j, j < S);
-        s = visible ? s : -INFINITY;  // -inf, not -1e9: exp gives exactly 0
+        // ALiBi's slope and the row of a mask array, worked out here from the kernel's arguments
+        // rather than held across the loop: two more live registers cost kernel1 a block per SM
+        s = visible ? s + score_bias(mask, mask.slope(head), bias_row_of(bias, bias_heads, head, i, L, S), i + offset, j,
+                                     j < S)
+                    : -INFINITY;  // -inf, not -1e9: exp gives exactly 0
 
-        // Online softmax. m_new is finite here: `any` guarantees one visible key in the tile.
+        // Online softmax. `any` guarantees one visible key in the tile, but a mask array may
+        // still hide it (-inf): a row with no finite score yet subtracts 0, not -inf - -inf = NaN.
         const float m_new = fmaxf(m, warp_max(s));
-        const float alpha = expf(m - m_new);  // m = -inf on the first visible tile: alpha = 0
-        const float p = expf(s - m_new);      // masked: exp(-inf) = 0
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float alpha = expf(m - m_use);  // m = -inf on the first visible tile: alpha = 0
+        const float p = expf(s - m_use);      // masked: exp(-inf) = 0
         l = l * alpha + warp_sum(p);
         m = m_new;
 
@@ -1106,8 +1187,10 @@ extern "C" __global__ void attention_fused_kernel1(const float* __restrict__ q, 
                                                    const float* __restrict__ v,  // (H / group, S, d_v)
                                                    float* __restrict__ out,      // (H, L, d_v)
                                                    int L, int S, int d_k, int d_v, int group, float scale,
-                                                   int causal, int window, int offset) {
-    attention_fused1(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset);
+                                                   int causal, int window, int offset, int right, int sinks, int alibi,
+                                                   const float* __restrict__ bias, int bias_heads) {
+    attention_fused1(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset, right, sinks, alibi,
+                     bias, bias_heads);
 }
 
 // attention_fused_kernel2: kernel1 with 16-byte shared-memory accesses, for d_k and d_v that are
@@ -1125,7 +1208,8 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
                                                  float* __restrict__ out,      // (H, L, d_v)
                                                  float* __restrict__ lse,      // (H, L) or nullptr
                                                  int L, int S, int d_k, int d_v, int group, float scale,
-                                                 int causal, int window, int offset) {
+                                                 int causal, int window, int offset, int right, int sinks, int alibi,
+                                                 const float* __restrict__ bias, int bias_heads) {
     extern __shared__ float4 fused_smem4[];  // float4: the array is 16-byte aligned
     const int rows = blockDim.y, lane = threadIdx.x, r = threadIdx.y;
     const int tid = r * 32 + lane, n_threads = rows * 32;
@@ -1134,7 +1218,7 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
     float* k_s = q_s + rows * d_k;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * rows;
     const int i = row0 + r;
@@ -1143,6 +1227,9 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
     const float4* k4 = (const float4*)(k + head / group * S * d_k);  // query head h reads K/V head h / group
     const float4* v4 = (const float4*)(v + head / group * S * d_v);
     out += head * L * d_v;
+    // held across the loop here (kernel1 works them out per tile: its registers are full)
+    const float slope_h = mask.slope(head);
+    const float* bias_row = bias_row_of(bias, bias_heads, head, i, L, S);
 
     const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int idx = tid; idx < rows * dk4; idx += n_threads) {
@@ -1181,11 +1268,12 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
         }
         s *= scale;
         const bool visible = mask.visible(i, j, j < S);
-        s = visible ? s : -INFINITY;
+        s = visible ? s + score_bias(mask, slope_h, bias_row, i + offset, j, j < S) : -INFINITY;
 
         const float m_new = fmaxf(m, warp_max(s));
-        const float alpha = expf(m - m_new);
-        const float p = expf(s - m_new);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // as in kernel1
+        const float alpha = expf(m - m_use);
+        const float p = expf(s - m_use);
         l = l * alpha + warp_sum(p);
         m = m_new;
 
@@ -1211,8 +1299,10 @@ extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q, 
                                                    const float* __restrict__ v,  // (H / group, S, d_v)
                                                    float* __restrict__ out,      // (H, L, d_v)
                                                    int L, int S, int d_k, int d_v, int group, float scale,
-                                                   int causal, int window, int offset) {
-    attention_fused2(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset);
+                                                   int causal, int window, int offset, int right, int sinks, int alibi,
+                                                   const float* __restrict__ bias, int bias_heads) {
+    attention_fused2(q, k, v, out, nullptr, L, S, d_k, d_v, group, scale, causal, window, offset, right, sinks, alibi,
+                     bias, bias_heads);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1250,7 +1340,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
                                                  const float* __restrict__ v,  // (H / group, S, D)
                                                  float* __restrict__ out,      // (H, L, D)
                                                  int L, int S, int group, float scale, int causal, int window, int offset,
-                                                 float* smem) {
+                                                 int right, int sinks, int alibi, float* smem) {
     // Dynamic shared memory (the entry point's extern array), in floats; shared_mem =
     // 4 · (192 D + 256) bytes: 50,176 at d = 64, 99,328 at d = 128, over the 48 KiB a block gets
     // without opting in, so the launcher opts in:
@@ -1266,7 +1356,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     float* p_s = k_s;
 
     const int tid = threadIdx.x, rg = tid / 16, cg = tid % 16;
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);  // longest blocks first
     const int row0 = work.tile * FUSED3_ROWS;
     const long head = work.head;
@@ -1274,6 +1364,12 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     const float4* k4 = (const float4*)(k + head / group * S * D);  // query head h reads K/V head h / group
     const float4* v4 = (const float4*)(v + head / group * S * D);
     out += head * L * D;
+    // ALiBi's slope, in base 2 as the scores (times log2 e); with it every tile takes the element
+    // pass below, not only those a mask edge crosses. No mask array here: read in that pass it
+    // costs 32 more registers at d = 128 and spills at d = 64 (NVRTC, sm_80 and sm_90), so the
+    // launcher runs kernel2 for one.
+    const float slope_h = mask.slope(head) * LOG2E;
+    const bool every_tile = mask.alibi > 0;
 
     const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float q_factor = scale * LOG2E;  // scores come out in base 2: s·log2 e
@@ -1334,7 +1430,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 
         // The mask, element by element, only where the tile crosses one of its edges.
         const bool edge = mask.hides_some(row0, row0 + FUSED3_ROWS - 1, j0, j0 + FUSED3_KEYS - 1, j0 + FUSED3_KEYS > S);
-        if (edge) {
+        if (edge || every_tile) {
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
                 const int i = row0 + 8 * rg + r;
@@ -1342,7 +1438,7 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
                 for (int n = 0; n < 4; ++n) {
                     const int j = j0 + cg + 16 * n;
                     const bool visible = mask.visible(i, j, j < S);
-                    if (!visible) s[r][n] = -INFINITY;
+                    s[r][n] = visible ? s[r][n] + (every_tile ? Mask::bias_at(slope_h, i + offset - j) : 0.0f) : -INFINITY;
                 }
             }
         }
@@ -1417,16 +1513,18 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
 // grid (ceil(L / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes; d_k = d_v = d.
 extern "C" __global__ void __launch_bounds__(128, 3) attention_fused_kernel3_d64(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int L, int S, int group, float scale, int causal, int window, int offset) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<64>(q, k, v, out, L, S, group, scale, causal, window, offset, (float*)fused3_smem4);
+    attention_fused3<64>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi,
+                         (float*)fused3_smem4);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 2) attention_fused_kernel3_d128(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int L, int S, int group, float scale, int causal, int window, int offset) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<128>(q, k, v, out, L, S, group, scale, causal, window, offset, (float*)fused3_smem4);
+    attention_fused3<128>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi,
+                         (float*)fused3_smem4);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1439,8 +1537,10 @@ extern "C" __global__ void attention_fused_lse_kernel1(const float* __restrict__
                                                        float* __restrict__ out,      // (H, L, d_v)
                                                        float* __restrict__ lse,      // (H, L)
                                                        int L, int S, int d_k, int d_v, int group, float scale,
-                                                       int causal, int window, int offset) {
-    attention_fused1(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset);
+                                                       int causal, int window, int offset, int right, int sinks,
+                                                       int alibi, const float* __restrict__ bias, int bias_heads) {
+    attention_fused1(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset, right, sinks, alibi,
+                     bias, bias_heads);
 }
 
 extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__ q,  // (H, L, d_k)
@@ -1449,8 +1549,10 @@ extern "C" __global__ void attention_fused_lse_kernel2(const float* __restrict__
                                                        float* __restrict__ out,      // (H, L, d_v)
                                                        float* __restrict__ lse,      // (H, L)
                                                        int L, int S, int d_k, int d_v, int group, float scale,
-                                                       int causal, int window, int offset) {
-    attention_fused2(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset);
+                                                       int causal, int window, int offset, int right, int sinks,
+                                                       int alibi, const float* __restrict__ bias, int bias_heads) {
+    attention_fused2(q, k, v, out, lse, L, S, d_k, d_v, group, scale, causal, window, offset, right, sinks, alibi,
+                     bias, bias_heads);
 }
 
 // ================================================================================================
@@ -2992,7 +3094,8 @@ attention_fused_kernel7_d128(const unsigned short* __restrict__ q, const unsigne
 // softmax over all the keys: sum_j e^{s_j} v_j / sum_j e^{s_j}, regrouped by slice.
 //
 // The query is the newest position, S - 1, and its own key is in the cache: causal hides nothing
-// there, a window the keys before S - window. The Mask says which keys (key_tiles of that row).
+// there, a window the keys before S - window (all but its sinks). The Mask says which keys
+// (last_row_keys: the sinks, then the window, numbered as one run that the slices cut).
 // Grouped K/V heads (as Llama's): query head h reads K/V head h / group, never a copy.
 // ------------------------------------------------------------------------------------------------
 
@@ -3054,7 +3157,8 @@ __device__ __forceinline__ void attention_decode_slice(const float* __restrict__
                                                  float* __restrict__ part_out,  // (H, splits, d_v)
                                                  float* __restrict__ part_lse,  // (H, splits)
                                                  int S, int capacity, int d_k, int d_v, float scale,
-                                                 int causal, int window, int group, int keys_per_split,
+                                                 int causal, int window, int offset, int right, int sinks, int alibi,
+                                                 int group, int keys_per_split,
                                                  float* m_s, float* l_s, float* w_s,
                                                  float (*acc_s)[DECODE_MAX_D]) {
     // A warp's lanes are 4 groups of DECODE_LANES, each group one online softmax of its own. A step
@@ -3072,11 +3176,14 @@ __device__ __forceinline__ void attention_decode_slice(const float* __restrict__
     const long kv = h / group;  // the K/V head this query head shares with group - 1 others
     const int units_k = d_k / Row::PER_UNIT, units_v = d_v / Row::PER_UNIT;  // per row (d even for bf16)
 
-    // The keys the query at position S - 1 sees, cut into slices of keys_per_split.
-    const Mask mask = Mask::from_args(causal, window);
-    const KeyTiles kt = mask.key_tiles<1>(S - 1, 1, S);
-    const int j_first = kt.j_begin + split * keys_per_split;
-    const int j_stop = min(kt.j_end, j_first + keys_per_split);
+    // The keys the query at position S - 1 sees (the Mask's last_row_keys: the sinks, then its
+    // window), numbered 0 .. count - 1 and cut into slices of keys_per_split. offset is 0 here
+    // (the query is one of the cache's positions) and a right bound reaches no key past S - 1.
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const SeenKeys seen = mask.last_row_keys(S);
+    const int n_first = split * keys_per_split;
+    const int n_stop = min(seen.count, n_first + keys_per_split);
+    const float slope_log2 = mask.slope(h) * 1.4426950408889634f;  // ALiBi's m_h (0 without), in log2 units
 
     float qr[E], acc[E];
 #pragma unroll
@@ -3090,17 +3197,19 @@ __device__ __forceinline__ void attention_decode_slice(const float* __restrict__
     const float scale_log2 = scale * 1.4426950408889634f;  // s·log2 e: exp(s - m) = exp2(s·log2 e - m·log2 e)
     float m = -INFINITY, l = 0.0f;  // this group's running max (log2 units) and sum of exp2(s - m)
     const int step_keys = 4 * DECODE_KEYS;  // a warp's keys per step
-    for (int j0 = j_first + warp * step_keys; j0 < j_stop; j0 += n_warps * step_keys) {
+    // n: the step's place among the keys seen (seen.key(n) the key: adjacent but at the sinks'
+    // seam, where the window starts)
+    for (int n0 = n_first + warp * step_keys; n0 < n_stop; n0 += n_warps * step_keys) {
         float s[DECODE_KEYS];
 #pragma unroll
         for (int r = 0; r < DECODE_KEYS; ++r) {
-            const int j = j0 + 4 * r + g;  // row r of the group's step: the warp's 4 groups read 4 adjacent rows
+            const int n = n0 + 4 * r + g, j = seen.key(n);  // row r of the group's step: the warp's 4 groups read 4 adjacent rows
             const long k_row = (kv * capacity + j) * units_k;
             s[r] = 0.0f;
 #pragma unroll
             for (int t = 0; t < UNITS; ++t) {
                 const int u = sub + DECODE_LANES * t;
-                const float2 x = Row::load(k_cache, k_row + u, j < j_stop && u < units_k);
+                const float2 x = Row::load(k_cache, k_row + u, n < n_stop && u < units_k);
                 s[r] += qr[t * Row::PER_UNIT] * x.x;
                 if (BF16) s[r] += qr[t * Row::PER_UNIT + 1] * x.y;
             }
@@ -3112,7 +3221,9 @@ __device__ __forceinline__ void attention_decode_slice(const float* __restrict__
         float m_new = m;
 #pragma unroll
         for (int r = 0; r < DECODE_KEYS; ++r) {
-            s[r] = j0 + 4 * r + g < j_stop ? s[r] * scale_log2 : -INFINITY;  // past the slice: no weight
+            // past the slice: no weight; ALiBi's -m_h·(S - 1 - j), in log2 units as the score
+            const int n = n0 + 4 * r + g;
+            s[r] = n < n_stop ? s[r] * scale_log2 + Mask::bias_at(slope_log2, S - 1 - seen.key(n)) : -INFINITY;
             m_new = fmaxf(m_new, s[r]);
         }
         const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a step with no key yet: exp2(-inf) = 0, no NaN
@@ -3129,12 +3240,12 @@ __device__ __forceinline__ void attention_decode_slice(const float* __restrict__
         for (int e = 0; e < E; ++e) acc[e] *= alpha;
 #pragma unroll
         for (int r = 0; r < DECODE_KEYS; ++r) {
-            const int j = j0 + 4 * r + g;
+            const int n = n0 + 4 * r + g, j = seen.key(n);
             const long v_row = (kv * capacity + j) * units_v;
 #pragma unroll
             for (int t = 0; t < UNITS; ++t) {
                 const int u = sub + DECODE_LANES * t;
-                const float2 x = Row::load(v_cache, v_row + u, j < j_stop && u < units_v);
+                const float2 x = Row::load(v_cache, v_row + u, n < n_stop && u < units_v);
                 acc[t * Row::PER_UNIT] += p[r] * x.x;
                 if (BF16) acc[t * Row::PER_UNIT + 1] += p[r] * x.y;
             }
@@ -3182,35 +3293,39 @@ template <bool BF16>
 __device__ __forceinline__ void attention_decode(const float* __restrict__ q, const void* __restrict__ k_cache,
                                                  const void* __restrict__ v_cache, float* __restrict__ part_out,
                                                  float* __restrict__ part_lse, int S, int capacity, int d_k,
-                                                 int d_v, float scale, int causal, int window, int group,
-                                                 int keys_per_split) {
+                                                 int d_v, float scale, int causal, int window, int offset,
+                                                 int right, int sinks, int alibi, int group, int keys_per_split) {
     __shared__ float m_s[DECODE_GROUPS], l_s[DECODE_GROUPS], w_s[DECODE_GROUPS];
     __shared__ float acc_s[DECODE_GROUPS][DECODE_MAX_D];
     constexpr int FULL = CacheRow<BF16>::UNITS;
     if (max(d_k, d_v) <= DECODE_MAX_D / 2)
         attention_decode_slice<BF16, FULL / 2>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale,
-                                               causal, window, group, keys_per_split, m_s, l_s, w_s, acc_s);
+                                               causal, window, offset, right, sinks, alibi, group, keys_per_split, m_s, l_s,
+                                               w_s, acc_s);
     else
         attention_decode_slice<BF16, FULL>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale,
-                                           causal, window, group, keys_per_split, m_s, l_s, w_s, acc_s);
+                                           causal, window, offset, right, sinks, alibi, group, keys_per_split, m_s, l_s,
+                                               w_s, acc_s);
 }
 
 extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
 attention_decode_kernel1(const float* __restrict__ q, const float* __restrict__ k_cache,
                          const float* __restrict__ v_cache, float* __restrict__ part_out,
                          float* __restrict__ part_lse, int S, int capacity, int d_k, int d_v, float scale,
-                         int causal, int window, int group, int keys_per_split) {
+                         int causal, int window, int offset, int right, int sinks, int alibi, int group,
+                         int keys_per_split) {
     attention_decode<false>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale, causal,
-                            window, group, keys_per_split);
+                            window, offset, right, sinks, alibi, group, keys_per_split);
 }
 
 extern "C" __global__ void __launch_bounds__(DECODE_THREADS)
 attention_decode_kernel2(const float* __restrict__ q, const u32* __restrict__ k_cache,
                          const u32* __restrict__ v_cache, float* __restrict__ part_out,
                          float* __restrict__ part_lse, int S, int capacity, int d_k, int d_v, float scale,
-                         int causal, int window, int group, int keys_per_split) {
+                         int causal, int window, int offset, int right, int sinks, int alibi, int group,
+                         int keys_per_split) {
     attention_decode<true>(q, k_cache, v_cache, part_out, part_lse, S, capacity, d_k, d_v, scale, causal,
-                           window, group, keys_per_split);
+                           window, offset, right, sinks, alibi, group, keys_per_split);
 }
 
 // attention_decode_merge_kernel1: one head's slices into its output row. With L = log sum_s

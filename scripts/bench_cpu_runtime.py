@@ -172,7 +172,9 @@ rng = np.random.default_rng(0)
 q, k, v = (rng.standard_normal((T, d)).astype(np.float32) for _ in range(3))
 out = np.zeros((T, d), np.float32)
 kernel = CpuModule(packaged_kernel_path(), threads=threads).get_function("attention_fused_kernel3_d64")
-args = (q, k, v, out, np.int32(T), np.float32(0.125), *MaskSpec("causal").kernel_args())
+# (L, S, group, scale, the Mask's six fields): L = S = T, one head
+args = (q, k, v, out, np.int32(T), np.int32(T), np.int32(1), np.float32(0.125),
+        *MaskSpec("causal").kernel_args(T, T, heads=1))
 launch = lambda: kernel((T // 64, 1, 1), (128, 1, 1), args, shared_mem=4 * (192 * d + 256))
 launch()  # the pool's threads start here
 before, wall = cpu_by_task(), time.perf_counter()

@@ -33,8 +33,8 @@ def check_combinations(o: AttendOptions) -> None:
         raise AndreaError("--show-weights draws the T×T weights, which --fused never builds: drop one of them")
     check_precision(o)
     if o.mask_file is not None:
-        if o.fused:
-            raise AndreaError("--mask-file runs the staged kernels: drop --fused")
+        if o.fused and o.precision != "fp32":
+            raise AndreaError("--mask-file runs the fp32 kernels (staged, or --fused kernels 1-3): drop --precision bf16")
         if o.wants_layer:
             raise AndreaError("--mask-file masks one head's (T, T) scores: drop the layer flags, or use --mask")
         if o.mask != MASK.default:
@@ -65,6 +65,8 @@ def check_precision(o) -> None:
         raise AndreaError(f"--precision {o.precision!r} is not one of {', '.join(PRECISIONS)}: e.g. --precision bf16")
     if o.precision != "fp32" and not o.fused:
         raise AndreaError(f"--precision {o.precision} runs the tensor-core fused kernels: add --fused")
+    if o.precision != "fp32":
+        parse_mask(o.mask).refuse_flavours("the bf16 tensor-core kernels (4-7)")
 
 
 def lengths(o) -> tuple[int | None, int | None, tuple[str, str]]:

@@ -26,6 +26,9 @@ def check_generate_options(o: GenerateOptions) -> MaskSpec:
         raise AndreaError("--mask none lets every position see the future, which a step of generation has not "
                           "made yet: use --mask causal (or window:W); generate compares with the unmasked pass "
                           "itself")
+    if mask.right:
+        raise AndreaError(f"--mask {mask}: a window's right reach shows later positions, which a step of "
+                          "generation has not made yet: use window:W (or window:L,0)")
     if o.backend == "numpy":
         raise AndreaError("generate runs the decode kernels, on --backend cuda or cpu (or auto); the NumPy path "
                           "has none")

@@ -147,9 +147,9 @@ def run_generate(backend, q, k, v, *, mask: MaskSpec, precision: str, seed: int,
     exact = reference.weighted_sum(p, v3)[0]
     visible = mask.visible(T)
     slices = max(st.slices for st in steps)
-    gen_tol = tolerances.decode_tol(q3, k3, v3, p, visible, d_k, scaled, launch.STREAMS,
-                                    slices)[0]
-    pass_tol = tolerances.fused_tol(q3, k3, v3, p, visible, d_k, scaled)[0]
+    bias = mask.score_bias(1, T)  # ALiBi's, one head (None without)
+    gen_tol = tolerances.decode_tol(q3, k3, v3, p, visible, d_k, scaled, launch.STREAMS, slices, bias)[0]
+    pass_tol = tolerances.fused_tol(q3, k3, v3, p, visible, d_k, scaled, bias)[0]
     return GenerateReport(
         T, d_k, d_v, precision, mask, seed, source, backend.name, backend.device_name(), kernel_file, kernels, steps,
         vs_causal=np.abs(generated - causal.output[0]).max(axis=-1),

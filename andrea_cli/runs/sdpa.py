@@ -66,7 +66,7 @@ def array_spec(attn_mask: np.ndarray, lead: tuple[int, ...], L: int, S: int) -> 
 
 def run_kernels(backend, call: SdpaCall, case: AttentionCase):
     """q, k, v folded to (heads, L, d) (kernels_take asked for one leading shape), in float32 where
-    they are, through the fused kernels (or the staged ones for wide heads and mask arrays);
+    they are, through the fused kernels (or the staged ones for wide heads);
     (..., L, E_v) back."""
     folded = []
     for a in (call.q, call.k, call.v):

@@ -86,12 +86,14 @@ class Exact:
     weights: np.ndarray  # (H, L, S) softmax(mask(scale(scores)))
     output: np.ndarray  # (H, L, d_v)
     visible: np.ndarray  # (L, S) bool: the keys each query may see; (H, L, S) for a per-head mask array
+    bias: np.ndarray | None = None  # what is added to the scaled scores: a mask array's, or ALiBi's (H, L, S)
 
 
 def exact_answer(case: Case, x: Inputs) -> Exact:
     s = reference.scores(x.q, x.k)
     p = reference.softmax(reference.mask(reference.scale(s, case.d_k) if case.scaled else s, case.mask))
-    return Exact(s, p, reference.weighted_sum(p, x.v), case.mask.visible(case.T, S=case.S))
+    bias = case.mask.bias if case.mask.is_array else case.mask.score_bias(case.heads, case.T, S=case.S)
+    return Exact(s, p, reference.weighted_sum(p, x.v), case.mask.visible(case.T, S=case.S), bias)
 
 
 @dataclass

@@ -83,7 +83,7 @@ def check_one(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult, 
         k_full, v_full = k, v
     slices = launch.slices(case.T, x.q.shape[0])[0]
     tol = tolerances.decode_tol(x.q, k_full, v_full, exact.weights, exact.visible, case.d_k, case.scaled,
-                                launch.STREAMS, slices)
+                                launch.STREAMS, slices, exact.bias)
     try:
         cache = fill_cache(dev, x.k[:kv_heads], x.v[:kv_heads], precision)
         got = steps(dev, cache, x.q, rows, case.mask, case.scaled)

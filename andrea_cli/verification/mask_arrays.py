@@ -46,17 +46,21 @@ def float_bias(L: int, S: int, seed: int) -> MaskSpec:
 
 def array_cases(quick: bool) -> list[Case]:
     staged = ("staged",)
+    arrays = ("staged", "fused")  # the fused fp32 kernels read an array beside each K tile
     cases = [
-        Case(33, 16, 16, random_bool(33, 33, 0.5, 3, SEED), True, families=staged),
-        Case(40, 64, 48, alibi(2, 40, 40, causal=True), True, families=staged),
-        Case(17, 16, 24, float_bias(17, 65, SEED), True, T_k=65, families=staged),
+        Case(33, 16, 16, random_bool(33, 33, 0.5, 3, SEED), True, families=arrays),
+        Case(40, 64, 48, alibi(2, 40, 40, causal=True), True, families=arrays),
+        Case(17, 16, 24, float_bias(17, 65, SEED), True, T_k=65, families=arrays),
+        # d 64 (kernels 1 and 2; kernel3 takes no array): rows that see no key across 8-row blocks
+        Case(70, 64, 64, random_bool(70, 70, 0.3, 9, SEED + 2), True, families=arrays),
     ]
     if not quick:
         cases += [
-            Case(65, 80, 64, alibi(2, 65, 65, causal=False), False, families=staged),
+            Case(65, 80, 64, alibi(2, 65, 65, causal=False), False, families=arrays),
             Case(17, 32, 32, random_bool(17, 40, 0.3, 2, SEED + 1), True, T_k=40, heads=4, kv_heads=2,
-                 families=staged),
-            Case(1, 64, 64, float_bias(1, 97, SEED + 1), True, T_k=97, families=staged),
+                 families=arrays),
+            Case(1, 64, 64, float_bias(1, 97, SEED + 1), True, T_k=97, families=arrays),
+            Case(130, 64, 64, alibi(2, 130, 130, causal=True), True, families=arrays),  # (H, L, S), 5 key tiles
         ]
     # every softmax variant on a row that sees no key: kernel1 (one block per row), kernel2 (a warp)
     plans = [KERNEL1_PLAN, LaunchPlan(2, 2, softmax_rows_per_block=8)]  # of ALL_PLANS

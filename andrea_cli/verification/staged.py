@@ -47,14 +47,19 @@ def check_staged(backend, case: Case, x: Inputs, exact: Exact, result: CaseResul
     if case.mask.kind != "none":
         masked = reference.mask(out.scaled.astype(np.float64), case.mask)
         # mask_kernel1 copies or writes -inf: exact; mask_kernel2 adds in float32: one rounding
-        tol = tolerances.gamma(1) * np.abs(np.where(np.isfinite(masked), masked, 0)) if case.mask.is_array else 0.0
+        if case.mask.is_array:
+            tol = tolerances.gamma(1) * np.abs(np.where(np.isfinite(masked), masked, 0))
+        elif exact.bias is not None:  # ALiBi: the slope (exp2f), -m_h·d and the sum: three roundings
+            tol = tolerances.gamma(3) * (np.abs(out.scaled.astype(np.float64)) + np.abs(exact.bias))
+        else:
+            tol = 0.0
         result.stages["mask"] = compare(out.masked, masked, tol)
     p_exact = reference.softmax(out.masked.astype(np.float64))
     result.stages["softmax"] = compare(out.weights, p_exact, tolerances.softmax_tol(out.masked, p_exact))
     result.stages["av"] = compare(out.output, reference.weighted_sum(out.weights.astype(np.float64), x.v),
                                   tolerances.av_tol(out.weights, x.v))
     result.stages["output"] = compare(out.output, exact.output, tolerances.output_tol(
-        x.q, x.k, x.v, exact.weights, exact.visible, case.d_k, case.scaled, bias=case.mask.bias))
+        x.q, x.k, x.v, exact.weights, exact.visible, case.d_k, case.scaled, bias=exact.bias))
     result.invariants = invariants(case, out, exact, p_exact)
 
 

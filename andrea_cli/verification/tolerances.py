@@ -64,15 +64,17 @@ def output_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scal
     """End to end, against softmax(mask(Q·K^T/sqrt(d_k)))·V computed in float64.
     A perturbation delta of a row's scores moves each weight by at most p·2·max|delta| (the
     softmax Jacobian diag(p) - p·p^T), so the weights carry the scores' error propagated plus
-    the softmax's own, and the output adds av's rounding on top. bias: a mask array's, added to
-    the scaled scores in float32 (mask_kernel2): one more rounding, of |s + bias|."""
+    the softmax's own, and the output adds av's rounding on top. bias: what is added to the
+    scaled scores in float32, a mask array's (one more rounding, of |s + bias|) or ALiBi's
+    (-m_h·d, itself a product of a rounded slope: three more, of |s| + |bias|)."""
     factor = scale_for(d_k, scaled)
     k, v = kv_heads_for(k, q.shape[0]), kv_heads_for(v, q.shape[0])
     s_exact = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
     delta = scores_tol(q, k, extra_roundings) * factor + (scale_tol(s_exact) if scaled else 0.0)
     if bias is not None:
-        s_exact = s_exact + np.where(visible, bias.astype(np.float64), 0.0)
-        delta = delta + gamma(1) * np.abs(s_exact)
+        finite = np.where(visible, bias.astype(np.float64), 0.0)
+        delta = delta + gamma(3) * (np.abs(s_exact) + np.abs(finite))
+        s_exact = s_exact + finite
     worst_delta = np.where(visible, delta, 0).max(axis=-1, keepdims=True)
     masked = np.where(visible, s_exact, -np.inf)
     p_tol = 1.01 * (p_exact * 2 * worst_delta) + softmax_tol(masked, p_exact)
@@ -80,17 +82,21 @@ def output_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scal
     return np.matmul(p_tol, abs_v) + av_tol(p_exact, v)
 
 
-def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool) -> np.ndarray:
+def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool,
+              bias: np.ndarray | None = None) -> np.ndarray:
     """The fused kernel against the float64 equation: output_tol with 4 more roundings per dot
     product (kernel2 sums four products before adding them in), plus the online softmax. Each key
     tile that raises a row's running max rescales what was accumulated (acc and the sum l) by
     alpha = exp(m_old - m_new): an expf and a product, relative error <= (5 + 2.32·|m_old - m_new|)·u.
     The jumps of a row's max add up to at most 2·max|s|, so over its tiles acc and l each pick up
-    at most (5·tiles + 4.64·max|s|)·u relative error, and their quotient twice that."""
-    base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4)
+    at most (5·tiles + 4.64·max|s|)·u relative error, and their quotient twice that. bias: as
+    output_tol's (s then includes it)."""
+    base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4, bias=bias)
     factor = scale_for(d_k, scaled)
     k, v = kv_heads_for(k, q.shape[0]), kv_heads_for(v, q.shape[0])
     s = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
+    if bias is not None:
+        s = s + np.where(visible, bias.astype(np.float64), 0.0)
     max_s = np.where(visible, np.abs(s), 0).max(axis=-1, keepdims=True)  # (H, T, 1)
     tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / FUSED_KEYS) + 1  # (T, 1)
     rescale = 2 * (5 * tiles + 4.64 * max_s) * U
@@ -98,15 +104,17 @@ def fused_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scale
 
 
 def decode_tol(q, k, v, p_exact: np.ndarray, visible: np.ndarray, d_k: int, scaled: bool, warps: int,
-               slices: int) -> np.ndarray:
+               slices: int, bias: np.ndarray | None = None) -> np.ndarray:
     """One step of generation against the float64 equation's row: the fused kernels' bound, with
     the online softmax stepping at most one key at a time in each of `warps` streams (a rescale per
     step that raises the stream's max; the kernel's streams are its lane groups, decode.STREAMS)
     and two merges, of the streams and of the `slices`, each an exp, a
     product and a sum per part: (5·keys_per_warp + 5·(warps + slices) + 2·4.64·max|s|)·u."""
-    base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4)
+    base = output_tol(q, k, v, p_exact, visible, d_k, scaled, extra_roundings=4, bias=bias)
     factor = scale_for(d_k, scaled)
     s = np.matmul(q.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1)) * factor
+    if bias is not None:
+        s = s + np.where(visible, bias.astype(np.float64), 0.0)
     max_s = np.where(visible, np.abs(s), 0).max(axis=-1, keepdims=True)
     per_warp = np.ceil(visible.sum(axis=-1, keepdims=True) / warps)
     rescale = 2 * (5 * per_warp + 5 * (warps + slices) + 2 * 4.64 * max_s) * U

@@ -58,7 +58,7 @@ def test_the_result_has_the_inputs_dtype(dtype):
     (((2, 5, 8), (2, 11, 8), (2, 11, 8)), {"is_causal": True}),  # L < S: top-left
     (((2, 11, 8), (2, 5, 8), (2, 5, 8)), {"is_causal": True}),  # L > S
     (((2, 4, 6, 8), (2, 2, 9, 8), (2, 2, 9, 8)), {"enable_gqa": True, "is_causal": True}),
-    # mask arrays: the staged kernels (mask_kernel2), one (L, S) for all heads or one per head
+    # mask arrays: the fused fp32 kernels, one (L, S) for all heads or one per head
     (((2, 6, 8), (2, 6, 8), (2, 6, 8)), {"attn_mask": np.tril(np.ones((6, 6), bool))}),
     (((2, 2, 5, 8), (2, 2, 7, 8), (2, 2, 7, 3)),
      {"attn_mask": -np.arange(14, dtype=np.float32).reshape(2, 1, 1, 7) * np.float32(0.3)}),

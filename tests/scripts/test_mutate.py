@@ -17,9 +17,9 @@ pytest.importorskip("cupy", reason="scripts/mutate.py weeds out mutants with NVR
                     "pip install '.[test,bound]'")
 
 # the Mask's rule hides the diagonal: every row loses its own key, in every kernel
-KILLED = "return inside && (!causal || (right != 0 ? d + right : d) > 0)"
+KILLED = "return inside && (!causal || d + right > 0) && (window <= 0 || d < window || j < sinks);"
 SAME_PTX = "if (c < d_v) acc[t] += pj * vj[c]; ⏎ continue;"  # the end of the loop body anyway: no code
-NOT_CODE = "return inside && (!causal || (right != 0 ? d + right : d) >== 0)"
+NOT_CODE = "return inside && (!causal || d + right >== 0) && (window <= 0 || d < window || j < sinks);"
 LISTED = "__shared__ float q_tile[TILE][TILE + 0];"  # in scripts/mutate_equivalents.txt: padding only
 
 

@@ -34,8 +34,8 @@ OVERFLOWING = Case(33, 256, 16, NONE, False, KERNEL1_PLAN, input_std=4.0)
 # Each broken copy runs only that case (a build and one case, not the whole sweep); the test after
 # this table holds the sweep to containing every one, so `verify --quick` would catch each copy.
 BROKEN = {
-    "mask off by one": ("out[idx] = mask.visible(i, j) ? in[idx] : -INFINITY;",
-                        "out[idx] = mask.visible(i, j - 1) ? in[idx] : -INFINITY;", Case(7, 3, 5, CAUSAL, True), "mask"),
+    "mask off by one": ("out[idx] = mask.visible(i, j) ? in[idx] + bias : -INFINITY;",
+                        "out[idx] = mask.visible(i, j - 1) ? in[idx] + bias : -INFINITY;", Case(7, 3, 5, CAUSAL, True), "mask"),
     # scores_kernel1 reads 16-wide slices of k: d_k = 40 takes three, so a missing barrier shows
     "missing barrier": ("        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];\n        __syncthreads();",
                         "        for (int cc = 0; cc < TILE; ++cc) acc += q_tile[ty][cc] * k_tile[tx][cc];",

@@ -208,7 +208,7 @@ def launch_fused_lse(dev: KernelDevice, q, k, v, out, lse, *, T: int, d_k: int, 
     dev.get_function(name)(
         (cdiv(T, rows), 1, H), (32, rows, 1),
         (q, k, v, out, lse, np.int32(T), np.int32(S), np.int32(d_k), np.int32(d_v), np.int32(group),
-         np.float32(scale.factor), *mask.kernel_args(T, S)),
+         np.float32(scale.factor), *mask.kernel_args(T, S, heads=H), None, np.int32(0)),  # no mask array
         shared_mem=LSE[variant].shared_bytes(d_k, d_v, rows=rows))
     return {"forward": name}
 

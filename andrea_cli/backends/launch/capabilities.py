@@ -33,8 +33,8 @@ def kernels_take(case: AttentionCase) -> str | None:
 
     Today's kernels: L queries against S keys (is_causal top-left: MaskSpec align "top_left"),
     K/V heads grouped (as many K as V heads, the query heads a multiple of them, query head h on
-    K/V head h / group), the causal mask, none, or an attn_mask array (bool or float: the staged
-    kernels, mask_kernel2 adding it), float32, a positive factor (scale_kernel1 reads 0 as "the
+    K/V head h / group), the causal mask, none, or an attn_mask array (bool or float: the fused
+    fp32 kernels add it beside each K tile, the staged ones in mask_kernel2), float32, a positive factor (scale_kernel1 reads 0 as "the
     course's 1/sqrt(d_k)")."""
     if case.dtype != "float32":
         return f"the kernels compute in float32 ({case.dtype} runs the {case.dtype} NumPy path)"
@@ -48,6 +48,6 @@ def kernels_take(case: AttentionCase) -> str | None:
 
 
 def fused_takes(case: AttentionCase) -> bool:
-    """The fused fp32 kernels (no L×S matrix built) take it; wider heads and mask arrays run the
-    staged kernels (only mask_kernel2 reads an array)."""
-    return case.d_k <= FUSED_MAX_D and case.d_v <= FUSED_MAX_D and case.mask != "array"
+    """The fused fp32 kernels (no L×S matrix built) take it, mask arrays included; wider heads run
+    the staged kernels."""
+    return case.d_k <= FUSED_MAX_D and case.d_v <= FUSED_MAX_D

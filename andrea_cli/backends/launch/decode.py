@@ -114,8 +114,11 @@ def decode(dev: KernelDevice, cache: KVCache, q, length: int, heads: int, *, mas
                           "a multiple of the K/V heads")
     if not 1 <= length <= cache.capacity:
         raise AndreaError(f"a step reads 1 to {cache.capacity} cached keys (got {length})")
-    first = max(0, length - mask.window) if mask.kind == "window" else 0  # the keys the Mask hides
-    n, per_slice = slices(length - first, heads)
+    if mask.right:
+        raise AndreaError(f"--mask {mask}: a decode step's query is the newest position, with no later key "
+                          "to see: use window:W or window:L,0")
+    keys = mask.decode_keys(length)  # the keys the Mask shows the query: its window's, and the sinks
+    n, per_slice = slices(keys, heads)
     part_out = dev.empty((heads, n, cache.d_v))
     part_lse = dev.empty((heads, n))
     out, lse = dev.empty((heads, cache.d_v)), dev.empty((heads,))
@@ -125,7 +128,7 @@ def decode(dev: KernelDevice, cache: KVCache, q, length: int, heads: int, *, mas
     dev.get_function(k.entry())(
         (n, 1, heads), (k.block_threads(), 1, 1),
         (q, cache.k, cache.v, part_out, part_lse, np.int32(length), np.int32(cache.capacity), np.int32(cache.d_k),
-         np.int32(cache.d_v), np.float32(scale.factor), *mask.square_args(),
+         np.int32(cache.d_v), np.float32(scale.factor), *mask.kernel_args(heads=heads),
          np.int32(heads // cache.heads), np.int32(per_slice)))
     if clock:
         clock.stop("decode")
@@ -134,4 +137,4 @@ def decode(dev: KernelDevice, cache: KVCache, q, length: int, heads: int, *, mas
                                     (part_out, part_lse, out, lse, np.int32(n), np.int32(cache.d_v)))
     if clock:
         clock.stop("merge")
-    return DecodeStep(out, lse, n, per_slice, length - first, {"decode": k.entry(), "merge": merge.entry()})
+    return DecodeStep(out, lse, n, per_slice, keys, {"decode": k.entry(), "merge": merge.entry()})

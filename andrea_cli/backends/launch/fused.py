@@ -12,6 +12,7 @@ from andrea_cli.backends.launch.catalogue import family
 from andrea_cli.backends.launch.kernel_spec import define
 from andrea_cli.backends.launch.device import KernelDevice, Transfers, cdiv, timed_runs
 from andrea_cli.backends.launch.shapes import check_shapes
+from andrea_cli.backends.launch.staged import check_bias
 from andrea_cli.errors import AndreaError
 from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import Scale
@@ -46,10 +47,12 @@ def check_fused_shape(d_k: int, d_v: int) -> None:
             )
 
 
-def fused_variants(d_k: int, d_v: int) -> list[int]:
+def fused_variants(d_k: int, d_v: int, mask: MaskSpec | None = None) -> list[int]:
     """The fused kernels that take these widths: kernel1 any width; kernel2 (float4 loads) widths
-    divisible by 4; kernel3 (register-tiled, the head size compiled in) d_k = d_v = 64 or 128."""
-    return [variant for variant, k in FUSED.items() if k.takes(d_k, d_v)]
+    divisible by 4; kernel3 (register-tiled, the head size compiled in) d_k = d_v = 64 or 128,
+    and no mask array (kernels 1 and 2 read one)."""
+    array = mask is not None and mask.is_array
+    return [variant for variant, k in FUSED.items() if k.takes(d_k, d_v) and not (array and k.head_sizes)]
 
 
 def why_not(k, d_k: int, d_v: int) -> str:
@@ -57,9 +60,9 @@ def why_not(k, d_k: int, d_v: int) -> str:
     return f"{k.stem} needs {k.needs()} (got d_k {d_k}, d_v {d_v})"
 
 
-def default_variant(d_k: int, d_v: int) -> int:
-    """The fastest fused kernel that takes these widths."""
-    return max(fused_variants(d_k, d_v))
+def default_variant(d_k: int, d_v: int, mask: MaskSpec | None = None) -> int:
+    """The fastest fused kernel that takes these widths (and the mask)."""
+    return max(fused_variants(d_k, d_v, mask))
 
 
 def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 1) -> int:
@@ -73,11 +76,12 @@ def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 
 
 def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d_v: int, *,
                  mask: MaskSpec, scale: Scale, rows: int = ROWS_PER_BLOCK, variant: int | None = None,
-                 S: int | None = None, H_kv: int | None = None) -> dict[str, str]:
+                 S: int | None = None, H_kv: int | None = None, dbias=None) -> dict[str, str]:
     """One launch on arrays already on the device (bench times exactly this); {"fused": the kernel}.
-    T: the query rows (L), S: the keys (T unless given); H query heads over H_kv K/V heads."""
+    T: the query rows (L), S: the keys (T unless given); H query heads over H_kv K/V heads.
+    dbias: a mask array's bias on the device, (1 or H, L, S), for mask.kind "array"."""
     check_fused_shape(d_k, d_v)
-    variant = default_variant(d_k, d_v) if variant is None else variant
+    variant = default_variant(d_k, d_v, mask) if variant is None else variant
     if variant not in FUSED:
         raise AndreaError(f"the fused kernels are attention_fused_kernel{', '.join(map(str, FUSED))} (got {variant})")
     k = FUSED[variant]
@@ -86,9 +90,15 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     L, S = T, T if S is None else S
     lengths = (np.int32(L), np.int32(S))
     group = np.int32(H // (H if H_kv is None else H_kv))  # query heads per K/V head
-    mask_args = mask.kernel_args(L, S)
+    if mask.is_array and dbias is None:
+        raise ValueError("a mask array needs its bias on the device (dbias)")
+    # the whole Mask, then the mask array (None, 0 without one) with its heads: 1 broadcasts
+    mask_args = mask.kernel_args(L, S, heads=H)
     name = k.entry(d_k if k.head_sizes else None)
     if k.head_sizes:  # register-tiled: its own rows and threads per block; the head size is in the name
+        if mask.is_array:
+            raise AndreaError(f"{k.stem} takes no mask array (read in its element pass it would spill): "
+                              "run attention_fused_kernel2 or 1")
         dev.get_function(name)(
             (cdiv(L, k.block_rows(d_k)), 1, H), (k.block_threads(d_k), 1, 1),
             (dq, dk, dv, out, *lengths, group, np.float32(scale.factor), *mask_args),
@@ -97,7 +107,8 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
         return {"fused": name}
     dev.get_function(name)(
         (cdiv(L, rows), 1, H), (32, rows, 1),
-        (dq, dk, dv, out, *lengths, np.int32(d_k), np.int32(d_v), group, np.float32(scale.factor), *mask_args),
+        (dq, dk, dv, out, *lengths, np.int32(d_k), np.int32(d_v), group, np.float32(scale.factor), *mask_args,
+         *((dbias, np.int32(mask.bias.size // (L * S))) if mask.is_array else (None, np.int32(0)))),
         shared_mem=k.shared_bytes(d_k, d_v, rows=rows),
     )
     return {"fused": name}
@@ -113,13 +124,17 @@ def run_fused(dev: KernelDevice, q, k, v, *, mask: MaskSpec, scale: Scale,
 
     transfers = Transfers(dev)
     dq, dk, dv = transfers.upload(q, k, v)
+    dbias = None
+    if mask.is_array:
+        check_bias(mask.bias, H, T, S)
+        dbias, = transfers.upload(mask.bias.reshape(-1, T, S))
 
     out = dev.empty((H, T, d_v))
 
     def launch(clock):
         clock.start("fused")
         ran = launch_fused(dev, dq, dk, dv, out, H, T, d_k, d_v, mask=mask, scale=scale, rows=rows, variant=variant,
-                           S=S, H_kv=H_kv)
+                           S=S, H_kv=H_kv, dbias=dbias)
         clock.stop("fused")
         return ran
 

@@ -87,6 +87,7 @@ def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int
     T (= L) query rows per head against S keys (S = T unless given); `group` query heads per K/V
     head (query head h reads K/V head h // group)."""
     S = T if S is None else S
+    mask.refuse_flavours("the bf16 tensor-core kernels (4-7)")
     kernel = bf16_kernel(variant, device_cc(dev))
     name = kernel.entry(d)
     maps = kv_tensor_maps(dev, kb, vb, H // group * S, d) if kernel.tensor_maps else ()

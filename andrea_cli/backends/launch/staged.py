@@ -111,7 +111,7 @@ def launch_stages(dev: KernelDevice, dq, dk, dv, buf: StageBuffers, *, T: int, d
     i32, f32 = np.int32, np.float32
     L, S = T, T if S is None else S
     group = i32(H // (H if H_kv is None else H_kv))  # query heads per K/V head
-    mask_args = mask.kernel_args(L, S)
+    mask_args = mask.kernel_args(L, S, heads=H)  # the whole Mask: right, sinks and ALiBi too
     tile_block = (TILE, TILE, 1)
     ran = {}
 

@@ -130,7 +130,8 @@ class VerifyOptions:
     T: int | None = SEQ_LEN.but(help="Verify one case of this length.").field()
     d_k: int | None = D_K.but(help=f"Width for the one case [default: {DEFAULT_D_K}].").field()
     d_v: int | None = D_V.but(help="Value width for the one case [default: d_k].").field()
-    mask: str | None = MASK.but(default=None, help="Mask for the one case: causal, none or window:W "
+    mask: str | None = MASK.but(default=None, help="Mask for the one case: as attend's --mask (causal, none, "
+                                                   "window:W, window:L,R, sinks:N,window:W, alibi) "
                                                    "[default: causal].").field()
     scale: bool | None = SCALE.but(help="The one case without scaling.", check=check_course_scale).field()
     kernel: Path | None = KERNEL.but(help="Verify an edited copy of the kernel file.").field()
@@ -217,8 +218,9 @@ class GenerateOptions(HeadOptions):
     k: Path | None = K.field()
     v: Path | None = V.field()
     qkv: Path | None = QKV.field()
-    mask: str = MASK.but(help="causal or window:W (a step's query sees the last W cached keys); none "
-                              "cannot be generated one token at a time.").field()
+    mask: str = MASK.but(help="causal or window:W (a step's query sees the last W cached keys), "
+                              "sinks:N,window:W (and the first N), alibi (ALiBi's bias on the scores); "
+                              "none and window:L,R (R > 0) cannot be generated one token at a time.").field()
     scale: float | bool | None = SCALE.field()
     precision: str = PRECISION.but(help="The KV cache: fp32, or bf16 (half the bytes a step reads).").field()
     backend: str = BACKEND.but(help="auto (cuda if a GPU answers, else cpu), cuda or cpu.").field()

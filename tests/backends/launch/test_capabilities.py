@@ -39,6 +39,7 @@ def test_wide_heads_go_to_the_staged_kernels():
     assert fused_takes(SQUARE) and not fused_takes(replace(SQUARE, d_v=256))
 
 
-def test_mask_arrays_go_to_the_staged_kernels():
+def test_mask_arrays_go_to_the_fused_kernels():
     array = replace(SQUARE, mask="array")
-    assert kernels_take(array) is None and not fused_takes(array)  # mask_kernel2 reads the array
+    assert kernels_take(array) is None and fused_takes(array)  # kernels 1-3 read the array beside each K tile
+    assert not fused_takes(replace(array, d_k=256))  # wide heads: mask_kernel2 reads it

@@ -1,0 +1,52 @@
+"""The cases of the mask flavours beyond causal and window:W: a two-sided window (window:L,R),
+attention sinks beside a window (sinks:N,window:W) and ALiBi (alibi, alibi,window:W), on the
+staged kernels (mask_kernel1, av's key ranges), the fused fp32 kernels 1-3 and, where the mask
+hides the future, decode. Each is placed at a tile edge: a right-hand reach one past a 32-key
+tile (kernels 1, 2) or a 64-key tile (kernel3), sinks that span a whole key tile and end one
+past it, an ALiBi over a head count that is no power of two (the paper's second rule)."""
+
+from __future__ import annotations
+
+from andrea_cli.masks import MaskSpec
+from andrea_cli.verification.case import Case
+
+FORWARD = ("staged", "fused")  # a right-hand window: no decode (generation has no later keys)
+CAUSAL = FORWARD + ("decode",)  # sinks and ALiBi hide the future: decode's rows too
+
+
+def two_sided(left: int, right: int) -> MaskSpec:
+    """window:L,R: keys p-L .. p+R."""
+    return MaskSpec("window", left + 1, right=right)
+
+
+def sinks(n: int, window: int) -> MaskSpec:
+    return MaskSpec("window", window, sinks=n)
+
+
+ALIBI = MaskSpec("causal", alibi=True)
+
+
+def flavour_cases(quick: bool) -> list[Case]:
+    cases = [
+        # R = 33: an 8-row block's reach ends one past the first 32-key tile; kernel3's 64-row
+        # block (d = 64) reaches 63 + 33 = 96, past its first 64-key tile
+        Case(70, 64, 64, two_sided(4, 33), True, families=FORWARD),
+        # 33 sinks: a whole 32-key tile and one key of the next, then a window shorter than a tile
+        Case(70, 64, 64, sinks(33, 20), True, families=CAUSAL),
+        # three heads: slopes 2^-4, 2^-8 (n = 2), then 2^-2 (every other slope of 4 heads)
+        Case(40, 64, 64, ALIBI, True, heads=3, families=CAUSAL),
+    ]
+    if not quick:
+        cases += [
+            # L != S: the offset S - L under both bounds, kernels 1 and 2 (d_k != d_v)
+            Case(40, 16, 24, two_sided(6, 9), True, T_k=97, families=FORWARD),
+            Case(150, 128, 128, two_sided(63, 64), True, families=FORWARD),  # kernel3, both edges on a tile's
+            Case(130, 64, 64, sinks(65, 16), True, families=CAUSAL),  # kernel3: sinks span a 64-key tile
+            # decode's last row: 70 sinks and a 60-key window, 130 keys in two slices of 65, the
+            # second holding the last 5 sinks and the window: the seam inside a slice
+            Case(200, 32, 48, sinks(70, 60), True, families=CAUSAL),
+            Case(97, 32, 32, MaskSpec("window", 33, alibi=True), True, heads=4, kv_heads=2, families=FORWARD),
+            Case(70, 64, 64, ALIBI, True, T_k=100, families=FORWARD),  # ALiBi's distance from p = i + 30
+            Case(129, 128, 128, MaskSpec("window", 40, alibi=True), True, heads=8, families=CAUSAL),
+        ]
+    return cases
