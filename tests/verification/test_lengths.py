@@ -65,6 +65,18 @@ BROKEN = {
     # kernel4 copying K's rows up to the queries' count: the decode step's keys past 0 read as zeros
     "fused4_bf16: K rows bounded by L": ("tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, Sk);",
                                          "tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, L);", DECODE_STEP, "fused4_bf16"),
+    # the backward's side of the grouping: dK/dV summed over the wrong query heads (K/V head kv
+    # gets kv, kv + H_kv, ... instead of its own block kv·group ..), or dP/dQ reading the wrong K/V head
+    "dkdv_kernel1: query heads of a K/V head interleaved": (
+        "const long head = kv_head * group + h;  // the group's query heads, in order",
+        "const long head = kv_head + h * gridDim.z;", GROUPED, "fused1_dk"),
+    "dv_kernel1: one query head per K/V head summed": ("L, S, d_v, group, 1.0f, Mask::from_args",
+                                                       "L, S, d_v, 1, 1.0f, Mask::from_args", GROUPED_KERNEL1, "dv"),
+    "dp_kernel1: V head interleaved": ("    v += head / group * S * d_v;  // query head h reads V head h / group",
+                                       "    v += head % (gridDim.z / group) * S * d_v;", GROUPED_KERNEL1, "dp"),
+    "bf16 dq_kernel2: K/V head interleaved": (
+        "    k += head / group * S * D;  // query head h reads K/V head h / group\n    v += head / group * S * D;",
+        "    k += head % (gridDim.z / group) * S * D;\n    v += head % (gridDim.z / group) * S * D;", GROUPED, "bf16_dq"),
     # the square rule j_end = last_row + 1: a query sees no key past its row number
     "key range without the offset": ("min(S, last_row + offset + right + 1)", "min(S, last_row + right + 1)",
                                      SHORT_QUERIES, "av"),
