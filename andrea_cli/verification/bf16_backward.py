@@ -148,17 +148,24 @@ def lse_reference_and_tol(q, k, mask: MaskSpec, scaled: bool) -> tuple[np.ndarra
 
 
 def exact_gradients(q, k, v, d_out, mask: MaskSpec, scaled: bool) -> Bf16Gradients:
-    """dQ, dK, dV of softmax(mask(Q·K^T·scale))·V in float64, no rounding anywhere."""
+    """dQ, dK, dV of softmax(mask(Q·K^T·scale))·V in float64, no rounding anywhere. q, d_out
+    (H, L, d); k, v (H_kv, S, d): dK, dV summed over each group."""
     q, k, v, d_out = (np.asarray(a, np.float64) for a in (q, k, v, d_out))
-    T, d = q.shape[1], q.shape[2]
-    visible = mask.visible(T)
+    (H, L, d), (H_kv, S) = q.shape, k.shape[:2]
+    k, v = kv_heads_for(k, H), kv_heads_for(v, H)
     scale = scale_for(d, scaled)
-    s = np.where(visible, (q @ _t(k)) * scale, -np.inf)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    p /= p.sum(axis=-1, keepdims=True)
+    p = _softmax(np.where(mask.visible(L, S=S), (q @ _t(k)) * scale, -np.inf))
     dp = d_out @ _t(v)
     ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
-    return Bf16Gradients(dq=scale * (ds @ k), dk=scale * (_t(ds) @ q), dv=_t(p) @ d_out)
+    return Bf16Gradients(dq=scale * (ds @ k), dk=group_sum(scale * (_t(ds) @ q), H_kv), dv=group_sum(_t(p) @ d_out, H_kv))
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    """Row softmax; a row that sees no key (L > S, bottom-right) gets zeros, as the kernels give."""
+    m = logits.max(axis=-1, keepdims=True)
+    e = np.exp(logits - np.where(np.isfinite(m), m, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
 
 
 def autograd_bf16(q, k, v, d_out, mask: MaskSpec, scaled: bool) -> Bf16Gradients:
@@ -166,19 +173,18 @@ def autograd_bf16(q, k, v, d_out, mask: MaskSpec, scaled: bool) -> Bf16Gradients
     sums exact, a little better than fp32), as torch computes attention written out in bf16
     (matmul, scale, masked softmax, matmul; then their backward ops in reverse)."""
     qb, kb, vb, dob = (round64(a) for a in (q, k, v, d_out))
-    T, d = qb.shape[1], qb.shape[2]
-    visible = mask.visible(T)
+    (H, L, d), (H_kv, S) = qb.shape, kb.shape[:2]
+    kb, vb = kv_heads_for(kb, H), kv_heads_for(vb, H)
+    visible = mask.visible(L, S=S)
     scale = float(round64(np.array([scale_for(d, scaled)]))[0])
     s = round64(qb @ _t(kb))
     s_scaled = round64(s * scale)
-    logits = np.where(visible, s_scaled, -np.inf)
-    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    p = round64(p / p.sum(axis=-1, keepdims=True))  # softmax: fp32 inside, bf16 out
-    dv = round64(_t(p) @ dob)
+    p = round64(_softmax(np.where(visible, s_scaled, -np.inf)))  # softmax: fp32 inside, bf16 out
+    dv = round64(group_sum(_t(p) @ dob, H_kv))  # the repeat's backward: a sum over each group, then bf16
     dp = round64(dob @ _t(vb))
     ds = round64(p * (dp - (dp * p).sum(axis=-1, keepdims=True)))  # softmax backward, bf16 out
     ds_s = round64(ds * scale)
-    return Bf16Gradients(dq=round64(ds_s @ kb), dk=round64(_t(ds_s) @ qb), dv=dv)
+    return Bf16Gradients(dq=round64(ds_s @ kb), dk=round64(group_sum(_t(ds_s) @ qb, H_kv)), dv=dv)
 
 
 def max_errors(got: Bf16Gradients, exact: Bf16Gradients) -> dict[str, float]:
