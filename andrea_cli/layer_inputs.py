@@ -98,9 +98,11 @@ def check_kv_heads(n_head: int, n_kv_head: int) -> None:
 
 
 def kv_heads_of(weights: dict[str, np.ndarray], d_model: int, n_head: int) -> int | None:
-    """The K/V heads a --weights file's W_K implies (its columns / d_k), or None where they are not whole."""
+    """The K/V heads a --weights file's W_K implies (its columns / d_k), or None where that is no
+    whole divisor of n_head (then check_weights names the file's shape, not a flag never given)."""
     columns, d_k = weights["w_k"].shape[-1], d_model // n_head
-    return columns // d_k if weights["w_k"].ndim == 2 and columns % d_k == 0 and columns > 0 else None
+    heads = columns // d_k if columns % d_k == 0 else 0
+    return heads if heads >= 1 and n_head % heads == 0 else None
 
 
 def check_heads(d_model: int, n_head: int) -> None:

@@ -101,3 +101,12 @@ def test_weights_file_disagreeing_with_n_kv_head(cli, tmp_path):
     result = cli("attend", "--backend", "numpy", "--x", tmp_path / "x.npy", "--weights", tmp_path / "w.npz",
                  "--n-head", N_HEAD, "--n-kv-head", "2")
     assert result.exit_code == 2 and "fix the file or --n-kv-head" in result.stderr, result.output
+
+
+def test_weights_file_with_too_many_kv_columns_blames_the_file(cli, tmp_path):
+    x, w = layer_files(tmp_path, 1, seed=2)
+    np.savez(tmp_path / "w.npz", **{**w, "w_k": np.ones((D_MODEL, 2 * D_MODEL), np.float32)})
+    result = cli("attend", "--backend", "numpy", "--x", tmp_path / "x.npy", "--weights", tmp_path / "w.npz",
+                 "--n-head", N_HEAD)
+    assert result.exit_code == 2 and "w_k is (64, 128)" in result.stderr and "--n-kv-head" not in result.stderr, \
+        result.output
