@@ -246,7 +246,7 @@ def attend(q=None, k=None, v=None, *extra, **keywords) -> AttendResult:
     detached) or cupy arrays / DLPack tensors (cuda, where they are); or .npy paths, as
     --q/--k/--v. The results are float32 NumPy arrays (cupy on the GPU). Without them: random
     N(0, 1) inputs of size T (1024), d_k (64), d_v (d_k) from `seed`, exactly as the command makes
-    them, or the layer (d_model, n_head, preset, x, layer_weights). scale: None (1/sqrt(d_k)), False
+    them, or the layer (d_model, n_head, n_kv_head, preset, x, layer_weights). scale: None (1/sqrt(d_k)), False
     (none) or the factor itself, as PyTorch's scaled_dot_product_attention takes it. The other
     keywords are the command's options: mask ("causal", "none", "window:W", "window:L,R",
     "sinks:N,window:W", "alibi": as --mask, see andrea attend --help), backend ("auto",

@@ -1,5 +1,7 @@
 """x and the weights of one attention layer: seeded random, initialised as GPT-2 does, or read
-from --x x.npy and --weights w.npz (arrays w_q, w_k, w_v, w_o), validated like inputs.py does."""
+from --x x.npy and --weights w.npz (arrays w_q, w_k, w_v, w_o), validated like inputs.py does.
+With n_kv_head K/V heads (grouped-query attention, as Llama 2 70B has it), W_K and W_V are
+(d_model, n_kv_head·d_k): fewer columns, so a K/V cache n_head / n_kv_head times smaller."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ W_O_STD = INIT_STD / math.sqrt(2 * N_LAYER)
 @dataclass
 class LayerInputs:
     x: np.ndarray  # (T, d_model) float32
-    weights: dict[str, np.ndarray]  # w_q, w_k, w_v, w_o: (d_model, d_model) float32 each
+    weights: dict[str, np.ndarray]  # w_q, w_o (d_model, d_model); w_k, w_v (d_model, n_kv_head·d_k) float32
     source: str
 
     @property
@@ -40,17 +42,21 @@ class LayerInputs:
         return self.x.shape[1]
 
 
-def random_layer(T: int, d_model: int, seed: int) -> LayerInputs:
+def random_layer(T: int, d_model: int, seed: int, kv_columns: int | None = None) -> LayerInputs:
     """x with N(0, 1) entries, as a LayerNorm output is (unit variance per entry, so the scaled
     scores come out O(1)); weights as GPT-2 initialises them (see INIT_STD, W_O_STD).
+    kv_columns: W_K's and W_V's, n_kv_head·d_k (d_model unless given).
     The same draws as `layer_inputs` makes for the same seed."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((T, d_model), dtype=np.float32)
-    return LayerInputs(x, random_weights(d_model, rng), f"x random N(0, 1), weights {_init_text()} (seed {seed})")
+    return LayerInputs(x, random_weights(d_model, rng, kv_columns),
+                       f"x random N(0, 1), weights {_init_text()} (seed {seed})")
 
 
-def random_weights(d_model: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    w = {name: rng.standard_normal((d_model, d_model), dtype=np.float32) for name in WEIGHT_NAMES}
+def random_weights(d_model: int, rng: np.random.Generator, kv_columns: int | None = None) -> dict[str, np.ndarray]:
+    kv = d_model if kv_columns is None else kv_columns
+    w = {name: rng.standard_normal((d_model, kv if name in ("w_k", "w_v") else d_model), dtype=np.float32)
+         for name in WEIGHT_NAMES}
     for name in ("w_q", "w_k", "w_v"):
         w[name] *= np.float32(INIT_STD)
     w["w_o"] *= np.float32(W_O_STD)
@@ -66,14 +72,37 @@ def load_weights(path: Path) -> dict[str, np.ndarray]:
     return load_npz_matrices(path, "--weights", WEIGHT_NAMES)
 
 
-def check_weights(weights: dict[str, np.ndarray], T: int, d_model: int) -> None:
-    """Each weight (d_model, d_model) for x (T, d_model): checked once, before anything is drawn."""
+def check_weights(weights: dict[str, np.ndarray], T: int, d_model: int, kv_columns: int | None = None) -> None:
+    """Each weight (d_model, d_model) for x (T, d_model), W_K and W_V (d_model, kv_columns) where
+    the K/V heads are grouped: checked once, before anything is drawn."""
     for name in WEIGHT_NAMES:
         shape = weights[name].shape
-        if shape != (d_model, d_model):
+        grouped = kv_columns is not None and kv_columns != d_model and name in ("w_k", "w_v")
+        if grouped and shape != (d_model, kv_columns):
+            raise AndreaError(f"{name} is {shape} but the layer has {kv_columns} K/V columns (n_kv_head·d_k): "
+                              f"{name} must be (d_model, n_kv_head·d_k) = ({d_model}, {kv_columns}); fix the file or --n-kv-head")
+        if not grouped and shape != (d_model, d_model):
             raise AndreaError(
                 f"{name} is {shape} but x is {(T, d_model)}: each weight must be (d_model, d_model) = ({d_model}, {d_model})"
             )
+
+
+def check_kv_heads(n_head: int, n_kv_head: int) -> None:
+    """Each K/V head serves n_head / n_kv_head query heads: a whole number of them."""
+    if n_kv_head < 1:
+        raise AndreaError(f"--n-kv-head must be >= 1 (got {n_kv_head}): pass a positive number of K/V heads")
+    if n_head % n_kv_head:
+        divisors = ", ".join(str(d) for d in range(1, n_head + 1) if n_head % d == 0)
+        raise AndreaError(f"--n-kv-head {n_kv_head} does not divide n_head {n_head}: each K/V head serves "
+                          f"n_head / n_kv_head query heads; pick one of {divisors}")
+
+
+def kv_heads_of(weights: dict[str, np.ndarray], d_model: int, n_head: int) -> int | None:
+    """The K/V heads a --weights file's W_K implies (its columns / d_k), or None where that is no
+    whole divisor of n_head (then check_weights names the file's shape, not a flag never given)."""
+    columns, d_k = weights["w_k"].shape[-1], d_model // n_head
+    heads = columns // d_k if columns % d_k == 0 else 0
+    return heads if heads >= 1 and n_head % heads == 0 else None
 
 
 def check_heads(d_model: int, n_head: int) -> None:
@@ -96,6 +125,7 @@ class LayerFlags:
     d_k: int | None = None
     d_v: int | None = None
     preset: str | None = None
+    n_kv_head: int | None = None  # None: from --weights' W_K where grouped_ok, else n_head
 
     def defaults(self) -> dict[str, int]:
         if self.preset is None:
@@ -106,9 +136,11 @@ class LayerFlags:
 
 
 def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | None, seed: int, *,
-                 bytes_per_score: int = HOST_BYTES_PER_SCORE) -> tuple[LayerInputs, int]:
+                 bytes_per_score: int = HOST_BYTES_PER_SCORE, grouped_ok: bool = False) -> tuple[LayerInputs, int]:
     """x and the weights (each from its file or drawn at random) and n_head. Each size comes from
-    its flag, else the files, else the preset, else the other sizes with d_k = DEFAULT_D_K, else DEFAULT_T."""
+    its flag, else the files, else the preset, else the other sizes with d_k = DEFAULT_D_K, else DEFAULT_T.
+    grouped_ok: the caller runs grouped K/V heads (attend; the layer's backward does not), so
+    n_kv_head comes from its flag, else --weights' W_K, else n_head; the run reads it off W_K."""
     preset = flags.defaults()
     for flag, value in (("--T", flags.T), ("--d-model", flags.d_model), ("--n-head", flags.n_head)):
         if value is not None and value < 1:
@@ -134,6 +166,12 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
             raise AndreaError(f"pass --n-head: d_model {d_model} has no whole number of heads of d_k {width}")
         n_head = d_model // width
     check_heads(d_model, n_head)
+    n_kv_head = flags.n_kv_head
+    if n_kv_head is None and grouped_ok and w is not None:
+        n_kv_head = kv_heads_of(w, d_model, n_head)
+    n_kv_head = n_head if n_kv_head is None else n_kv_head
+    check_kv_heads(n_head, n_kv_head)
+    kv_columns = n_kv_head * (d_model // n_head)
     for flag, given in (("--d-k", flags.d_k), ("--d-v", flags.d_v)):
         if given is not None and given != d_model // n_head:
             raise AndreaError(f"{flag} {given} disagrees with d_model / n_head = {d_model // n_head}; drop {flag}")
@@ -143,12 +181,12 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
     require_memory(4 * d_model * d_model * HOST_BYTES_PER_INPUT, f"d_model={d_model} with its four weight matrices",
                    "use a smaller --d-model")
     if w is not None:
-        check_weights(w, T, d_model)
+        check_weights(w, T, d_model, kv_columns)
     rng = np.random.default_rng(seed)
     if x is None:
         x = rng.standard_normal((T, d_model), dtype=np.float32)
     if w is None:
-        w = random_weights(d_model, rng)
+        w = random_weights(d_model, rng, kv_columns)
     source = (f"x {'from ' + str(x_path) if x_path else 'random N(0, 1)'}, "
               f"weights {'from ' + str(weights_path) if weights_path else _init_text()} (seed {seed})")
     return LayerInputs(x, w, source), n_head

@@ -169,8 +169,8 @@ def attend_layer(o: AttendOptions, mask: MaskSpec, progress: Progress | None = N
     from andrea_cli.layer_inputs import LayerFlags, layer_inputs
     from andrea_cli.runs.layer import run_layer
 
-    inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
-                                  o.x, o.layer_weights, o.seed)
+    inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset, o.n_kv_head),
+                                  o.x, o.layer_weights, o.seed, grouped_ok=True)
     check_head(o.head, n_head)
     backend, notices = choose_backend(o.backend, o.kernel, timeout=o.timeout, racecheck=o.racecheck)
     use_plan(backend, o.plan)

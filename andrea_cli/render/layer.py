@@ -11,17 +11,36 @@ from andrea_cli.render.kernels import print_kernels, print_verdict
 from andrea_cli.runs.layer import LayerReport
 
 
+def kib(n: int) -> str:
+    """Bytes as KiB, or MiB from 1 MiB (the preset's cache is MiB, a test layer's KiB)."""
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 1024:,.1f} KiB"
+
+
+def kv_cache_line(report: LayerReport) -> str:
+    """The K/V head count and what the K/V cache (float32 K and V for the T tokens) comes to."""
+    c = report.kv_cache
+    if c.n_kv_head == c.n_head:
+        return f"K/V heads {c.n_kv_head} (one per query head): K/V cache {kib(c.bytes)} for T={c.T}, none saved"
+    return (f"K/V heads {c.n_kv_head} ({c.n_head // c.n_kv_head} query heads each): K/V cache "
+            f"{kib(c.bytes)} for T={c.T},\n  {kib(c.saved)} saved ({c.saved / c.bytes_for(c.n_head):.0%}) "
+            f"against {c.n_head} K/V heads")
+
+
 def render_layer(console: Console, report: LayerReport) -> None:
     r = report
+    c = report.kv_cache
+    group = c.n_head // c.n_kv_head
+    kv, kv_where = ("h", "") if group == 1 else ("g", f", g = h // {group}")  # the K/V head query head h reads
     # heads count from 0 here as in the per-head table and --head N
     print_header(console, r.notices,
                  f"[bold]output = concat(head_0 .. head_{report.n_head - 1}) · W_O,  "
-                 f"head_h = softmax(mask(Q_h·K_h^T / sqrt(d_k))) · V_h,  Q = x·W_Q[/bold]\n"
+                 f"head_h = softmax(mask(Q_h·K_{kv}^T / sqrt(d_k))) · V_{kv}{kv_where},  Q = x·W_Q[/bold]\n"
                  f"T={r.T} d_model={report.d_model} n_head={report.n_head} d_k={r.d_k} mask={r.mask} "
                  f"scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
     print_kernels(console, r)
     print_verdict(console, r)
+    console.print(kv_cache_line(report))
     console.print(shapes_table("Shapes (head h owns columns h·d_k .. (h+1)·d_k)", r.shapes))
 
     per_head = Table(title="Per head: row sums, mean row entropy (nats), mean largest weight, score std",

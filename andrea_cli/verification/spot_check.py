@@ -34,7 +34,7 @@ class Verdict:
 
 
 def spot_check(q, k, v, out, mask: MaskSpec, scaled) -> Verdict:
-    """q: (H, L, d_k), k: (H, S, d_k), v: (H, S, d_v) float32 (L = S = T for one sequence);
+    """q: (H, L, d_k), k: (H_kv, S, d_k), v: (H_kv, S, d_v) float32 (H a multiple of H_kv) (L = S = T for one sequence);
     out: the run's StageOutputs (host arrays)."""
     H, T, d_k = q.shape
     S = k.shape[1]
@@ -42,7 +42,7 @@ def spot_check(q, k, v, out, mask: MaskSpec, scaled) -> Verdict:
     visible = mask.visible(T, rows, S=S)  # (n, S)
     q_rows = q[:, rows]
     got = {name: getattr(out, name)[:, rows] for name in ("scores", "scaled", "masked", "weights", "output")}
-    exact_scores = np.matmul(q_rows.astype(np.float64), k.astype(np.float64).transpose(0, 2, 1))
+    exact_scores = np.matmul(q_rows.astype(np.float64), reference.kv_heads_for(k, H).astype(np.float64).transpose(0, 2, 1))
     checks = {"scores": (got["scores"], exact_scores, tolerances.scores_tol(q_rows, k))}
     if scaled:
         s = reference.scale(got["scores"].astype(np.float64), d_k, scaled)

@@ -9,7 +9,7 @@ from pathlib import Path
 from andrea_cli.commands.options.declare import option
 from andrea_cli.commands.options.keyword import convert
 from andrea_cli.commands.options.shared import (BACKEND, D_K, D_MODEL, D_V, FUSED, JSON, KERNEL, KEYS, LAYER_WEIGHTS,
-                                                MASK, N_HEAD, PLAN, PLOT, PRECISION, PRESET, PROGRESS, QKV, QUERIES,
+                                                MASK, N_HEAD, N_KV_HEAD, PLAN, PLOT, PRECISION, PRESET, PROGRESS, QKV, QUERIES,
                                                 RACECHECK, SCALE, SEED, SEQ_LEN, THREADS, TIMEOUT, K, Q, V, X,
                                                 check_scale)
 from andrea_cli.defaults import DEFAULT_BLAS_THREADS, DEFAULT_D_K, DEFAULT_T
@@ -34,7 +34,8 @@ class RunOptions(HeadOptions):
 
     @property
     def wants_layer(self) -> bool:
-        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights))
+        return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights,
+                                           getattr(self, "n_kv_head", None)))  # attend's alone
 
 
 @dataclass
@@ -66,6 +67,7 @@ class AttendOptions(RunOptions):
     json: bool = JSON.field()
     d_model: int | None = D_MODEL.field()
     n_head: int | None = N_HEAD.field()
+    n_kv_head: int | None = N_KV_HEAD.field()
     preset: str | None = PRESET.field()
     x: Path | None = X.field()
     layer_weights: Path | None = LAYER_WEIGHTS.field()

@@ -60,6 +60,8 @@ THREADS = Option(("--threads",), "CPU build: OS threads a launch's blocks are sp
 # The multi-head layer, from x
 D_MODEL = Option(("--d-model",), "Run the whole multi-head layer from x (T, d_model).")
 N_HEAD = Option(("--n-head",), "Heads of the layer [default: d_model / d_k].")
+N_KV_HEAD = Option(("--n-kv-head",), "K/V heads of the layer, dividing n_head: query head h reads K/V head "
+                   "h // (n_head / n_kv_head) (grouped-query attention) [default: n_head].")
 PRESET = Option(("--preset",), "andrea-120m: the layer at d_model 768, 12 heads, T 1024.")
 X = Option(("--x",), "The layer's input x from a 2-D .npy file (T, d_model).")
 LAYER_WEIGHTS = Option(("--weights",), "w_q, w_k, w_v, w_o from one .npz.")

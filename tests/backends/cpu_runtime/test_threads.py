@@ -71,7 +71,7 @@ def test_the_kernel_files_fused_kernel_gives_the_same_bits_on_two_threads():
         CpuModule(packaged_kernel_path(), threads=threads).get_function("attention_fused_kernel1")(
             (T // rows, 1, 1), (32, rows, 1),
             (q, k, v, out, np.int32(T), np.int32(T), np.int32(d), np.int32(d), np.int32(1), np.float32(0.125),
-             *MaskSpec("causal").kernel_args()),
+             *MaskSpec("causal").kernel_args(T, T, heads=1), None, np.int32(0)),  # no mask array
             shared_mem=shared)
         outs.append(out)
     scores = (q.astype(np.float64) @ k.T.astype(np.float64)) * 0.125

@@ -43,7 +43,8 @@ def av2(dev, p, v, causal):
     out = np.full((H, T, d_v), np.nan, np.float32)
     mask = MaskSpec("causal" if causal else "none")
     dev.get_function("av_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), H), (64, 1, 1),
-                                   (p, v, out, np.int32(T), np.int32(T), np.int32(d_v), np.int32(1), *mask.kernel_args()))
+                                   (p, v, out, np.int32(T), np.int32(T), np.int32(d_v), np.int32(1),
+                                    *mask.kernel_args(T, T, heads=H)))
     return out
 
 
@@ -136,7 +137,8 @@ def test_float4_and_element_copies_give_the_same_bits(cpu_device):
     def dv2(p, d_out):
         d_v = d_out.shape[-1]
         out = np.full(d_out.shape, np.nan, np.float32)
-        args = (p, d_out, out, np.int32(T), np.int32(d_v), *MaskSpec("causal").square_args())
+        args = (p, d_out, out, np.int32(T), np.int32(T), np.int32(d_v), np.int32(1),
+                *MaskSpec("causal").kernel_args(T, T))
         cpu_device.get_function("dv_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), 2), (64, 1, 1), args)
         return out
 
