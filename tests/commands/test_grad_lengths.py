@@ -96,3 +96,20 @@ def test_bad_lengths_are_one_line(run_main, tmp_path):
     for args, words in cases:
         code, _, err = run_main("grad", *args, "--backend", "numpy")
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
+
+
+def test_the_python_api_takes_L_queries_against_S_keys():
+    """andrea_cli.grad on two heads of 9 queries against 20 keys: dO is the output's shape
+    (2, 9, d_v), not V's (2, 20, d_v), which is refused in one line naming the output's."""
+    import andrea_cli
+    from andrea_cli.errors import AndreaError
+
+    rng = np.random.default_rng(4)
+    q, d_out = rng.standard_normal((2, 9, 8), dtype=np.float32), rng.standard_normal((2, 9, 6), dtype=np.float32)
+    k, v = rng.standard_normal((2, 20, 8), dtype=np.float32), rng.standard_normal((2, 20, 6), dtype=np.float32)
+    got = andrea_cli.grad(q, k, v, d_out=d_out, backend="cpu")
+    exact = reference_backward.backward(q, k, v, d_out, MaskSpec("causal"))
+    for name in ("dq", "dk", "dv"):
+        assert max_rel(getattr(got, name), getattr(exact, name)) <= 1e-5, name
+    with pytest.raises(AndreaError, match=r"the output is \(2, 9, 6\)"):
+        andrea_cli.grad(q, k, v, d_out=v, backend="cpu")
