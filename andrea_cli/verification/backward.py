@@ -1,7 +1,9 @@
 """The backward family: the staged backward kernels stage by stage (each on its own float32
 inputs) and end to end, the fused backward end to end, and the fused forward's logsumexp, all
 against the float64 NumPy backward (reference_backward.py) with the bounds of
-tolerances_backward.py. Masked positions of dS must be exactly 0."""
+tolerances_backward.py. Masked positions of dS must be exactly 0. On every case up to MAX_T, L
+queries against S keys and grouped K/V heads included (verification/lengths.py): dQ (H, L, d_k),
+and dK, dV (H_kv, S, d) held to the sums over each K/V head's query heads."""
 
 from __future__ import annotations
 
