@@ -140,8 +140,10 @@ def quiet_row_share(weights: np.ndarray, d_weights: np.ndarray, d_scores: np.nda
     ||P_i ∘ dP_i||. P_i ∘ dP_i is dS_i without the rowsum term, what the row would pass back if
     its normalisation did not cancel it; for a spread-out row the two are alike, for a row with
     one weight 1 - e the rowsum term cancels all but about e of it (rows with a max weight over
-    0.99 are the quiet ones). A row that sees one key only is quiet exactly: its softmax is 1."""
+    0.99 are the quiet ones). A row that sees one key only is quiet exactly: its softmax is 1.
+    A row that sees no key (L queries after S < L keys, bottom-right) has no softmax: left out."""
     p, dp, ds = (a.astype(np.float64, copy=False) for a in (weights, d_weights, d_scores))
     passed = np.sqrt((ds * ds).sum(axis=-1))
     reaching = np.sqrt(((p * dp) ** 2).sum(axis=-1))
-    return float((passed <= threshold * reaching).mean())
+    seen = p.sum(axis=-1) > 0
+    return float((passed <= threshold * reaching)[seen].mean()) if seen.any() else 0.0

@@ -85,7 +85,8 @@ def backward_inputs(arrays: tuple, d_out) -> tuple[QKV, np.ndarray | None, tuple
     if "d_out" not in folded:
         return data, None, dims
     upstream = as_matrix(np.asarray(folded["d_out"]), "d_out", heads=True)
-    if upstream.shape != data.v.shape[:-1] + (data.d_v,):
+    # the output is q's rows (L queries) by v's width, (..., L, d_v): not v's S rows
+    if upstream.shape != data.q.shape[:-1] + (data.d_v,):
         raise AndreaError(f"d_out is {tuple(np.shape(d_out))} but the output is "
-                          f"{tuple(np.shape(arrays[2]))[:-1] + (data.d_v,)}: dO must have the output's shape")
+                          f"{tuple(np.shape(arrays[0]))[:-1] + (data.d_v,)}: dO must have the output's shape")
     return data, upstream, dims

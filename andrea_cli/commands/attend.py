@@ -71,7 +71,7 @@ def check_precision(o) -> None:
 
 def lengths(o) -> tuple[int | None, int | None, tuple[str, str]]:
     """The queries (L) and keys (S) asked for, None where not given, and the flags that gave
-    them: --T-q/--T-k each override --T (grad's options have no --T-q/--T-k: both --T)."""
+    them: --T-q/--T-k each override --T (attend's and grad's options)."""
     T_q, T_k = getattr(o, "T_q", None), getattr(o, "T_k", None)
     L = o.T if T_q is None else T_q
     S = o.T if T_k is None else T_k

@@ -28,6 +28,9 @@ def check_combinations(o: GradOptions) -> None:
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
                           "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
+    if o.wants_layer and (o.T_q is not None or o.T_k is not None):
+        raise AndreaError("--T-q/--T-k size one head's queries and keys; the layer attends x to itself "
+                          "(one --T): drop --T-q/--T-k, or drop the layer flags")
     if o.wants_layer and o.fused:
         raise AndreaError("--fused works on one head: drop it, or drop the layer flags")
     if o.fused and o.backend == "numpy":
@@ -37,7 +40,8 @@ def check_combinations(o: GradOptions) -> None:
 
 
 def upstream_gradient(o: GradOptions, T: int, width: int, what: str) -> np.ndarray:
-    """dO from --d-out (checked against the output's shape), or seeded N(0, 1).     (T, width)"""
+    """dO from --d-out (checked against the output's shape), or seeded N(0, 1).     (T, width)
+    T: the output's rows, the L queries."""
     if o.d_out is None:
         return d_out_for(T, width, o.seed)[0]
     d_out = load_npy_matrix(o.d_out, "--d-out")
@@ -58,7 +62,7 @@ def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | 
     chosen, notices = choose_backend(backend, kernel, fused=fused, racecheck=racecheck)
     report = run_backward(data, d_out, chosen, mask, scaled=scaled, fused=fused, notices=notices,
                           precision=precision)
-    if precision == "bf16" and data.T <= CHECK_MAX_T:
+    if precision == "bf16" and max(data.T, data.S) <= CHECK_MAX_T:
         from andrea_cli.verification.bf16_backward import autograd_bf16, exact_gradients
 
         q, k, v, do = (a[None] for a in (data.q, data.k, data.v, d_out))
@@ -108,10 +112,7 @@ def grad_head(o: GradOptions, mask: MaskSpec, data: QKV | None, d_out: np.ndarra
         check_given_arrays(o, data, BACKWARD_BYTES_PER_SCORE)
     else:
         data = head_inputs(o, BACKWARD_BYTES_PER_SCORE)
-    if data.S != data.T:
-        raise AndreaError(f"grad takes one sequence for now, L = S (Q has {data.T} rows, K and V {data.S}): "
-                          "pass q, k, v of the same T (attend takes L queries against S keys)")
-    if d_out is None:
+    if d_out is None:  # dO is the output's shape: (L, d_v), L queries against S keys
         d_out = upstream_gradient(o, data.T, data.d_v, "output")
         if data.H is not None:  # every head the same seeded dO
             d_out = np.broadcast_to(d_out, (data.H, data.T, data.d_v)).copy()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from andrea_cli.render.common import fmt, print_header, scale_text, shapes_table, timings_table
+from andrea_cli.render.common import fmt, lengths_note, lengths_text, print_header, scale_text, shapes_table, timings_table
 from andrea_cli.render.kernels import print_kernels
 
 NORM_LABELS = {  # what each gradient is, in the order the chain rule meets them
@@ -46,10 +46,13 @@ def render_grad(console: Console, r) -> None:
             f"d_k={r.d_k} d_v={r.d_v}{', fused kernels' if r.fused else ''}"
             f"{', bf16 on tensor cores' if getattr(r, 'precision', 'fp32') == 'bf16' else ''}")
     print_header(console, r.notices,
-                 f"[bold]Backward: dQ, dK, dV of softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  T={r.T} {what} "
-                 f"mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
+                 f"[bold]Backward: dQ, dK, dV of softmax(mask(Q·K^T / sqrt(d_k))) · V[/bold]  "
+                 f"{lengths_text(r.T, r.S)} {what} mask={r.mask} scale={scale_text(r.d_k, r.scaled, r.scale)}",
                  r.backend, r.device, r.source)
     print_kernels(console, r)
+    note = None if layer else lengths_note(r.T, r.S, r.mask)
+    if note:
+        console.print(note)
     console.print(shapes_table("Gradient shapes", r.shapes))
 
     norms = Table(title="Gradient norms (Frobenius)", title_justify="left")
@@ -58,7 +61,7 @@ def render_grad(console: Console, r) -> None:
     for name, label in NORM_LABELS.items():
         if name in r.grad_norms:
             value = r.grad_norms[name]
-            norms.add_row(label, "- (fused: no T×T)" if value is None else fmt(value))
+            norms.add_row(label, f"- (fused: no {'T×T' if r.S == r.T else 'L×S'})" if value is None else fmt(value))
     console.print(norms)
 
     if r.score_share is not None:

@@ -13,7 +13,7 @@ from andrea_cli.inputs import QKV
 from andrea_cli.masks import MaskSpec
 from andrea_cli.runs.header import RunHeader, header_fields
 
-CHECK_MAX_T = 2048  # the float64 check builds (T, T) float64 matrices: beyond this, it is skipped
+CHECK_MAX_T = 2048  # the float64 check builds (L, S) float64 matrices: past this L or S, it is skipped
 
 
 @dataclass
@@ -29,9 +29,9 @@ class GradReport(RunHeader):  # its scale is applied once more to dQ and dK
     transfer_ms: dict[str, float]
     load_ms: float
     notices: list[str] = field(default_factory=list)
-    dq: np.ndarray | None = field(default=None, repr=False)  # (T, d_k)
-    dk: np.ndarray | None = field(default=None, repr=False)  # (T, d_k)
-    dv: np.ndarray | None = field(default=None, repr=False)  # (T, d_v)
+    dq: np.ndarray | None = field(default=None, repr=False)  # (L, d_k), L = T queries
+    dk: np.ndarray | None = field(default=None, repr=False)  # (S, d_k), S keys
+    dv: np.ndarray | None = field(default=None, repr=False)  # (S, d_v)
     # bf16: an emulated bf16 autograd's max_rel_error, the yardstick for this run's (commands/grad.py)
     autograd_bf16_rel_error: dict[str, float] | None = None
 
@@ -73,9 +73,9 @@ def backward_kernel_name(kernels: dict[str, str], fused: bool) -> str | None:
 
 def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: bool, fused: bool,
                  notices: list[str] | None = None, precision: str = "fp32") -> GradReport:
-    """qkv: (T, d_k), (T, d_k), (T, d_v); d_out: (T, d_v), dL/dO. Or, from the Python API, H
-    heads' (H, T, d) each, run in one launch per stage. precision bf16 (fused only): the
-    tensor-core forward and backward."""
+    """qkv: (L, d_k), (S, d_k), (S, d_v), L = S = T for one sequence; d_out: (L, d_v), dL/dO. Or,
+    from the Python API, H heads' (H, L or S, d) each, run in one launch per stage. precision
+    bf16 (fused only): the tensor-core forward and backward."""
     notices = list(notices or [])
     one = qkv.H is None
     q, k, v, do = (a[None] if one else a for a in (qkv.q, qkv.k, qkv.v, d_out))  # one head: H = 1
@@ -87,7 +87,7 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
                            "1e-2 from the float64 gradients")
     else:
         out = backend.attention_backward(q, k, v, do, mask=mask, scaled=scaled)
-    T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v
+    T, S, d_k, d_v = qkv.T, qkv.S, qkv.d_k, qkv.d_v
     norms = {"d_out": stats.norm(d_out), "dv": stats.norm(out.dv), "d_weights": None, "d_scores": None,
              "dq": stats.norm(out.dq), "dk": stats.norm(out.dk)}
     share = quiet = None
@@ -99,16 +99,17 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
         notices.append("the fused backward builds no T×T matrix: the norms of dP and dS, and the "
                        "statistics that need them, come from the staged run (drop --fused)")
     errors = None
-    if T <= CHECK_MAX_T:
+    if max(T, S) <= CHECK_MAX_T:
         exact = reference_backward.backward(q, k, v, do, mask, scaled)
         errors = relative_errors({"dq": out.dq, "dk": out.dk, "dv": out.dv},
                                  {"dq": exact.dq, "dk": exact.dk, "dv": exact.dv})
     else:
-        notices.append(f"T > {CHECK_MAX_T}: the float64 check (T×T matrices in float64) was skipped")
+        notices.append(f"{'T' if S == T else 'L or S'} > {CHECK_MAX_T}: the float64 check "
+                       f"({'T×T' if S == T else 'L×S'} matrices in float64) was skipped")
     return GradReport(
-        **header_fields(backend, source=qkv.source, T=T, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
+        **header_fields(backend, source=qkv.source, T=T, S=S, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
                         shapes={name: ([] if one else [qkv.H]) + shape for name, shape in
-                                (("dq", [T, d_k]), ("dk", [T, d_k]), ("dv", [T, d_v]), ("d_scores", [T, T]))},
+                                (("dq", [T, d_k]), ("dk", [S, d_k]), ("dv", [S, d_v]), ("d_scores", [T, S]))},
                         kernels=out.kernels),
         fused=fused, precision=precision, kernel=backward_kernel_name(out.kernels, fused),
         grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,

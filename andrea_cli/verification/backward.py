@@ -1,7 +1,9 @@
 """The backward family: the staged backward kernels stage by stage (each on its own float32
 inputs) and end to end, the fused backward end to end, and the fused forward's logsumexp, all
 against the float64 NumPy backward (reference_backward.py) with the bounds of
-tolerances_backward.py. Masked positions of dS must be exactly 0."""
+tolerances_backward.py. Masked positions of dS must be exactly 0. On every case up to MAX_T, L
+queries against S keys and grouped K/V heads included (verification/lengths.py): dQ (H, L, d_k),
+and dK, dV (H_kv, S, d) held to the sums over each K/V head's query heads."""
 
 from __future__ import annotations
 
@@ -26,10 +28,10 @@ MAX_T = 256
 
 
 def applies(backend, case: Case) -> bool:
-    """Up to MAX_T, on a backend with the backward kernels: on every shape (the default geometry,
-    whose staged products are the register-tiled dv/dp/dq/dk_kernel2) and on the shapes the
-    one-output-per-thread plan runs (dv/dp/dq/dk_kernel1)."""
-    return case.square and case.plan in (DEFAULT_PLAN, KERNEL1_PLAN) and case.T <= MAX_T and hasattr(backend, "attention_backward")
+    """Up to MAX_T, on a backend with the backward kernels: on every shape, L != S and grouped
+    K/V heads included (the default geometry, whose staged products are the register-tiled
+    dv/dp/dq/dk_kernel2) and on the shapes the one-output-per-thread plan runs (dv/dp/dq/dk_kernel1)."""
+    return case.plan in (DEFAULT_PLAN, KERNEL1_PLAN) and case.T <= MAX_T and hasattr(backend, "attention_backward")
 
 
 def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
@@ -42,9 +44,11 @@ def check(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> N
 
 
 def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict, dict, str | None]:
-    """(stage checks, invariants, error)."""
+    """(stage checks, invariants, error). q, d_out (H, L, d); k, v (H_kv, S, d): dK and dV are
+    held to the sums over each K/V head's group of query heads (reference_backward.group_sum)."""
     stages, invariants = {}, {}
-    visible = case.mask.visible(case.T)
+    visible = case.mask.visible(case.T, S=case.S)
+    H_kv = case.H_kv
     exact = reference_backward.backward(q, k, v, d_out, case.mask, case.scaled)
     factor = scale_for(case.d_k, case.scaled)
     try:
@@ -57,13 +61,12 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
     # stage by stage, on the kernel's own float32 inputs: an error shows in the stage that made it
     p = got.weights
     p64, dp64, ds64 = (a.astype(np.float64) for a in (p, got.d_weights, got.d_scores))
-    stages["dv"] = compare(got.dv, np.matmul(p64.transpose(0, 2, 1), d_out.astype(np.float64)), tb.dv_tol(p, d_out))
-    stages["dp"] = compare(got.d_weights, np.matmul(d_out.astype(np.float64), v.astype(np.float64).transpose(0, 2, 1)),
-                           tb.dp_tol(d_out, v))
+    stages["dv"] = compare(got.dv, reference_backward.value_gradient(p64, d_out, H_kv), tb.dv_tol(p, d_out, H_kv))
+    stages["dp"] = compare(got.d_weights, reference_backward.weight_gradient(d_out, v), tb.dp_tol(d_out, v))
     stages["ds"] = compare(got.d_scores, reference_backward.softmax_backward(p64, dp64), tb.ds_tol(p, got.d_weights))
-    stages["dq"] = compare(got.dq, factor * np.matmul(ds64, k.astype(np.float64)), tb.dq_tol(got.d_scores, k, factor))
-    stages["dk"] = compare(got.dk, factor * np.matmul(ds64.transpose(0, 2, 1), q.astype(np.float64)),
-                           tb.dk_tol(got.d_scores, q, factor))
+    stages["dq"] = compare(got.dq, reference_backward.query_gradient(ds64, k, factor), tb.dq_tol(got.d_scores, k, factor))
+    stages["dk"] = compare(got.dk, reference_backward.key_gradient(ds64, q, factor, H_kv),
+                           tb.dk_tol(got.d_scores, q, factor, H_kv=H_kv))
     end = tb.staged_end_to_end_tol(exact, q, k, v, d_out, visible, case.d_k, case.scaled)
     for name in ("dq", "dk", "dv"):
         stages[f"backward_{name}"] = compare(getattr(got, name), getattr(exact, name), end[name])
@@ -88,12 +91,13 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
 
 
 def _logsumexp(q, k, case) -> np.ndarray:
+    """(H, L); +inf for a row that sees no key (L > S, bottom-right), as the kernels write it."""
     s = reference.scores(q, k)
     if case.scaled:
         s = reference.scale(s, case.d_k)
     s = reference.mask(s, case.mask)
-    m = s.max(axis=-1, keepdims=True)
-    return (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0]  # (H, T)
+    visible = np.isfinite(s)
+    return np.where(visible.any(axis=-1), tb.row_logsumexp(s, visible)[..., 0], np.inf)
 
 
 def _fused_stage(variant: int, gradient: str) -> str:

@@ -21,7 +21,7 @@ GROUPS = (("bf16 bwd", STAGES),)
 
 
 def applies(backend, case: Case) -> bool:
-    return (case.square and case.plan == DEFAULT_PLAN and case.T <= MAX_T and hasattr(backend, "attention_backward_fused")
+    return (case.plan == DEFAULT_PLAN and case.T <= MAX_T and hasattr(backend, "attention_backward_fused")
             and case.d_k == case.d_v and case.d_k in BF16_DIMS)
 
 

@@ -24,7 +24,8 @@ import numpy as np
 
 from andrea_cli.backends.launch.backward_bf16 import LSE_FORWARD
 from andrea_cli.masks import MaskSpec
-from andrea_cli.reference import scale_for
+from andrea_cli.reference import kv_heads_for, scale_for
+from andrea_cli.reference_backward import group_sum
 from andrea_cli.verification.bf16_attention import bf16_inputs, round_bf16
 from andrea_cli.verification.tolerances import TINY, U, gamma
 
@@ -34,8 +35,8 @@ LOG2E = 1 / LN2
 
 @dataclass
 class Bf16Gradients:
-    dq: np.ndarray  # (H, T, d), float64
-    dk: np.ndarray
+    dq: np.ndarray  # (H, L, d), float64
+    dk: np.ndarray  # (H_kv, S, d): summed over each K/V head's group of query heads
     dv: np.ndarray
 
 
@@ -68,11 +69,14 @@ def reference_and_tol(q, k, v, d_out, out, lse, mask: MaskSpec, scaled: bool, un
     """(gradients, bounds): the bf16 backward's arithmetic in float64 on these inputs (q, k, v,
     d_out float32 (H, T, d); out (H, T, d) and lse (H, T) the bf16 forward's, as the kernels get
     them), and each gradient's element-wise bound. unrounded "p" or "ds" leaves that operand
-    unrounded: the tests show the bound is tight enough to tell."""
+    unrounded: the tests show the bound is tight enough to tell. q, d_out (H, L, d); k, v
+    (H_kv, S, d): dK and dV are the sums over each group, group·L terms in fp32."""
     qs, kb, vb = bf16_inputs(q, k, v, scaled)
+    H_kv, S = kb.shape[0], kb.shape[1]
     dob = round64(d_out)
-    H, T, d = qs.shape
-    visible = mask.visible(T)
+    H, L, d = qs.shape
+    kb, vb = kv_heads_for(kb, H), kv_heads_for(vb, H)
+    visible = mask.visible(L, S=S)
     scale = float(np.float32(scale_for(d, scaled)))
     lse2 = (np.asarray(lse, np.float32) * np.float32(LOG2E)).astype(np.float64)[..., None]  # an fp32 product
     s = qs @ _t(kb)  # log2 units, exact
@@ -83,14 +87,16 @@ def reference_and_tol(q, k, v, d_out, out, lse, mask: MaskSpec, scaled: bool, un
     ds = p * (dp - delta)
     pb = p if unrounded == "p" else round64(p)
     dsb = ds if unrounded == "ds" else round64(ds)
-    grads = Bf16Gradients(dq=scale * (dsb @ kb), dk=LN2 * (_t(dsb) @ qs), dv=_t(pb) @ dob)
+    grads = Bf16Gradients(dq=scale * (dsb @ kb), dk=LN2 * group_sum(_t(dsb) @ qs, H_kv),
+                          dv=group_sum(_t(pb) @ dob, H_kv))
 
     # The kernel's fp32 values before their bf16 rounding, against these:
     # S: an mma chain over d (tensor cores may truncate partial sums: 2u per addition)
     err_s = gamma(2 * d) * (np.abs(qs) @ _t(np.abs(kb)))
     # P = exp2f(s - lse2): the argument off by S's error and the subtraction's rounding; exp2f and
     # the rounding of its result 2 ulp (4u)
-    rel_p = LN2 * (err_s + U * np.abs(s - lse2)) + 4 * U
+    # (a row that sees no key has lse = +inf and P = 0: its bound stays 0, not inf · 0)
+    rel_p = LN2 * (err_s + U * np.abs(s - np.where(np.isfinite(lse2), lse2, 0.0))) + 4 * U
     err_p = np.where(visible, 1.01 * rel_p * p, 0.0)
     # dP: an mma chain over d; delta: delta_kernel1's fp32 sum of d products (warp shuffles)
     err_dp = gamma(2 * d) * (np.abs(dob) @ _t(np.abs(vb)))
@@ -100,12 +106,13 @@ def reference_and_tol(q, k, v, d_out, out, lse, mask: MaskSpec, scaled: bool, un
     err_ds = np.where(visible, 1.01 * (err_p * spread + p * (err_dp + err_delta) + 2 * U * p * spread), 0.0)
     gap_p, gap_ds = _rounding_gap(p, err_p), _rounding_gap(ds, err_ds)
 
-    # the three products: the operands' gaps, then fp32 sums over up to T terms (2u per addition)
-    n = gamma(2 * T + 2)
+    # the three products: the operands' gaps, then fp32 sums (2u per addition) over S keys (dQ)
+    # and over the group's query heads' L rows each (dK, dV)
+    n_q, n_kv = gamma(2 * S + 2), gamma(2 * (H // H_kv) * L + 2)
     abs_pb, abs_dsb, abs_q, abs_k, abs_do = np.abs(pb), np.abs(dsb), np.abs(qs), np.abs(kb), np.abs(dob)
-    tol_dv = _t(gap_p) @ abs_do + n * (_t(abs_pb) @ abs_do)
-    tol_dk = LN2 * (_t(gap_ds) @ abs_q + n * (_t(abs_dsb) @ abs_q)) + 2 * U * np.abs(grads.dk)
-    tol_dq = scale * (gap_ds @ abs_k + n * (abs_dsb @ abs_k)) + 2 * U * np.abs(grads.dq)
+    tol_dv = group_sum(_t(gap_p) @ abs_do + n_kv * (_t(abs_pb) @ abs_do), H_kv)
+    tol_dk = LN2 * group_sum(_t(gap_ds) @ abs_q + n_kv * (_t(abs_dsb) @ abs_q), H_kv) + 2 * U * np.abs(grads.dk)
+    tol_dq = scale * (gap_ds @ abs_k + n_q * (abs_dsb @ abs_k)) + 2 * U * np.abs(grads.dq)
     bounds = Bf16Gradients(dq=1.01 * tol_dq + TINY, dk=1.01 * tol_dk + TINY, dv=1.01 * tol_dv + TINY)
     return grads, bounds
 
@@ -115,13 +122,16 @@ def lse_reference_and_tol(q, k, mask: MaskSpec, scaled: bool) -> tuple[np.ndarra
     it reads, and its bound: every score off by the fp32 mma chain's error (lse moves by at most
     the largest change of a score in its row), the sum l off as bf16_attention derives for the
     forward (exp2f's ulps, the online rescaling, fp32 additions), log2f's 2 ulp of log2 l, the
-    roundings of m + log2 l and of the product by ln 2.                                  (H, T)"""
+    roundings of m + log2 l and of the product by ln 2.                                  (H, L)
+    k (H_kv, S, d); a row that sees no key (L > S, bottom-right) gets +inf, as the kernel writes."""
     qs, kb, _ = bf16_inputs(q, k, k, scaled)
-    T, d = qs.shape[1], qs.shape[2]
-    visible = mask.visible(T)
+    L, d = qs.shape[1], qs.shape[2]
+    visible = mask.visible(L, S=kb.shape[1])
+    kb = kv_heads_for(kb, qs.shape[0])
     s = np.where(visible, qs @ _t(kb), -np.inf)  # log2 units
-    m = s.max(axis=-1, keepdims=True)
-    l_sum = np.exp2(s - m).sum(axis=-1, keepdims=True)
+    seen = visible.any(axis=-1)[..., None]  # (L, 1)
+    m = np.where(seen, s.max(axis=-1, keepdims=True), 0.0)
+    l_sum = np.where(seen, np.exp2(s - m).sum(axis=-1, keepdims=True), 1.0)
     lse2 = m + np.log2(l_sum)
     err_s = np.where(visible, gamma(2 * d) * (np.abs(qs) @ _t(np.abs(kb))), 0.0).max(axis=-1, keepdims=True)
     n = visible.sum(axis=-1, keepdims=True)
@@ -133,21 +143,29 @@ def lse_reference_and_tol(q, k, mask: MaskSpec, scaled: bool) -> tuple[np.ndarra
              + gamma(keys * tiles + tiles + 2))
     err2 = 2 * err_s + 1.01 * LOG2E * rel_l + 2 * U * np.abs(np.log2(l_sum)) + U * np.abs(lse2)
     lse = LN2 * lse2
-    return lse[..., 0], (1.01 * LN2 * err2 + 2 * U * np.abs(lse))[..., 0] + TINY
+    tol = np.where(seen, 1.01 * LN2 * err2 + 2 * U * np.abs(lse), 0.0)
+    return np.where(seen, lse, np.inf)[..., 0], tol[..., 0] + TINY
 
 
 def exact_gradients(q, k, v, d_out, mask: MaskSpec, scaled: bool) -> Bf16Gradients:
-    """dQ, dK, dV of softmax(mask(Q·K^T·scale))·V in float64, no rounding anywhere."""
+    """dQ, dK, dV of softmax(mask(Q·K^T·scale))·V in float64, no rounding anywhere. q, d_out
+    (H, L, d); k, v (H_kv, S, d): dK, dV summed over each group."""
     q, k, v, d_out = (np.asarray(a, np.float64) for a in (q, k, v, d_out))
-    T, d = q.shape[1], q.shape[2]
-    visible = mask.visible(T)
+    (H, L, d), (H_kv, S) = q.shape, k.shape[:2]
+    k, v = kv_heads_for(k, H), kv_heads_for(v, H)
     scale = scale_for(d, scaled)
-    s = np.where(visible, (q @ _t(k)) * scale, -np.inf)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    p /= p.sum(axis=-1, keepdims=True)
+    p = _softmax(np.where(mask.visible(L, S=S), (q @ _t(k)) * scale, -np.inf))
     dp = d_out @ _t(v)
     ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
-    return Bf16Gradients(dq=scale * (ds @ k), dk=scale * (_t(ds) @ q), dv=_t(p) @ d_out)
+    return Bf16Gradients(dq=scale * (ds @ k), dk=group_sum(scale * (_t(ds) @ q), H_kv), dv=group_sum(_t(p) @ d_out, H_kv))
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    """Row softmax; a row that sees no key (L > S, bottom-right) gets zeros, as the kernels give."""
+    m = logits.max(axis=-1, keepdims=True)
+    e = np.exp(logits - np.where(np.isfinite(m), m, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
 
 
 def autograd_bf16(q, k, v, d_out, mask: MaskSpec, scaled: bool) -> Bf16Gradients:
@@ -155,19 +173,18 @@ def autograd_bf16(q, k, v, d_out, mask: MaskSpec, scaled: bool) -> Bf16Gradients
     sums exact, a little better than fp32), as torch computes attention written out in bf16
     (matmul, scale, masked softmax, matmul; then their backward ops in reverse)."""
     qb, kb, vb, dob = (round64(a) for a in (q, k, v, d_out))
-    T, d = qb.shape[1], qb.shape[2]
-    visible = mask.visible(T)
+    (H, L, d), (H_kv, S) = qb.shape, kb.shape[:2]
+    kb, vb = kv_heads_for(kb, H), kv_heads_for(vb, H)
+    visible = mask.visible(L, S=S)
     scale = float(round64(np.array([scale_for(d, scaled)]))[0])
     s = round64(qb @ _t(kb))
     s_scaled = round64(s * scale)
-    logits = np.where(visible, s_scaled, -np.inf)
-    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    p = round64(p / p.sum(axis=-1, keepdims=True))  # softmax: fp32 inside, bf16 out
-    dv = round64(_t(p) @ dob)
+    p = round64(_softmax(np.where(visible, s_scaled, -np.inf)))  # softmax: fp32 inside, bf16 out
+    dv = round64(group_sum(_t(p) @ dob, H_kv))  # the repeat's backward: a sum over each group, then bf16
     dp = round64(dob @ _t(vb))
     ds = round64(p * (dp - (dp * p).sum(axis=-1, keepdims=True)))  # softmax backward, bf16 out
     ds_s = round64(ds * scale)
-    return Bf16Gradients(dq=round64(ds_s @ kb), dk=round64(_t(ds_s) @ qb), dv=dv)
+    return Bf16Gradients(dq=round64(ds_s @ kb), dk=round64(group_sum(_t(ds_s) @ qb, H_kv)), dv=dv)
 
 
 def max_errors(got: Bf16Gradients, exact: Bf16Gradients) -> dict[str, float]:

@@ -11,6 +11,11 @@ Stage by stage (each kernel against the float64 product of its own float32 input
     dK = scale·dS^T·Q  likewise
 End to end (from Q, K, V, dO), the error of P propagates: a weight off by e_P moves dV by
 e_P^T·|dO|, dS by e_P·|dP − r| plus P times the error of r, and dQ, dK by scale·e_dS·|K| (|Q|).
+
+L queries against S keys, H query heads over H_kv K/V heads (group = H / H_kv): dQ sums S
+terms, while each dK and dV element sums its group's query heads inside the kernel, group·L
+terms (gamma(group·L)); the bounds are worked out per query head (K and V repeated as the
+query heads read them) and summed over each group, as the errors they bound are.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from andrea_cli.backends.launch.fused import FUSED_KEYS
-from andrea_cli.reference_backward import Gradients
+from andrea_cli.reference import kv_heads_for
+from andrea_cli.reference_backward import Gradients, group_sum
 from andrea_cli.verification.tolerances import TINY, U, gamma, scale_tol, scores_tol, softmax_tol
 from andrea_cli.reference import scale_for
 
@@ -30,11 +36,20 @@ def _t(a: np.ndarray) -> np.ndarray:
     return a.transpose(0, 2, 1)
 
 
-def dv_tol(p: np.ndarray, d_out: np.ndarray) -> np.ndarray:
-    return gamma(p.shape[-1]) * np.matmul(_t(np.abs(p.astype(np.float64))), np.abs(d_out.astype(np.float64))) + TINY
+def _rows(p: np.ndarray, H_kv: int | None) -> int:
+    """The terms of one dK or dV element: the L query rows of each of its group's query heads."""
+    H = p.shape[0]
+    return H // (H_kv or H) * p.shape[-2]
+
+
+def dv_tol(p: np.ndarray, d_out: np.ndarray, H_kv: int | None = None) -> np.ndarray:
+    """P^T·dO summed over each group: (H, L, S), (H, L, d_v) -> (H_kv, S, d_v)"""
+    abs_sum = np.matmul(_t(np.abs(p.astype(np.float64))), np.abs(d_out.astype(np.float64)))
+    return gamma(_rows(p, H_kv)) * group_sum(abs_sum, H_kv or p.shape[0]) + TINY
 
 
 def dp_tol(d_out: np.ndarray, v: np.ndarray) -> np.ndarray:
+    v = kv_heads_for(v, d_out.shape[0])
     return gamma(v.shape[-1]) * np.matmul(np.abs(d_out.astype(np.float64)), _t(np.abs(v.astype(np.float64)))) + TINY
 
 
@@ -47,17 +62,22 @@ def ds_tol(p: np.ndarray, dp: np.ndarray) -> np.ndarray:
 
 def dq_tol(ds: np.ndarray, k: np.ndarray, factor: float, extra: int = 0) -> np.ndarray:
     """scale·dS·K; `extra` roundings for a kernel that sums in groups before adding them in."""
-    T = ds.shape[-1]
-    return gamma(T + 2 + extra) * factor * np.matmul(np.abs(ds.astype(np.float64)), np.abs(k.astype(np.float64))) + TINY
+    S, k = ds.shape[-1], kv_heads_for(k, ds.shape[0])
+    return gamma(S + 2 + extra) * factor * np.matmul(np.abs(ds.astype(np.float64)), np.abs(k.astype(np.float64))) + TINY
 
 
-def dk_tol(ds: np.ndarray, q: np.ndarray, factor: float, extra: int = 0) -> np.ndarray:
-    return dq_tol(_t(ds), q, factor, extra)
+def dk_tol(ds: np.ndarray, q: np.ndarray, factor: float, extra: int = 0, H_kv: int | None = None) -> np.ndarray:
+    """scale·dS^T·Q summed over each group: (H, L, S), (H, L, d_k) -> (H_kv, S, d_k)"""
+    abs_sum = np.matmul(_t(np.abs(ds.astype(np.float64))), np.abs(q.astype(np.float64)))
+    return gamma(_rows(ds, H_kv) + 2 + extra) * factor * group_sum(abs_sum, H_kv or ds.shape[0]) + TINY
 
 
 def _propagate(g: Gradients, q, k, v, d_out, p_err: np.ndarray, r_err: np.ndarray, factor: float,
                extra: int) -> dict[str, np.ndarray]:
-    """dq, dk, dv bounds given the error of P (element-wise) and of the rowsum term r (per row)."""
+    """dq, dk, dv bounds given the error of P (element-wise) and of the rowsum term r (per row);
+    dk and dv summed over each K/V head's group."""
+    H_kv, H = k.shape[0], q.shape[0]
+    k, v = kv_heads_for(k, H), kv_heads_for(v, H)
     aq, ak, av, ado = (np.abs(a.astype(np.float64)) for a in (q, k, v, d_out))
     p_abs = g.weights + p_err
     dp_err = gamma(v.shape[-1]) * np.matmul(ado, _t(av))
@@ -65,11 +85,13 @@ def _propagate(g: Gradients, q, k, v, d_out, p_err: np.ndarray, r_err: np.ndarra
     diff = np.abs(g.d_weights) + np.abs(r)
     ds_err = SAFETY * (p_err * diff + g.weights * (dp_err + r_err) + gamma(2) * p_abs * diff)
     ds_abs = np.abs(g.d_scores) + ds_err
-    T = g.weights.shape[-1]
+    S, rows = g.weights.shape[-1], _rows(g.weights, H_kv)
+    dv = np.matmul(_t(p_err), ado) + gamma(rows + extra) * np.matmul(_t(p_abs), ado)
+    dk = np.matmul(_t(ds_err), aq) + gamma(rows + 2 + extra) * np.matmul(_t(ds_abs), aq)
     return {
-        "dv": SAFETY * (np.matmul(_t(p_err), ado) + gamma(T + extra) * np.matmul(_t(p_abs), ado)) + TINY,
-        "dq": SAFETY * factor * (np.matmul(ds_err, ak) + gamma(T + 2) * np.matmul(ds_abs, ak)) + TINY,
-        "dk": SAFETY * factor * (np.matmul(_t(ds_err), aq) + gamma(T + 2 + extra) * np.matmul(_t(ds_abs), aq)) + TINY,
+        "dv": SAFETY * group_sum(dv, H_kv) + TINY,
+        "dq": SAFETY * factor * (np.matmul(ds_err, ak) + gamma(S + 2) * np.matmul(ds_abs, ak)) + TINY,
+        "dk": SAFETY * factor * group_sum(dk, H_kv) + TINY,
     }
 
 
@@ -78,7 +100,7 @@ def staged_end_to_end_tol(g: Gradients, q, k, v, d_out, visible, d_k: int, scale
     bound), r = sum_j P·dP carries P's and dP's errors and its own T roundings."""
     factor = scale_for(d_k, scaled)
     p_err = _weight_err(g.weights, q, k, visible, d_k, scaled, extra_roundings=0)
-    dp_err = gamma(v.shape[-1]) * np.matmul(np.abs(d_out.astype(np.float64)), _t(np.abs(v.astype(np.float64))))
+    dp_err = dp_tol(d_out, v) - TINY
     abs_dp = np.abs(g.d_weights)
     r_err = (p_err * abs_dp + g.weights * dp_err + gamma(g.weights.shape[-1]) * g.weights * abs_dp).sum(axis=-1, keepdims=True)
     return _propagate(g, q, k, v, d_out, p_err, r_err, factor, extra=0)
@@ -88,7 +110,7 @@ def _weight_err(p, q, k, visible, d_k, scaled, extra_roundings):
     """The bound on a float32 softmax weight computed from Q and K: the scores' error through the
     softmax (at most p·2·max|delta|) plus the softmax's own roundings (tolerances.output_tol's)."""
     factor = scale_for(d_k, scaled)
-    s_exact = np.matmul(q.astype(np.float64), _t(k.astype(np.float64))) * factor
+    s_exact = np.matmul(q.astype(np.float64), _t(kv_heads_for(k, q.shape[0]).astype(np.float64))) * factor
     delta = scores_tol(q, k, extra_roundings) * factor + (scale_tol(s_exact) if scaled else 0.0)
     worst = np.where(visible, delta, 0).max(axis=-1, keepdims=True)
     return SAFETY * p * 2 * worst + softmax_tol(np.where(visible, s_exact, -np.inf), p)
@@ -104,17 +126,15 @@ def fused_end_to_end_tol(g: Gradients, q, k, v, d_out, visible, d_k: int, scaled
     dK and dV sum in groups of 8 rows before adding in: 8 more roundings."""
     factor = scale_for(d_k, scaled)
     p = g.weights
-    s = np.matmul(q.astype(np.float64), _t(k.astype(np.float64))) * factor
-    s_vis = np.where(visible, s, -np.inf)
-    m = s_vis.max(axis=-1, keepdims=True)
-    lse = m + np.log(np.where(visible, np.exp(s_vis - m), 0).sum(axis=-1, keepdims=True))
+    s = np.matmul(q.astype(np.float64), _t(kv_heads_for(k, q.shape[0]).astype(np.float64))) * factor
+    lse = row_logsumexp(s, visible)
     max_s = np.where(visible, np.abs(s), 0).max(axis=-1, keepdims=True)
     tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / FUSED_KEYS) + 1
     exponent = np.where(visible, np.abs(s - lse), 0)
     rho = 2 * (5 * tiles + 4.64 * max_s) * U + U * (2 * np.abs(lse) + 3.4 * exponent + 8)
     p_err = _weight_err(p, q, k, visible, d_k, scaled, extra_roundings=4) + SAFETY * p * rho
     ado = np.abs(d_out.astype(np.float64))
-    out = np.matmul(p, v.astype(np.float64))
+    out = np.matmul(p, kv_heads_for(v, q.shape[0]).astype(np.float64))
     r_err = ((ado * out_tol).sum(axis=-1) + gamma(v.shape[-1]) * (ado * np.abs(out)).sum(axis=-1))[..., None]
     return _propagate(g, q, k, v, d_out, p_err, r_err, factor, extra=8)
 
@@ -124,15 +144,26 @@ def lse_tol(q, k, visible, d_k: int, scaled: bool) -> np.ndarray:
     the largest change of a score in its row), l's relative error (the forward's online rescaling, its n additions and expf's
     (4 + 2.32·|s − m|) ulp per term), and the rounding of the sum: u·|lse|.       (H, T)"""
     factor = scale_for(d_k, scaled)
-    s = np.matmul(q.astype(np.float64), _t(k.astype(np.float64))) * factor
+    s = np.matmul(q.astype(np.float64), _t(kv_heads_for(k, q.shape[0]).astype(np.float64))) * factor
     delta = scores_tol(q, k, 4) * factor + (scale_tol(s) if scaled else 0.0)
     worst = np.where(visible, delta, 0).max(axis=-1)
-    s_vis = np.where(visible, s, -np.inf)
-    m = s_vis.max(axis=-1, keepdims=True)
-    lse = (m + np.log(np.exp(s_vis - m).sum(axis=-1, keepdims=True)))[..., 0]
+    m = np.where(visible, s, -np.inf).max(axis=-1, keepdims=True)
+    lse = row_logsumexp(s, visible)[..., 0]
     max_s = np.where(visible, np.abs(s), 0).max(axis=-1)
-    spread = np.abs(np.where(visible, s - m, 0)).max(axis=-1)
+    spread = np.abs(np.where(visible, s - np.where(np.isfinite(m), m, 0), 0)).max(axis=-1)
     n = visible.sum(axis=-1)
     tiles = np.ceil(n / FUSED_KEYS) + 1
     rel_l = (2 * (5 * tiles + 4.64 * max_s) + n + 8 + 4.64 * spread) * U
-    return SAFETY * (worst + rel_l) + U * np.abs(lse) + TINY
+    # a row that sees no key (L > S, bottom-right) gets +inf, exactly: nothing to allow for
+    return np.where(n > 0, SAFETY * (worst + rel_l) + U * np.abs(lse), 0.0) + TINY
+
+
+def row_logsumexp(s: np.ndarray, visible: np.ndarray) -> np.ndarray:
+    """log sum_j exp(s_ij) over each row's visible keys, (H, L, 1); 0 for a row that sees no key
+    (L > S, bottom-right), whose P is 0 everywhere, so that its bounds stay 0 rather than NaN."""
+    s_vis = np.where(visible, s, -np.inf)
+    m = s_vis.max(axis=-1, keepdims=True)
+    seen = np.isfinite(m)
+    m = np.where(seen, m, 0.0)
+    total = np.where(visible, np.exp(s_vis - m), 0).sum(axis=-1, keepdims=True)
+    return np.where(seen, m + np.log(np.where(seen, total, 1.0)), 0.0)

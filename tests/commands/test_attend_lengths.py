@@ -127,8 +127,6 @@ def test_bad_lengths_are_one_line(run_main, tmp_path):
     for args, words in cases:
         code, _, err = run_main("attend", *args)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
-    code, _, err = run_main("grad", *flags, *NUMPY)
-    assert code == 2 and "grad takes one sequence for now" in err, err
 
 
 @pytest.mark.slow  # matplotlib's figures: ~6 s on a busy 2-core machine

@@ -22,17 +22,18 @@ BROKEN_BACKWARD = {
                             DEFAULT_PLAN),
     "scale applied twice": ("dq[(long)i * d_k + c] = acc * scale;", "dq[(long)i * d_k + c] = acc * scale * scale;", "dq",
                             KERNEL1_PLAN),
-    "scale applied twice (register-tiled)": ("j_end, row0, blockIdx.x * 64, 0, scale);",
-                                             "j_end, row0, blockIdx.x * 64, 0, scale * scale);", "dq", DEFAULT_PLAN),
+    "scale applied twice (register-tiled)": ("kt.j_end, row0, blockIdx.x * 64,\n                                 0, scale);",
+                                             "kt.j_end, row0, blockIdx.x * 64,\n                                 0, scale * scale);",
+                                             "dq", DEFAULT_PLAN),
     # dkdv_kernel1 no longer asks the Mask: a hidden key's P and dS count
-    "masked gradient not zero": ("no gradient through a -inf\n        if (mask.visible(i, j, i < T && j < T)) {",
-                                 "no gradient through a -inf\n        if (i < T && j < T) {", "fused1_dk", DEFAULT_PLAN),
+    "masked gradient not zero": ("no gradient through a -inf\n        if (mask.visible(i, j, i < L && j < S)) {",
+                                 "no gradient through a -inf\n        if (i < L && j < S) {", "fused1_dk", DEFAULT_PLAN),
     "dK transposed wrong": ("for (int ii = 0; ii < TILE; ++ii) acc += a_tile[ii][ty] * b_tile[ii][tx];",
                             "for (int ii = 0; ii < TILE; ++ii) acc += a_tile[ty][ii] * b_tile[ii][tx];", "dk",
                             KERNEL1_PLAN),
-    "dK transposed wrong (register-tiled)": ("gemm_tile_8x8<64, 64, false, true>(ds + head * T * T, T, q",
-                                             "gemm_tile_8x8<64, 64, false, false>(ds + head * T * T, T, q", "dk",
-                                             DEFAULT_PLAN),
+    "dK transposed wrong (register-tiled)": ("gemm_tile_8x8<64, 64, false, true>(ds + kv_head * group * L * S, S, q",
+                                             "gemm_tile_8x8<64, 64, false, false>(ds + kv_head * group * L * S, S, q",
+                                             "dk", DEFAULT_PLAN),
 }
 
 

@@ -21,8 +21,8 @@ DS_UNROUNDED = """            {
                 for (int nt = 0; nt < QT / 8; ++nt)
                     for (int e = 0; e < 4; ++e)
                         lo[nt][e] = ds[nt][e] - __uint_as_float(pack_bf16x2(ds[nt][e], 0.0f) << 16);
-                tc_warp_xb<QT, D, S>(dk_acc, lo, qs);
-                tc_warp_xb<QT, D, S>(dk_acc, ds, qs);
+                tc_warp_xb<QT, D, SP>(dk_acc, lo, qs);
+                tc_warp_xb<QT, D, SP>(dk_acc, ds, qs);
             }
 """
 
@@ -35,16 +35,16 @@ BROKEN = {
     # the tiles the causal mask cuts taken as wholly visible by dkdv (it asks the Mask no more
     # whether one hides a pair): keys past their queries count
     "a causal tile taken as visible (dkdv)": (
-        "const bool edge = mask.hides_some(i0, i0 + QT - 1, w_key0, w_key0 + 15, i0 + QT > T || w_key0 + 16 > T);",
-        "const bool edge = i0 + QT > T || w_key0 + 16 > T;", (65, 64, "causal", True)),
+        "const bool edge = mask.hides_some(i0, i0 + QT - 1, w_key0, w_key0 + 15, i0 + QT > L || w_key0 + 16 > S);",
+        "const bool edge = i0 + QT > L || w_key0 + 16 > S;", (65, 64, "causal", True)),
     # the same in dq: its first key tile of a narrow window counts keys the window hides
     "a window tile taken as visible (dq)": (
-        "const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, w_row0 + 16 > T || j0 + TC_KEYS > T);",
-        "const bool edge = w_row0 + 16 > T || j0 + TC_KEYS > T;", (200, 64, "window:16", True)),
-    "dS not rounded (dkdv)": ("            tc_warp_xb<QT, D, S>(dk_acc, ds, qs);  "
+        "const bool edge = mask.hides_some(w_row0, w_last, j0, j0 + TC_KEYS - 1, w_row0 + 16 > L || j0 + TC_KEYS > S);",
+        "const bool edge = w_row0 + 16 > L || j0 + TC_KEYS > S;", (200, 64, "window:16", True)),
+    "dS not rounded (dkdv)": ("            tc_warp_xb<QT, D, SP>(dk_acc, ds, qs);  "
                               "// dK += bf16(dS^T)·Q (Q scaled by scale·log2 e)\n", DS_UNROUNDED,
                               (97, 128, "causal", True)),
-    "dK and dV accumulators swapped": ("tc_warp_xb<QT, D, S>(dv_acc, p, os);", "tc_warp_xb<QT, D, S>(dk_acc, p, os);",
+    "dK and dV accumulators swapped": ("tc_warp_xb<QT, D, SP>(dv_acc, p, os);", "tc_warp_xb<QT, D, SP>(dk_acc, p, os);",
                                        (63, 128, "none", False)),
     # lanes 8-15 and 16-23 give each other's ldmatrix.trans rows: B fragments in the wrong lanes
     "two lanes' fragments swapped (x·B)": (

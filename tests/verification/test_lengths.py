@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from andrea_cli.backends.launch.staged import KERNEL1_PLAN
+from andrea_cli.backends.launch.staged import DEFAULT_PLAN, KERNEL1_PLAN
 from andrea_cli.commands.verify import verify_backends
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
@@ -65,6 +65,18 @@ BROKEN = {
     # kernel4 copying K's rows up to the queries' count: the decode step's keys past 0 read as zeros
     "fused4_bf16: K rows bounded by L": ("tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, Sk);",
                                          "tc_load_rows<D>(k_s, k, j_begin, TC_KEYS, L);", DECODE_STEP, "fused4_bf16"),
+    # the backward's side of the grouping: dK/dV summed over the wrong query heads (K/V head kv
+    # gets kv, kv + H_kv, ... instead of its own block kv·group ..), or dP/dQ reading the wrong K/V head
+    "dkdv_kernel1: query heads of a K/V head interleaved": (
+        "const long head = kv_head * group + h;  // the group's query heads, in order",
+        "const long head = kv_head + h * gridDim.z;", GROUPED, "fused1_dk"),
+    "dv_kernel1: one query head per K/V head summed": ("L, S, d_v, group, 1.0f, Mask::from_args",
+                                                       "L, S, d_v, 1, 1.0f, Mask::from_args", GROUPED_KERNEL1, "dv"),
+    "dp_kernel1: V head interleaved": ("    v += head / group * S * d_v;  // query head h reads V head h / group",
+                                       "    v += head % (gridDim.z / group) * S * d_v;", GROUPED_KERNEL1, "dp"),
+    "bf16 dq_kernel2: K/V head interleaved": (
+        "    k += head / group * S * D;  // query head h reads K/V head h / group\n    v += head / group * S * D;",
+        "    k += head % (gridDim.z / group) * S * D;\n    v += head % (gridDim.z / group) * S * D;", GROUPED, "bf16_dq"),
     # the square rule j_end = last_row + 1: a query sees no key past its row number
     "key range without the offset": ("min(S, last_row + offset + right + 1)", "min(S, last_row + right + 1)",
                                      SHORT_QUERIES, "av"),
@@ -81,6 +93,43 @@ def test_the_exposing_cases_pass_on_the_real_kernels():
     cases = list(dict.fromkeys(case for _, _, case, _ in BROKEN.values()))
     report = run_verify(verify_backends("cpu", packaged_kernel_path()), cases, kernel_file="microgpt_cuda.cu")
     assert report.passed and len(report.results) == 2 * len(cases), [r.to_json() for r in report.results if not r.passed]
+
+
+def test_the_backward_families_take_every_length_and_grouping():
+    """verify's backward families run on the sweep's L != S and grouped cases, not the square only."""
+    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS
+    from andrea_cli.verification import backward, backward_bf16
+
+    from andrea_cli.backends.cpu import CpuBackend
+
+    backend = CpuBackend  # applies() asks which methods it has: the class, without a build
+    others = [c for c in sweep() if not c.square]
+    fp32 = [c for c in others if backward.applies(backend, c)]
+    assert {c.plan for c in fp32} == {DEFAULT_PLAN, KERNEL1_PLAN} and GROUPED in fp32 and GROUPED_KERNEL1 in fp32
+    assert any(c.T > c.S for c in fp32) and any(c.T == 1 for c in fp32) and any(c.H_kv == 1 < c.heads for c in fp32)
+    bf16 = [c for c in others if backward_bf16.applies(backend, c)]
+    assert GROUPED in bf16 and DECODE_STEP in bf16 and any(c.T > c.S for c in bf16)
+    assert all(c.d_k in BF16_DIMS for c in bf16)
+
+
+def test_the_group_sum_bound_holds_float32_and_not_a_head_short():
+    """dK = scale·dS^T·Q summed over a group (here 4 query heads a K/V head, L = 33): a float32
+    product and sum is within tolerances_backward.dk_tol's bound, and the sum without the
+    group's last head (what a kernel that walked one head fewer would write) is not."""
+    from andrea_cli.reference_backward import key_gradient
+    from andrea_cli.verification import tolerances_backward as tb
+
+    rng = np.random.default_rng(0)
+    H, H_kv, L, S, d, factor = 8, 2, 33, 40, 64, 0.125
+    ds = (rng.standard_normal((H, L, S)) * 0.05).astype(np.float32)
+    q = rng.standard_normal((H, L, d)).astype(np.float32)
+    exact = key_gradient(ds.astype(np.float64), q, factor, H_kv)
+    tol = tb.dk_tol(ds, q, np.float32(factor), H_kv=H_kv)
+    per_head = np.matmul(ds.transpose(0, 2, 1), q) * np.float32(factor)  # float32 throughout
+    summed = per_head.reshape(H_kv, H // H_kv, S, d).sum(axis=1, dtype=np.float32)
+    assert exact.shape == (H_kv, S, d) and (np.abs(summed - exact) <= tol).all()
+    short = per_head.reshape(H_kv, H // H_kv, S, d)[:, :-1].sum(axis=1, dtype=np.float32)
+    assert (np.abs(short - exact) > tol).mean() > 0.9
 
 
 def failed_stages(report) -> set[str]:

@@ -89,6 +89,8 @@ class GradOptions(RunOptions):
     """`andrea grad`: attend's inputs and an upstream gradient dO."""
 
     T: int | None = SEQ_LEN.field()
+    T_q: int | None = QUERIES.field()
+    T_k: int | None = KEYS.field()
     d_k: int | None = D_K.field()
     d_v: int | None = D_V.field()
     seed: int = SEED.but(help="Seed of the random Q, K, V and dO.").field()
