@@ -269,7 +269,7 @@
 //                    queries per block walking their key tiles as kernel4 does; S, dP by mma, dS
 //                    rounded to bf16 as dQ += dS·K's A operand. A pass of its own, not atomics: the
 //                    same bits on every run. grid (ceil(L/64), 1, H), block (128),
-//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 216
+//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 232
 //
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every

@@ -376,7 +376,11 @@ ANDREA_NO_TSAN inline void race_proxy_release(int lid, void* obj, bool published
 }
 ANDREA_NO_TSAN inline void race_proxy_acquire(int lid, void* obj) {
     RaceState& r = race();
-    if (!r.proxy_on) return;
+    // An mbarrier or named-barrier wait before the block's first fence or wgmma must still reach
+    // the proxies: kernel7's consumers wait for a TMA tile (its complete_tx published to them),
+    // then issue their first wgmma; proxies made only at that wgmma had missed the wait, and
+    // the TMA's writes read as a race the hardware does not have
+    race_proxy_start();
     void* const me = __tsan_get_current_fiber();
     __tsan_switch_to_fiber((*r.proxy)[lid], __tsan_switch_to_fiber_no_sync);
     __tsan_acquire(race_proxy_side(obj));

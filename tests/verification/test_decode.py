@@ -19,8 +19,8 @@ EXPOSING = Case(129, 64, 64, MaskSpec("causal"), True, families=("decode",))  # 
 BROKEN = {
     "the merge drops the last slice": ("for (int s = 0; s < splits; ++s) o += expf(",
                                        "for (int s = 0; s < splits - 1; ++s) o += expf(", STAGES),
-    "a step misses its own key": ("const int j_stop = min(kt.j_end, j_first + keys_per_split);",
-                                  "const int j_stop = min(kt.j_end - 1, j_first + keys_per_split);", STAGES),
+    "a step misses its own key": ("const int n_stop = min(seen.count, n_first + keys_per_split);",
+                                  "const int n_stop = min(seen.count - 1, n_first + keys_per_split);", STAGES),
     # every query head reads its own index as K/V head: past the end of a cache of fewer K/V heads
     "the K/V head mapping ignores the groups": ("const long kv = h / group;", "const long kv = h;", (GQA,)),
 }

@@ -62,7 +62,8 @@ BROKEN = {
     "kernel6: V descriptor ignores the stage": (6, "wgmma_desc_advance(v_desc, (n & 1) * KV_TILE * 2)",
                                                 "wgmma_desc_advance(v_desc, 0)", (200, 64, "window:100", True)),
     # V read as K-major (no transpose): O's columns taken along V's keys
-    "kernel6: V not transposed": (6, "wgmma_bf16_m64nNk16<D, true>(acc, pf[kk]", "wgmma_bf16_m64nNk16<D, false>(acc, pf[kk]",
+    "kernel6: V not transposed": (6, "wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc_advance(vd, 2 * kk",
+                                  "wgmma_bf16_m64nNk16<D, false>(acc, pf[kk], wgmma_desc_advance(vd, 2 * kk",
                                   (63, 128, "none", False)),
     # P's A fragment with its halves swapped: rows g + 8 take row g's weights
     "kernel6: P fragment rows swapped": (6, "            pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);",

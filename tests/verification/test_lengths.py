@@ -50,8 +50,11 @@ BROKEN = {
                                        GROUPED_KERNEL1, "av"),
     "av_kernel2: one query head per K/V head": ("d_v, group * L, d_v, kt.j_end, row0", "d_v, L, d_v, kt.j_end, row0",
                                                 GROUPED, "av"),
-    "fused1: K/V head interleaved": ("    k += head / group * S * d_k;  // query head h reads K/V head h / group\n    v += head / group * S * d_v;",
-                                     "    k += head % (gridDim.z / group) * S * d_k;\n    v += head % (gridDim.z / group) * S * d_v;",
+    # (the fused backward's dq kernel opens the same way; its next line, d_out, tells them apart)
+    "fused1: K/V head interleaved": ("    k += head / group * S * d_k;  // query head h reads K/V head h / group\n"
+                                     "    v += head / group * S * d_v;\n    out += head * L * d_v;",
+                                     "    k += head % (gridDim.z / group) * S * d_k;\n    v += head % (gridDim.z / group) * S * d_v;"
+                                     "\n    out += head * L * d_v;",
                                      GROUPED, "fused1"),
     "fused3: K head interleaved": ("(k + head / group * S * D);", "(k + head % (gridDim.z / group) * S * D);",
                                    GROUPED, "fused3"),
@@ -153,9 +156,9 @@ def test_verify_catches_the_diagonal_offset_off_by_one(monkeypatch):
     """The launcher's side: the kernels told S - L - 1 (the reference keeps S - L)."""
     real = MaskSpec.kernel_args
 
-    def off_by_one(self, L=0, S=0):
-        causal, window, offset = real(self, L, S)
-        return causal, window, np.int32(offset - 1) if L != S else offset
+    def off_by_one(self, L=0, S=0, heads=None):
+        causal, window, offset, *flavours = real(self, L, S, heads=heads)
+        return causal, window, np.int32(offset - 1) if L != S else offset, *flavours
 
     monkeypatch.setattr(MaskSpec, "kernel_args", off_by_one)
     report = run_verify(verify_backends("cpu", packaged_kernel_path()), [SHORT_QUERIES], kernel_file="microgpt_cuda.cu")

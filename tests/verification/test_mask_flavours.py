@@ -40,7 +40,7 @@ BROKEN = {
         "min(S, last_row + offset + right + 1)) : S;", "min(S, last_row + offset + 1)) : S;",
         [TWO_SIDED], {"output"} | FUSED),
     "the fused kernels ignore a mask array": (
-        "if (bias_row != nullptr && inside) add += bias_row[j] * base;", "",
+        "if (bias_row != nullptr && inside) add += bias_row[j];", "",
         [ARRAY_KERNEL3], {"fused1", "fused2"}),
     "every head reads head 0's mask array": (
         "((bias_heads == 1 ? 0 : head) * L + i)", "((0) * L + i)", [ARRAY_PER_HEAD], {"fused1", "fused2"}),
