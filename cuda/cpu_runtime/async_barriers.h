@@ -244,6 +244,11 @@ inline Mbar& mbar_at(const void* p, const char* what) {
     if (!m)
         ANDREA_ASYNC_MISUSE("%s calls %s on the mbarrier at %s, which no mbarrier.init initialised in "
                             "this block", thread_text(sched().cur).c_str(), what, shared_place(p).c_str());
+    {   // every use reads the barrier's first byte, which its init wrote: racecheck names a use
+        // that nothing orders after the init (one schedule runs the init first; a GPU need not)
+        RaceLoud loud;
+        race_read(p, 1);
+    }
     return *m;
 }
 
@@ -275,6 +280,10 @@ inline void mbar_init(void* p, uint32_t count) {
     RaceQuiet quiet;
     const char* what = "mbarrier.init.shared::cta.b64";
     check_mbar_address(p, what);
+    {
+        RaceLoud loud;
+        race_write(p, 1);  // the init, as the thread's write (mbar_at reads it at every use)
+    }
     AsyncState& a = async_state();
     Fiber* f = sched().cur;
     if (count < 1 || count >= (1u << 20))
