@@ -667,6 +667,17 @@ inline unsigned wgmma_descriptor_address(const void* p, unsigned lbo_bytes, unsi
     return (unsigned)(c - base);
 }
 
+// Both wgmma forms: a block of whole warpgroups (4 warps each), or the thread is stopped, named.
+inline void require_whole_warpgroups(andrea::Sched& s, const char* what) {
+    andrea::Fiber* f = s.cur;
+    if (s.nthreads % 128) {
+        andrea::warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "%s in thread %d: the block has %d threads; "
+                            "wgmma is issued by warpgroups of 4 whole warps: launch a multiple of 128 threads",
+                            what, f->lid, s.nthreads);
+        andrea::warp_fail(f);
+    }
+}
+
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, a, desc_b, accumulate, 1, 1, trans_b
 // (noinline: __builtin_return_address names the kernel's call site, which tells sites apart)
 __attribute__((noinline)) inline void wgmma_m64nNk16_bf16(int n, bool trans_b, float* d, const unsigned* a,
@@ -675,13 +686,7 @@ __attribute__((noinline)) inline void wgmma_m64nNk16_bf16(int n, bool trans_b, f
     static const char* what128 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16";
     const char* what = n == 64 ? what64 : what128;
     andrea::Sched& s = andrea::sched();
-    andrea::Fiber* f = s.cur;
-    if (s.nthreads % 128) {
-        andrea::warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "%s in thread %d: the block has %d threads; "
-                            "wgmma is issued by warpgroups of 4 whole warps: launch a multiple of 128 threads",
-                            what, f->lid, s.nthreads);
-        andrea::warp_fail(f);
-    }
+    require_whole_warpgroups(s, what);
     const void* site = __builtin_return_address(0);
     andrea::wgmma_race_read_desc(desc_b, trans_b, n, site);
     andrea::WgmmaOperands op{desc_b, n, trans_b, accumulate, false, 0, false};
@@ -700,13 +705,7 @@ __attribute__((noinline)) inline void wgmma_m64nNk16_bf16_ss(int n, bool trans_a
     static const char* what128 = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 (SS)";
     const char* what = n == 64 ? what64 : what128;
     andrea::Sched& s = andrea::sched();
-    andrea::Fiber* f = s.cur;
-    if (s.nthreads % 128) {
-        andrea::warp_misuse(f->lid >> 5, 0, 1u << (f->lid & 31), "%s in thread %d: the block has %d threads; "
-                            "wgmma is issued by warpgroups of 4 whole warps: launch a multiple of 128 threads",
-                            what, f->lid, s.nthreads);
-        andrea::warp_fail(f);
-    }
+    require_whole_warpgroups(s, what);
     const void* site = __builtin_return_address(0);
     andrea::wgmma_race_read_desc(desc_a, trans_a, 64, site);
     andrea::wgmma_race_read_desc(desc_b, trans_b, n, site);
