@@ -1952,7 +1952,7 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
                                                         const unsigned short* __restrict__ v,  // (H_kv, S, D)
                                                         float* __restrict__ out,               // (H, L, D)
                                                         int L, int Sk, int group, int causal, int window, int offset,
-                                                        unsigned short* smem,
+                                                        int right, int sinks, int alibi, unsigned short* smem,
                                                         float* __restrict__ lse = nullptr) {   // (H, L)
     constexpr int S = D + TC_PAD;  // row stride of every shared tile, in bf16
     unsigned short* q_s = smem;                   // (TC_ROWS, S)
@@ -1961,7 +1961,7 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
     // Causal: the last query tiles have the most key tiles; they go out first.
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * TC_ROWS;
     const long head = work.head;
@@ -1969,6 +1969,10 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     k += head / group * Sk * D;  // query head h reads K/V head h / group, in place
     v += head / group * Sk * D;
     out += head * L * D;
+    // ALiBi's slope in base 2, as Q's pre-scaled scores; with it every tile takes the element
+    // pass below (its bias per pair), not only those a mask edge crosses (kernel3's way)
+    const float slope_h = mask.slope(head) * TC_LOG2E;
+    const bool every_tile = mask.alibi > 0;
 
     // Key tiles any row of the block can see; the others are never loaded.
     const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, L, Sk);
@@ -2029,14 +2033,15 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
                     mma_bf16_m16n8k16(s[nt], qf[kk], kf, s[nt]);
                     mma_bf16_m16n8k16(s[nt + 1], qf[kk], kf + 2, s[nt + 1]);
                 }
-            if (edge) {  // -inf, not -1e9: exp2 gives exactly 0
+            if (edge || every_tile) {  // -inf, not -1e9: exp2 gives exactly 0
 #pragma unroll
                 for (int nt = 0; nt < TC_KEYS / 8; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
                         const bool visible = mask.visible(i, j, j < Sk);
-                        if (!visible) s[nt][e] = -INFINITY;
+                        const float bias = every_tile ? Mask::bias_at(slope_h, i + mask.offset - j) : 0.0f;
+                        s[nt][e] = visible ? s[nt][e] + bias : -INFINITY;
                     }
             }
             // Online softmax, per row: the 4 lanes of a quad share a row (xor 1, 2).
@@ -2109,17 +2114,19 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int L, int S, int group, int causal, int window, int offset) {
+                            int L, int S, int group, int causal, int window, int offset, int right,
+                            int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int L, int S, int group, int causal, int window, int offset) {
+                             int L, int S, int group, int causal, int window, int offset, int right,
+                             int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2182,7 +2189,8 @@ struct StaticFlag {
 // loaded.) Kernel5 and kernel6 run their tiles through it.
 template <bool HOT, typename Tile>
 __device__ __forceinline__ void for_each_key_tile(const Mask& mask, const KeyTiles& kt, int T, Tile&& tile) {
-    const EdgeTiles et = mask.edge_tiles<TC_KEYS>(kt, T);
+    // ALiBi biases every pair: every tile takes the masked copy, whose element pass adds the bias
+    const EdgeTiles et = mask.alibi > 0 ? EdgeTiles{kt.n_tiles, kt.n_tiles} : mask.edge_tiles<TC_KEYS>(kt, T);
     const int n_first = et.n_first, n_last = et.n_last;
     const int n_hot = HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS - 1) : n_first;
     int n = 0;
@@ -2192,13 +2200,17 @@ __device__ __forceinline__ void for_each_key_tile(const Mask& mask, const KeyTil
     for (; n < kt.n_tiles; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
 }
 
-template <int D>
+// FLAVOURS: the instantiation for right, sinks or ALiBi (the entry points pick it at run time);
+// without, they are the constant 0 and the code is what it was before they existed. At d = 128 the
+// flavoured copy re-reads Q's fragments from q_s at every k16 step (FlashAttention-2's way) where
+// the plain one holds them: the flavours' tests, one register or two, spill at the 255-register edge.
+template <int D, bool FLAVOURS>
 __device__ __forceinline__ void attention_fused5(const unsigned short* __restrict__ q,  // (H, L, D), scaled
                                                  const unsigned short* __restrict__ k,  // (H_kv, S, D)
                                                  const unsigned short* __restrict__ v,  // (H_kv, S, D)
                                                  float* __restrict__ out,               // (H, L, D)
                                                  int L, int Sk, int group, int causal, int window, int offset,
-                                                 unsigned short* smem) {
+                                                 int right, int sinks, int alibi, unsigned short* smem) {
     constexpr int S = D + TC_PAD;                     // row stride of every shared tile, in bf16
     constexpr int STEP = D == 64 ? 64 : 16;           // keys per softmax step (S's registers)
     constexpr int CHUNKS = D / 8;                     // 16-byte pieces per row
@@ -2208,7 +2220,8 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = FLAVOURS ? Mask::from_args(causal, window, offset, right, sinks, alibi)
+                               : Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K5_ROWS;
     const long head = work.head;
@@ -2220,6 +2233,7 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     // Key tiles any row of the block can see; the others are never loaded.
     const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K5_ROWS, L, Sk);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
+    const float slope_h = mask.slope(head) * TC_LOG2E;  // ALiBi's, in base 2 as the scores (0 without)
 
     // This thread's 16-byte pieces of every copy: rows cp_row + p·ROW_STEP, columns cp_col..+7.
     const int cp_row = threadIdx.x / CHUNKS, cp_col = 8 * (threadIdx.x % CHUNKS);
@@ -2257,11 +2271,13 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     const int w_row0 = row0 + K5_WARP_ROWS * warp;  // this warp's first query row
     // Q's A fragments, m16 tile mt (rows w_row0 + 16mt ..), k16 step kk: read once, kept
     const int q_ld = (K5_WARP_ROWS * warp + (lane / 8 % 2) * 8 + lane % 8) * S + (lane / 16) * 8;
-    u32 qf[2][D / 16][4];
+    constexpr bool Q_HELD = !(FLAVOURS && D == 128);  // else re-read each k16 step (FLAVOURS above)
+    u32 qf[2][Q_HELD ? D / 16 : 1][4];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldmatrix<4, false>(qf[mt][kk], q_s + q_ld + 16 * mt * S + 16 * kk);
+        for (int kk = 0; kk < D / 16; ++kk)
+            if (Q_HELD) ldmatrix<4, false>(qf[mt][kk], q_s + q_ld + 16 * mt * S + 16 * kk);
     // The same lane offsets into every K and V tile, for ldmatrix (K) and ldmatrix.trans (V)
     const int k_ld = ((lane / 16) * 8 + lane % 8) * S + (lane / 8 % 2) * 8;
     const int v_ld = ((lane / 8 % 2) * 8 + lane % 8) * S + (lane / 16) * 8;
@@ -2288,21 +2304,27 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
 #pragma unroll
             for (int nt = 0; nt < STEP / 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const int qk = Q_HELD ? kk : 0;
+            if (!Q_HELD)
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) ldmatrix<4, false>(qf[mt][0], q_s + q_ld + 16 * mt * S + 16 * kk);
 #pragma unroll
             for (int nt = 0; nt < STEP / 8; nt += 2) {  // one ldmatrix.x4: two n8 tiles of K, for both m16 tiles
                 u32 kf[4];
                 ldmatrix<4, false>(kf, ks + k_ld + 8 * nt * S + 16 * kk);
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
-                    mma_bf16_m16n8k16(s[mt][nt], qf[mt][kk], kf, s[mt][nt]);
-                    mma_bf16_m16n8k16(s[mt][nt + 1], qf[mt][kk], kf + 2, s[mt][nt + 1]);
+                    mma_bf16_m16n8k16(s[mt][nt], qf[mt][qk], kf, s[mt][nt]);
+                    mma_bf16_m16n8k16(s[mt][nt + 1], qf[mt][qk], kf + 2, s[mt][nt + 1]);
                 }
             }
+        }
         if (MASKED) {  // -inf, not -1e9: exp2 gives exactly 0
             // element e of tile (mt, nt): query i = w_row0 + 16mt + 8(e/2) + g, key j = js + 8nt + 2t + e%2;
-            // p - j (p = i + offset) and T - j from two registers and constants
+            // p - j (p = i + offset), S - j and sinks - j from three registers and constants
             const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
+            const int sinks_left = mask.sinks - js - 2 * t;
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -2313,9 +2335,10 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
                         // mask.visible_at(diff, j, 8 * nt + e % 2 < keys_left) written out, the one
                         // place outside the Mask: called, it spills 412 bytes at d = 128 on sm_90 (444
                         // on sm_80), NVVM keeping more of the step's 64 tests live at the 255-register edge
-                        const bool visible = 8 * nt + e % 2 < keys_left && (!mask.causal || diff >= 0)
-                                             && (mask.window <= 0 || diff < mask.window);
-                        if (!visible) s[mt][nt][e] = -INFINITY;
+                        const bool visible = 8 * nt + e % 2 < keys_left && (!mask.causal || diff + mask.right >= 0)
+                                             && (mask.window <= 0 || diff < mask.window || 8 * nt + e % 2 < sinks_left);
+                        const float bias = mask.alibi > 0 ? Mask::bias_at(slope_h, diff) : 0.0f;
+                        s[mt][nt][e] = visible ? s[mt][nt][e] + bias : -INFINITY;
                     }
         }
         // Online softmax, per row: the 4 lanes of a quad share a row (xor 1, 2).
@@ -2385,9 +2408,15 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
         __syncthreads();  // every thread's copies of this tile are visible
         const unsigned short* ks = k_s + (n & 1) * TC_KEYS * S;
         const unsigned short* vs = v_s + (n & 1) * TC_KEYS * S;
+        if (FLAVOURS) {  // the steps one at a time: unrolled, the copy spills (FLAVOURS above)
+#pragma unroll 1
+            for (int h = 0; h < TC_KEYS / STEP; ++h)
+                step(masked, ks + h * STEP * S, vs + h * STEP * S, j_begin + n * TC_KEYS + h * STEP);
+        } else {
 #pragma unroll
-        for (int h = 0; h < TC_KEYS / STEP; ++h)
-            step(masked, ks + h * STEP * S, vs + h * STEP * S, j_begin + n * TC_KEYS + h * STEP);
+            for (int h = 0; h < TC_KEYS / STEP; ++h)
+                step(masked, ks + h * STEP * S, vs + h * STEP * S, j_begin + n * TC_KEYS + h * STEP);
+        }
         __syncthreads();  // every warp is done with this stage before it is refilled
     };
 
@@ -2417,17 +2446,25 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel5_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int L, int S, int group, int causal, int window, int offset) {
+                            int L, int S, int group, int causal, int window, int offset, int right,
+                            int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused5<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    if (right != 0 || sinks != 0 || alibi != 0)
+        attention_fused5<64, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
+    else
+        attention_fused5<64, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int L, int S, int group, int causal, int window, int offset) {
+                             int L, int S, int group, int causal, int window, int offset, int right,
+                             int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused5<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    if (right != 0 || sinks != 0 || alibi != 0)
+        attention_fused5<128, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
+    else
+        attention_fused5<128, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2466,13 +2503,61 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
 #define K6_THREADS 256  // two warpgroups
 #define K6_ROWS 128     // query rows per block: 16 per warp
 
+// The mask pass of a wgmma warp's S over one 64-key tile (kernel6 and kernel7): element (c, e) of
+// s, s[4c + e], is query w_row0 + g + 8(e/2) against key js + 8c + 2t + e%2. diff0 = p - j of
+// element (0, 0) (p = w_row0 + g + offset), j0 its key, keys_left = S - j0; slope_h ALiBi's slope
+// in base 2 (the scores' units), its bias added to every pair the Mask shows.
+__device__ __forceinline__ void wgmma_mask_tile(const Mask& mask, float (&s)[32], int diff0, int j0, int keys_left,
+                                                float slope_h) {
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int diff = diff0 + 8 * (e / 2) - 8 * c - e % 2;
+            const bool visible = mask.visible_at(diff, j0 + 8 * c + e % 2, 8 * c + e % 2 < keys_left);
+            const float bias = mask.alibi > 0 ? Mask::bias_at(slope_h, diff) : 0.0f;
+            s[4 * c + e] = visible ? s[4 * c + e] + bias : -INFINITY;  // -inf: exp2 gives exactly 0
+        }
+}
+
+// The online softmax of that tile, per row (h = 0: row g, 1: row g + 8; the quad's 4 lanes share
+// a row): s becomes the tile's weights exp2(s - m), m and l (this lane's share of the sum) move
+// to the new max and O so far (acc: n8 tile c in acc[4c .. 4c+3]) is rescaled to it.
+template <int D>
+__device__ __forceinline__ void wgmma_softmax_tile(float (&s)[32], float (&m)[2], float (&l)[2], float (&acc)[D / 2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float mx = m[h];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+        const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
+        const float alpha = exp2_approx_ftz(m[h] - m_use);
+        m[h] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            s[4 * c + 2 * h] = exp2_approx_ftz(s[4 * c + 2 * h] - m_use);
+            s[4 * c + 2 * h + 1] = exp2_approx_ftz(s[4 * c + 2 * h + 1] - m_use);
+            sum += s[4 * c + 2 * h] + s[4 * c + 2 * h + 1];
+        }
+        l[h] = l[h] * alpha + sum;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c) {
+            acc[4 * c + 2 * h] *= alpha;
+            acc[4 * c + 2 * h + 1] *= alpha;
+        }
+    }
+}
+
 template <int D>
 __device__ __forceinline__ void attention_fused6(const unsigned short* __restrict__ q,  // (H, L, D), scaled
                                                  const unsigned short* __restrict__ k,  // (H_kv, S, D)
                                                  const unsigned short* __restrict__ v,  // (H_kv, S, D)
                                                  float* __restrict__ out,               // (H, L, D)
                                                  int L, int Sk, int group, int causal, int window, int offset,
-                                                 unsigned short* smem) {
+                                                 int right, int sinks, int alibi, unsigned short* smem) {
     constexpr int QS = D + TC_PAD;                  // q_s's row stride, in bf16
     constexpr int KV_TILE = TC_KEYS * D;               // one K or V tile, in bf16
     constexpr int CHUNKS = D / 8;                   // 16-byte pieces per row
@@ -2483,7 +2568,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     unsigned short* v_s = k_s + 2 * KV_TILE;           // (2, KV_TILE)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K6_ROWS;
     const long head = work.head;
@@ -2582,42 +2667,10 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 #pragma unroll
         for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
 
-        if (MASKED) {  // element (c, e): query w_row0 + g + 8(e/2), key js + 8c + 2t + e%2
-            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
-#pragma unroll
-            for (int c = 0; c < 8; ++c)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int diff = diff0 + 8 * (e / 2) - 8 * c - e % 2;
-                    const bool visible = mask.visible_at(diff, js + 8 * c + 2 * t + e % 2, 8 * c + e % 2 < keys_left);
-                    if (!visible) s[4 * c + e] = -INFINITY;
-                }
-        }
-        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float mx = m[h];
-#pragma unroll
-            for (int c = 0; c < 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-            const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
-            const float alpha = exp2_approx_ftz(m[h] - m_use);
-            m[h] = mx;
-            float sum = 0.0f;
-#pragma unroll
-            for (int c = 0; c < 8; ++c) {
-                s[4 * c + 2 * h] = exp2_approx_ftz(s[4 * c + 2 * h] - m_use);
-                s[4 * c + 2 * h + 1] = exp2_approx_ftz(s[4 * c + 2 * h + 1] - m_use);
-                sum += s[4 * c + 2 * h] + s[4 * c + 2 * h + 1];
-            }
-            l[h] = l[h] * alpha + sum;
-#pragma unroll
-            for (int c = 0; c < D / 8; ++c) {
-                acc[4 * c + 2 * h] *= alpha;
-                acc[4 * c + 2 * h + 1] *= alpha;
-            }
-        }
+        if (MASKED)
+            wgmma_mask_tile(mask, s, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t,
+                            mask.slope(head) * TC_LOG2E);
+        wgmma_softmax_tile<D>(s, m, l, acc);
         // O += P·V: P's A fragment for keys 16kk.. is S's n8 tiles 2kk and 2kk + 1, as bf16
         u32 pf[4][4];
 #pragma unroll
@@ -2664,17 +2717,19 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 extern "C" __global__ void __launch_bounds__(K6_THREADS, 2)
 attention_fused_kernel6_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int L, int S, int group, int causal, int window, int offset) {
+                            int L, int S, int group, int causal, int window, int offset, int right,
+                            int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused6<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    attention_fused6<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(K6_THREADS)
 attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int L, int S, int group, int causal, int window, int offset) {
+                             int L, int S, int group, int causal, int window, int offset, int right,
+                             int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused6<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    attention_fused6<128>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2831,6 +2886,7 @@ __device__ __forceinline__ void attention_fused7(const unsigned short* __restric
                                                  const unsigned short* __restrict__ v,  // (H_kv, S, D)
                                                  float* __restrict__ out,               // (H, L, D)
                                                  int L, int Sk, int group, int causal, int window, int offset,
+                                                 int right, int sinks, int alibi,
                                                  const unsigned char* k_map, const unsigned char* v_map,
                                                  unsigned char* raw_smem) {
     constexpr int QS = D + TC_PAD;               // q_s's row stride, in bf16
@@ -2845,7 +2901,7 @@ __device__ __forceinline__ void attention_fused7(const unsigned short* __restric
     unsigned long long* full = (unsigned long long*)(v_s + K7_STAGES * KV_TILE);  // (K7_STAGES)
     unsigned long long* empty = full + K7_STAGES;                                 // (K7_STAGES)
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K7_ROWS;
     const long head = work.head;
@@ -2982,42 +3038,10 @@ __device__ __forceinline__ void attention_fused7(const unsigned short* __restric
         for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
         if (n > 0) mbar_arrive(&empty[(n - 1) % K7_STAGES]);  // the tile before is read: its stage may refill
 
-        if (MASKED) {  // element (c8, e): query w_row0 + g + 8(e/2), key js + 8c8 + 2t + e%2
-            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
-#pragma unroll
-            for (int c8 = 0; c8 < 8; ++c8)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int diff = diff0 + 8 * (e / 2) - 8 * c8 - e % 2;
-                    const bool visible = mask.visible_at(diff, js + 8 * c8 + 2 * t + e % 2, 8 * c8 + e % 2 < keys_left);
-                    if (!visible) sc[4 * c8 + e] = -INFINITY;
-                }
-        }
-        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float mx = m[h];
-#pragma unroll
-            for (int c8 = 0; c8 < 8; ++c8) mx = fmaxf(mx, fmaxf(sc[4 * c8 + 2 * h], sc[4 * c8 + 2 * h + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-            const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
-            const float alpha = exp2_approx_ftz(m[h] - m_use);
-            m[h] = mx;
-            float sum = 0.0f;
-#pragma unroll
-            for (int c8 = 0; c8 < 8; ++c8) {
-                sc[4 * c8 + 2 * h] = exp2_approx_ftz(sc[4 * c8 + 2 * h] - m_use);
-                sc[4 * c8 + 2 * h + 1] = exp2_approx_ftz(sc[4 * c8 + 2 * h + 1] - m_use);
-                sum += sc[4 * c8 + 2 * h] + sc[4 * c8 + 2 * h + 1];
-            }
-            l[h] = l[h] * alpha + sum;
-#pragma unroll
-            for (int c8 = 0; c8 < D / 8; ++c8) {  // O so far (through the tile before) to the new max
-                acc[4 * c8 + 2 * h] *= alpha;
-                acc[4 * c8 + 2 * h + 1] *= alpha;
-            }
-        }
+        if (MASKED)
+            wgmma_mask_tile(mask, sc, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t,
+                            mask.slope(head) * TC_LOG2E);
+        wgmma_softmax_tile<D>(sc, m, l, acc);  // acc: O through the tile before, to the new max
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {  // P's A fragment for keys 16kk..: S's n8 tiles 2kk, 2kk + 1
             pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
@@ -3064,19 +3088,21 @@ __device__ __forceinline__ void attention_fused7(const unsigned short* __restric
 extern "C" __global__ void __launch_bounds__(K7_THREADS, 1)
 attention_fused_kernel7_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int L, int S, int group, int causal, int window, int offset,
-                            const unsigned char* k_map, const unsigned char* v_map) {
+                            int L, int S, int group, int causal, int window, int offset, int right,
+                            int sinks, int alibi, const unsigned char* k_map, const unsigned char* v_map) {
     extern __shared__ __align__(16) unsigned char k7_smem[];
-    attention_fused7<64>(q, k, v, out, L, S, group, causal, window, offset, k_map, v_map, k7_smem);
+    attention_fused7<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, k_map, v_map,
+                          k7_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(K7_THREADS, 1)
 attention_fused_kernel7_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int L, int S, int group, int causal, int window, int offset,
-                             const unsigned char* k_map, const unsigned char* v_map) {
+                             int L, int S, int group, int causal, int window, int offset, int right,
+                             int sinks, int alibi, const unsigned char* k_map, const unsigned char* v_map) {
     extern __shared__ __align__(16) unsigned char k7_smem[];
-    attention_fused7<128>(q, k, v, out, L, S, group, causal, window, offset, k_map, v_map, k7_smem);
+    attention_fused7<128>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, k_map, v_map,
+                          k7_smem);
 }
 
 // ================================================================================================
@@ -3874,7 +3900,7 @@ attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsi
                                 float* __restrict__ lse, int L, int S, int group, int causal, int window,
                                 int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem, lse);
+    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem, lse);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -3883,7 +3909,7 @@ attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const uns
                                  float* __restrict__ lse, int L, int S, int group, int causal, int window,
                                  int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem, lse);
+    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem, lse);
 }
 
 // ------------------------------------------------------------------------------------------------
