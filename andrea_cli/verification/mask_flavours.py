@@ -1,9 +1,10 @@
 """The cases of the mask flavours beyond causal and window:W: a two-sided window (window:L,R),
 attention sinks beside a window (sinks:N,window:W) and ALiBi (alibi, alibi,window:W), on the
-staged kernels (mask_kernel1, av's key ranges), the fused fp32 kernels 1-3 and, where the mask
+staged kernels (mask_kernel1, av's key ranges), the fused kernels 1-3 and 4-7 and, where the mask
 hides the future, decode. Each is placed at a tile edge: a right-hand reach one past a 32-key
 tile (kernels 1, 2) or a 64-key tile (kernel3), sinks that span a whole key tile and end one
-past it, an ALiBi over a head count that is no power of two (the paper's second rule)."""
+past it, an ALiBi over a head count that is no power of two (the paper's second rule). The
+tensor-core kernels 4-7 (bf16) have cases of their own, at their tiles' edges (bf16_cases)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from andrea_cli.verification.case import Case
 
 FORWARD = ("staged", "fused")  # a right-hand window: no decode (generation has no later keys)
 CAUSAL = FORWARD + ("decode",)  # sinks and ALiBi hide the future: decode's rows too
+BF16 = ("fused_bf16",)  # the tensor-core kernels 4-7: 64-key tiles, 64-row (4) and 128-row (5-7) blocks
 
 
 def two_sided(left: int, right: int) -> MaskSpec:
@@ -36,6 +38,7 @@ def flavour_cases(quick: bool) -> list[Case]:
         # three heads: slopes 2^-4, 2^-8 (n = 2), then 2^-2 (every other slope of 4 heads)
         Case(40, 64, 64, ALIBI, True, heads=3, families=CAUSAL),
     ]
+    cases += bf16_cases(quick)
     if not quick:
         cases += [
             # L != S: the offset S - L under both bounds, kernels 1 and 2 (d_k != d_v)
@@ -48,5 +51,30 @@ def flavour_cases(quick: bool) -> list[Case]:
             Case(97, 32, 32, MaskSpec("window", 33, alibi=True), True, heads=4, kv_heads=2, families=FORWARD),
             Case(70, 64, 64, ALIBI, True, T_k=100, families=FORWARD),  # ALiBi's distance from p = i + 30
             Case(129, 128, 128, MaskSpec("window", 40, alibi=True), True, heads=8, families=CAUSAL),
+        ]
+    return cases
+
+
+def bf16_cases(quick: bool) -> list[Case]:
+    """The flavours on the tensor-core kernels, at their edges: 64-key tiles, kernel4's 64-row and
+    kernel5-7's 128-row blocks, kernel5's flavoured copy at d 128 (Q re-read, its own loop)."""
+    cases = [
+        # R = 65: kernel4's first block (row 63) reaches key 128, kernel5-7's (row 127) key 192: one
+        # past a 64-key tile each
+        Case(130, 64, 64, two_sided(4, 65), True, families=BF16),
+        # 65 sinks: a whole 64-key tile and one key of the next, then a window shorter than a tile
+        Case(200, 64, 64, sinks(65, 40), True, families=BF16),
+        # three heads (no power of two), every tile biased: the diagonal's and those below it
+        Case(150, 128, 128, ALIBI, True, heads=3, families=BF16),
+    ]
+    if not quick:
+        cases += [
+            Case(129, 128, 128, two_sided(63, 64), True, families=BF16),  # both edges on a tile's
+            Case(70, 64, 64, two_sided(6, 9), True, T_k=200, families=BF16),  # L != S: offset 130
+            # sinks ending on a tile edge (64) beside a window of one tile, at d 128; grouped heads
+            Case(300, 128, 128, sinks(64, 64), True, heads=4, kv_heads=2, families=BF16),
+            Case(100, 64, 64, sinks(1, 16), True, T_k=260, heads=4, kv_heads=1, families=BF16),
+            Case(257, 64, 64, MaskSpec("window", 100, alibi=True), True, heads=5, families=BF16),
+            Case(97, 128, 128, ALIBI, True, T_k=230, heads=4, kv_heads=2, families=BF16),
         ]
     return cases
