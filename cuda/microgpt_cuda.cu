@@ -36,8 +36,8 @@
 // across the heads: causal_block_order). All data is float32, row-major, contiguous.
 //
 // Every kernel that masks takes its Mask's fields as int arguments, (causal, window, offset,
-// right, sinks, alibi), or the first three where it takes only the two bounds (the tensor-core
-// forward) or the first two (the backward, L = S), and asks one Mask (BUILDING BLOCKS) for every
+// right, sinks, alibi), or the first three where it takes only the two bounds (the bf16
+// backward's forward, attention_fused_lse_kernel4) or the first two (the backward, L = S), and asks one Mask (BUILDING BLOCKS) for every
 // test of a (query, key) pair and every range of tiles it visits. The masks: none, causal (key j
 // visible from query i when j <= p + right, p = i + offset; right 0), a sliding window
 // (p - j < window as well), two-sided (right > 0: window:L,R sees p-L .. p+R), with attention
@@ -136,7 +136,8 @@
 //                    (H,T,d) bf16 x3 -> (H,T,d) f32, d_k = d_v = d. 4 warps x 16 query rows;
 //                    64-key tiles, double-buffered with cp.async; S and O by mma.sync.m16n8k16
 //                    (K by ldmatrix, V by ldmatrix.trans), P reused from S's registers; online
-//                    softmax in exp2; masked tiles skipped whole. grid (ceil(T/64), 1, H),
+//                    softmax in exp2; masked tiles skipped whole; every mask flavour (ALiBi's bias
+//                    in base 2, every tile then taking the element pass). grid (ceil(T/64), 1, H),
 //                    block (128), shared_mem = 640 * (d + 8) bytes (46,080 at d = 64; 87,040 at
 //                    d = 128, an opt-in above 48 KiB); registers <= 144, <= 192
 //   attention_fused_kernel5_d64, attention_fused_kernel5_d128   kernel4's output, FlashAttention-2's
@@ -145,7 +146,11 @@
 //                    LDSM in the hot loop, kernel4 1.78); Q's fragments held in registers; the
 //                    softmax steps 64 keys at d = 64, 16 at d = 128 (the registers: O 128, Q 64);
 //                    cp.async offsets computed once per thread; ex2.approx.ftz; mask-edge tiles
-//                    in loops of their own, the hot loop without mask code. grid (ceil(T/128), 1, H),
+//                    in loops of their own, the hot loop without mask code. right, sinks or ALiBi
+//                    run a second instantiation (the entry point picks it), so the plain copy's code
+//                    is as without them; at d = 128 the flavoured copy re-reads Q's fragments from q_s each
+//                    k16 step and runs its softmax steps one at a time (holding Q, or unrolled, the
+//                    flavours' tests spill at the 255-register edge). grid (ceil(T/128), 1, H),
 //                    block (128), shared_mem = 768 * (d + 8) bytes (55,296 at d = 64; 104,448 at
 //                    d = 128: opt-ins); registers <= 255, <= 255 (all a block of 128 may use: two
 //                    blocks, 8 warps, per SM)
@@ -156,8 +161,9 @@
 //                    matrix descriptors (no ldmatrix: the shared-memory bound kernel5 hits is
 //                    gone, bench --bound puts it on the tensor pipe); K and V tiles unpadded in
 //                    the descriptors' canonical layout; the softmax steps 64 keys at both d.
-//                    Descriptors built once per block and walked by one add. grid (ceil(T/128),
-//                    1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d) bytes (51,200
+//                    Descriptors built once per block and walked by one add. Every mask flavour:
+//                    the mask pass and online softmax are wgmma_mask_tile and wgmma_softmax_tile,
+//                    shared with kernel7. grid (ceil(T/128), 1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d) bytes (51,200
 //                    at d = 64; 100,352 at d = 128: opt-ins); registers <= 128 (two blocks, 16
 //                    warps, per SM), <= 184
 //   attention_fused_kernel7_d64, attention_fused_kernel7_d128   kernel6's output and tiles,
@@ -169,6 +175,7 @@
 //                    take turns at the tensor cores on named barriers (bar.sync / bar.arrive), so
 //                    one's softmax runs under the other's wgmmas; P·V one turn late, beside the
 //                    next S. No consumer instruction loads K or V, no __syncthreads in the loop.
+//                    kernel6's mask pass and online softmax (the same two functions), every flavour.
 //                    grid (ceil(T/128), 1, H), block (384), shared_mem = 2 * (128 * (d + 8) +
 //                    2 * K7_STAGES * 64 * d) + 16 * K7_STAGES + 128 bytes (51,360 at d = 64;
 //                    100,512 at d = 128); takes k_map, v_map (K, V as (H_kv * S, d)) last;
@@ -364,8 +371,9 @@ __device__ __forceinline__ BlockWork causal_block_order(int causal, bool longest
 // -m_h · (p - j) the kernels add to the visible scores (bias_at).
 //
 // The kernels build their Mask with from_args: the staged mask and av kernels, the fused fp32
-// kernels and decode from all six fields; the tensor-core forward from (causal, window, offset)
-// and the backward from (causal, window), right, sinks and alibi then the constant 0, whose
+// and tensor-core forward kernels and decode from all six fields; kernel5's plain copy and the
+// bf16 backward's forward (lse_kernel4) from (causal, window, offset) and the backward from
+// (causal, window), right, sinks and alibi then the constant 0, whose
 // terms fold away, so those kernels compile as before the fields were runtime. The offset is added to a row once, by the methods, before a rule
 // sees it (so a rule reads positions p, not rows i). How the rules are written is measured, not taste (NVVM,
 // kernel4's masked key tiles, 976 instructions a trip): a rule that adds a 0, a method that reads
@@ -417,8 +425,8 @@ struct Mask {
     int alibi;   // > 0: ALiBi over this many query heads (slope(h)); 0: no bias
 
     // The kernels' arguments, (causal, window, offset), as the kernels that take only the two
-    // bounds receive them (MaskSpec.kernel_args(L, S)): right, sinks and ALiBi are 0, constants,
-    // so those kernels compile as before the fields existed.
+    // bounds receive them (MaskSpec.kernel_args(L, S)), and kernel5's copy without the flavours:
+    // right, sinks and ALiBi are 0, constants, so that code compiles as before the fields existed.
     static __device__ __forceinline__ Mask from_args(int causal, int window, int offset) {
         return {causal, window, offset, 0, 0, 0};
     }
