@@ -163,9 +163,9 @@
 //                    the descriptors' canonical layout; the softmax steps 64 keys at both d.
 //                    Descriptors built once per block and walked by one add. Every mask flavour:
 //                    the mask pass and online softmax are wgmma_mask_tile and wgmma_softmax_tile,
-//                    shared with kernel7. grid (ceil(T/128), 1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d) bytes (51,200
-//                    at d = 64; 100,352 at d = 128: opt-ins); registers <= 128 (two blocks, 16
-//                    warps, per SM), <= 184
+//                    shared with kernel7. grid (ceil(T/128), 1, H), block (256), shared_mem =
+//                    2 * (128 * (d + 8) + 256 * d) bytes (51,200 at d = 64; 100,352 at d = 128:
+//                    opt-ins); registers <= 128 (two blocks, 16 warps, per SM), <= 184
 //   attention_fused_kernel7_d64, attention_fused_kernel7_d128   kernel6's output and tiles,
 //                    FlashAttention-3's structure (sm_90a only; chosen by name, --kernel 7):
 //                    warp-specialised, a producer warp (its warpgroup at setmaxnreg 40) streams K
