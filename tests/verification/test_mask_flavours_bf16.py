@@ -1,5 +1,5 @@
 """verify's mask-flavour cases on the tensor-core kernels 4-7 (verification/mask_flavours.py,
-bf16_cases: window:L,R, sinks:N,window:W, ALiBi) pass on the real kernels in both thread
+bf16_flavour_cases: window:L,R, sinks:N,window:W, ALiBi) pass on the real kernels in both thread
 schedules, and catch a broken copy of each new term, in the broken kernel's stage: ALiBi's slope
 of the wrong head (kernel6, kernel7), sinks off by one (kernel5's written-out pair test), the
 right bound ignored (kernel5), ALiBi left out of the tiles no mask edge crosses (kernel4; 5-7's
@@ -11,10 +11,10 @@ from andrea_cli.commands.verify import verify_backends
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.verification import run_verify
 from andrea_cli.verification.fused_bf16 import STAGES
-from andrea_cli.verification.mask_flavours import bf16_cases
+from andrea_cli.verification.mask_flavours import bf16_flavour_cases
 
 REAL = packaged_kernel_path().read_text()
-TWO_SIDED, SINKS, ALIBI = bf16_cases(quick=True)
+TWO_SIDED, SINKS, ALIBI = bf16_flavour_cases(quick=True)
 K6_SLOPE = "wgmma_mask_tile(mask, s, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t,\n" \
            "                            mask.slope(head) * TC_LOG2E);"
 K7_SLOPE = K6_SLOPE.replace("(mask, s,", "(mask, sc,")
