@@ -197,8 +197,9 @@ def bench_cpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, wit
         status = CpuBackend(kernel_path).available()
         if status.ok:
             impls += [make(kernel_path, timeout, CPU_BUILD + row) for row, make in CPU_BUILD_ROWS.items()]
-            notes.append(f"cpu_build_* rows are the kernel file compiled for the CPU (CPU-build figures): a correctness "
-                         f"tool, not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
+            notes.append(f"cpu_build_fused* (the fused kernels, each tensor-core kernel by name, the backward) is the "
+                         f"kernel file compiled for the CPU, CPU-build figures: a correctness tool, not a speed path "
+                         f"(run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")
     impls = select_impls(impls, only, "numpy", "cpu", [*unavailable, DECODE_ROWS])
