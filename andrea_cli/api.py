@@ -251,8 +251,9 @@ def attend(q=None, k=None, v=None, *extra, **keywords) -> AttendResult:
     keywords are the command's options: mask ("causal", "none", "window:W", "window:L,R",
     "sinks:N,window:W", "alibi": as --mask, see andrea attend --help), backend ("auto",
     "cuda", "cpu", "numpy"), kernel (an edited copy of the kernel file), fused (+ sample_rows,
-    precision "bf16"), out / save_weights / plot (files), show_weights / json (print as the
-    command does). Bad input: AndreaError, one line."""
+    precision "bf16", variant: one fused kernel by name or number, "kernel7" or 7, as --variant),
+    out / save_weights / plot (files), show_weights / json (print as the command does). Bad
+    input: AndreaError, one line."""
     _not_sdpa(extra, keywords)
     from andrea_cli.commands.arrays import heads_of, split_inputs, unfold
     from andrea_cli.commands.attend import run_attend
