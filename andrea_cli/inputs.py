@@ -50,6 +50,11 @@ class QKV:
         """The number of heads of (H, T, d) inputs; None for one head's (T, d)."""
         return self.q.shape[0] if len(self.q.shape) == 3 else None
 
+    @property
+    def H_kv(self) -> int | None:
+        """K's and V's heads: H, or fewer (grouped: query head h reads K/V head h // (H / H_kv))."""
+        return self.k.shape[0] if len(self.k.shape) == 3 else None
+
 
 def check_sizes_match_files(sizes) -> None:
     """sizes: (flag, the size it asked for or None, the size the files have). A size given beside
@@ -180,15 +185,17 @@ def as_matrix(array: np.ndarray, what: str, *, heads: bool = False) -> np.ndarra
     return matrix
 
 
-def check_qkv_shapes(q, k, v, *, one_length: bool = False) -> None:
+def check_qkv_shapes(q, k, v, *, one_length: bool = False, grouped: bool = False) -> None:
     """Q, K, V fit together: scores = Q·K^T needs one d_k, every key a value, and (H, ., d)
-    inputs as many heads each. Q's rows (L queries) may differ from K's and V's (S keys), unless
-    one_length (a run over one sequence, as generate's)."""
+    inputs as many heads each (grouped: K and V may have H_kv heads, H a multiple of H_kv). Q's
+    rows (L queries) may differ from K's and V's (S keys), unless one_length (a run over one
+    sequence, as generate's)."""
     if q.shape[-1] != k.shape[-1]:
         raise AndreaError(f"Q is {tuple(q.shape)} and K is {tuple(k.shape)}: their d_k (columns) must agree, "
                           "since scores = Q · K^T")
     shapes = f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"
-    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
+    kv_fit = grouped and len(q.shape) == len(k.shape) == 3 and q.shape[0] % k.shape[0] == 0
+    if (q.shape[:-2] != k.shape[:-2] and not kv_fit) or k.shape[:-2] != v.shape[:-2]:
         raise AndreaError(f"{shapes}: all three need the same heads")
     if k.shape[-2] != v.shape[-2]:
         raise AndreaError(f"{shapes}: K and V need the same T (rows), a value for every key")
@@ -209,9 +216,10 @@ def is_gpu_array(a) -> bool:
         return False
 
 
-def qkv_from_arrays(q, k, v) -> QKV:
+def qkv_from_arrays(q, k, v, *, grouped: bool = False) -> QKV:
     """The Python API's inputs: NumPy (or anything np.asarray takes), (T, d) or (H, T, d),
-    checked like files are; or GPU arrays, checked for shape only and left where they are."""
+    checked like files are; or GPU arrays, checked for shape only and left where they are.
+    grouped: K and V may have fewer heads than Q (H_kv dividing H; grad's)."""
     names = ("q", "k", "v")
     on_gpu = [is_gpu_array(a) for a in (q, k, v)]
     if any(on_gpu) and not all(on_gpu):
@@ -228,7 +236,7 @@ def qkv_from_arrays(q, k, v) -> QKV:
             raise AndreaError(f"q, k, v: not arrays of numbers ({exc}); pass NumPy arrays") from None
     if len({len(a.shape) for a in arrays}) > 1:
         raise AndreaError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: pass all three (T, d) or all (H, T, d)")
-    check_qkv_shapes(*arrays)
+    check_qkv_shapes(*arrays, grouped=grouped)
     where = "GPU arrays" if all(on_gpu) else "arrays"
     return QKV(*arrays, source=f"{where} passed to andrea_cli.attend", on_device=all(on_gpu))
 

@@ -65,7 +65,7 @@ def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | 
     if precision == "bf16" and max(data.T, data.S) <= CHECK_MAX_T:
         from andrea_cli.verification.bf16_backward import autograd_bf16, exact_gradients
 
-        q, k, v, do = (a[None] for a in (data.q, data.k, data.v, d_out))
+        q, k, v, do = (a if data.H is not None else a[None] for a in (data.q, data.k, data.v, d_out))  # (H, L, d)
         emulated, exact = autograd_bf16(q, k, v, do, mask, scaled), exact_gradients(q, k, v, do, mask, scaled)
         report.autograd_bf16_rel_error = relative_errors(
             {name: getattr(emulated, name) for name in ("dq", "dk", "dv")},
