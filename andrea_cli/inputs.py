@@ -292,13 +292,23 @@ def require_memory(need: int, what: str, fix: str, available: int | None = None)
                           f"{have / 2**30:.1f} GiB available: {fix}")
 
 
+def input_bytes(n_heads: int, T: int, d_k: int, d_v: int, *, S: int | None = None,
+                kv_heads: int | None = None) -> int:
+    """Q and the output for n_heads query heads, K and V for kv_heads (n_heads unless grouped:
+    the kernels read the K/V heads as they are, no copy per query head), max(T, S) rows each."""
+    S = T if S is None else S
+    kv_heads = n_heads if kv_heads is None else kv_heads
+    return (n_heads + kv_heads) * max(T, S) * (d_k + d_v) * HOST_BYTES_PER_INPUT
+
+
 def check_fits_in_memory(n_heads: int, T: int, d_k: int = 1, d_v: int = 1, *, square: bool = True,
                          bytes_per_score: int = HOST_BYTES_PER_SCORE, available: int | None = None,
-                         S: int | None = None) -> None:
-    """The T×S score matrices of every head (S = T unless given; none if the run never builds
-    them) and the inputs; the message blames what takes the most: the scores, or the widths."""
+                         S: int | None = None, kv_heads: int | None = None) -> None:
+    """The T×S score matrices of every (query) head (S = T unless given; none if the run never
+    builds them) and the inputs (kv_heads K/V heads, grouped); the message blames what takes the
+    most: the scores, or the widths."""
     S = T if S is None else S
-    inputs = n_heads * max(T, S) * (2 * d_k + 2 * d_v) * HOST_BYTES_PER_INPUT
+    inputs = input_bytes(n_heads, T, d_k, d_v, S=S, kv_heads=kv_heads)
     scores = n_heads * T * S * bytes_per_score if square else 0
     if scores >= inputs:
         if S == T:

@@ -105,6 +105,11 @@ def kv_heads_of(weights: dict[str, np.ndarray], d_model: int, n_head: int) -> in
     return heads if heads >= 1 and n_head % heads == 0 else None
 
 
+def weight_bytes(d_model: int, kv_columns: int) -> int:
+    """W_Q, W_O (d_model, d_model) and W_K, W_V (d_model, kv_columns), float32."""
+    return 2 * d_model * (d_model + kv_columns) * HOST_BYTES_PER_INPUT
+
+
 def check_heads(d_model: int, n_head: int) -> None:
     if n_head < 1:
         raise AndreaError(f"--n-head must be >= 1 (got {n_head}): pass a positive number of heads")
@@ -176,9 +181,11 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
         if given is not None and given != d_model // n_head:
             raise AndreaError(f"{flag} {given} disagrees with d_model / n_head = {d_model // n_head}; drop {flag}")
     check_sizes(T, d_model, d_model)
-    # before drawing anything: the T×T matrices of every head, and the four (d_model, d_model) weights
-    check_fits_in_memory(n_head, T, d_model // n_head, d_model // n_head, bytes_per_score=bytes_per_score)
-    require_memory(4 * d_model * d_model * HOST_BYTES_PER_INPUT, f"d_model={d_model} with its four weight matrices",
+    # before drawing anything: the T×T matrices of every query head, Q and the output per query
+    # head but K and V per K/V head, and the weights (W_K, W_V: kv_columns wide)
+    check_fits_in_memory(n_head, T, d_model // n_head, d_model // n_head, bytes_per_score=bytes_per_score,
+                         kv_heads=n_kv_head)
+    require_memory(weight_bytes(d_model, kv_columns), f"d_model={d_model} with its four weight matrices",
                    "use a smaller --d-model")
     if w is not None:
         check_weights(w, T, d_model, kv_columns)
