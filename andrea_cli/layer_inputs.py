@@ -164,6 +164,9 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
     d_model = d_model or preset.get("d_model")
     n_head = flags.n_head or preset.get("n_head")
     width = flags.d_k or DEFAULT_D_K
+    if d_model is None and n_head is None:  # --n-kv-head alone: the layer it groups has no size
+        raise AndreaError("--n-kv-head groups the layer's K/V heads: size the layer too (--d-model, --n-head, "
+                          "--preset, or --x/--weights)")
     if d_model is None:
         d_model = n_head * width
     if n_head is None:

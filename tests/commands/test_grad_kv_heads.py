@@ -93,9 +93,11 @@ def test_the_option_is_attends_and_the_screen_fits_80_columns(cli, monkeypatch):
     (["--d-model", "48", "--n-head", "12", "--n-kv-head", "0"], "--n-kv-head must be >= 1"),
     (["--preset", "andrea-120m", "--n-kv-head", "24"], "--n-kv-head 24 does not divide n_head 12"),
     (["--n-kv-head", "2", "--fused"], "--fused works on one head"),
+    (["--n-kv-head", "2"], "--n-kv-head groups the layer's K/V heads: size the layer too"),
 ])
-def test_bad_n_kv_head_is_one_line_and_exit_2(cli, args, expected):
-    result = cli("grad", "--backend", "numpy", *args)
+@pytest.mark.parametrize("command", ["grad", "attend"])
+def test_bad_n_kv_head_is_one_line_and_exit_2(cli, args, expected, command):
+    result = cli(command, "--backend", "numpy", *args)
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], result.stderr
