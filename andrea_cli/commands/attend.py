@@ -45,7 +45,8 @@ def check_combinations(o: AttendOptions) -> None:
         raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
-                          "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
+                          "(--d-model, --n-head, --n-kv-head, --preset, --x, --weights) start from x: pass one or "
+                          "the other")
     if o.wants_layer and (o.T_q is not None or o.T_k is not None):
         raise AndreaError("--T-q/--T-k size one head's queries and keys; the layer attends x to itself "
                           "(one --T): drop --T-q/--T-k, or drop the layer flags")
@@ -121,7 +122,7 @@ def check_given_arrays(o: RunOptions, data: QKV, bytes_per_score: int = HOST_BYT
     if getattr(o, "precision", "fp32") == "bf16":
         check_bf16_shape(data.d_k, data.d_v)
     check_fits_in_memory(data.H or 1, data.T, data.d_k, data.d_v, square=not o.fused, bytes_per_score=bytes_per_score,
-                         S=data.S)
+                         S=data.S, kv_heads=data.H_kv or 1)
 
 
 def check_options(o: AttendOptions) -> MaskSpec:

@@ -35,7 +35,7 @@ class RunOptions(HeadOptions):
     @property
     def wants_layer(self) -> bool:
         return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights,
-                                           getattr(self, "n_kv_head", None)))  # attend's alone
+                                           self.n_kv_head))
 
 
 @dataclass
@@ -111,6 +111,7 @@ class GradOptions(RunOptions):
     out: Path | None = option("--out", help="Save dq, dk, dv (the layer: dx, dw_q...) to one .npz.")
     d_model: int | None = D_MODEL.but(help="The whole layer's backward, from x (T, d_model).").field()
     n_head: int | None = N_HEAD.field()
+    n_kv_head: int | None = N_KV_HEAD.field()
     preset: str | None = PRESET.field()
     x: Path | None = X.field()
     layer_weights: Path | None = LAYER_WEIGHTS.field()
