@@ -242,7 +242,8 @@ def attend(q=None, k=None, v=None, *extra, **keywords) -> AttendResult:
     signature and meaning, andrea_cli.scaled_dot_product_attention).
 
     q, k: (..., T, d_k) and v: (..., T, d_v), any leading batch and head dims (run as heads of one
-    launch per stage), as NumPy arrays or torch CPU tensors (any backend; requires_grad ones read
+    launch per stage); k and v may have fewer heads (dim -3) than q, H_q a multiple of H_kv
+    (grouped K/V heads: query head h reads K/V head h // (H_q / H_kv), as torch's enable_gqa), as NumPy arrays or torch CPU tensors (any backend; requires_grad ones read
     detached) or cupy arrays / DLPack tensors (cuda, where they are); or .npy paths, as
     --q/--k/--v. The results are float32 NumPy arrays (cupy on the GPU). Without them: random
     N(0, 1) inputs of size T (1024), d_k (64), d_v (d_k) from `seed`, exactly as the command makes

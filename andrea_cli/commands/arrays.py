@@ -68,9 +68,20 @@ def unfold(a, dims: tuple):
 
 
 def heads_of(arrays: tuple) -> tuple[QKV, tuple]:
-    """q, k, v as one run's heads, and the leading dims to shape its results back with."""
-    folded, dims = fold_heads(dict(zip("qkv", arrays)))
-    return qkv_from_arrays(folded["q"], folded["k"], folded["v"]), dims
+    """q, k, v as one run's heads, and the leading dims to shape its results back with (the
+    output's: q's). K and V may have fewer heads than Q in dim -3 (grouped, as grad takes them)."""
+    named = {name: as_array(a, name) for name, a in zip("qkv", arrays)}
+    shapes = {name: tuple(a.shape) for name, a in named.items()}
+    if any(len(shape) < 2 for shape in shapes.values()):
+        bad = next(name for name, shape in shapes.items() if len(shape) < 2)
+        raise AndreaError(f"{bad}: expected (..., T, d) with T and d last, got shape {shapes[bad]}")
+    if not kv_grouping(shapes):
+        folded, dims = fold_heads(named)
+        return qkv_from_arrays(folded["q"], folded["k"], folded["v"]), dims
+    # q folds to (B·H_q, L, d) and k, v to (B·H_kv, S, d): flat query head h still reads h // group
+    dims = shapes["q"][:-2] if len(shapes["q"]) > 3 else ()
+    folded = {name: a.reshape((-1, *a.shape[-2:])) if len(a.shape) > 3 else a for name, a in named.items()}
+    return qkv_from_arrays(folded["q"], folded["k"], folded["v"], grouped=True), dims
 
 
 def kv_grouping(shapes: dict) -> bool:
