@@ -74,8 +74,8 @@ class MaskSpec:
             + ([f"sinks:{self.sinks}"] if self.sinks else []) + (["alibi"] if self.alibi else [])
 
     def refuse_flavours(self, kernels: str,
-                        fix: str = "run the fp32 kernels (staged, or --fused without --precision bf16)") -> None:
-        """One line naming the flavour, for kernels that take only the two bounds."""
+                        fix: str = "run a forward kernel (staged, or --fused, fp32 or bf16)") -> None:
+        """One line naming the flavour, for kernels that take only the two bounds (the backward's)."""
         if self.flavours:
             raise AndreaError(f"--mask {self}: {kernels} take causal, none and window:W only, not "
                               f"{', '.join(self.flavours)}: {fix}")
