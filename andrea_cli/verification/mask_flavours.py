@@ -62,18 +62,18 @@ def bf16_flavour_cases(quick: bool) -> list[Case]:
         # past a 64-key tile each
         Case(130, 64, 64, two_sided(4, 65), True, families=BF16),
         # 65 sinks: a whole 64-key tile and one key of the next, then a window shorter than a tile
-        Case(200, 64, 64, sinks(65, 40), True, families=BF16),
+        Case(130, 64, 64, sinks(65, 40), True, families=BF16),
         # three heads (no power of two), every tile biased: the diagonal's and those below it
         Case(150, 128, 128, ALIBI, True, heads=3, families=BF16),
     ]
     if not quick:
         cases += [
-            Case(129, 128, 128, two_sided(63, 64), True, families=BF16),  # both edges on a tile's
+            Case(129, 64, 64, two_sided(63, 64), True, families=BF16),  # both edges on a tile's
             Case(70, 64, 64, two_sided(6, 9), True, T_k=200, families=BF16),  # L != S: offset 130
             # sinks ending on a tile edge (64) beside a window of one tile, at d 128; grouped heads
-            Case(200, 128, 128, sinks(64, 64), True, kv_heads=1, families=BF16),
-            Case(100, 64, 64, sinks(1, 16), True, T_k=260, kv_heads=1, families=BF16),
-            Case(200, 64, 64, MaskSpec("window", 100, alibi=True), True, heads=3, families=BF16),
-            Case(97, 128, 128, ALIBI, True, T_k=230, kv_heads=1, families=BF16),  # ALiBi's p = i + 133
+            Case(130, 128, 128, sinks(64, 64), True, kv_heads=1, families=BF16),
+            Case(100, 64, 64, sinks(1, 16), True, T_k=200, kv_heads=1, families=BF16),
+            Case(130, 64, 64, MaskSpec("window", 70, alibi=True), True, heads=3, families=BF16),
+            Case(97, 64, 64, ALIBI, True, T_k=160, kv_heads=1, families=BF16),  # ALiBi's p = i + 63
         ]
     return cases
