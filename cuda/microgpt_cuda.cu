@@ -37,12 +37,12 @@
 //
 // Every kernel that masks takes its Mask's fields as int arguments, (causal, window, offset,
 // right, sinks, alibi), or the first three where it takes only the two bounds (the bf16
-// backward's forward, attention_fused_lse_kernel4) or the first two (the backward, L = S), and asks one Mask (BUILDING BLOCKS) for every
-// test of a (query, key) pair and every range of tiles it visits. The masks: none, causal (key j
-// visible from query i when j <= p + right, p = i + offset; right 0), a sliding window
-// (p - j < window as well), two-sided (right > 0: window:L,R sees p-L .. p+R), with attention
-// sinks (keys j < sinks pass the window's left bound), and ALiBi (alibi = H: -m_h · (p - j)
-// added to head h's scaled scores). offset is the key position of query row 0: 0 when queries
+// backward's forward, attention_fused_lse_kernel4) or the first two (the backward, L = S), and
+// asks one Mask (BUILDING BLOCKS) for every test of a (query, key) pair and every range of tiles
+// it visits. The masks: none, causal (key j visible from query i when j <= p + right, p = i +
+// offset; right 0), a sliding window (p - j < window as well), two-sided (right > 0: window:L,R
+// sees p-L .. p+R), with attention sinks (keys j < sinks pass the window's left bound), and ALiBi
+// (alibi = H: -m_h · (p - j) added to head h's scaled scores). offset is the key position of query row 0: 0 when queries
 // and keys are one sequence; S - L for L queries against S keys, the queries being the last L
 // positions (bottom-right, as FlashAttention >= 2.1).
 // A mask given as an array (--mask-file, an attn_mask) is no Mask: mask_kernel2 adds it to the
@@ -148,12 +148,12 @@
 //                    cp.async offsets computed once per thread; ex2.approx.ftz; mask-edge tiles
 //                    in loops of their own, the hot loop without mask code. right, sinks or ALiBi
 //                    run a second instantiation (the entry point picks it), so the plain copy's code
-//                    is as without them; at d = 128 the flavoured copy re-reads Q's fragments from q_s each
-//                    k16 step and runs its softmax steps one at a time (holding Q, or unrolled, the
-//                    flavours' tests spill at the 255-register edge). grid (ceil(T/128), 1, H),
-//                    block (128), shared_mem = 768 * (d + 8) bytes (55,296 at d = 64; 104,448 at
-//                    d = 128: opt-ins); registers <= 255, <= 255 (all a block of 128 may use: two
-//                    blocks, 8 warps, per SM)
+//                    is as without them; at d = 128 the flavoured copy re-reads Q's fragments from
+//                    q_s each k16 step and runs its softmax steps one at a time (holding Q, or
+//                    unrolled, the flavours' tests spill at the 255-register edge).
+//                    grid (ceil(T/128), 1, H), block (128), shared_mem = 768 * (d + 8) bytes
+//                    (55,296 at d = 64; 104,448 at d = 128: opt-ins); registers <= 255, <= 255
+//                    (all a block of 128 may use: two blocks, 8 warps, per SM)
 //   attention_fused_kernel6_d64, attention_fused_kernel6_d128   kernel5's output on Hopper's wgmma
 //                    (sm_90a only; andrea's default for --precision bf16 on an H100 / H200):
 //                    2 warpgroups x 64 query rows; S = Q·K^T and O += P·V by wgmma.m64nNk16, Q and
