@@ -42,9 +42,9 @@
 // it visits. The masks: none, causal (key j visible from query i when j <= p + right, p = i +
 // offset; right 0), a sliding window (p - j < window as well), two-sided (right > 0: window:L,R
 // sees p-L .. p+R), with attention sinks (keys j < sinks pass the window's left bound), and ALiBi
-// (alibi = H: -m_h · (p - j) added to head h's scaled scores). offset is the key position of query row 0: 0 when queries
-// and keys are one sequence; S - L for L queries against S keys, the queries being the last L
-// positions (bottom-right, as FlashAttention >= 2.1).
+// (alibi = H: -m_h · (p - j) added to head h's scaled scores). offset is the key position of
+// query row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
+// queries being the last L positions (bottom-right, as FlashAttention >= 2.1).
 // A mask given as an array (--mask-file, an attn_mask) is no Mask: mask_kernel2 adds it to the
 // scaled scores, and the fused fp32 kernels 1 and 2 add it beside each K tile (their Mask is then
 // none); kernel3, the tensor-core and the backward kernels refuse one in one line.
