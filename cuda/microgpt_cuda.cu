@@ -37,8 +37,8 @@
 //
 // Every kernel that masks takes its Mask's fields as int arguments, (causal, window, offset,
 // right, sinks, alibi), or the first three where it takes only the two bounds (the tensor-core
-// forward) or the first two (the backward, L = S), and asks one Mask (BUILDING BLOCKS) for every
-// test of a (query, key) pair and every range of tiles it visits. The masks: none, causal (key j
+// forward), and asks one Mask (BUILDING BLOCKS) for every test of a (query, key) pair and every
+// range of tiles it visits. The masks: none, causal (key j
 // visible from query i when j <= p + right, p = i + offset; right 0), a sliding window
 // (p - j < window as well), two-sided (right > 0: window:L,R sees p-L .. p+R), with attention
 // sinks (keys j < sinks pass the window's left bound), and ALiBi (alibi = H: -m_h · (p - j)
@@ -3416,10 +3416,11 @@ __device__ __forceinline__ void transposed_product(const float* __restrict__ a, 
 extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, L, S)
                                       const float* __restrict__ d_out,    // (H, L, d_v)
                                       float* __restrict__ dv,             // (H / group, S, d_v)
-                                      int L, int S, int d_v, int group, int causal, int window, int offset) {
+                                      int L, int S, int d_v, int group, int causal, int window, int offset,
+                                      int right, int sinks, int alibi) {
     const long kv_head = blockIdx.z;  // its query heads: kv_head·group .. + group - 1
     transposed_product(weights + kv_head * group * L * S, d_out + kv_head * group * L * d_v, dv + kv_head * S * d_v,
-                       L, S, d_v, group, 1.0f, Mask::from_args(causal, window, offset));
+                       L, S, d_v, group, 1.0f, Mask::from_args(causal, window, offset, right, sinks, alibi));
 }
 
 extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, L, d_v)
@@ -3474,7 +3475,7 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, L, S
                                       const float* __restrict__ k,   // (H / group, S, d_k)
                                       float* __restrict__ dq,        // (H, L, d_k)
                                       int L, int S, int d_k, int group, float scale, int causal, int window,
-                                      int offset) {
+                                      int offset, int right, int sinks, int alibi) {
     // dQ = scale · dS · K: av_kernel1's product P·V with dS and K, and the scale on the store.
     __shared__ float s_tile[TILE][TILE + 1];  // s_tile[r][c] = dS[row0 + r][j0 + c]
     __shared__ float k_tile[TILE][TILE + 1];  // k_tile[r][c] = K[j0 + r][col0 + c]
@@ -3486,7 +3487,8 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, L, S
     dq += head * L * d_k;
 
     // dS[i][j] = 0 wherever the Mask hides key j: only the key tiles the block's rows see (as av_kernel1)
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<TILE>(row0, TILE, L, S);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const KeyTiles kt = mask.key_tiles<TILE>(row0, TILE, L, S);
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
     for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
@@ -3504,10 +3506,10 @@ extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, L, S
                                       const float* __restrict__ q,   // (H, L, d_k)
                                       float* __restrict__ dk,        // (H / group, S, d_k)
                                       int L, int S, int d_k, int group, float scale, int causal, int window,
-                                      int offset) {
+                                      int offset, int right, int sinks, int alibi) {
     const long kv_head = blockIdx.z;
     transposed_product(ds + kv_head * group * L * S, q + kv_head * group * L * d_k, dk + kv_head * S * d_k, L, S, d_k,
-                       group, scale, Mask::from_args(causal, window, offset));
+                       group, scale, Mask::from_args(causal, window, offset, right, sinks, alibi));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -3532,10 +3534,11 @@ extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __re
                                                                const float* __restrict__ d_out,    // (H, L, d_v)
                                                                float* __restrict__ dv,             // (H / group, S, d_v)
                                                                int L, int S, int d_v, int group, int causal, int window,
-                                                               int offset) {
+                                                               int offset, int right, int sinks, int alibi) {
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;  // key rows row0 .. row0 + 63 of dV
-    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const QueryRows qr = mask.query_rows(row0, 64, L);
     gemm_tile_8x8<64, 64, false, true>(weights + kv_head * group * L * S, S, d_out + kv_head * group * L * d_v, d_v,
                                        dv + kv_head * S * d_v, d_v, S, d_v,
                                        float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
@@ -3546,14 +3549,16 @@ extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __re
                                                                const float* __restrict__ k,   // (H / group, S, d_k)
                                                                float* __restrict__ dq,        // (H, L, d_k)
                                                                int L, int S, int d_k, int group, float scale,
-                                                               int causal, int window, int offset) {
+                                                               int causal, int window, int offset, int right, int sinks,
+                                                               int alibi) {
     // av_kernel2's stacking: grid (ceil(d_k/64), ceil(group·L/64), H / group); a block's rows run
     // over positions row0 % L .. (into the next head's first rows, which see fewer keys).
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
     // dS = 0 past the keys the block's rows see; from key 0 as av_kernel2 (k_begin = kt.j_begin: 3
     // more instructions a k-slice on sm_90)
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const KeyTiles kt = mask.key_tiles<GEMM_BK>(row0 % L, 64, L, S);
     gemm_tile_8x8<64, 64, false>(ds + kv_head * group * L * S, S, k + kv_head * S * d_k, d_k,
                                  dq + kv_head * group * L * d_k, d_k, group * L, d_k, kt.j_end, row0, blockIdx.x * 64,
                                  0, scale);
@@ -3563,10 +3568,12 @@ extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __re
                                                                const float* __restrict__ q,   // (H, L, d_k)
                                                                float* __restrict__ dk,        // (H / group, S, d_k)
                                                                int L, int S, int d_k, int group, float scale,
-                                                               int causal, int window, int offset) {
+                                                               int causal, int window, int offset, int right, int sinks,
+                                                               int alibi) {
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const QueryRows qr = mask.query_rows(row0, 64, L);
     gemm_tile_8x8<64, 64, false, true>(ds + kv_head * group * L * S, S, q + kv_head * group * L * d_k, d_k,
                                        dk + kv_head * S * d_k, d_k, S, d_k,
                                        float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
@@ -3624,7 +3631,8 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
                                                            float* __restrict__ dk,           // (H / group, S, d_k)
                                                            float* __restrict__ dv,           // (H / group, S, d_v)
                                                            int L, int S, int d_k, int d_v, int group, float scale,
-                                                           int causal, int window, int offset) {
+                                                           int causal, int window, int offset, int right, int sinks,
+                                                           int alibi) {
     // grid (ceil(S / 32), 1, H / group), block (32, FUSED_BWD_ROWS). A block owns 32 keys of one
     // K/V head and walks the query rows that see them in each of the group's query heads in
     // turn, so dK and dV are summed over the group in its registers, in one fixed order: no
@@ -3645,7 +3653,7 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     float* p_s = o_s + rows * d_v;
     float* g_s = p_s + rows * FUSED_KEYS;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, false);  // causal: the first keys see the most rows
     const int j0 = work.tile * FUSED_KEYS;
     const long kv_head = work.head;
@@ -3678,6 +3686,7 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     const float* oh = d_out + head * L * d_v;
     const float* lse_h = lse + head * L;
     const float* delta_h = delta + head * L;
+    const float slope_h = mask.slope(head);  // ALiBi's, of this query head (0 without)
     for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += rows) {
         __syncthreads();  // the previous rows are fully read (and, first time, k_s, v_s written)
         for (int idx = tid; idx < rows * d_k; idx += n_threads) {
@@ -3698,7 +3707,9 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
             for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
-            p = expf(s * scale - lse_h[i]);
+            // the forward's score, ALiBi's bias included (the lse is of the biased scores)
+            s = s * scale + (mask.alibi > 0 ? Mask::bias_at(slope_h, i + mask.offset - j) : 0.0f);
+            p = expf(s - lse_h[i]);
             const float* oi = o_s + r * d_v;
             const float* vj = v_s + lane * vs;
             float dp = 0.0f;
@@ -3745,7 +3756,8 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
                                                          const float* __restrict__ delta,  // (H, L)
                                                          float* __restrict__ dq,           // (H, L, d_k)
                                                          int L, int S, int d_k, int d_v, int group, float scale,
-                                                         int causal, int window, int offset) {
+                                                         int causal, int window, int offset, int right, int sinks,
+                                                         int alibi) {
     // The forward's layout: one warp per query row, `rows` rows per block sharing each tile of
     // 32 keys. grid (ceil(L / rows), 1, H), block (32, rows). Dynamic shared memory, in floats:
     //   q_s (rows, d_k), o_s (rows, d_v), k_s (32, d_k | 1), v_s (32, d_v | 1)
@@ -3759,7 +3771,7 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
     float* k_s = o_s + rows * d_v;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);  // longest rows first
     const int row0 = work.tile * rows;
     const int i = row0 + r;
@@ -3809,7 +3821,10 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
             for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
-            const float p = expf(s * scale - lse_i);
+            // the forward's score, ALiBi's bias included; the slope worked out here, as in
+            // attention_fused_kernel1, rather than held across the loop (the register budget)
+            s = s * scale + (mask.alibi > 0 ? Mask::bias_at(mask.slope(head), i + mask.offset - j) : 0.0f);
+            const float p = expf(s - lse_i);
             const float* oi = o_s + r * d_v;
             const float* vj = v_s + lane * vs;
             float dp = 0.0f;
@@ -3961,7 +3976,8 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
     const float* __restrict__ lse,             // (H, L) natural log
     const float* __restrict__ delta,           // (H, L)
     float* __restrict__ dk, float* __restrict__ dv,  // (H / group, S, D)
-    int L, int S, int group, int causal, int window, int offset, unsigned short* smem) {
+    int L, int S, int group, int causal, int window, int offset, int right, int sinks, int alibi,
+    unsigned short* smem) {
     constexpr int SP = D + TC_PAD;
     unsigned short* k_s = smem;                // (TC_KEYS, SP)
     unsigned short* v_s = k_s + TC_KEYS * SP;   // (TC_KEYS, SP)
@@ -3971,7 +3987,7 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
     float* delta_s = lse_s + 2 * QT;            // (2, QT)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const int j0 = blockIdx.x * TC_KEYS;  // causal: the first key blocks have the most query tiles
     const long kv_head = blockIdx.z;  // its query heads kv_head·group .. + group - 1: their dK, dV summed here
     k += kv_head * S * D;
@@ -4026,6 +4042,8 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
         const unsigned short* os = o_s + stage * QT * SP;
         const float* ls = lse_s + stage * QT;
         const float* dl = delta_s + stage * QT;
+        // ALiBi's slope of the tile's query head, in the scores' log2 units (0 without ALiBi)
+        const float slope2 = mask.slope(kv_head * group + n / per_head) * TC_LOG2E;
 
         // Whole-warp decisions: does a query of the tile see a key of this warp, and does the
         // mask (or T) cut through the tile, so that pairs must be tested one by one?
@@ -4045,7 +4063,9 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int x = 8 * nt + 2 * t + e % 2;  // the query, within the tile
-                    float pe = exp2f(p[nt][e] - ls[x]);
+                    // the forward's score, ALiBi's bias included (the lse is of the biased scores)
+                    const float bias = mask.alibi > 0 ? Mask::bias_at(slope2, i0 + x + mask.offset - keys[e / 2]) : 0.0f;
+                    float pe = exp2f(p[nt][e] + bias - ls[x]);
                     if (edge) {
                         const int i = i0 + x, j = keys[e / 2];
                         const bool visible = mask.visible(i, j, i < L && j < S);
@@ -4085,7 +4105,8 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     const float* __restrict__ lse,             // (H, L) natural log
     const float* __restrict__ delta,           // (H, L)
     float* __restrict__ dq,                    // (H, L, D)
-    int L, int S, int group, float scale, int causal, int window, int offset, unsigned short* smem) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi,
+    unsigned short* smem) {
     constexpr int SP = D + TC_PAD;
     unsigned short* q_s = smem;                   // (TC_ROWS, SP)
     unsigned short* o_s = q_s + TC_ROWS * SP;      // (TC_ROWS, SP)
@@ -4093,7 +4114,7 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     unsigned short* v_s = k_s + 2 * TC_KEYS * SP;  // (2, TC_KEYS, SP)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const int tile = mask.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
     const int row0 = tile * TC_ROWS;
     const long head = blockIdx.z;
@@ -4118,6 +4139,7 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     const int w_row0 = row0 + 16 * warp;
     const int w_last = min(w_row0 + 15, L - 1);
     const int rows[2] = {w_row0 + g, w_row0 + g + 8};
+    const float slope2 = mask.slope(head) * TC_LOG2E;  // ALiBi's, in the scores' log2 units (0 without)
     float lse2[2], dl[2];  // the rows' lse in log2 units, and delta
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -4158,9 +4180,12 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
             for (int nt = 0; nt < TC_KEYS / 8; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    float pe = exp2f(s[nt][e] - lse2[e / 2]);
+                    const int j = j0 + 8 * nt + 2 * t + e % 2;
+                    // the forward's score, ALiBi's bias included (the lse is of the biased scores)
+                    const float bias = mask.alibi > 0 ? Mask::bias_at(slope2, rows[e / 2] + mask.offset - j) : 0.0f;
+                    float pe = exp2f(s[nt][e] + bias - lse2[e / 2]);
                     if (edge) {
-                        const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
+                        const int i = rows[e / 2];
                         const bool visible = mask.visible(i, j, i < L && j < S);
                         if (!visible) pe = 0.0f;
                     }
@@ -4191,10 +4216,10 @@ attention_backward_dkdv_kernel2_d64(const unsigned short* __restrict__ q, const 
                                     const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                     const float* __restrict__ lse, const float* __restrict__ delta,
                                     float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
-                                    int window, int offset) {
+                                    int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_backward_dkdv_kernel2<64, TC_BWD_QUERIES_D64>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
-                                                             tc_smem);
+                                                             right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4202,10 +4227,10 @@ attention_backward_dkdv_kernel2_d128(const unsigned short* __restrict__ q, const
                                      const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                      const float* __restrict__ lse, const float* __restrict__ delta,
                                      float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
-                                    int window, int offset) {
+                                    int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_backward_dkdv_kernel2<128, TC_BWD_QUERIES_D128>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
-                                                             tc_smem);
+                                                             right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4213,9 +4238,10 @@ attention_backward_dq_kernel2_d64(const unsigned short* __restrict__ q, const un
                                   const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                   const float* __restrict__ lse, const float* __restrict__ delta,
                                   float* __restrict__ dq, int L, int S, int group, float scale, int causal,
-                                  int window, int offset) {
+                                  int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
+    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, right, sinks,
+                                      alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4223,7 +4249,8 @@ attention_backward_dq_kernel2_d128(const unsigned short* __restrict__ q, const u
                                    const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
                                    float* __restrict__ dq, int L, int S, int group, float scale, int causal,
-                                  int window, int offset) {
+                                  int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
+    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, right, sinks,
+                                      alibi, tc_smem);
 }
