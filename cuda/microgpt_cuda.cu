@@ -269,7 +269,8 @@
 //                    queries per block walking their key tiles as kernel4 does; S, dP by mma, dS
 //                    rounded to bf16 as dQ += dS·K's A operand. A pass of its own, not atomics: the
 //                    same bits on every run. grid (ceil(L/64), 1, H), block (128),
-//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 232
+//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 236
+//                    (232 before ALiBi's bias, on sm_90: still two blocks per SM, as its shared memory allows)
 //
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every
@@ -4139,11 +4140,15 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     const int w_row0 = row0 + 16 * warp;
     const int w_last = min(w_row0 + 15, L - 1);
     const int rows[2] = {w_row0 + g, w_row0 + g + 8};
-    const float slope2 = mask.slope(head) * TC_LOG2E;  // ALiBi's, in the scores' log2 units (0 without)
-    float lse2[2], dl[2];  // the rows' lse in log2 units, and delta
+    // ALiBi's slope in the scores' log2 units (0 without). Its bias -m·(p - j) is split as
+    // m·j - m·p, the row's part folded into its lse once: an FMA per score, and no more live
+    // registers than the lse's (adding -m·(p - j) whole cost dq_kernel2_d128 8 on sm_90, past its budget)
+    const float slope2 = mask.slope(head) * TC_LOG2E;
+    float lse2[2], dl[2];  // the rows' lse in log2 units (ALiBi's m·p added), and delta
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         lse2[r] = rows[r] < L ? lse[rows[r]] * TC_LOG2E : 0.0f;
+        if (mask.alibi > 0) lse2[r] += slope2 * (float)(rows[r] + mask.offset);
         dl[r] = rows[r] < L ? delta[rows[r]] : 0.0f;
     }
 
@@ -4182,8 +4187,8 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
                 for (int e = 0; e < 4; ++e) {
                     const int j = j0 + 8 * nt + 2 * t + e % 2;
                     // the forward's score, ALiBi's bias included (the lse is of the biased scores)
-                    const float bias = mask.alibi > 0 ? Mask::bias_at(slope2, rows[e / 2] + mask.offset - j) : 0.0f;
-                    float pe = exp2f(s[nt][e] + bias - lse2[e / 2]);
+                    const float sb = mask.alibi > 0 ? fmaf(slope2, (float)j, s[nt][e]) : s[nt][e];
+                    float pe = exp2f(sb - lse2[e / 2]);
                     if (edge) {
                         const int i = rows[e / 2];
                         const bool visible = mask.visible(i, j, i < L && j < S);
