@@ -202,7 +202,10 @@
 //
 // Backward, given dO = dL/dO (H, L, d_v); staged, one launch per stage like the forward. L
 // queries against S keys (the Mask's offset, as the forward), H query heads over H_kv K/V heads:
-// dK, dV (H_kv, S, d) summed over each K/V head's group inside the kernel (no atomics):
+// dK, dV (H_kv, S, d) summed over each K/V head's group inside the kernel (no atomics). Every
+// backward kernel that masks takes the whole Mask: its ranges hold a right reach and the rows
+// that see a sink; ALiBi's bias is in the staged P already, and the fused kernels add it to
+// each P they recompute:
 //
 //   dv_kernel1       dV = sum over the group of P^T · dO      (H,L,S),(H,L,d_v) -> (H_kv,S,d_v)
 //                    16x16 output tile per block; only the query tiles that see its keys (the
