@@ -73,7 +73,8 @@ class MaskSpec:
 
     def refuse_flavours(self, kernels: str,
                         fix: str = "run a forward kernel (staged, or --fused, fp32 or bf16)") -> None:
-        """One line naming the flavour, for kernels that take only the two bounds (the backward's)."""
+        """One line naming the flavour, for kernels that take only the two bounds (the bf16
+        backward's forward, attention_fused_lse_kernel4)."""
         if self.flavours:
             raise AndreaError(f"--mask {self}: {kernels} take causal, none and window:W only, not "
                               f"{', '.join(self.flavours)}: {fix}")

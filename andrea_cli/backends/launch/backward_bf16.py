@@ -77,7 +77,8 @@ def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T:
                           mask: MaskSpec, S: int | None = None, H_kv: int | None = None) -> dict[str, str]:
     S = T if S is None else S
     group = H // (H if H_kv is None else H_kv)
-    # kernel4's body takes the two bounds only: the flavours wait for it (the backward kernels take them)
+    # kernel4's body takes every flavour, but its lse entry points pass right, sinks and alibi as 0
+    # (their launch, and a check of the bf16 backward on its own forward, still to come)
     mask.refuse_flavours("the bf16 forward the bf16 backward runs (attention_fused_lse_kernel4)",
                          "run the fp32 backward (drop --precision bf16)")
     name = LSE_FORWARD.entry(d)
