@@ -66,33 +66,20 @@ class MaskSpec:
 
     @property
     def flavours(self) -> list[str]:
-        """What this mask asks beyond the two bounds (causal, window:W): the terms the kernels that
-        take only (causal, window, offset) refuse."""
+        """What this mask asks beyond the two bounds (causal, window:W), in --mask's words."""
         return ([f"window:{self.window - 1},{self.right}"] if self.right else []) \
             + ([f"sinks:{self.sinks}"] if self.sinks else []) + (["alibi"] if self.alibi else [])
 
-    def refuse_flavours(self, kernels: str,
-                        fix: str = "run a forward kernel (staged, or --fused, fp32 or bf16)") -> None:
-        """One line naming the flavour, for kernels that take only the two bounds (the bf16
-        backward's forward, attention_fused_lse_kernel4)."""
-        if self.flavours:
-            raise AndreaError(f"--mask {self}: {kernels} take causal, none and window:W only, not "
-                              f"{', '.join(self.flavours)}: {fix}")
-
-    def kernel_args(self, L: int = 0, S: int = 0, heads: int | None = None) -> tuple[np.int32, ...]:
+    def kernel_args(self, L: int = 0, S: int = 0, *, heads: int) -> tuple[np.int32, ...]:
         """The scalars every kernel that masks takes, in its argument order, from which the kernel
-        file builds its Mask (Mask::from_args). Without heads: (causal, window, offset), for the
-        kernels that take only the two bounds (refusing right, sinks and ALiBi, in one line). With
-        heads, the query heads H: (causal, window, offset, right, sinks, alibi), the whole Mask,
-        alibi = H (the kernel works out head h's slope from it) or 0. causal != 0 hides the future;
-        window 0 sets no limit on how far back a query sees; offset: the key position of query
-        row 0 for L queries against S keys (0 where L = S)."""
-        bounds = (np.int32(self.hides_future), np.int32(self.window if self.kind == "window" else 0),
-                  np.int32(self.offset(L, S)))
-        if heads is None:
-            self.refuse_flavours("these kernels")
-            return bounds
-        return bounds + (np.int32(self.right), np.int32(self.sinks), np.int32(heads if self.alibi else 0))
+        file builds its Mask (Mask::from_args): (causal, window, offset, right, sinks, alibi), for
+        the query heads H. causal != 0 hides the future; window 0 sets no limit on how far back a
+        query sees; offset: the key position of query row 0 for L queries against S keys (0 where
+        L = S); right: how far past its own position a row still sees; sinks: the first keys no
+        window hides; alibi = H (the kernel works out head h's slope from it) or 0."""
+        return (np.int32(self.hides_future), np.int32(self.window if self.kind == "window" else 0),
+                np.int32(self.offset(L, S)), np.int32(self.right), np.int32(self.sinks),
+                np.int32(heads if self.alibi else 0))
 
     def decode_keys(self, length: int) -> int:
         """How many of `length` cached keys the newest query (position length - 1) sees: its

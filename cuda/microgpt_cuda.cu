@@ -35,14 +35,13 @@
 // copied; group 1: a K/V head per query head) (a causal fused kernel renumbers its blocks longest first
 // across the heads: causal_block_order). All data is float32, row-major, contiguous.
 //
-// Every kernel that masks takes its Mask's fields as int arguments, (causal, window, offset,
-// right, sinks, alibi), or the first three where it takes only the two bounds (the bf16
-// backward's forward, attention_fused_lse_kernel4), and asks one Mask (BUILDING BLOCKS) for every
-// test of a (query, key) pair and every range of tiles it visits. The masks: none, causal (key j visible from query i when j <= p + right, p = i +
-// offset; right 0), a sliding window (p - j < window as well), two-sided (right > 0: window:L,R
-// sees p-L .. p+R), with attention sinks (keys j < sinks pass the window's left bound), and ALiBi
-// (alibi = H: -m_h · (p - j) added to head h's scaled scores). offset is the key position of
-// query row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
+// Every kernel that masks takes its Mask's fields as int arguments, (causal, window, offset, right,
+// sinks, alibi), and asks one Mask (BUILDING BLOCKS) for every test of a (query, key) pair and
+// every range of tiles it visits. The masks: none, causal (key j visible from query i when j <= p +
+// right, p = i + offset; right 0), a sliding window (p - j < window as well), two-sided (right > 0:
+// window:L,R sees p-L .. p+R), with attention sinks (keys j < sinks pass the window's left bound),
+// and ALiBi (alibi = H: -m_h · (p - j) added to head h's scaled scores). offset is the key position
+// of query row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
 // queries being the last L positions (bottom-right, as FlashAttention >= 2.1).
 // A mask given as an array (--mask-file, an attn_mask) is no Mask: mask_kernel2 adds it to the
 // scaled scores, and the fused fp32 kernels 1 and 2 add it beside each K tile (their Mask is then
@@ -374,8 +373,8 @@ __device__ __forceinline__ BlockWork causal_block_order(int causal, bool longest
 // -m_h · (p - j) the kernels add to the visible scores (bias_at).
 //
 // The kernels build their Mask with from_args: the staged kernels, the fused fp32 and
-// tensor-core forward kernels, the backward and decode from all six fields; kernel5's plain copy
-// and the bf16 backward's forward (lse_kernel4) from (causal, window, offset), right, sinks and
+// tensor-core forward kernels (the bf16 backward's forward, lse_kernel4, too), the backward and
+// decode from all six fields; kernel5's plain copy from (causal, window, offset), right, sinks and
 // alibi then the constant 0, whose terms fold away, so that code compiles as before the fields
 // were runtime. The offset is added to a row once, by the methods, before a rule sees it (so a
 // rule reads positions p, not rows i). How the rules are written is measured, not taste (NVVM,
@@ -427,15 +426,11 @@ struct Mask {
     int sinks;   // the first keys the left bound never hides (0: none)
     int alibi;   // > 0: ALiBi over this many query heads (slope(h)); 0: no bias
 
-    // The kernels' arguments, (causal, window, offset), as the kernels that take only the two
-    // bounds receive them (MaskSpec.kernel_args(L, S)), and kernel5's copy without the flavours:
-    // right, sinks and ALiBi are 0, constants, so that code compiles as before the fields existed.
+    // The two bounds and the offset alone, for kernel5's copy without the flavours: right, sinks
+    // and ALiBi are 0, constants, so that code compiles as before the fields existed.
     static __device__ __forceinline__ Mask from_args(int causal, int window, int offset) {
         return {causal, window, offset, 0, 0, 0};
     }
-    // The kernels that take one sequence only (L = S: the backward, until it takes L != S):
-    // offset 0, a constant, so their code carries no trace of it.
-    static __device__ __forceinline__ Mask from_args(int causal, int window) { return {causal, window, 0, 0, 0, 0}; }
     // Every field, for the kernels that take the whole Mask (MaskSpec.kernel_args(L, S, heads=H)):
     // (causal, window, offset, right, sinks, alibi).
     static __device__ __forceinline__ Mask from_args(int causal, int window, int offset, int right, int sinks,
@@ -3924,18 +3919,20 @@ extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                 const unsigned short* __restrict__ v, float* __restrict__ out,
                                 float* __restrict__ lse, int L, int S, int group, int causal, int window,
-                                int offset) {
+                                int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem, lse);
+    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem,
+                                lse);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                  const unsigned short* __restrict__ v, float* __restrict__ out,
                                  float* __restrict__ lse, int L, int S, int group, int causal, int window,
-                                 int offset) {
+                                 int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem, lse);
+    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem,
+                                 lse);
 }
 
 // ------------------------------------------------------------------------------------------------

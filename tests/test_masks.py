@@ -74,11 +74,10 @@ def test_the_reference_agrees_with_its_loops(text):
                                atol=1e-12)
 
 
-def test_the_kernels_that_take_only_the_bounds_refuse_a_flavour_in_one_line():
-    from andrea_cli.errors import AndreaError
-
-    with pytest.raises(AndreaError, match="^--mask sinks:4,window:8: these kernels take causal, none and "
-                                          "window:W only, not sinks:4"):
-        parse_mask("sinks:4,window:8").kernel_args(4, 4)
-    assert len(parse_mask("window:8").kernel_args(4, 4)) == 3 and len(parse_mask("alibi").kernel_args(4, 4, heads=2)) == 6
-    assert parse_mask("alibi").kernel_args(4, 4, heads=2)[5] == 2  # alibi: the query heads
+def test_the_kernel_arguments_carry_every_field_of_the_mask():
+    # (causal, window, offset, right, sinks, alibi): window:L,R is window L + 1, right R; the
+    # offset puts 3 queries last among 7 keys; alibi carries the query heads
+    assert parse_mask("sinks:4,window:8").kernel_args(3, 7, heads=2) == (1, 8, 4, 0, 4, 0)
+    assert parse_mask("window:5,2").kernel_args(4, 4, heads=2) == (1, 6, 0, 2, 0, 0)
+    assert parse_mask("alibi").kernel_args(4, 4, heads=2) == (1, 0, 0, 0, 0, 2)
+    assert parse_mask("none").kernel_args(4, 4, heads=3) == (0, 0, 0, 0, 0, 0)

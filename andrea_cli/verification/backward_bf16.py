@@ -52,7 +52,19 @@ def bf16_backward_cases(quick: bool) -> list[Case]:
     if quick:
         return [Case(97, 128, 128, MaskSpec("causal"), True)]
     return [Case(97, 128, 128, MaskSpec("causal"), True), Case(200, 64, 64, MaskSpec("window", 16), True),
-            Case(130, 64, 64, MaskSpec("none"), True)]
+            Case(130, 64, 64, MaskSpec("none"), True)] + flavour_cases()
+
+
+def flavour_cases() -> list[Case]:
+    """The flavours through the forward that saves the lse (kernel4's body) and both backward
+    kernels: a two-sided window reaching one key past a 64-key tile with ALiBi, at L != S (ALiBi's
+    distances from p = i + 30) on one K/V head for two query heads; sinks ending on a tile edge
+    beside a window that leaves whole tiles between them (dK/dV's query range then spans every row
+    for the sink keys); ALiBi and a window over 3 heads at d 128."""
+    return [Case(130, 64, 64, MaskSpec("window", 5, right=65, alibi=True), True, T_k=160, heads=2, kv_heads=1,
+                 families=("backward_bf16",)),
+            Case(200, 64, 64, MaskSpec("window", 40, sinks=64), True, families=("backward_bf16",)),
+            Case(130, 128, 128, MaskSpec("window", 70, alibi=True), True, heads=3, families=("backward_bf16",))]
 
 
 FAMILY = Family("backward_bf16", stages=STAGES, columns=("bf16 bwd",), groups=GROUPS, applies=applies, check=check,

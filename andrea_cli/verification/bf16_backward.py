@@ -140,15 +140,21 @@ def lse_reference_and_tol(q, k, mask: MaskSpec, scaled: bool) -> tuple[np.ndarra
     roundings of m + log2 l and of the product by ln 2.                                  (H, L)
     k (H_kv, S, d); a row that sees no key (L > S, bottom-right) gets +inf, as the kernel writes."""
     qs, kb, _ = bf16_inputs(q, k, k, scaled)
-    L, d = qs.shape[1], qs.shape[2]
+    H, L, d = qs.shape
     visible = mask.visible(L, S=kb.shape[1])
-    kb = kv_heads_for(kb, qs.shape[0])
-    s = np.where(visible, qs @ _t(kb), -np.inf)  # log2 units
+    kb = kv_heads_for(kb, H)
+    qk = qs @ _t(kb)
+    # ALiBi's bias joins the scores in log2 units, as the forward adds it (bf16_attention): its
+    # rounding, 8u of |qk| + |bias|, rides on each score's error below
+    bias = mask.score_bias(H, L, S=kb.shape[1])
+    bias2 = 0.0 if bias is None else np.where(visible, bias * LOG2E, 0.0)
+    bias_err = np.where(visible, 8 * U * (np.abs(qk) + np.abs(bias2)), 0.0) if bias is not None else 0.0
+    s = np.where(visible, qk + bias2, -np.inf)  # log2 units
     seen = visible.any(axis=-1)[..., None]  # (L, 1)
     m = np.where(seen, s.max(axis=-1, keepdims=True), 0.0)
     l_sum = np.where(seen, np.exp2(s - m).sum(axis=-1, keepdims=True), 1.0)
     lse2 = m + np.log2(l_sum)
-    err_s = np.where(visible, gamma(2 * d) * (np.abs(qs) @ _t(np.abs(kb))), 0.0).max(axis=-1, keepdims=True)
+    err_s = np.where(visible, gamma(2 * d) * (np.abs(qs) @ _t(np.abs(kb))) + bias_err, 0.0).max(axis=-1, keepdims=True)
     n = visible.sum(axis=-1, keepdims=True)
     keys = LSE_FORWARD.tile_size()  # per tile of the forward that writes the lse
     tiles = np.ceil(n / keys) + 1

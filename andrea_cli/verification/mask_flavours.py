@@ -6,10 +6,9 @@ recomputed P) and, where the mask hides the future, decode. Each is placed at a 
 right-hand reach one past a 32-key tile (kernels 1, 2, the fused dK/dV's key blocks) or a 64-key
 tile (kernel3, the staged backward's kernel2), sinks that span a whole key tile and end one past
 it, an ALiBi over a head count that is no power of two (the paper's second rule); L != S and
-grouped K/V heads in the full sweep. (The bf16 backward's kernels take every flavour, but its
-forward, kernel4's lse twin, takes the two bounds only: tests/backends/launch/test_backward_bf16.py
-runs them on the float64 forward's output and logsumexp.) The tensor-core forward kernels 4-7
-have cases of their own, at their tiles' edges (bf16_flavour_cases)."""
+grouped K/V heads in the full sweep. The tensor-core forward kernels 4-7 have cases of their own,
+at their tiles' edges (bf16_flavour_cases), and so has the bf16 backward, with its forward
+(backward_bf16.flavour_cases)."""
 
 from __future__ import annotations
 

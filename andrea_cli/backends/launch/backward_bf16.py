@@ -16,8 +16,8 @@ from andrea_cli.backends.launch.fused_bf16 import check_bf16_shape, convert_inpu
 from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import Scale
 
-# The forward that saves the logsumexp: attention_fused_lse_kernel4, kernel4's body (kernel5 has no
-# lse twin yet); then dK, dV and dQ
+# The forward that saves the logsumexp: attention_fused_lse_kernel4, kernel4's body with the whole
+# Mask (kernel5 has no lse twin yet); then dK, dV and dQ
 LSE_FORWARD, DKDV, DQ = (kernel("fused_bf16_backward", stage, variant)
                          for stage, variant in (("forward", 4), ("dkdv", 2), ("dq", 2)))
 LSE_FORWARD_VARIANT = LSE_FORWARD.variant
@@ -77,14 +77,10 @@ def launch_fused_lse_bf16(dev: KernelDevice, qb, kb, vb, out, lse, *, H: int, T:
                           mask: MaskSpec, S: int | None = None, H_kv: int | None = None) -> dict[str, str]:
     S = T if S is None else S
     group = H // (H if H_kv is None else H_kv)
-    # kernel4's body takes every flavour, but its lse entry points pass right, sinks and alibi as 0
-    # (their launch, and a check of the bf16 backward on its own forward, still to come)
-    mask.refuse_flavours("the bf16 forward the bf16 backward runs (attention_fused_lse_kernel4)",
-                         "run the fp32 backward (drop --precision bf16)")
     name = LSE_FORWARD.entry(d)
     dev.get_function(name)(
         (cdiv(T, LSE_FORWARD.block_rows(d)), 1, H), (LSE_FORWARD.block_threads(d), 1, 1),
-        (qb, kb, vb, out, lse, np.int32(T), np.int32(S), np.int32(group), *mask.kernel_args(T, S)),
+        (qb, kb, vb, out, lse, np.int32(T), np.int32(S), np.int32(group), *mask.kernel_args(T, S, heads=H)),
         shared_mem=LSE_FORWARD.shared_bytes(d))
     return {"forward": name}
 

@@ -169,12 +169,18 @@ def test_bf16_backward_kernels_take_every_flavour(device, L, S, H, H_kv, d, mask
         assert (err <= bound).all(), f"{name}: worst error {err.max():.3g}, {(err / bound).max():.3g} of its bound"
 
 
-def test_the_bf16_backward_forward_refuses_a_flavour_in_one_line(device):
-    from andrea_cli.errors import AndreaError
-
-    q = np.zeros((1, 8, 64), np.float32)
-    with pytest.raises(AndreaError, match="^--mask alibi: the bf16 forward .* not alibi: run the fp32 backward"):
-        run_backward_bf16(device, q, q, q, q, mask=MaskSpec("causal", alibi=True), scale=course_scale(64))
+def test_the_bf16_backward_runs_every_flavour_through_its_own_forward(device):
+    # the forward that saves the lse takes the whole Mask (its flavour cases in verify:
+    # tests/verification/test_backward_bf16_flavours.py): its lse has ALiBi's bias in it
+    L, S, H, H_kv, d, mask = FLAVOURS[2]
+    rng = np.random.default_rng(5)
+    q, d_out = (rng.standard_normal((H, L, d), dtype=np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((H_kv, S, d), dtype=np.float32) for _ in range(2))
+    got = run_backward_bf16(device, q, k, v, d_out, mask=mask, scale=course_scale(d))
+    lse, tol = bf16_backward.lse_reference_and_tol(q, k, mask, True)
+    assert (np.abs(got.lse - lse) <= tol).all()
+    plain, _ = bf16_backward.lse_reference_and_tol(q, k, MaskSpec("causal"), True)
+    assert np.abs(plain - lse).max() > 100 * tol.max()  # the bias is there to be seen
 
 
 # bug -> (the kernel file's text, its broken copy, the case (FLAVOURS' index), a gradient that must fail)

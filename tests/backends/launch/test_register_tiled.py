@@ -138,7 +138,7 @@ def test_float4_and_element_copies_give_the_same_bits(cpu_device):
         d_v = d_out.shape[-1]
         out = np.full(d_out.shape, np.nan, np.float32)
         args = (p, d_out, out, np.int32(T), np.int32(T), np.int32(d_v), np.int32(1),
-                *MaskSpec("causal").kernel_args(T, T))
+                *MaskSpec("causal").kernel_args(T, T, heads=2))
         cpu_device.get_function("dv_kernel2")((cdiv(d_v, AV2_TILE), cdiv(T, AV2_TILE), 2), (64, 1, 1), args)
         return out
 
