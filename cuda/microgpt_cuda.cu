@@ -1856,6 +1856,14 @@ __device__ __forceinline__ void wgmma_hold(float& r) {
 #endif
 }
 
+// The same for the A registers a wgmma in flight reads (held after its wait): they stay live,
+// unchanged, until then, so nothing the compiler places between issue and wait reuses them.
+__device__ __forceinline__ void wgmma_hold(u32& r) {
+#if WGMMA_PTX
+    asm volatile("" : "+r"(r)::"memory");
+#endif
+}
+
 // Generic-proxy writes to shared memory (stores, cp.async) made visible to the async proxy wgmma reads through.
 __device__ __forceinline__ void fence_proxy_async() {
 #if WGMMA_PTX
@@ -2474,13 +2482,15 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
                                                  int L, int Sk, int group, int causal, int window, int offset,
                                                  unsigned short* smem) {
     constexpr int QS = D + TC_PAD;                  // q_s's row stride, in bf16
-    constexpr int KV_TILE = TC_KEYS * D;               // one K or V tile, in bf16
+    constexpr int KV_TILE = TC_KEYS * D;            // one K or V tile, in bf16
+    constexpr int STAGE = 2 * KV_TILE;              // one stage: a key tile's K, then its V
     constexpr int CHUNKS = D / 8;                   // 16-byte pieces per row
     constexpr int ROW_STEP = K6_THREADS / CHUNKS;   // rows the block's threads copy in one pass
     constexpr u32 GROUP_BYTES = 16 * D;             // 8 keys' rows: the stride between key groups
-    unsigned short* q_s = smem;                     // (K6_ROWS, QS)
-    unsigned short* k_s = q_s + K6_ROWS * QS;       // (2, KV_TILE)
-    unsigned short* v_s = k_s + 2 * KV_TILE;           // (2, KV_TILE)
+    static_assert(K6_ROWS * QS >= STAGE, "stage 2 lies over q_s");
+    unsigned short* k_s = smem;                     // stage s's K at k_s + s·STAGE, s = 0, 1, 2
+    unsigned short* v_s = k_s + KV_TILE;            // and its V at v_s + s·STAGE
+    unsigned short* q_s = smem + 2 * STAGE;         // (K6_ROWS, QS), until Q is in registers; then stage 2
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
     const Mask mask = Mask::from_args(causal, window, offset);
@@ -2516,12 +2526,12 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     // is a multiple of 8, so pass p adds p·ROW_STEP·D
     const int kv_dst = (kv_row / 8) * 8 * D + kv_col * 8 + (kv_row % 8) * 8;
     int kv_global = (j_begin + kv_row) * D + kv_col;
-    // Key tile n into stage n & 1 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's)
+    // Key tile n into stage n % 3 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's)
     auto copy_kv = [&](auto whole, int n) {
         constexpr bool WHOLE = decltype(whole)::value;
         const int rows_left = Sk - (j_begin + n * TC_KEYS) - kv_row;
-        unsigned short* kd = k_s + (n & 1) * KV_TILE + kv_dst;
-        unsigned short* vd = v_s + (n & 1) * KV_TILE + kv_dst;
+        unsigned short* kd = k_s + n % 3 * STAGE + kv_dst;
+        unsigned short* vd = v_s + n % 3 * STAGE + kv_dst;
 #pragma unroll
         for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
             const bool valid = WHOLE || p * ROW_STEP < rows_left;
@@ -2551,34 +2561,80 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 
     float acc[D / 2];  // O, unnormalised: n8 tile c in acc[4c .. 4c+3] (rows g, g + 8)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows w_row0 + g, + 8
+    float alpha[2] = {1.0f, 1.0f};  // O's factor to the newest max, applied before the next P·V
+    float s[32];  // S of the tile (c, e: keys 8c + 2t + e % 2, rows g + 8(e / 2)), then its P
+    u32 pf[4][4];  // P of the tile before as bf16 A fragments (keys 16kk.. in pf[kk]), for its P·V
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = 0.0f;  // packed once before the first tile, never used
 
+    // P of the tile before, out of s into P·V's A fragments, once that P·V's wgmmas are done with
+    // them. At the top of a tile, not after its softmax: in the same basic block ptxas moves these
+    // conversions up among the exponentials, and its wait with them (no overlap left).
+    auto pack_p = [&]() {
+        wgmma_wait<0>();  // the P·V before: O and P's registers are free
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) wgmma_hold(pf[kk][i]);
+            // P's A fragment for keys 16kk..: S's n8 tiles 2kk and 2kk + 1, as bf16
+            pf[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
+            pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+            pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+            pf[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+    };
+    // O += P·V of the tile before (the one in stage `stage`), its rescale first: the wgmmas only,
+    // one commit group
+    auto issue_pv = [&](int stage) {
+        const unsigned long long vd = wgmma_desc_advance(v_desc, stage * STAGE * 2);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int c = 0; c < D / 8; ++c) {
+                acc[4 * c + 2 * h] *= alpha[h];
+                acc[4 * c + 2 * h + 1] *= alpha[h];
+            }
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc_advance(vd, 2 * kk * GROUP_BYTES), true);
+        wgmma_commit();
+    };
+
+    // Key tile n, FlashAttention-3's intra-warpgroup overlap: S(n) = Q·K(n)^T and O += P(n-1)·V(n-1)
+    // issued back to back, S waited for alone (wgmma_wait<1>), so P·V runs on the tensor cores
+    // while this warpgroup does tile n's softmax; its wait comes only before P(n) is packed into
+    // the registers it reads. Three stages: after this tile's one barrier every warp has retired
+    // tile n - 2's wgmmas (K(n-2) in its tile, V(n-2) in the next), so tile n + 1 can refill that
+    // stage while V(n-1) and K(n) are read: no end-of-tile barrier.
     auto tile = [&](auto masked, auto hot, int n) {
         constexpr bool MASKED = decltype(masked)::value;
-        if (decltype(hot)::value) {
-            copy_kv(StaticFlag<true>(), n + 1);
-            cp_async_wait<1>();
-        } else if (n + 1 < n_tiles) {
-            copy_kv(StaticFlag<false>(), n + 1);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        fence_proxy_async();  // this thread's copies, visible to the tensor cores' reads
-        __syncthreads();      // and every other thread's
-        const unsigned long long kd = wgmma_desc_advance(k_desc, (n & 1) * KV_TILE * 2);
-        const unsigned long long vd = wgmma_desc_advance(v_desc, (n & 1) * KV_TILE * 2);
+        cp_async_wait<0>();   // tile n, this thread's copies (the only group in flight)
+        fence_proxy_async();  // visible to the tensor cores' reads
+        __syncthreads();      // and every other thread's; every warp past tile n - 1's P·V
+        if (decltype(hot)::value) copy_kv(StaticFlag<true>(), n + 1);
+        else if (n + 1 < n_tiles) copy_kv(StaticFlag<false>(), n + 1);
+        const unsigned long long kd = wgmma_desc_advance(k_desc, n % 3 * STAGE * 2);
         const int js = j_begin + n * TC_KEYS;
 
         // S = Q·K^T over the tile's 64 keys
-        float s[32];
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
             wgmma_bf16_m64nNk16<64, false>(s, qf[kk], wgmma_desc_advance(kd, 256 * kk), kk > 0);
         wgmma_commit();
-        wgmma_wait<0>();
+        if (n > 0) {
+            issue_pv((n + 2) % 3);
+            wgmma_wait<1>();  // S has landed; P·V stays in flight across the softmax
+        } else {
+            wgmma_wait<0>();
+        }
 #pragma unroll
         for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
 
@@ -2593,7 +2649,8 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
                     if (!visible) s[4 * c + e] = -INFINITY;
                 }
         }
-        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row
+        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row. O
+        // is in flight: its factor waits in alpha for the next P·V
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float mx = m[h];
@@ -2602,7 +2659,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
             const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
-            const float alpha = exp2_approx_ftz(m[h] - m_use);
+            alpha[h] = exp2_approx_ftz(m[h] - m_use);
             m[h] = mx;
             float sum = 0.0f;
 #pragma unroll
@@ -2611,36 +2668,25 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
                 s[4 * c + 2 * h + 1] = exp2_approx_ftz(s[4 * c + 2 * h + 1] - m_use);
                 sum += s[4 * c + 2 * h] + s[4 * c + 2 * h + 1];
             }
-            l[h] = l[h] * alpha + sum;
-#pragma unroll
-            for (int c = 0; c < D / 8; ++c) {
-                acc[4 * c + 2 * h] *= alpha;
-                acc[4 * c + 2 * h + 1] *= alpha;
-            }
+            l[h] = l[h] * alpha[h] + sum;
         }
-        // O += P·V: P's A fragment for keys 16kk.. is S's n8 tiles 2kk and 2kk + 1, as bf16
-        u32 pf[4][4];
+        if (n + 1 < n_tiles) {
+            pack_p();
+        } else {
+            wgmma_wait<0>();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            pf[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
-            pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
-            pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
-            pf[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
+            for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
         }
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-            wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc_advance(vd, 2 * kk * GROUP_BYTES), true);
-        wgmma_commit();
-        wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
-        __syncthreads();  // every warp is done with this stage before it is refilled
     };
 
     for_each_key_tile<true>(mask, kt, Sk, tile);
+    if (n_tiles > 0) {  // the last tile's P·V
+        pack_p();
+        issue_pv((n_tiles - 1) % 3);
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+    }
 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
