@@ -156,10 +156,13 @@
 //                    matrix descriptors (no ldmatrix: the shared-memory bound kernel5 hits is
 //                    gone, bench --bound puts it on the tensor pipe); K and V tiles unpadded in
 //                    the descriptors' canonical layout; the softmax steps 64 keys at both d.
-//                    Descriptors built once per block and walked by one add. grid (ceil(T/128),
-//                    1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d) bytes (51,200
-//                    at d = 64; 100,352 at d = 128: opt-ins); registers <= 128 (two blocks, 16
-//                    warps, per SM), <= 184
+//                    Descriptors built once per block and walked by one add. FlashAttention-3's
+//                    intra-warpgroup overlap: S of tile n and P·V of tile n-1 issued together, S
+//                    waited for alone (wgmma_wait<1>), so P·V runs through tile n's softmax; three
+//                    K/V stages (the third over q_s once Q is in registers), one barrier a tile.
+//                    grid (ceil(T/128), 1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d)
+//                    bytes (51,200 at d = 64; 100,352 at d = 128: opt-ins); registers <= 144, <= 192
+//                    (one block, 8 warps, per SM at both: S, P, O and Q's fragments live at once)
 //   attention_fused_kernel7_d64, attention_fused_kernel7_d128   kernel6's output and tiles,
 //                    FlashAttention-3's structure (sm_90a only; chosen by name, --kernel 7):
 //                    warp-specialised, a producer warp (its warpgroup at setmaxnreg 40) streams K
@@ -2456,20 +2459,28 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
 //     runs along a core matrix's rows) and V (MN-major, transposed B: the reduction over keys runs
 //     across its rows), only the descriptor's two strides differ
 //   - the softmax steps a whole 64-key tile at both head sizes (S is 32 floats per thread)
-// What it keeps from kernel5: cp.async double buffering with offsets computed once, ex2.approx.ftz,
-// mask-edge tiles in loops of their own, causal blocks longest first across all heads.
+//   - the overlap (FlashAttention-3's intra-warpgroup pipelining): S of tile n and O += P·V of tile
+//     n - 1 issued back to back, S waited for alone (WARPGROUP.DEPBAR.LE gsb0, 0x1 in the SASS), so
+//     the tensor cores run the P·V while the warpgroup does tile n's softmax; three K/V stages
+//     (stage 2 over q_s, free once Q is in registers) leave one barrier per tile, not two
+// What it keeps from kernel5: cp.async with offsets computed once, ex2.approx.ftz, mask-edge
+// tiles in loops of their own, causal blocks longest first across all heads.
 // What bounds it (bench --bound --gpu h200, static, not a measurement; wgmma's shared-memory
 // operand counted once per warpgroup, the assumption andrea_cli/bench/bound/model.py argues):
 // at d = 64 the exponentials and conversions, 633 TFLOP/s (34 MUFU.EX2 and 16 F2FP per warp and
 // tile on the 16-a-clock pipe against 8 HGMMA), as in FlashAttention-3's paper; at d = 128 the
 // tensor pipe, 989, the peak only under the bound's assumptions (no latency, all pipes at the
-// 1.83 GHz tensor clock). Hot loop: 259 and 315 instructions per warp and 64-key tile. The K/V
-// copies take 4 shared-memory wavefronts per cp.async (the least), by the bound's bank count.
+// 1.83 GHz tensor clock). Hot loop: HOT_D64 and HOT_D128 instructions per warp and 64-key tile. The
+// K/V copies take 4 shared-memory wavefronts per cp.async (the least), by the bound's bank count.
+// The bound models no waits, so the overlap leaves it where it was; what it buys is latency.
+// Its price: registers (S, P, O and Q's fragments live together: 144 at d = 64, so one block of
+// 8 warps per SM where the synchronous form fitted two in 128). ptxas still waits for S before
+// P·V in the first loop of masked tiles (a window's far edge): "C7517 warpgroup.wait injected".
 // Not (yet) FlashAttention-3's: warp specialisation (a producer warp issuing TMA copies) and the
-// ping-pong that overlaps one warpgroup's softmax with the other's wgmma; the waits here are
-// synchronous, so a warpgroup idles its tensor cores during its softmax.
-// Shared memory (dynamic, bf16): q_s (128, d+8) padded for ldmatrix; k_s, v_s (2, 64·d) each,
-// the canonical layout: key r, columns 8c..8c+7 at (r / 8)·16d + 128c + 16(r % 8) bytes.
+// ping-pong that overlaps one warpgroup's softmax with the other's wgmma (kernel7 has both).
+// Shared memory (dynamic, bf16): stages 0 and 1, each a tile's K then its V (64·d each), in the
+// canonical layout: key r, columns 8c..8c+7 at (r / 8)·16d + 128c + 16(r % 8) bytes; then q_s
+// (128, d+8) padded for ldmatrix, whose first 2·64·d elements are stage 2 after Q is loaded.
 
 #define K6_THREADS 256  // two warpgroups
 #define K6_ROWS 128     // query rows per block: 16 per warp
@@ -2562,16 +2573,17 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     float acc[D / 2];  // O, unnormalised: n8 tile c in acc[4c .. 4c+3] (rows g, g + 8)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows w_row0 + g, + 8
     float alpha[2] = {1.0f, 1.0f};  // O's factor to the newest max, applied before the next P·V
-    float s[32];  // S of the tile (c, e: keys 8c + 2t + e % 2, rows g + 8(e / 2)), then its P
+    float s[32];  // S of the tile (n8 tile c in s[4c .. 4c+3], as acc), then its P
     u32 pf[4][4];  // P of the tile before as bf16 A fragments (keys 16kk.. in pf[kk]), for its P·V
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = 0.0f;  // packed once before the first tile, never used
+    for (int i = 0; i < 32; ++i) s[i] = 0.0f;  // (the first wgmma's "+f" operands read it)
 
-    // P of the tile before, out of s into P·V's A fragments, once that P·V's wgmmas are done with
-    // them. At the top of a tile, not after its softmax: in the same basic block ptxas moves these
-    // conversions up among the exponentials, and its wait with them (no overlap left).
+    // The tile's P, out of s into the A fragments its P·V reads, once the P·V before has retired
+    // them. Never in the softmax's basic block (a branch of its own, or after the last tile): there
+    // ptxas moves these conversions up among the exponentials, and the wait with them, which
+    // leaves nothing of the softmax under the P·V.
     auto pack_p = [&]() {
         wgmma_wait<0>();  // the P·V before: O and P's registers are free
 #pragma unroll
@@ -2609,14 +2621,15 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 
     // Key tile n, FlashAttention-3's intra-warpgroup overlap: S(n) = Q·K(n)^T and O += P(n-1)·V(n-1)
     // issued back to back, S waited for alone (wgmma_wait<1>), so P·V runs on the tensor cores
-    // while this warpgroup does tile n's softmax; its wait comes only before P(n) is packed into
-    // the registers it reads. Three stages: after this tile's one barrier every warp has retired
-    // tile n - 2's wgmmas (K(n-2) in its tile, V(n-2) in the next), so tile n + 1 can refill that
-    // stage while V(n-1) and K(n) are read: no end-of-tile barrier.
+    // while this warpgroup does tile n's softmax (O's rescale waits in alpha for the next P·V);
+    // P·V's wait comes only before P(n) is packed into the registers it reads. Three stages: after
+    // this tile's one barrier every warp has retired tile n - 2's wgmmas (K(n-2) in its tile, V(n-2)
+    // in the next), so tile n + 1 can refill that stage while V(n-1) and K(n) are read: no
+    // end-of-tile barrier.
     auto tile = [&](auto masked, auto hot, int n) {
         constexpr bool MASKED = decltype(masked)::value;
         cp_async_wait<0>();   // tile n, this thread's copies (the only group in flight)
-        fence_proxy_async();  // visible to the tensor cores' reads
+        fence_proxy_async();  // this thread's copies, visible to the tensor cores' reads
         __syncthreads();      // and every other thread's; every warp past tile n - 1's P·V
         if (decltype(hot)::value) copy_kv(StaticFlag<true>(), n + 1);
         else if (n + 1 < n_tiles) copy_kv(StaticFlag<false>(), n + 1);
@@ -2672,7 +2685,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         }
         if (n + 1 < n_tiles) {
             pack_p();
-        } else {
+        } else {  // the last tile: the epilogue packs it; both paths leave no wgmma in flight
             wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
@@ -2705,9 +2718,9 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 
 // grid (ceil(T / 128), 1, H), block (256), shared_mem = 2 · (128 · (d + 8) + 4 · 64 · d) bytes
 // (d = 64: 51,200; d = 128: 100,352; both above the 48 KiB default: the launcher opts in).
-// d = 64: two blocks per SM (16 warps, 128 registers each): a warpgroup's softmax, during which
-// its wgmmas wait (no ping-pong here), has another block's warpgroups to overlap
-extern "C" __global__ void __launch_bounds__(K6_THREADS, 2)
+// One block per SM at both head sizes: the overlap holds S, P, O and Q's fragments at once (144
+// registers at d = 64, over the 128 a second block would leave: capped there it spills 56 bytes)
+extern "C" __global__ void __launch_bounds__(K6_THREADS, 1)
 attention_fused_kernel6_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
                             int L, int S, int group, int causal, int window, int offset) {
