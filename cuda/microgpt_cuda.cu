@@ -2537,12 +2537,16 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     // is a multiple of 8, so pass p adds p·ROW_STEP·D
     const int kv_dst = (kv_row / 8) * 8 * D + kv_col * 8 + (kv_row % 8) * 8;
     int kv_global = (j_begin + kv_row) * D + kv_col;
-    // Key tile n into stage n % 3 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's)
+    // Key tile n into stage n % 3 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's).
+    // The tiles are copied in order, so the stage's offset steps on by an add and a select, not a
+    // division (bench --bound follows it to the lanes' banks; n % 3's multiply-high it does not)
+    int copy_stage = 0;  // n % 3 · STAGE for the next copy
     auto copy_kv = [&](auto whole, int n) {
         constexpr bool WHOLE = decltype(whole)::value;
         const int rows_left = Sk - (j_begin + n * TC_KEYS) - kv_row;
-        unsigned short* kd = k_s + n % 3 * STAGE + kv_dst;
-        unsigned short* vd = v_s + n % 3 * STAGE + kv_dst;
+        unsigned short* kd = k_s + copy_stage + kv_dst;
+        unsigned short* vd = v_s + copy_stage + kv_dst;
+        copy_stage = copy_stage == 2 * STAGE ? 0 : copy_stage + STAGE;
 #pragma unroll
         for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
             const bool valid = WHOLE || p * ROW_STEP < rows_left;
