@@ -57,9 +57,9 @@ PACKED_LISTING = """
 """
 
 
-def test_a_branch_of_conversions_is_tile_work():
-    # kernel6 packs P (F2FP) behind a branch of its own, taken every trip but the last: kept, while
-    # the fix-up with no arithmetic (FSEL) is dropped
+def test_a_branch_that_waits_for_wgmma_is_tile_work():
+    # kernel6 waits for its P·V and packs the next P (F2FP) behind a branch of its own, taken every
+    # trip but the last: kept, while the fix-up with no arithmetic (FSEL) is dropped
     loop = hot_loop(parse_kernels(PACKED_LISTING)["toy_pack"])
     kept = [i.opcode.split(".")[0] for i in steady_state(loop)]
     assert kept == ["MUFU", "BRA", "WARPGROUP", "F2FP", "BRA", "BRA"]
