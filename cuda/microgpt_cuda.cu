@@ -2470,7 +2470,8 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
 // at d = 64 the exponentials and conversions, 633 TFLOP/s (34 MUFU.EX2 and 16 F2FP per warp and
 // tile on the 16-a-clock pipe against 8 HGMMA), as in FlashAttention-3's paper; at d = 128 the
 // tensor pipe, 989, the peak only under the bound's assumptions (no latency, all pipes at the
-// 1.83 GHz tensor clock). Hot loop: HOT_D64 and HOT_D128 instructions per warp and 64-key tile. The
+// 1.83 GHz tensor clock). Hot loop: 275 and 329 instructions per warp and 64-key tile (259 and 315
+// with synchronous waits: the rescale and second wgmma fence, the stage offsets). The
 // K/V copies take 4 shared-memory wavefronts per cp.async (the least), by the bound's bank count.
 // The bound models no waits, so the overlap leaves it where it was; what it buys is latency.
 // Its price: registers (S, P, O and Q's fragments live together: 144 at d = 64, so one block of

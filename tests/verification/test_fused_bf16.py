@@ -92,13 +92,11 @@ BROKEN = {
     # GPU: the wgmma reads the new P, O's factor is lost; here O reads NaN)
     "kernel6: P packed under its P·V": (6, "        wgmma_wait<0>();  // the P·V before: O and P's registers are free\n",
                                         "", (300, 128, "causal", True)),
-    # two stages where three are needed: tile n + 1 refills the stage of tile n - 1, whose V the
-    # P·V of this tile is about to read (the poison of a copy in flight, or the wrong keys)
-    "kernel6: two stages under the overlap": (6, "unsigned short* kd = k_s + n % 3 * STAGE + kv_dst;\n"
-                                                 "        unsigned short* vd = v_s + n % 3 * STAGE + kv_dst;",
-                                              "unsigned short* kd = k_s + n % 2 * STAGE + kv_dst;\n"
-                                              "        unsigned short* vd = v_s + n % 2 * STAGE + kv_dst;",
-                                              (300, 128, "causal", True)),
+    # the copies cycling two stages where the wgmmas read three (n % 3): tile 2 lands over tile 0,
+    # whose V the P·V of tile 1 reads, and stage 2 is read unfilled (q_s's bytes)
+    "kernel6: copies in two stages, reads in three": (6, "copy_stage = copy_stage == 2 * STAGE ? 0 : copy_stage + STAGE;",
+                                                      "copy_stage = copy_stage == STAGE ? 0 : copy_stage + STAGE;",
+                                                      (300, 128, "causal", True)),
     # the count of tiles the window's far end crosses (edge_tiles): a remainder for the quotient,
     # and the tile whose first key is exactly the far end left unmasked
     "kernel5, 6, 7: window tiles counted by remainder": ((5, 6, 7), "(p_last - window - j_begin) / KEYS + 1);",
