@@ -37,8 +37,8 @@
 //
 // Every kernel that masks takes its Mask's fields as int arguments, (causal, window, offset,
 // right, sinks, alibi), or the first three where it takes only the two bounds (the tensor-core
-// forward) or the first two (the backward, L = S), and asks one Mask (BUILDING BLOCKS) for every
-// test of a (query, key) pair and every range of tiles it visits. The masks: none, causal (key j
+// forward), and asks one Mask (BUILDING BLOCKS) for every test of a (query, key) pair and every
+// range of tiles it visits. The masks: none, causal (key j
 // visible from query i when j <= p + right, p = i + offset; right 0), a sliding window
 // (p - j < window as well), two-sided (right > 0: window:L,R sees p-L .. p+R), with attention
 // sinks (keys j < sinks pass the window's left bound), and ALiBi (alibi = H: -m_h · (p - j)
@@ -205,7 +205,10 @@
 //
 // Backward, given dO = dL/dO (H, L, d_v); staged, one launch per stage like the forward. L
 // queries against S keys (the Mask's offset, as the forward), H query heads over H_kv K/V heads:
-// dK, dV (H_kv, S, d) summed over each K/V head's group inside the kernel (no atomics):
+// dK, dV (H_kv, S, d) summed over each K/V head's group inside the kernel (no atomics). Every
+// backward kernel that masks takes the whole Mask: its ranges hold a right reach and the rows
+// that see a sink; ALiBi's bias is in the staged P already, and the fused kernels add it to
+// each P they recompute:
 //
 //   dv_kernel1       dV = sum over the group of P^T · dO      (H,L,S),(H,L,d_v) -> (H_kv,S,d_v)
 //                    16x16 output tile per block; only the query tiles that see its keys (the
@@ -272,7 +275,8 @@
 //                    queries per block walking their key tiles as kernel4 does; S, dP by mma, dS
 //                    rounded to bf16 as dQ += dS·K's A operand. A pass of its own, not atomics: the
 //                    same bits on every run. grid (ceil(L/64), 1, H), block (128),
-//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 232
+//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 236
+//                    (232 before ALiBi's bias, on sm_90: still two blocks per SM, as its shared memory allows)
 //
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every
@@ -3480,10 +3484,11 @@ __device__ __forceinline__ void transposed_product(const float* __restrict__ a, 
 extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, L, S)
                                       const float* __restrict__ d_out,    // (H, L, d_v)
                                       float* __restrict__ dv,             // (H / group, S, d_v)
-                                      int L, int S, int d_v, int group, int causal, int window, int offset) {
+                                      int L, int S, int d_v, int group, int causal, int window, int offset,
+                                      int right, int sinks, int alibi) {
     const long kv_head = blockIdx.z;  // its query heads: kv_head·group .. + group - 1
     transposed_product(weights + kv_head * group * L * S, d_out + kv_head * group * L * d_v, dv + kv_head * S * d_v,
-                       L, S, d_v, group, 1.0f, Mask::from_args(causal, window, offset));
+                       L, S, d_v, group, 1.0f, Mask::from_args(causal, window, offset, right, sinks, alibi));
 }
 
 extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, L, d_v)
@@ -3538,7 +3543,7 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, L, S
                                       const float* __restrict__ k,   // (H / group, S, d_k)
                                       float* __restrict__ dq,        // (H, L, d_k)
                                       int L, int S, int d_k, int group, float scale, int causal, int window,
-                                      int offset) {
+                                      int offset, int right, int sinks, int alibi) {
     // dQ = scale · dS · K: av_kernel1's product P·V with dS and K, and the scale on the store.
     __shared__ float s_tile[TILE][TILE + 1];  // s_tile[r][c] = dS[row0 + r][j0 + c]
     __shared__ float k_tile[TILE][TILE + 1];  // k_tile[r][c] = K[j0 + r][col0 + c]
@@ -3550,7 +3555,8 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, L, S
     dq += head * L * d_k;
 
     // dS[i][j] = 0 wherever the Mask hides key j: only the key tiles the block's rows see (as av_kernel1)
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<TILE>(row0, TILE, L, S);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const KeyTiles kt = mask.key_tiles<TILE>(row0, TILE, L, S);
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
     for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
@@ -3568,10 +3574,10 @@ extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, L, S
                                       const float* __restrict__ q,   // (H, L, d_k)
                                       float* __restrict__ dk,        // (H / group, S, d_k)
                                       int L, int S, int d_k, int group, float scale, int causal, int window,
-                                      int offset) {
+                                      int offset, int right, int sinks, int alibi) {
     const long kv_head = blockIdx.z;
     transposed_product(ds + kv_head * group * L * S, q + kv_head * group * L * d_k, dk + kv_head * S * d_k, L, S, d_k,
-                       group, scale, Mask::from_args(causal, window, offset));
+                       group, scale, Mask::from_args(causal, window, offset, right, sinks, alibi));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -3596,10 +3602,11 @@ extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __re
                                                                const float* __restrict__ d_out,    // (H, L, d_v)
                                                                float* __restrict__ dv,             // (H / group, S, d_v)
                                                                int L, int S, int d_v, int group, int causal, int window,
-                                                               int offset) {
+                                                               int offset, int right, int sinks, int alibi) {
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;  // key rows row0 .. row0 + 63 of dV
-    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const QueryRows qr = mask.query_rows(row0, 64, L);
     gemm_tile_8x8<64, 64, false, true>(weights + kv_head * group * L * S, S, d_out + kv_head * group * L * d_v, d_v,
                                        dv + kv_head * S * d_v, d_v, S, d_v,
                                        float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
@@ -3610,14 +3617,16 @@ extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __re
                                                                const float* __restrict__ k,   // (H / group, S, d_k)
                                                                float* __restrict__ dq,        // (H, L, d_k)
                                                                int L, int S, int d_k, int group, float scale,
-                                                               int causal, int window, int offset) {
+                                                               int causal, int window, int offset, int right, int sinks,
+                                                               int alibi) {
     // av_kernel2's stacking: grid (ceil(d_k/64), ceil(group·L/64), H / group); a block's rows run
     // over positions row0 % L .. (into the next head's first rows, which see fewer keys).
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
     // dS = 0 past the keys the block's rows see; from key 0 as av_kernel2 (k_begin = kt.j_begin: 3
     // more instructions a k-slice on sm_90)
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const KeyTiles kt = mask.key_tiles<GEMM_BK>(row0 % L, 64, L, S);
     gemm_tile_8x8<64, 64, false>(ds + kv_head * group * L * S, S, k + kv_head * S * d_k, d_k,
                                  dq + kv_head * group * L * d_k, d_k, group * L, d_k, kt.j_end, row0, blockIdx.x * 64,
                                  0, scale);
@@ -3627,10 +3636,12 @@ extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __re
                                                                const float* __restrict__ q,   // (H, L, d_k)
                                                                float* __restrict__ dk,        // (H / group, S, d_k)
                                                                int L, int S, int d_k, int group, float scale,
-                                                               int causal, int window, int offset) {
+                                                               int causal, int window, int offset, int right, int sinks,
+                                                               int alibi) {
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const QueryRows qr = mask.query_rows(row0, 64, L);
     gemm_tile_8x8<64, 64, false, true>(ds + kv_head * group * L * S, S, q + kv_head * group * L * d_k, d_k,
                                        dk + kv_head * S * d_k, d_k, S, d_k,
                                        float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
@@ -3688,7 +3699,8 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
                                                            float* __restrict__ dk,           // (H / group, S, d_k)
                                                            float* __restrict__ dv,           // (H / group, S, d_v)
                                                            int L, int S, int d_k, int d_v, int group, float scale,
-                                                           int causal, int window, int offset) {
+                                                           int causal, int window, int offset, int right, int sinks,
+                                                           int alibi) {
     // grid (ceil(S / 32), 1, H / group), block (32, FUSED_BWD_ROWS). A block owns 32 keys of one
     // K/V head and walks the query rows that see them in each of the group's query heads in
     // turn, so dK and dV are summed over the group in its registers, in one fixed order: no
@@ -3709,7 +3721,7 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     float* p_s = o_s + rows * d_v;
     float* g_s = p_s + rows * FUSED_KEYS;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, false);  // causal: the first keys see the most rows
     const int j0 = work.tile * FUSED_KEYS;
     const long kv_head = work.head;
@@ -3742,6 +3754,7 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     const float* oh = d_out + head * L * d_v;
     const float* lse_h = lse + head * L;
     const float* delta_h = delta + head * L;
+    const float slope_h = mask.slope(head);  // ALiBi's, of this query head (0 without)
     for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += rows) {
         __syncthreads();  // the previous rows are fully read (and, first time, k_s, v_s written)
         for (int idx = tid; idx < rows * d_k; idx += n_threads) {
@@ -3762,7 +3775,9 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
             for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
-            p = expf(s * scale - lse_h[i]);
+            // the forward's score, ALiBi's bias included (the lse is of the biased scores)
+            s = s * scale + (mask.alibi > 0 ? Mask::bias_at(slope_h, i + mask.offset - j) : 0.0f);
+            p = expf(s - lse_h[i]);
             const float* oi = o_s + r * d_v;
             const float* vj = v_s + lane * vs;
             float dp = 0.0f;
@@ -3809,7 +3824,8 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
                                                          const float* __restrict__ delta,  // (H, L)
                                                          float* __restrict__ dq,           // (H, L, d_k)
                                                          int L, int S, int d_k, int d_v, int group, float scale,
-                                                         int causal, int window, int offset) {
+                                                         int causal, int window, int offset, int right, int sinks,
+                                                         int alibi) {
     // The forward's layout: one warp per query row, `rows` rows per block sharing each tile of
     // 32 keys. grid (ceil(L / rows), 1, H), block (32, rows). Dynamic shared memory, in floats:
     //   q_s (rows, d_k), o_s (rows, d_v), k_s (32, d_k | 1), v_s (32, d_v | 1)
@@ -3823,7 +3839,7 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
     float* k_s = o_s + rows * d_v;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);  // longest rows first
     const int row0 = work.tile * rows;
     const int i = row0 + r;
@@ -3873,7 +3889,10 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
             for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
-            const float p = expf(s * scale - lse_i);
+            // the forward's score, ALiBi's bias included; the slope worked out here, as in
+            // attention_fused_kernel1, rather than held across the loop (the register budget)
+            s = s * scale + (mask.alibi > 0 ? Mask::bias_at(mask.slope(head), i + mask.offset - j) : 0.0f);
+            const float p = expf(s - lse_i);
             const float* oi = o_s + r * d_v;
             const float* vj = v_s + lane * vs;
             float dp = 0.0f;
@@ -4025,7 +4044,8 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
     const float* __restrict__ lse,             // (H, L) natural log
     const float* __restrict__ delta,           // (H, L)
     float* __restrict__ dk, float* __restrict__ dv,  // (H / group, S, D)
-    int L, int S, int group, int causal, int window, int offset, unsigned short* smem) {
+    int L, int S, int group, int causal, int window, int offset, int right, int sinks, int alibi,
+    unsigned short* smem) {
     constexpr int SP = D + TC_PAD;
     unsigned short* k_s = smem;                // (TC_KEYS, SP)
     unsigned short* v_s = k_s + TC_KEYS * SP;   // (TC_KEYS, SP)
@@ -4035,7 +4055,7 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
     float* delta_s = lse_s + 2 * QT;            // (2, QT)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const int j0 = blockIdx.x * TC_KEYS;  // causal: the first key blocks have the most query tiles
     const long kv_head = blockIdx.z;  // its query heads kv_head·group .. + group - 1: their dK, dV summed here
     k += kv_head * S * D;
@@ -4090,6 +4110,8 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
         const unsigned short* os = o_s + stage * QT * SP;
         const float* ls = lse_s + stage * QT;
         const float* dl = delta_s + stage * QT;
+        // ALiBi's slope of the tile's query head, in the scores' log2 units (0 without ALiBi)
+        const float slope2 = mask.slope(kv_head * group + n / per_head) * TC_LOG2E;
 
         // Whole-warp decisions: does a query of the tile see a key of this warp, and does the
         // mask (or T) cut through the tile, so that pairs must be tested one by one?
@@ -4109,7 +4131,9 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int x = 8 * nt + 2 * t + e % 2;  // the query, within the tile
-                    float pe = exp2f(p[nt][e] - ls[x]);
+                    // the forward's score, ALiBi's bias included (the lse is of the biased scores)
+                    const float bias = mask.alibi > 0 ? Mask::bias_at(slope2, i0 + x + mask.offset - keys[e / 2]) : 0.0f;
+                    float pe = exp2f(p[nt][e] + bias - ls[x]);
                     if (edge) {
                         const int i = i0 + x, j = keys[e / 2];
                         const bool visible = mask.visible(i, j, i < L && j < S);
@@ -4149,7 +4173,8 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     const float* __restrict__ lse,             // (H, L) natural log
     const float* __restrict__ delta,           // (H, L)
     float* __restrict__ dq,                    // (H, L, D)
-    int L, int S, int group, float scale, int causal, int window, int offset, unsigned short* smem) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi,
+    unsigned short* smem) {
     constexpr int SP = D + TC_PAD;
     unsigned short* q_s = smem;                   // (TC_ROWS, SP)
     unsigned short* o_s = q_s + TC_ROWS * SP;      // (TC_ROWS, SP)
@@ -4157,7 +4182,7 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     unsigned short* v_s = k_s + 2 * TC_KEYS * SP;  // (2, TC_KEYS, SP)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const int tile = mask.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
     const int row0 = tile * TC_ROWS;
     const long head = blockIdx.z;
@@ -4182,10 +4207,15 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     const int w_row0 = row0 + 16 * warp;
     const int w_last = min(w_row0 + 15, L - 1);
     const int rows[2] = {w_row0 + g, w_row0 + g + 8};
-    float lse2[2], dl[2];  // the rows' lse in log2 units, and delta
+    // ALiBi's slope in the scores' log2 units (0 without). Its bias -m·(p - j) is split as
+    // m·j - m·p, the row's part folded into its lse once: an FMA per score, and no more live
+    // registers than the lse's (adding -m·(p - j) whole cost dq_kernel2_d128 8 on sm_90, past its budget)
+    const float slope2 = mask.slope(head) * TC_LOG2E;
+    float lse2[2], dl[2];  // the rows' lse in log2 units (ALiBi's m·p added), and delta
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         lse2[r] = rows[r] < L ? lse[rows[r]] * TC_LOG2E : 0.0f;
+        if (mask.alibi > 0) lse2[r] += slope2 * (float)(rows[r] + mask.offset);
         dl[r] = rows[r] < L ? delta[rows[r]] : 0.0f;
     }
 
@@ -4222,9 +4252,12 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
             for (int nt = 0; nt < TC_KEYS / 8; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    float pe = exp2f(s[nt][e] - lse2[e / 2]);
+                    const int j = j0 + 8 * nt + 2 * t + e % 2;
+                    // the forward's score, ALiBi's bias included (the lse is of the biased scores)
+                    const float sb = mask.alibi > 0 ? fmaf(slope2, (float)j, s[nt][e]) : s[nt][e];
+                    float pe = exp2f(sb - lse2[e / 2]);
                     if (edge) {
-                        const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
+                        const int i = rows[e / 2];
                         const bool visible = mask.visible(i, j, i < L && j < S);
                         if (!visible) pe = 0.0f;
                     }
@@ -4255,10 +4288,10 @@ attention_backward_dkdv_kernel2_d64(const unsigned short* __restrict__ q, const 
                                     const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                     const float* __restrict__ lse, const float* __restrict__ delta,
                                     float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
-                                    int window, int offset) {
+                                    int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_backward_dkdv_kernel2<64, TC_BWD_QUERIES_D64>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
-                                                             tc_smem);
+                                                             right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4266,10 +4299,10 @@ attention_backward_dkdv_kernel2_d128(const unsigned short* __restrict__ q, const
                                      const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                      const float* __restrict__ lse, const float* __restrict__ delta,
                                      float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
-                                    int window, int offset) {
+                                    int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_backward_dkdv_kernel2<128, TC_BWD_QUERIES_D128>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
-                                                             tc_smem);
+                                                             right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4277,9 +4310,10 @@ attention_backward_dq_kernel2_d64(const unsigned short* __restrict__ q, const un
                                   const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                   const float* __restrict__ lse, const float* __restrict__ delta,
                                   float* __restrict__ dq, int L, int S, int group, float scale, int causal,
-                                  int window, int offset) {
+                                  int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
+    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, right, sinks,
+                                      alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4287,7 +4321,8 @@ attention_backward_dq_kernel2_d128(const unsigned short* __restrict__ q, const u
                                    const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
                                    float* __restrict__ dq, int L, int S, int group, float scale, int causal,
-                                  int window, int offset) {
+                                  int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
+    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, right, sinks,
+                                      alibi, tc_smem);
 }
