@@ -159,11 +159,15 @@
 //                    matrix descriptors (no ldmatrix: the shared-memory bound kernel5 hits is
 //                    gone, bench --bound puts it on the tensor pipe); K and V tiles unpadded in
 //                    the descriptors' canonical layout; the softmax steps 64 keys at both d.
-//                    Descriptors built once per block and walked by one add. Every mask flavour:
-//                    the mask pass and online softmax are wgmma_mask_tile and wgmma_softmax_tile,
-//                    shared with kernel7. grid (ceil(T/128), 1, H), block (256), shared_mem =
-//                    2 * (128 * (d + 8) + 256 * d) bytes (51,200 at d = 64; 100,352 at d = 128:
-//                    opt-ins); registers <= 128 (two blocks, 16 warps, per SM), <= 184
+//                    Descriptors built once per block and walked by one add. FlashAttention-3's
+//                    intra-warpgroup overlap: S of tile n and P·V of tile n-1 issued together, S
+//                    waited for alone (wgmma_wait<1>), so P·V runs through tile n's softmax; three
+//                    K/V stages (the third over q_s once Q is in registers), one barrier a tile.
+//                    Every mask flavour: the mask pass and online softmax are wgmma_mask_tile and
+//                    wgmma_softmax_tile, shared with kernel7.
+//                    grid (ceil(T/128), 1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d)
+//                    bytes (51,200 at d = 64; 100,352 at d = 128: opt-ins); registers <= 144, <= 192
+//                    (one block, 8 warps, per SM at both: S, P, O and Q's fragments live at once)
 //   attention_fused_kernel7_d64, attention_fused_kernel7_d128   kernel6's output and tiles,
 //                    FlashAttention-3's structure (sm_90a only; chosen by name, --kernel 7):
 //                    warp-specialised, a producer warp (its warpgroup at setmaxnreg 40) streams K
@@ -1862,6 +1866,14 @@ __device__ __forceinline__ void wgmma_hold(float& r) {
 #endif
 }
 
+// The same for the A registers a wgmma in flight reads (held after its wait): they stay live,
+// unchanged, until then, so nothing the compiler places between issue and wait reuses them.
+__device__ __forceinline__ void wgmma_hold(u32& r) {
+#if WGMMA_PTX
+    asm volatile("" : "+r"(r)::"memory");
+#endif
+}
+
 // Generic-proxy writes to shared memory (stores, cp.async) made visible to the async proxy wgmma reads through.
 __device__ __forceinline__ void fence_proxy_async() {
 #if WGMMA_PTX
@@ -2491,20 +2503,29 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
 //     runs along a core matrix's rows) and V (MN-major, transposed B: the reduction over keys runs
 //     across its rows), only the descriptor's two strides differ
 //   - the softmax steps a whole 64-key tile at both head sizes (S is 32 floats per thread)
-// What it keeps from kernel5: cp.async double buffering with offsets computed once, ex2.approx.ftz,
-// mask-edge tiles in loops of their own, causal blocks longest first across all heads.
+//   - the overlap (FlashAttention-3's intra-warpgroup pipelining): S of tile n and O += P·V of tile
+//     n - 1 issued back to back, S waited for alone (WARPGROUP.DEPBAR.LE gsb0, 0x1 in the SASS), so
+//     the tensor cores run the P·V while the warpgroup does tile n's softmax; three K/V stages
+//     (stage 2 over q_s, free once Q is in registers) leave one barrier per tile, not two
+// What it keeps from kernel5: cp.async with offsets computed once, ex2.approx.ftz, mask-edge
+// tiles in loops of their own, causal blocks longest first across all heads.
 // What bounds it (bench --bound --gpu h200, static, not a measurement; wgmma's shared-memory
 // operand counted once per warpgroup, the assumption andrea_cli/bench/bound/model.py argues):
 // at d = 64 the exponentials and conversions, 633 TFLOP/s (34 MUFU.EX2 and 16 F2FP per warp and
 // tile on the 16-a-clock pipe against 8 HGMMA), as in FlashAttention-3's paper; at d = 128 the
 // tensor pipe, 989, the peak only under the bound's assumptions (no latency, all pipes at the
-// 1.83 GHz tensor clock). Hot loop: 259 and 315 instructions per warp and 64-key tile. The K/V
-// copies take 4 shared-memory wavefronts per cp.async (the least), by the bound's bank count.
+// 1.83 GHz tensor clock). Hot loop: 275 and 329 instructions per warp and 64-key tile (259 and 315
+// with synchronous waits: the rescale and second wgmma fence, the stage offsets). The
+// K/V copies take 4 shared-memory wavefronts per cp.async (the least), by the bound's bank count.
+// The bound models no waits, so the overlap leaves it where it was; what it buys is latency.
+// Its price: registers (S, P, O and Q's fragments live together: 144 at d = 64, so one block of
+// 8 warps per SM where the synchronous form fitted two in 128). ptxas still waits for S before
+// P·V in the first loop of masked tiles (a window's far edge): "C7517 warpgroup.wait injected".
 // Not (yet) FlashAttention-3's: warp specialisation (a producer warp issuing TMA copies) and the
-// ping-pong that overlaps one warpgroup's softmax with the other's wgmma; the waits here are
-// synchronous, so a warpgroup idles its tensor cores during its softmax.
-// Shared memory (dynamic, bf16): q_s (128, d+8) padded for ldmatrix; k_s, v_s (2, 64·d) each,
-// the canonical layout: key r, columns 8c..8c+7 at (r / 8)·16d + 128c + 16(r % 8) bytes.
+// ping-pong that overlaps one warpgroup's softmax with the other's wgmma (kernel7 has both).
+// Shared memory (dynamic, bf16): stages 0 and 1, each a tile's K then its V (64·d each), in the
+// canonical layout: key r, columns 8c..8c+7 at (r / 8)·16d + 128c + 16(r % 8) bytes; then q_s
+// (128, d+8) padded for ldmatrix, whose first 2·64·d elements are stage 2 after Q is loaded.
 
 #define K6_THREADS 256  // two warpgroups
 #define K6_ROWS 128     // query rows per block: 16 per warp
@@ -2528,9 +2549,9 @@ __device__ __forceinline__ void wgmma_mask_tile(const Mask& mask, float (&s)[32]
 
 // The online softmax of that tile, per row (h = 0: row g, 1: row g + 8; the quad's 4 lanes share
 // a row): s becomes the tile's weights exp2(s - m), m and l (this lane's share of the sum) move
-// to the new max and O so far (acc: n8 tile c in acc[4c .. 4c+3]) is rescaled to it.
-template <int D>
-__device__ __forceinline__ void wgmma_softmax_tile(float (&s)[32], float (&m)[2], float (&l)[2], float (&acc)[D / 2]) {
+// to the new max, and alpha is the factor that takes O so far to it (wgmma_rescale), which
+// kernel7 applies at once and kernel6 before its next P·V (O is in flight through the softmax).
+__device__ __forceinline__ void wgmma_softmax_tile(float (&s)[32], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float mx = m[h];
@@ -2539,7 +2560,7 @@ __device__ __forceinline__ void wgmma_softmax_tile(float (&s)[32], float (&m)[2]
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
         const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
-        const float alpha = exp2_approx_ftz(m[h] - m_use);
+        alpha[h] = exp2_approx_ftz(m[h] - m_use);
         m[h] = mx;
         float sum = 0.0f;
 #pragma unroll
@@ -2548,13 +2569,20 @@ __device__ __forceinline__ void wgmma_softmax_tile(float (&s)[32], float (&m)[2]
             s[4 * c + 2 * h + 1] = exp2_approx_ftz(s[4 * c + 2 * h + 1] - m_use);
             sum += s[4 * c + 2 * h] + s[4 * c + 2 * h + 1];
         }
-        l[h] = l[h] * alpha + sum;
+        l[h] = l[h] * alpha[h] + sum;
+    }
+}
+
+// O (acc: n8 tile c in acc[4c .. 4c+3], rows g and g + 8) to the newest max: alpha[h] for row h.
+template <int D>
+__device__ __forceinline__ void wgmma_rescale(float (&acc)[D / 2], const float (&alpha)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int c = 0; c < D / 8; ++c) {
-            acc[4 * c + 2 * h] *= alpha;
-            acc[4 * c + 2 * h + 1] *= alpha;
+            acc[4 * c + 2 * h] *= alpha[h];
+            acc[4 * c + 2 * h + 1] *= alpha[h];
         }
-    }
 }
 
 template <int D>
@@ -2565,13 +2593,15 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
                                                  int L, int Sk, int group, int causal, int window, int offset,
                                                  int right, int sinks, int alibi, unsigned short* smem) {
     constexpr int QS = D + TC_PAD;                  // q_s's row stride, in bf16
-    constexpr int KV_TILE = TC_KEYS * D;               // one K or V tile, in bf16
+    constexpr int KV_TILE = TC_KEYS * D;            // one K or V tile, in bf16
+    constexpr int STAGE = 2 * KV_TILE;              // one stage: a key tile's K, then its V
     constexpr int CHUNKS = D / 8;                   // 16-byte pieces per row
     constexpr int ROW_STEP = K6_THREADS / CHUNKS;   // rows the block's threads copy in one pass
     constexpr u32 GROUP_BYTES = 16 * D;             // 8 keys' rows: the stride between key groups
-    unsigned short* q_s = smem;                     // (K6_ROWS, QS)
-    unsigned short* k_s = q_s + K6_ROWS * QS;       // (2, KV_TILE)
-    unsigned short* v_s = k_s + 2 * KV_TILE;           // (2, KV_TILE)
+    static_assert(K6_ROWS * QS >= STAGE, "stage 2 lies over q_s");
+    unsigned short* k_s = smem;                     // stage s's K at k_s + s·STAGE, s = 0, 1, 2
+    unsigned short* v_s = k_s + KV_TILE;            // and its V at v_s + s·STAGE
+    unsigned short* q_s = smem + 2 * STAGE;         // (K6_ROWS, QS), until Q is in registers; then stage 2
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
     const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
@@ -2607,12 +2637,16 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     // is a multiple of 8, so pass p adds p·ROW_STEP·D
     const int kv_dst = (kv_row / 8) * 8 * D + kv_col * 8 + (kv_row % 8) * 8;
     int kv_global = (j_begin + kv_row) * D + kv_col;
-    // Key tile n into stage n & 1 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's)
+    // Key tile n into stage n % 3 in wgmma's layout, one commit group (WHOLE: no row tests, as kernel5's).
+    // The tiles are copied in order, so the stage's offset steps on by an add and a select, not a
+    // division (bench --bound follows it to the lanes' banks; n % 3's multiply-high it does not)
+    int copy_stage = 0;  // n % 3 · STAGE for the next copy
     auto copy_kv = [&](auto whole, int n) {
         constexpr bool WHOLE = decltype(whole)::value;
         const int rows_left = Sk - (j_begin + n * TC_KEYS) - kv_row;
-        unsigned short* kd = k_s + (n & 1) * KV_TILE + kv_dst;
-        unsigned short* vd = v_s + (n & 1) * KV_TILE + kv_dst;
+        unsigned short* kd = k_s + copy_stage + kv_dst;
+        unsigned short* vd = v_s + copy_stage + kv_dst;
+        copy_stage = copy_stage == 2 * STAGE ? 0 : copy_stage + STAGE;
 #pragma unroll
         for (int p = 0; p < TC_KEYS / ROW_STEP; ++p) {
             const bool valid = WHOLE || p * ROW_STEP < rows_left;
@@ -2642,50 +2676,38 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 
     float acc[D / 2];  // O, unnormalised: n8 tile c in acc[4c .. 4c+3] (rows g, g + 8)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows w_row0 + g, + 8
+    float alpha[2] = {1.0f, 1.0f};  // O's factor to the newest max, applied before the next P·V
+    float s[32];  // S of the tile (n8 tile c in s[4c .. 4c+3], as acc), then its P
+    u32 pf[4][4];  // P of the tile before as bf16 A fragments (keys 16kk.. in pf[kk]), for its P·V
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
-
-    auto tile = [&](auto masked, auto hot, int n) {
-        constexpr bool MASKED = decltype(masked)::value;
-        if (decltype(hot)::value) {
-            copy_kv(StaticFlag<true>(), n + 1);
-            cp_async_wait<1>();
-        } else if (n + 1 < n_tiles) {
-            copy_kv(StaticFlag<false>(), n + 1);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        fence_proxy_async();  // this thread's copies, visible to the tensor cores' reads
-        __syncthreads();      // and every other thread's
-        const unsigned long long kd = wgmma_desc_advance(k_desc, (n & 1) * KV_TILE * 2);
-        const unsigned long long vd = wgmma_desc_advance(v_desc, (n & 1) * KV_TILE * 2);
-        const int js = j_begin + n * TC_KEYS;
-
-        // S = Q·K^T over the tile's 64 keys
-        float s[32];
-        wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-            wgmma_bf16_m64nNk16<64, false>(s, qf[kk], wgmma_desc_advance(kd, 256 * kk), kk > 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
+    for (int i = 0; i < 32; ++i) s[i] = 0.0f;  // (the first wgmma's "+f" operands read it)
 
-        if (MASKED)
-            wgmma_mask_tile(mask, s, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t,
-                            mask.slope(head) * TC_LOG2E);
-        wgmma_softmax_tile<D>(s, m, l, acc);
-        // O += P·V: P's A fragment for keys 16kk.. is S's n8 tiles 2kk and 2kk + 1, as bf16
-        u32 pf[4][4];
+    // The tile's P, out of s into the A fragments its P·V reads, once the P·V before has retired
+    // them. Never in the softmax's basic block (a branch of its own, or after the last tile): there
+    // ptxas moves these conversions up among the exponentials, and the wait with them, which
+    // leaves nothing of the softmax under the P·V.
+    auto pack_p = [&]() {
+        wgmma_wait<0>();  // the P·V before: O and P's registers are free
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) wgmma_hold(pf[kk][i]);
+            // P's A fragment for keys 16kk..: S's n8 tiles 2kk and 2kk + 1, as bf16
             pf[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
             pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
             pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
             pf[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
         }
+    };
+    // O += P·V of the tile before (the one in stage `stage`), its rescale first: the wgmmas only,
+    // one commit group
+    auto issue_pv = [&](int stage) {
+        const unsigned long long vd = wgmma_desc_advance(v_desc, stage * STAGE * 2);
+        wgmma_rescale<D>(acc, alpha);
 #pragma unroll
         for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
         wgmma_fence();
@@ -2693,13 +2715,62 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         for (int kk = 0; kk < 4; ++kk)
             wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc_advance(vd, 2 * kk * GROUP_BYTES), true);
         wgmma_commit();
-        wgmma_wait<0>();
+    };
+
+    // Key tile n, FlashAttention-3's intra-warpgroup overlap: S(n) = Q·K(n)^T and O += P(n-1)·V(n-1)
+    // issued back to back, S waited for alone (wgmma_wait<1>), so P·V runs on the tensor cores
+    // while this warpgroup does tile n's softmax (O's rescale waits in alpha for the next P·V);
+    // P·V's wait comes only before P(n) is packed into the registers it reads. Three stages: after
+    // this tile's one barrier every warp has retired tile n - 2's wgmmas (K(n-2) in its tile, V(n-2)
+    // in the next), so tile n + 1 can refill that stage while V(n-1) and K(n) are read: no
+    // end-of-tile barrier.
+    auto tile = [&](auto masked, auto hot, int n) {
+        constexpr bool MASKED = decltype(masked)::value;
+        cp_async_wait<0>();   // tile n, this thread's copies (the only group in flight)
+        fence_proxy_async();  // this thread's copies, visible to the tensor cores' reads
+        __syncthreads();      // and every other thread's; every warp past tile n - 1's P·V
+        if (decltype(hot)::value) copy_kv(StaticFlag<true>(), n + 1);
+        else if (n + 1 < n_tiles) copy_kv(StaticFlag<false>(), n + 1);
+        const unsigned long long kd = wgmma_desc_advance(k_desc, n % 3 * STAGE * 2);
+        const int js = j_begin + n * TC_KEYS;
+
+        // S = Q·K^T over the tile's 64 keys
+        wgmma_fence();
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
-        __syncthreads();  // every warp is done with this stage before it is refilled
+        for (int kk = 0; kk < D / 16; ++kk)
+            wgmma_bf16_m64nNk16<64, false>(s, qf[kk], wgmma_desc_advance(kd, 256 * kk), kk > 0);
+        wgmma_commit();
+        if (n > 0) {
+            issue_pv((n + 2) % 3);
+            wgmma_wait<1>();  // S has landed; P·V stays in flight across the softmax
+        } else {
+            wgmma_wait<0>();
+        }
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
+
+        if (MASKED)
+            wgmma_mask_tile(mask, s, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t,
+                            mask.slope(head) * TC_LOG2E);
+        // O is in flight: its factor to the new max waits in alpha for the next P·V (issue_pv)
+        wgmma_softmax_tile(s, m, l, alpha);
+        if (n + 1 < n_tiles) {
+            pack_p();
+        } else {  // the last tile: the epilogue packs it; both paths leave no wgmma in flight
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+        }
     };
 
     for_each_key_tile<true>(mask, kt, Sk, tile);
+    if (n_tiles > 0) {  // the last tile's P·V
+        pack_p();
+        issue_pv((n_tiles - 1) % 3);
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
+    }
 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -2718,9 +2789,9 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 
 // grid (ceil(T / 128), 1, H), block (256), shared_mem = 2 · (128 · (d + 8) + 4 · 64 · d) bytes
 // (d = 64: 51,200; d = 128: 100,352; both above the 48 KiB default: the launcher opts in).
-// d = 64: two blocks per SM (16 warps, 128 registers each): a warpgroup's softmax, during which
-// its wgmmas wait (no ping-pong here), has another block's warpgroups to overlap
-extern "C" __global__ void __launch_bounds__(K6_THREADS, 2)
+// One block per SM at both head sizes: the overlap holds S, P, O and Q's fragments at once (144
+// registers at d = 64, over the 128 a second block would leave: capped there it spills 56 bytes)
+extern "C" __global__ void __launch_bounds__(K6_THREADS, 1)
 attention_fused_kernel6_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
                             int L, int S, int group, int causal, int window, int offset, int right,
@@ -3047,7 +3118,9 @@ __device__ __forceinline__ void attention_fused7(const unsigned short* __restric
         if (MASKED)
             wgmma_mask_tile(mask, sc, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t,
                             mask.slope(head) * TC_LOG2E);
-        wgmma_softmax_tile<D>(sc, m, l, acc);  // acc: O through the tile before, to the new max
+        float alpha[2];
+        wgmma_softmax_tile(sc, m, l, alpha);
+        wgmma_rescale<D>(acc, alpha);  // O through the tile before, to the new max
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {  // P's A fragment for keys 16kk..: S's n8 tiles 2kk, 2kk + 1
             pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);

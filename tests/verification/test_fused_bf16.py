@@ -59,7 +59,7 @@ BROKEN = {
     "kernel6: K descriptor's k step halved": (6, "wgmma_desc_advance(kd, 256 * kk)",
                                               "wgmma_desc_advance(kd, 128 * kk)", (63, 128, "none", False)),
     # the V tile of the other stage: the previous tile's values (or the poison of one not yet loaded)
-    "kernel6: V descriptor ignores the stage": (6, "wgmma_desc_advance(v_desc, (n & 1) * KV_TILE * 2)",
+    "kernel6: V descriptor ignores the stage": (6, "wgmma_desc_advance(v_desc, stage * STAGE * 2)",
                                                 "wgmma_desc_advance(v_desc, 0)", (200, 64, "window:100", True)),
     # V read as K-major (no transpose): O's columns taken along V's keys
     "kernel6: V not transposed": (6, "wgmma_bf16_m64nNk16<D, true>(acc, pf[kk], wgmma_desc_advance(vd, 2 * kk",
@@ -69,8 +69,8 @@ BROKEN = {
     "kernel6: P fragment rows swapped": (6, "            pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);",
                                          "            pf[kk][1] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);",
                                          (200, 64, "window:100", True)),
-    # in the online softmax kernel6 and kernel7 share (wgmma_softmax_tile)
-    "kernel6, kernel7: rescale forgotten": ((6, 7), "            acc[4 * c + 2 * h] *= alpha;\n            acc[4 * c + 2 * h + 1] *= alpha;\n",
+    # in the rescale kernel6 and kernel7 share (wgmma_rescale)
+    "kernel6, kernel7: rescale forgotten": ((6, 7), "            acc[4 * c + 2 * h] *= alpha[h];\n            acc[4 * c + 2 * h + 1] *= alpha[h];\n",
                                             "", (300, 128, "causal", True)),
     # for_each_key_tile, kernel5's and kernel6's schedule: the hot loop runs one tile further (its
     # next copy, taken as whole, reads keys past T)
@@ -87,17 +87,17 @@ BROKEN = {
                                              (127, 64, "none", True)),
     # S read before its wgmma_wait (the wgmmas still in flight): a synchronous emulation passes it,
     # the CPU build's S reads NaN until the wait, as a GPU gives whatever the registers held
-    "kernel6: S read before its wgmma_wait": (6, "        wgmma_commit();\n        wgmma_wait<0>();\n#pragma unroll\n"
-                                                 "        for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);",
-                                              "        wgmma_commit();\n#pragma unroll\n"
-                                              "        for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);",
-                                              (65, 64, "causal", True)),
-    # no barrier after O's wgmmas: the next copy refills the stage another warpgroup's wgmmas read
-    "kernel6: stage refilled under the wgmmas": (6, "        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);\n"
-                                                    "        __syncthreads();  // every warp is done with this stage",
-                                                 "        for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);\n"
-                                                 "        // every warp is done with this stage",
-                                                 (300, 128, "causal", True)),
+    "kernel6: S read before its wgmma_wait": (6, "            wgmma_wait<1>();  // S has landed",
+                                              "            // S has landed", (65, 64, "causal", True)),
+    # the overlap's wait dropped: P(n) packed and O rescaled while P(n-1)·V(n-1) is in flight (a
+    # GPU: the wgmma reads the new P, O's factor is lost; here O reads NaN)
+    "kernel6: P packed under its P·V": (6, "        wgmma_wait<0>();  // the P·V before: O and P's registers are free\n",
+                                        "", (300, 128, "causal", True)),
+    # the copies cycling two stages where the wgmmas read three (n % 3): tile 2 lands over tile 0,
+    # whose V the P·V of tile 1 reads, and stage 2 is read unfilled (q_s's bytes)
+    "kernel6: copies in two stages, reads in three": (6, "copy_stage = copy_stage == 2 * STAGE ? 0 : copy_stage + STAGE;",
+                                                      "copy_stage = copy_stage == STAGE ? 0 : copy_stage + STAGE;",
+                                                      (300, 128, "causal", True)),
     # the count of tiles the window's far end crosses (edge_tiles): a remainder for the quotient,
     # and the tile whose first key is exactly the far end left unmasked
     "kernel5, 6, 7: window tiles counted by remainder": ((5, 6, 7), "(p_last - window - j_begin) / KEYS + 1);",

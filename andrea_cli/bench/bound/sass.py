@@ -324,7 +324,9 @@ def steady_state(loop: Loop, loops: list[Loop] | None = None) -> list[Instructio
     regions with no arithmetic and no global memory (first-trip set-up, mask-edge fix-ups, slow
     paths), and a nested loop's peeled remainder: straight-line copies of the loop's own
     memory instructions just before it, for trip counts not a multiple of its unrolling (the
-    reference shape's are). Kept: tensor-core, FFMA and global-memory work, i.e. the tile."""
+    reference shape's are). Kept: tensor-core, FFMA and global-memory work, i.e. the tile, and a
+    region that waits for wgmma groups (WARPGROUP.DEPBAR): the pipeline's own, never a fix-up
+    (kernel6 waits for its P·V and packs the next P behind a branch of its own)."""
     loops = find_loops(loop.body) if loops is None else loops
     nested = [lp for lp in loops if loop.contains(lp)]
     regions = []
@@ -345,7 +347,7 @@ def steady_state(loop: Loop, loops: list[Loop] | None = None) -> list[Instructio
     def dropped(region: tuple[int, int]) -> bool:
         code = inside(region)
         mix = mix_of(code)
-        if mix.tensor_instructions or mix.ffma:
+        if mix.tensor_instructions or mix.ffma or any(i.opcode.startswith("WARPGROUP.DEPBAR") for i in code):
             return False
         return not mix.global_bytes or peeled(region, code)
 

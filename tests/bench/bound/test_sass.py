@@ -43,6 +43,29 @@ def test_sass_classes_and_steady_state():
     assert (mix.hmma, mix.ffma, mix.shared_load_bytes, mix.alu) == (1, 1, 512, 0)
 
 
+PACKED_LISTING = """
+        Function : toy_pack
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   MUFU.EX2 R4, R4 ;
+        /*0020*/               @P1 BRA 0x50 ;
+        /*0030*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0040*/                   F2FP.BF16.F32.PACK_AB R8, R5, R4 ;
+        /*0050*/               @P2 BRA 0x70 ;
+        /*0060*/                   FSEL R5, R5, -INF , P0 ;
+        /*0070*/               @P0 BRA 0x10 ;
+        /*0080*/                   EXIT ;
+"""
+
+
+def test_a_branch_that_waits_for_wgmma_is_tile_work():
+    # kernel6 waits for its P·V and packs the next P (F2FP) behind a branch of its own, taken every
+    # trip but the last: kept, while the fix-up with no arithmetic (FSEL) is dropped
+    loop = hot_loop(parse_kernels(PACKED_LISTING)["toy_pack"])
+    kept = [i.opcode.split(".")[0] for i in steady_state(loop)]
+    assert kept == ["MUFU", "BRA", "WARPGROUP", "F2FP", "BRA", "BRA"]
+    assert mix_of(steady_state(loop)).mufu == 2
+
+
 HGMMA_LISTING = """
         Function : toy_wgmma
         /*0000*/                   MOV R1, c[0x0][0x28] ;
