@@ -242,7 +242,8 @@ def attend(q=None, k=None, v=None, *extra, **keywords) -> AttendResult:
     signature and meaning, andrea_cli.scaled_dot_product_attention).
 
     q, k: (..., T, d_k) and v: (..., T, d_v), any leading batch and head dims (run as heads of one
-    launch per stage), as NumPy arrays or torch CPU tensors (any backend; requires_grad ones read
+    launch per stage); k and v may have fewer heads (dim -3) than q, H_q a multiple of H_kv
+    (grouped K/V heads: query head h reads K/V head h // (H_q / H_kv), as torch's enable_gqa), as NumPy arrays or torch CPU tensors (any backend; requires_grad ones read
     detached) or cupy arrays / DLPack tensors (cuda, where they are); or .npy paths, as
     --q/--k/--v. The results are float32 NumPy arrays (cupy on the GPU). Without them: random
     N(0, 1) inputs of size T (1024), d_k (64), d_v (d_k) from `seed`, exactly as the command makes
@@ -251,8 +252,9 @@ def attend(q=None, k=None, v=None, *extra, **keywords) -> AttendResult:
     keywords are the command's options: mask ("causal", "none", "window:W", "window:L,R",
     "sinks:N,window:W", "alibi": as --mask, see andrea attend --help), backend ("auto",
     "cuda", "cpu", "numpy"), kernel (an edited copy of the kernel file), fused (+ sample_rows,
-    precision "bf16"), out / save_weights / plot (files), show_weights / json (print as the
-    command does). Bad input: AndreaError, one line."""
+    precision "bf16", variant: one fused kernel by name or number, "kernel7" or 7, as --variant),
+    out / save_weights / plot (files), show_weights / json (print as the command does). Bad
+    input: AndreaError, one line."""
     _not_sdpa(extra, keywords)
     from andrea_cli.commands.arrays import heads_of, split_inputs, unfold
     from andrea_cli.commands.attend import run_attend
@@ -314,8 +316,11 @@ def grad(q=None, k=None, v=None, d_out=None, **keywords) -> GradResult:
     """The backward pass through the kernels, as `andrea grad` runs it: dQ, dK, dV from the upstream
     gradient d_out (..., T, d_v) (seeded N(0, 1) when not given; a .npy path as --d-out). q, k, v:
     NumPy arrays (..., T, d), any leading dims, or .npy paths; or none for the command's random
-    inputs of size T, d_k, d_v from `seed`, or the layer's. The other keywords as in attend();
-    precision="bf16" with fused=True: the tensor-core forward and backward (d_k = d_v = 64 or 128)."""
+    inputs of size T, d_k, d_v from `seed`, or the layer's. Grouped K/V heads: k, v (..., H_kv, S, d)
+    against q (..., H_q, L, d), H_q a multiple of H_kv, query head h reading K/V head h // (H_q / H_kv)
+    (torch's SDPA with enable_gqa=True); dK, dV come back with K's and V's heads, summed over each
+    group. The other keywords as in attend(); precision="bf16" with fused=True: the tensor-core
+    forward and backward (d_k = d_v = 64 or 128)."""
     from andrea_cli.commands.arrays import backward_inputs, is_path, split_inputs, unfold
     from andrea_cli.commands.grad import run_grad
 
@@ -325,16 +330,16 @@ def grad(q=None, k=None, v=None, d_out=None, **keywords) -> GradResult:
     if d_out is not None and d_out_path is None and arrays is None:
         raise AndreaError("d_out goes with q, k, v given as arrays (or pass a .npy path, as --d-out)")
     data = upstream = None
-    dims = ()
+    dims = kv_dims = ()
     if arrays is not None:
-        data, upstream, dims = backward_inputs(arrays, None if d_out_path is not None else d_out)
+        data, upstream, (dims, kv_dims) = backward_inputs(arrays, None if d_out_path is not None else d_out)
     report = _in_words(run_grad, o, data, upstream)
     if o.json:
         _print_json(report)
     if not hasattr(report, "dq"):  # the layer's backward: dx and the gradients of W_Q, W_K, W_V, W_O
         return GradResult(_document(report), report, grads=dict(report.arrays()))
-    return GradResult(_document(report), report, dq=unfold(report.dq, dims), dk=unfold(report.dk, dims),
-                      dv=unfold(report.dv, dims))
+    return GradResult(_document(report), report, dq=unfold(report.dq, dims), dk=unfold(report.dk, kv_dims),
+                      dv=unfold(report.dv, kv_dims))
 
 
 @keywords_of(VerifyOptions)

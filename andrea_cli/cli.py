@@ -75,6 +75,15 @@ def typer_parameter(d: Declared) -> inspect.Parameter:
     return inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=hint)
 
 
+def one_line_paragraphs(doc: str | None) -> str | None:
+    """A docstring's paragraphs each on one line: Rich keeps a docstring's line breaks in --help, so
+    a paragraph wrapped at 100 columns in the source came out ragged in an 80-column terminal."""
+    if doc is None:
+        return None
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
 def command(options_class, name: str | None = None):
     """Registers a function of one argument, the command's options dataclass, as a command: Typer
     sees a signature built from the options' declarations, and the docstring as --help."""
@@ -84,7 +93,7 @@ def command(options_class, name: str | None = None):
             return run(from_command_line(options_class, values))
 
         parse.__signature__ = inspect.Signature([typer_parameter(d) for d in on_command_line(options_class)])
-        parse.__doc__ = run.__doc__
+        parse.__doc__ = one_line_paragraphs(run.__doc__)
         app.command(name or run.__name__, cls=_Command)(parse)
         return run
 

@@ -50,6 +50,11 @@ class QKV:
         """The number of heads of (H, T, d) inputs; None for one head's (T, d)."""
         return self.q.shape[0] if len(self.q.shape) == 3 else None
 
+    @property
+    def H_kv(self) -> int | None:
+        """K's and V's heads: H, or fewer (grouped: query head h reads K/V head h // (H / H_kv))."""
+        return self.k.shape[0] if len(self.k.shape) == 3 else None
+
 
 def check_sizes_match_files(sizes) -> None:
     """sizes: (flag, the size it asked for or None, the size the files have). A size given beside
@@ -180,15 +185,17 @@ def as_matrix(array: np.ndarray, what: str, *, heads: bool = False) -> np.ndarra
     return matrix
 
 
-def check_qkv_shapes(q, k, v, *, one_length: bool = False) -> None:
+def check_qkv_shapes(q, k, v, *, one_length: bool = False, grouped: bool = False) -> None:
     """Q, K, V fit together: scores = Q·K^T needs one d_k, every key a value, and (H, ., d)
-    inputs as many heads each. Q's rows (L queries) may differ from K's and V's (S keys), unless
-    one_length (a run over one sequence, as generate's)."""
+    inputs as many heads each (grouped: K and V may have H_kv heads, H a multiple of H_kv). Q's
+    rows (L queries) may differ from K's and V's (S keys), unless one_length (a run over one
+    sequence, as generate's)."""
     if q.shape[-1] != k.shape[-1]:
         raise AndreaError(f"Q is {tuple(q.shape)} and K is {tuple(k.shape)}: their d_k (columns) must agree, "
                           "since scores = Q · K^T")
     shapes = f"Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"
-    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
+    kv_fit = grouped and len(q.shape) == len(k.shape) == 3 and q.shape[0] % k.shape[0] == 0
+    if (q.shape[:-2] != k.shape[:-2] and not kv_fit) or k.shape[:-2] != v.shape[:-2]:
         raise AndreaError(f"{shapes}: all three need the same heads")
     if k.shape[-2] != v.shape[-2]:
         raise AndreaError(f"{shapes}: K and V need the same T (rows), a value for every key")
@@ -209,9 +216,10 @@ def is_gpu_array(a) -> bool:
         return False
 
 
-def qkv_from_arrays(q, k, v) -> QKV:
+def qkv_from_arrays(q, k, v, *, grouped: bool = False) -> QKV:
     """The Python API's inputs: NumPy (or anything np.asarray takes), (T, d) or (H, T, d),
-    checked like files are; or GPU arrays, checked for shape only and left where they are."""
+    checked like files are; or GPU arrays, checked for shape only and left where they are.
+    grouped: K and V may have fewer heads than Q (H_kv dividing H; grad's)."""
     names = ("q", "k", "v")
     on_gpu = [is_gpu_array(a) for a in (q, k, v)]
     if any(on_gpu) and not all(on_gpu):
@@ -228,7 +236,7 @@ def qkv_from_arrays(q, k, v) -> QKV:
             raise AndreaError(f"q, k, v: not arrays of numbers ({exc}); pass NumPy arrays") from None
     if len({len(a.shape) for a in arrays}) > 1:
         raise AndreaError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: pass all three (T, d) or all (H, T, d)")
-    check_qkv_shapes(*arrays)
+    check_qkv_shapes(*arrays, grouped=grouped)
     where = "GPU arrays" if all(on_gpu) else "arrays"
     return QKV(*arrays, source=f"{where} passed to andrea_cli.attend", on_device=all(on_gpu))
 
@@ -284,13 +292,23 @@ def require_memory(need: int, what: str, fix: str, available: int | None = None)
                           f"{have / 2**30:.1f} GiB available: {fix}")
 
 
+def input_bytes(n_heads: int, T: int, d_k: int, d_v: int, *, S: int | None = None,
+                kv_heads: int | None = None) -> int:
+    """Q and the output for n_heads query heads, K and V for kv_heads (n_heads unless grouped:
+    the kernels read the K/V heads as they are, no copy per query head), max(T, S) rows each."""
+    S = T if S is None else S
+    kv_heads = n_heads if kv_heads is None else kv_heads
+    return (n_heads + kv_heads) * max(T, S) * (d_k + d_v) * HOST_BYTES_PER_INPUT
+
+
 def check_fits_in_memory(n_heads: int, T: int, d_k: int = 1, d_v: int = 1, *, square: bool = True,
                          bytes_per_score: int = HOST_BYTES_PER_SCORE, available: int | None = None,
-                         S: int | None = None) -> None:
-    """The T×S score matrices of every head (S = T unless given; none if the run never builds
-    them) and the inputs; the message blames what takes the most: the scores, or the widths."""
+                         S: int | None = None, kv_heads: int | None = None) -> None:
+    """The T×S score matrices of every (query) head (S = T unless given; none if the run never
+    builds them) and the inputs (kv_heads K/V heads, grouped); the message blames what takes the
+    most: the scores, or the widths."""
     S = T if S is None else S
-    inputs = n_heads * max(T, S) * (2 * d_k + 2 * d_v) * HOST_BYTES_PER_INPUT
+    inputs = input_bytes(n_heads, T, d_k, d_v, S=S, kv_heads=kv_heads)
     scores = n_heads * T * S * bytes_per_score if square else 0
     if scores >= inputs:
         if S == T:

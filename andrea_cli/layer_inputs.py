@@ -105,6 +105,11 @@ def kv_heads_of(weights: dict[str, np.ndarray], d_model: int, n_head: int) -> in
     return heads if heads >= 1 and n_head % heads == 0 else None
 
 
+def weight_bytes(d_model: int, kv_columns: int) -> int:
+    """W_Q, W_O (d_model, d_model) and W_K, W_V (d_model, kv_columns), float32."""
+    return 2 * d_model * (d_model + kv_columns) * HOST_BYTES_PER_INPUT
+
+
 def check_heads(d_model: int, n_head: int) -> None:
     if n_head < 1:
         raise AndreaError(f"--n-head must be >= 1 (got {n_head}): pass a positive number of heads")
@@ -159,6 +164,9 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
     d_model = d_model or preset.get("d_model")
     n_head = flags.n_head or preset.get("n_head")
     width = flags.d_k or DEFAULT_D_K
+    if d_model is None and n_head is None:  # --n-kv-head alone: the layer it groups has no size
+        raise AndreaError("--n-kv-head groups the layer's K/V heads: size the layer too (--d-model, --n-head, "
+                          "--preset, or --x/--weights)")
     if d_model is None:
         d_model = n_head * width
     if n_head is None:
@@ -176,9 +184,11 @@ def layer_inputs(flags: LayerFlags, x_path: Path | None, weights_path: Path | No
         if given is not None and given != d_model // n_head:
             raise AndreaError(f"{flag} {given} disagrees with d_model / n_head = {d_model // n_head}; drop {flag}")
     check_sizes(T, d_model, d_model)
-    # before drawing anything: the T×T matrices of every head, and the four (d_model, d_model) weights
-    check_fits_in_memory(n_head, T, d_model // n_head, d_model // n_head, bytes_per_score=bytes_per_score)
-    require_memory(4 * d_model * d_model * HOST_BYTES_PER_INPUT, f"d_model={d_model} with its four weight matrices",
+    # before drawing anything: the T×T matrices of every query head, Q and the output per query
+    # head but K and V per K/V head, and the weights (W_K, W_V: kv_columns wide)
+    check_fits_in_memory(n_head, T, d_model // n_head, d_model // n_head, bytes_per_score=bytes_per_score,
+                         kv_heads=n_kv_head)
+    require_memory(weight_bytes(d_model, kv_columns), f"d_model={d_model} with its four weight matrices",
                    "use a smaller --d-model")
     if w is not None:
         check_weights(w, T, d_model, kv_columns)

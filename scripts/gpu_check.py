@@ -108,19 +108,17 @@ def main() -> int:
     # building blocks, native against emulated: if their layouts disagree, nothing bf16 after it holds
     step("tensor_cores", "tensor-core building blocks", [sys.executable, "scripts/tensor_core_check.py"], 180)
     # issue 22's GPU targets, before verify since they are what a lent GPU is for and bench checks
-    # every row it times against float64 (max_abs_err): the bf16 kernels (kernel5, the default,
-    # and kernel4), torch SDPA in bf16 pinned to its FlashAttention backend, to cuDNN's and left
-    # to choose, at T 16,384 with 12 heads, d 64 and 128, causal and not; judged against
-    # FlashAttention-2's published H100 figures and the flash backend measured here
-    # (bench/parity.py). The CPU build: T 64, 2 heads
-    from andrea_cli.bench.parity import PARITY_HEADS, PARITY_T, parity_impls
+    # every row it times against float64 (max_abs_err): the default bf16 kernel and every
+    # tensor-core kernel by name (kernel4 to kernel7, kernel7 through its TMA tensor maps; one
+    # the GPU cannot run is skipped with the reason), torch SDPA in bf16 pinned to its
+    # FlashAttention backend, to cuDNN's and left to choose, at T 16,384 with 12 heads, d 64 and
+    # 128, causal and not; judged against FlashAttention-2's published H100 figures and the flash
+    # backend measured here, and ranked (bench/parity.py). Without a GPU: the CPU build's rows
+    # (CPU-build figures, never ranked) at T 64, 2 heads
+    from andrea_cli.bench.parity import DRY_RUN, PARITY_T, parity_bench_args
     from andrea_cli.render.parity import parity_lines
 
-    parity_T, parity_H = (PARITY_T, PARITY_HEADS) if gpu else (64, 2)
-    impls = [arg for name in parity_impls("gpu" if gpu else "cpu") for arg in ("--impl", name)]
-    step("parity", f"parity T={parity_T}", [*ANDREA, "bench", "--side", "gpu" if gpu else "cpu", "--T", str(parity_T),
-                                            "--heads", str(parity_H), "--repeats", "10" if gpu else "2", *impls,
-                                            "--json"], 300)
+    step("parity", f"parity T={PARITY_T if gpu else DRY_RUN['T']}", [*ANDREA, *parity_bench_args(gpu)], 300)
     summary["parity"] = parity(steps["parity"])
     save()
     for line in parity_lines(summary["parity"]) if "points" in summary["parity"] else [summary["parity"]["why"]]:

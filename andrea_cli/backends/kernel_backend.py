@@ -57,7 +57,7 @@ class KernelFileBackend:
     def attention_fused(self, q, k, v, *, mask: MaskSpec, scaled: bool, variant: int | None = None,
                         precision: str = "fp32") -> FusedOutputs:
         """precision fp32: the FP32 fused kernels (variant picks one); bf16: the tensor-core kernels
-        (variant 4, 5 or 6; the default the device's fastest: 6 on sm_90, else 5)."""
+        (variant 4 to 7; the default the device's fastest: 6 on sm_90, else 5)."""
         scale = resolve_scale(q.shape[-1], scaled)
         if precision == "bf16":
             staged_only(mask)

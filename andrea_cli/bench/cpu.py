@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from andrea_cli.backends.launch.fused_bf16 import BF16_KERNELS
 from andrea_cli.bench.decode import DECODE_ROWS
 from andrea_cli.bench.sweep import Impl, io_bytes, select_impls, tt_bytes
 from andrea_cli.bench.torch_sdpa import torch_environment, torch_impl
@@ -104,9 +105,11 @@ def cpu_build_impl(kernel_path, timeout: float | None = None, name: str = CPU_BU
     return Impl(name, prepare, **CPU_BUILD_LIMITS, max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
-def cpu_build_bf16_impl(kernel_path, timeout: float | None = None, name: str = CPU_BUILD + "fused_bf16") -> Impl:
-    """The default tensor-core kernel (attention_fused_kernel5, its mma emulated) through the CPU
-    build: reported, never a speed figure."""
+def cpu_build_bf16_impl(kernel_path, timeout: float | None = None, name: str = CPU_BUILD + "fused_bf16",
+                        variant: int | None = None, on_request: bool = False) -> Impl:
+    """A tensor-core kernel through the CPU build, its mma, wgmma, TMA and mbarriers emulated:
+    reported, never a speed figure. variant None: the CPU build's default (attention_fused_kernel5);
+    4 to 7: that kernel (kernel7's tensor maps encoded by the CPU build's own encoder)."""
     from andrea_cli.backends.cpu import CpuBackend
     from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, convert_inputs, launch_fused_bf16
 
@@ -118,12 +121,23 @@ def cpu_build_bf16_impl(kernel_path, timeout: float | None = None, name: str = C
         out = np.empty((H, T, d_k), dtype=np.float32)
 
         def run():
-            run.kernels = launch_fused_bf16(device, qb, kb, vb, out, H, T, d_k, mask=mask)
+            run.kernels = launch_fused_bf16(device, qb, kb, vb, out, H, T, d_k, mask=mask, variant=variant)
             return out
 
         return run
 
-    return Impl(name, prepare, **CPU_BUILD_LIMITS, only_d_ks=BF16_DIMS, precision="bf16")
+    return Impl(name, prepare, **CPU_BUILD_LIMITS, only_d_ks=BF16_DIMS, precision="bf16", on_request=on_request)
+
+
+def _cpu_build_bf16_variant(variant: int):
+    """The CPU build's row of one tensor-core kernel, cpu_build_fused7_bf16 ..; the default's
+    (kernel5) only on request, its figure being cpu_build_fused_bf16's."""
+    from andrea_cli.backends.launch.fused_bf16 import default_bf16_variant
+
+    def make(kernel_path, timeout: float | None, name: str) -> Impl:
+        return cpu_build_bf16_impl(kernel_path, timeout, name, variant, on_request=variant == default_bf16_variant(None))
+
+    return make
 
 
 def _cpu_build_backward(kernel_path, timeout: float | None, name: str) -> Impl:
@@ -140,9 +154,11 @@ def _cpu_build_bf16_backward(kernel_path, timeout: float | None, name: str) -> I
     return fused_bf16_backward_impl(CpuBackend(kernel_path, timeout=timeout), name=name, peer=None, **CPU_BUILD_LIMITS)
 
 
-# The CPU build's rows, each the default kernel of a fused family (the GPU side's row of that name)
-CPU_BUILD_ROWS = {"fused": cpu_build_impl, "fused_bf16": cpu_build_bf16_impl, "fused_backward": _cpu_build_backward,
-                  "fused_bf16_backward": _cpu_build_bf16_backward}
+# The CPU build's rows, each a GPU-side row of that name: the default kernel of each fused family,
+# and every tensor-core kernel by its label (fused7_bf16 .. fused4_bf16)
+CPU_BUILD_ROWS = {"fused": cpu_build_impl, "fused_bf16": cpu_build_bf16_impl,
+                  **{BF16_KERNELS[v].label: _cpu_build_bf16_variant(v) for v in sorted(BF16_KERNELS, reverse=True)},
+                  "fused_backward": _cpu_build_backward, "fused_bf16_backward": _cpu_build_bf16_backward}
 
 
 def cpu_device_name() -> str:
@@ -181,8 +197,9 @@ def bench_cpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, wit
         status = CpuBackend(kernel_path).available()
         if status.ok:
             impls += [make(kernel_path, timeout, CPU_BUILD + row) for row, make in CPU_BUILD_ROWS.items()]
-            notes.append(f"cpu_build_fused(_bf16, _backward) is the kernel file compiled for the CPU: a correctness tool, "
-                         f"not a speed path (run once, only up to T={CPU_BUILD_MAX_T})")
+            notes.append(f"cpu_build_fused* (the fused kernels, each tensor-core kernel by name, the backward) is the "
+                         f"kernel file compiled for the CPU, CPU-build figures: a correctness tool, not a speed path "
+                         f"(run once, only up to T={CPU_BUILD_MAX_T})")
         else:
             notes.append(f"the CPU build of the kernels not measured: {status.reason}")
     impls = select_impls(impls, only, "numpy", "cpu", [*unavailable, DECODE_ROWS])

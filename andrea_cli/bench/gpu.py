@@ -96,12 +96,15 @@ def fused_gpu_impl(backend, variant: int | None = None) -> Impl:
                 max_d_k=FUSED_MAX_D, why_max_d_k=WHY_MAX_D)
 
 
-def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
+def fused_bf16_gpu_impl(backend, variant: int | None = None, on_request: bool = False) -> Impl:
     """The tensor-core kernel on bf16 copies made before timing (torch SDPA in bf16 is timed the
     same way); the conversion itself is `attend --fused --precision bf16`'s to_bf16 stage.
     variant None: the device's default (kernel6 on sm_90, wgmma; kernel5 elsewhere), the row
-    "fused_bf16"; 5 and 4: the mma.sync kernels before it, each the row of its label."""
-    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, launch_fused_bf16
+    "fused_bf16"; 4 to 7: that kernel, the row of its label (fused7_bf16: kernel7, its K and V
+    read through TMA tensor maps the launcher encodes before timing), skipped with the reason on
+    a GPU without its instructions."""
+    from andrea_cli.backends.launch.catalogue import why_it_cannot_run
+    from andrea_cli.backends.launch.fused_bf16 import BF16_DIMS, BF16_KERNELS, convert_inputs, device_cc, launch_fused_bf16
 
     dev = backend.device()
 
@@ -117,9 +120,21 @@ def fused_bf16_gpu_impl(backend, variant: int | None = None) -> Impl:
 
         return run
 
+    cannot_run = "" if variant is None else why_it_cannot_run(BF16_KERNELS[variant], device_cc(dev))
     return Impl("fused_bf16" if variant is None else BF16_KERNELS[variant].label, partial(prepare_on, dev),
                 prepare_on=prepare_on, to_host=dev.to_host, only_d_ks=BF16_DIMS, precision="bf16",
-                peer="torch_sdpa_bf16", peak_bytes=lambda H, T, d_k, mask: io_bytes(H, T, d_k, 5.5))
+                peer="torch_sdpa_bf16", peak_bytes=lambda H, T, d_k, mask: io_bytes(H, T, d_k, 5.5),
+                on_request=on_request, cannot_run=cannot_run)
+
+
+def bf16_variant_impls(backend) -> list[Impl]:
+    """Every tensor-core kernel's own row, newest first (fused7_bf16 .. fused4_bf16), beside the
+    default's (fused_bf16): the one the default runs on this device only on request (--impl), its
+    figure being fused_bf16's."""
+    from andrea_cli.backends.launch.fused_bf16 import BF16_KERNELS, default_bf16_variant, device_cc
+
+    default = default_bf16_variant(device_cc(backend.device()))
+    return [fused_bf16_gpu_impl(backend, v, on_request=v == default) for v in sorted(BF16_KERNELS, reverse=True)]
 
 
 def staged_gpu_impl(backend, plan=None) -> Impl:
@@ -193,8 +208,7 @@ def bench_gpu(kernel_path, *, Ts, d_ks, masks, H, warmup, repeats, progress, onl
 
     # the defaults, then the older steps of each progression (the same run gives the ratios)
     impls = [fused_gpu_impl(backend), *(fused_gpu_impl(backend, v) for v in earlier_variants("fused", "fused")),
-             fused_bf16_gpu_impl(backend),
-             *(fused_bf16_gpu_impl(backend, v) for v in earlier_variants("fused_bf16", "fused")),
+             fused_bf16_gpu_impl(backend), *bf16_variant_impls(backend),
              staged_gpu_impl(backend), staged_gpu_impl(backend, plan=KERNEL1_PLAN),
              cupy_impl(), fused_backward_impl(backend), staged_backward_impl(backend),
              staged_backward_impl(backend, gemm_variant=1),

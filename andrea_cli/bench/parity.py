@@ -1,8 +1,10 @@
 """Issue 22's GPU targets, judged from one `andrea bench --json` document: andrea's default bf16
-kernel (attention_fused_kernel6 on an sm_90 GPU, wgmma; kernel5 on any other; kernel5 and kernel4
-beside it) at T 16,384, d 64 and 128, causal and not, against
-FlashAttention-2's published figures (target >= 0.9x) and against torch SDPA's FlashAttention
-backend measured in the same run (target >= 1.0x), with cuDNN's figure beside.
+kernel (attention_fused_kernel6 on an sm_90 GPU, wgmma; kernel5 on any other) at T 16,384, d 64
+and 128, causal and not, against FlashAttention-2's published figures (target >= 0.9x) and
+against torch SDPA's FlashAttention backend measured in the same run (target >= 1.0x), with
+cuDNN's figure beside; and every tensor-core kernel (kernel4 to kernel7) and SDPA's flash and
+cuDNN backends ranked by the TFLOP/s measured at each point (issue 34), figures of the CPU build
+never ranked.
 
 Pure: a bench document in, a dict out (rendering is render/parity.py's). TFLOP/s are bench's
 own, by FlashAttention's FLOP count (roofline.attention_flops), the count the published figures
@@ -13,7 +15,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from andrea_cli.backends.launch.fused_bf16 import BF16_KERNELS, default_bf16_variant
-from andrea_cli.backends.launch.catalogue import earlier_variants
 from andrea_cli.backends.toolchain.cuda_arch import WGMMA_CC
 from andrea_cli.bench.anchors import ANCHOR_T, anchors_json, published
 from andrea_cli.bench.cpu import CPU_BUILD
@@ -25,25 +26,39 @@ TARGET_VS_FA2_PUBLISHED = 0.9
 TARGET_VS_SDPA_FLASH = 1.0
 DEFAULT_KERNEL = (f"{BF16_KERNELS[default_bf16_variant(WGMMA_CC)].stem} on compute capability "
                   f"{WGMMA_CC[0]}.{WGMMA_CC[1]} (H100, H200), else {BF16_KERNELS[default_bf16_variant(None)].stem}")
-EARLIER = earlier_variants("fused_bf16", "fused")  # kernel5 (FlashAttention-2's proportions on mma.sync), kernel4
 
 # each figure's bench rows, the GPU side's first: on the CPU side the kernels run as the CPU
-# build (not a speed path) and the earlier kernels have no row; torch's rows are named alike on
-# both sides
+# build (not a speed path); torch's rows are named alike on both sides
+KERNEL_ROLES = {f"kernel{v}": (k.label, CPU_BUILD + k.label) for v, k in BF16_KERNELS.items()}  # kernel4 .. 7
+SDPA_BACKENDS = {"sdpa_flash": ("torch_sdpa_bf16_flash",), "sdpa_cudnn": ("torch_sdpa_bf16_cudnn",)}
 ROLES = {
     "andrea": ("fused_bf16", CPU_BUILD + "fused_bf16"),  # the default: kernel6 on sm_90, else kernel5
-    **{f"kernel{v}": (BF16_KERNELS[v].label,) for v in EARLIER},
-    "sdpa_flash": ("torch_sdpa_bf16_flash",),
-    "sdpa_cudnn": ("torch_sdpa_bf16_cudnn",),
+    **KERNEL_ROLES,
+    **SDPA_BACKENDS,
     "sdpa_default": ("torch_sdpa_bf16",),
 }
+# what the ranking orders: each kernel and each pinned backend once (andrea's default is one of the
+# kernels, SDPA's default one of its backends)
+RANKED = (*KERNEL_ROLES, *SDPA_BACKENDS)
 
 
 def parity_impls(side: str) -> list[str]:
     """The names to pass to `bench --impl` on a side ("gpu" or "cpu"): every role's row it has."""
-    kernels = ([CPU_BUILD + "fused_bf16"] if side == "cpu"
-               else ["fused_bf16", *(BF16_KERNELS[v].label for v in EARLIER)])
+    own = 1 if side == "cpu" else 0
+    kernels = [ROLES["andrea"][own], *(names[own] for names in KERNEL_ROLES.values())]
     return kernels + ["torch_sdpa_bf16", "torch_sdpa_bf16_flash", "torch_sdpa_bf16_cudnn"]
+
+
+DRY_RUN = dict(T=64, H=2, repeats=2)  # the parity step without a GPU: the CPU build's rows, to check the step
+
+
+def parity_bench_args(gpu: bool) -> list[str]:
+    """The parity step's `andrea bench` arguments (scripts/gpu_check.py): on a GPU at T 16,384 with
+    12 heads, 10 repeats; without one the CPU build's dry run."""
+    T, H, repeats = (PARITY_T, PARITY_HEADS, 10) if gpu else (DRY_RUN["T"], DRY_RUN["H"], DRY_RUN["repeats"])
+    side = "gpu" if gpu else "cpu"
+    impls = [arg for name in parity_impls(side) for arg in ("--impl", name)]
+    return ["bench", "--side", side, "--T", str(T), "--heads", str(H), "--repeats", str(repeats), *impls, "--json"]
 
 
 @dataclass
@@ -99,6 +114,13 @@ def published_figure(impl: str, d_k: int, causal: bool, T: int) -> Figure:
     return Figure(tflops, "" if tflops else f"no published {impl} figure at d {d_k}{' causal' if causal else ''}")
 
 
+def ranking(figures: dict[str, Figure]) -> list[dict]:
+    """The kernels and SDPA's pinned backends that have a speed figure at a point, fastest first
+    (a CPU-build figure is not a speed figure, and is left out)."""
+    timed = [(role, figures[role]) for role in RANKED if figures[role].tflops is not None and figures[role].speed_path]
+    return [{"role": role, "tflops": f.tflops} for role, f in sorted(timed, key=lambda item: -item[1].tflops)]
+
+
 def parity_point(doc: dict, d_k: int, causal: bool, T: int) -> dict:
     figures = {role: figure(doc, role, d_k, causal, T) for role in ROLES}
     fa2 = published_figure("FlashAttention-2", d_k, causal, T)
@@ -109,6 +131,7 @@ def parity_point(doc: dict, d_k: int, causal: bool, T: int) -> dict:
     return {"d_k": d_k, "causal": causal, "T": T,
             "measured": {role: asdict(f) for role, f in figures.items()},
             "sdpa_default_chose": figures["sdpa_default"].chose,
+            "ranking": ranking(figures),
             "published": {impl: published(impl, d_k, causal) if T == ANCHOR_T else None
                           for impl in ("FlashAttention-2", "cuDNN", "FlashAttention-3")},
             "ratios": [asdict(r) for r in ratios]}

@@ -137,6 +137,7 @@ class Impl:
     # after the timing; None for an implementation that runs one fixed kernel
     chooser: Callable | None = None
     on_request: bool = False  # runs only when --impl names it (a peer most sweeps need not time)
+    cannot_run: str = ""  # why it runs at no size on this device (a kernel the GPU lacks the instructions of)
 
 
 def costs(direction: str, H: int, T: int, d_k: int, causal: bool) -> tuple[float, float]:
@@ -169,6 +170,8 @@ def gib(n: float) -> str:
 
 def why_not(impl: Impl, H: int, T: int, d_k: int, mask: MaskSpec, budget: float, memory: str) -> str:
     """Why impl does not run at this size ("" when it does)."""
+    if impl.cannot_run:
+        return impl.cannot_run
     if impl.max_T is not None and T > impl.max_T:
         return impl.why_max_T
     if impl.max_d_k is not None and d_k > impl.max_d_k:

@@ -68,18 +68,63 @@ def unfold(a, dims: tuple):
 
 
 def heads_of(arrays: tuple) -> tuple[QKV, tuple]:
-    """q, k, v as one run's heads, and the leading dims to shape its results back with."""
-    folded, dims = fold_heads(dict(zip("qkv", arrays)))
-    return qkv_from_arrays(folded["q"], folded["k"], folded["v"]), dims
+    """q, k, v as one run's heads, and the leading dims to shape its results back with (the
+    output's: q's). K and V may have fewer heads than Q in dim -3 (grouped, as grad takes them)."""
+    named = {name: as_array(a, name) for name, a in zip("qkv", arrays)}
+    shapes = {name: tuple(a.shape) for name, a in named.items()}
+    if any(len(shape) < 2 for shape in shapes.values()):
+        bad = next(name for name, shape in shapes.items() if len(shape) < 2)
+        raise AndreaError(f"{bad}: expected (..., T, d) with T and d last, got shape {shapes[bad]}")
+    if not kv_grouping(shapes):
+        folded, dims = fold_heads(named)
+        return qkv_from_arrays(folded["q"], folded["k"], folded["v"]), dims
+    # q folds to (B·H_q, L, d) and k, v to (B·H_kv, S, d): flat query head h still reads h // group
+    dims = shapes["q"][:-2] if len(shapes["q"]) > 3 else ()
+    folded = {name: a.reshape((-1, *a.shape[-2:])) if len(a.shape) > 3 else a for name, a in named.items()}
+    return qkv_from_arrays(folded["q"], folded["k"], folded["v"], grouped=True), dims
 
 
-def backward_inputs(arrays: tuple, d_out) -> tuple[QKV, np.ndarray | None, tuple]:
-    """grad's q, k, v and (when given as an array) d_out as one run's heads, on the host."""
-    named = dict(zip("qkv", arrays))
+def kv_grouping(shapes: dict) -> bool:
+    """grad's K/V heads: Q's leading dims (False), or fewer heads in dim -3, each read by a whole
+    number of query heads (True: query head h reads K/V head h // (H_q / H_kv), as torch's SDPA
+    with enable_gqa); anything else is one line naming the fix."""
+    q, k, v = (shapes[name][:-2] for name in "qkv")
+    if k != v:
+        raise AndreaError(f"k {shapes['k']}, v {shapes['v']}: K and V need the same leading (batch, head) dims, "
+                          "one value per key")
+    if q == k:
+        return False
+    if not q or len(q) != len(k) or q[:-1] != k[:-1]:
+        raise AndreaError(f"q {shapes['q']}, k {shapes['k']}: the leading (batch, head) dims must agree, or differ "
+                          "in the head dim (-3) alone, for grouped K/V heads")
+    if q[-1] % k[-1]:
+        raise AndreaError(f"q has {q[-1]} heads (dim -3), k and v {k[-1]}: grouped K/V heads need H_q a multiple "
+                          f"of H_kv; pass k, v with a head count dividing {q[-1]}")
+    return True
+
+
+def backward_inputs(arrays: tuple, d_out) -> tuple[QKV, np.ndarray | None, tuple[tuple, tuple]]:
+    """grad's q, k, v and (when given as an array) d_out as one run's heads, on the host; the
+    leading dims to shape dQ back with, and dK's and dV's (K/V may have fewer heads: grouped)."""
+    named = {name: as_array(a, name) for name, a in zip("qkv", arrays)}
     if d_out is not None:
-        named["d_out"] = d_out
-    folded, dims = fold_heads(named)
-    data = qkv_from_arrays(folded["q"], folded["k"], folded["v"])
+        named["d_out"] = as_array(d_out, "d_out")
+    shapes = {name: tuple(a.shape) for name, a in named.items()}
+    if any(len(shape) < 2 for shape in shapes.values()):
+        bad = next(name for name, shape in shapes.items() if len(shape) < 2)
+        raise AndreaError(f"{bad}: expected (..., T, d) with T and d last, got shape {shapes[bad]}")
+    grouped = kv_grouping(shapes)
+    if not grouped:
+        folded, dims = fold_heads(named)
+        dims = (dims, dims)
+    else:  # q, d_out fold to (B·H_q, L, d) and k, v to (B·H_kv, S, d): flat head h still reads h // group
+        lead = {name: shape[:-2] for name, shape in shapes.items()}
+        if "d_out" in lead and lead["d_out"] != lead["q"]:
+            raise AndreaError(f"d_out is {shapes['d_out']} but the output is {shapes['q'][:-1] + shapes['v'][-1:]}: "
+                              "dO must have the output's shape")
+        folded = {name: a.reshape((-1, *a.shape[-2:])) if len(lead[name]) > 1 else a for name, a in named.items()}
+        dims = tuple(lead[name] if len(lead[name]) > 1 else () for name in "qk")
+    data = qkv_from_arrays(folded["q"], folded["k"], folded["v"], grouped=grouped)
     if data.on_device:
         raise AndreaError("grad takes NumPy arrays: copy GPU arrays to the host first")
     if "d_out" not in folded:

@@ -10,6 +10,7 @@ from andrea_cli.backends import check_timeout
 from andrea_cli.backends.launch.fused import check_fused_shape
 from andrea_cli.backends.launch.fused_bf16 import PRECISIONS, check_bf16_shape
 from andrea_cli.commands.backend import check_plan, choose_backend, use_plan
+from andrea_cli.commands.fused_variant import check_variant_runs, choose_variant
 from andrea_cli.commands.options import AttendOptions, RunOptions
 from andrea_cli.commands.options.shared import MASK
 from andrea_cli.defaults import head_sizes
@@ -32,6 +33,7 @@ def check_combinations(o: AttendOptions) -> None:
     if o.fused and o.show_weights:
         raise AndreaError("--show-weights draws the T×T weights, which --fused never builds: drop one of them")
     check_precision(o)
+    choose_variant(o.variant, o.precision, o.fused)
     if o.mask_file is not None:
         if o.fused and o.precision != "fp32":
             raise AndreaError("--mask-file runs the fp32 kernels (staged, or --fused kernels 1-3): drop --precision bf16")
@@ -43,7 +45,8 @@ def check_combinations(o: AttendOptions) -> None:
         raise AndreaError("--save-weights needs the T×T weights, which --fused never builds: drop one of them")
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
-                          "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
+                          "(--d-model, --n-head, --n-kv-head, --preset, --x, --weights) start from x: pass one or "
+                          "the other")
     if o.wants_layer and (o.T_q is not None or o.T_k is not None):
         raise AndreaError("--T-q/--T-k size one head's queries and keys; the layer attends x to itself "
                           "(one --T): drop --T-q/--T-k, or drop the layer flags")
@@ -119,7 +122,7 @@ def check_given_arrays(o: RunOptions, data: QKV, bytes_per_score: int = HOST_BYT
     if getattr(o, "precision", "fp32") == "bf16":
         check_bf16_shape(data.d_k, data.d_v)
     check_fits_in_memory(data.H or 1, data.T, data.d_k, data.d_v, square=not o.fused, bytes_per_score=bytes_per_score,
-                         S=data.S)
+                         S=data.S, kv_heads=data.H_kv or 1)
 
 
 def check_options(o: AttendOptions) -> MaskSpec:
@@ -211,12 +214,16 @@ def attend_head(o: AttendOptions, mask: MaskSpec, data: QKV | None, progress: Pr
     what = f"fused kernel ({o.precision})" if o.fused else "five stages, then statistics"
     say_large_run(progress, what, data.H or 1, data.T, backend.name, S=data.S)
     if o.fused:
+        from andrea_cli.backends.launch.fused_bf16 import device_cc
         from andrea_cli.runs.fused import run_fused_attention
 
         from andrea_cli.verification.spot_check import fused_spot_check
 
+        variant = choose_variant(o.variant, o.precision, o.fused)
+        if variant is not None:  # the device compiles here, as the run would first thing
+            check_variant_runs(variant, o.precision, data.d_k, data.d_v, device_cc(backend.device()))
         return run_fused_attention(data, backend, mask, o.scaled, o.sample_rows, notices=notices,
-                                   precision=o.precision, check=fused_spot_check)
+                                   precision=o.precision, check=fused_spot_check, variant=variant)
     from andrea_cli.runs.head import run_attention
     from andrea_cli.verification.spot_check import spot_check
 

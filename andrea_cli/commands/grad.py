@@ -27,7 +27,8 @@ def check_combinations(o: GradOptions) -> None:
     check_seed(o.seed)
     if o.wants_layer and o.has_qkv_files:
         raise AndreaError("--q/--k/--v/--qkv give one head's Q, K, V; the layer flags "
-                          "(--d-model, --n-head, --preset, --x, --weights) start from x: pass one or the other")
+                          "(--d-model, --n-head, --n-kv-head, --preset, --x, --weights) start from x: pass one or "
+                          "the other")
     if o.wants_layer and (o.T_q is not None or o.T_k is not None):
         raise AndreaError("--T-q/--T-k size one head's queries and keys; the layer attends x to itself "
                           "(one --T): drop --T-q/--T-k, or drop the layer flags")
@@ -65,7 +66,7 @@ def run_grad_head(data: QKV, d_out: np.ndarray, *, backend: str, kernel: Path | 
     if precision == "bf16" and max(data.T, data.S) <= CHECK_MAX_T:
         from andrea_cli.verification.bf16_backward import autograd_bf16, exact_gradients
 
-        q, k, v, do = (a[None] for a in (data.q, data.k, data.v, d_out))
+        q, k, v, do = (a if data.H is not None else a[None] for a in (data.q, data.k, data.v, d_out))  # (H, L, d)
         emulated, exact = autograd_bf16(q, k, v, do, mask, scaled), exact_gradients(q, k, v, do, mask, scaled)
         report.autograd_bf16_rel_error = relative_errors(
             {name: getattr(emulated, name) for name in ("dq", "dk", "dv")},
@@ -98,8 +99,9 @@ def grad_layer(o: GradOptions, mask: MaskSpec):
     from andrea_cli.layer_inputs import LayerFlags, layer_inputs
     from andrea_cli.runs.layer_backward import run_layer_backward
 
-    inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset),
-                                  o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE)
+    inputs, n_head = layer_inputs(LayerFlags(o.T, o.d_model, o.n_head, o.d_k, o.d_v, o.preset, o.n_kv_head),
+                                  o.x, o.layer_weights, o.seed, bytes_per_score=BACKWARD_BYTES_PER_SCORE,
+                                  grouped_ok=True)
     d_out = upstream_gradient(o, inputs.T, inputs.d_model, "layer's output")
     backend, notices = choose_backend(o.backend, o.kernel, racecheck=o.racecheck)
     return run_layer_backward(inputs, n_head, d_out, backend, mask, scaled=o.scaled, notices=notices)

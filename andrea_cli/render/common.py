@@ -97,7 +97,7 @@ def timings_table(rows: list[tuple[str, float]], transfer_ms: dict[str, float], 
     return with_note(table, caption)
 
 
-def shapes_table(title: str, shapes: dict[str, list[int]]) -> Table:
+def shapes_table(title: str | None, shapes: dict[str, list[int]]) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("array")
     table.add_column("shape", justify="right")

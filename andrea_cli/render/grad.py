@@ -42,7 +42,9 @@ def print_bf16_verdict(console: Console, errors: dict[str, float], yardstick: di
 def render_grad(console: Console, r) -> None:
     """A GradReport (one head) or a LayerGradReport (the layer: it has n_head)."""
     layer = hasattr(r, "n_head")
-    what = (f"the layer, d_model={r.d_model}, {r.n_head} heads of d_k={r.d_k}" if layer else
+    grouped = layer and r.n_kv_head != r.n_head
+    kv = f" ({r.n_head // r.n_kv_head} per K/V head, {r.n_kv_head} K/V)" if grouped else ""
+    what = (f"the layer, d_model={r.d_model}, {r.n_head} heads{kv} of d_k={r.d_k}" if layer else
             f"d_k={r.d_k} d_v={r.d_v}{', fused kernels' if r.fused else ''}"
             f"{', bf16 on tensor cores' if getattr(r, 'precision', 'fp32') == 'bf16' else ''}")
     print_header(console, r.notices,

@@ -41,7 +41,9 @@ def render_layer(console: Console, report: LayerReport) -> None:
     print_kernels(console, r)
     print_verdict(console, r)
     console.print(kv_cache_line(report))
-    console.print(shapes_table("Shapes (head h owns columns h·d_k .. (h+1)·d_k)", r.shapes))
+    # The note goes on its own line: as the table's title it wrapped to the table's width (38 columns)
+    console.print("Shapes (head h owns columns h·d_k .. (h+1)·d_k)")
+    console.print(shapes_table(None, r.shapes))
 
     per_head = Table(title="Per head: row sums, mean row entropy (nats), mean largest weight, score std",
                      title_justify="left", show_edge=False)

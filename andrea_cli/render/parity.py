@@ -1,12 +1,13 @@
 """bench/parity.py's report as plain lines for an 80-column log (scripts/gpu_check.py prints
-them): one row of TFLOP/s per (d_k, mask), each ratio with its target and verdict, then why a
-figure is missing and where the published figures come from."""
+them): one row of TFLOP/s per (d_k, mask), the published FA2 figure and SDPA's choice, the
+kernels and backends fastest first, each ratio with its target and verdict, then why a figure is
+missing and where the published figures come from."""
 
 from __future__ import annotations
 
 import textwrap
 
-from andrea_cli.bench.parity import ROLES
+from andrea_cli.bench.parity import RANKED, ROLES
 
 WIDTH = 80
 COLUMNS = tuple((role, role.removeprefix("sdpa_")) for role in ROLES)  # (role, its 7-wide header)
@@ -18,7 +19,10 @@ def _tflops(x: float | None) -> str:
 
 
 def _cell(f: dict) -> str:
-    return _tflops(f["tflops"]) + ("*" if f["tflops"] is not None and not f["speed_path"] else "")
+    """A CPU-build figure (starred) with one digit, so that it keeps to its 7 columns."""
+    if f["tflops"] is not None and not f["speed_path"]:
+        return f"{f['tflops']:.0e}*" if f["tflops"] < 10 else f"{f['tflops']:.0f}*"
+    return _tflops(f["tflops"])
 
 
 def _mask(point: dict) -> str:
@@ -48,18 +52,28 @@ def parity_lines(report: dict) -> list[str]:
              *_wrapped(f"measured on {report['device'] or 'an unnamed device'}", ""),
              *_wrapped(f"andrea: its default bf16 kernel, {report.get('andrea') or 'the launcher default'}", ""),
              _torch_line(report["torch"]),
-             f"d_k mask   {' '.join(f'{name:>7}' for _, name in COLUMNS)} chose    FA2 pub"]
+             f"d_k mask   {' '.join(f'{name:>7}' for _, name in COLUMNS)}"]
     for p in report["points"]:
         cells = [_cell(p["measured"][role]) for role, _ in COLUMNS]
-        chose = p["sdpa_default_chose"] or "-"
-        lines.append(f"{p['d_k']:>3} {_mask(p):<6} {' '.join(f'{c:>7}' for c in cells)} "
-                     f"{chose[:8]:<8} {_tflops(p['published']['FlashAttention-2']):>7}")
+        lines.append(f"{p['d_k']:>3} {_mask(p):<6} {' '.join(f'{c:>7}' for c in cells)}")
+        lines.append(f"  FA2 published {_tflops(p['published']['FlashAttention-2'])}; "
+                     f"SDPA's default chose {p['sdpa_default_chose'] or '-'}")
+        lines += _ranking_lines(p)
         lines += [_ratio_line(r) for r in p["ratios"]]
     if any(not f["speed_path"] for p in report["points"] for f in p["measured"].values() if f["tflops"]):
         lines.append("* the CPU build of the kernel file: a correctness tool, not a speed figure")
     lines.append(f"parity verdict: {report['verdict']}")
     lines += _why_missing(report["points"])
     return lines + _published(report["published"])
+
+
+def _ranking_lines(point: dict) -> list[str]:
+    """The ranking, and which figures it leaves out for being the CPU build's."""
+    cpu_build = [role for role in RANKED if point["measured"][role]["tflops"] is not None
+                 and not point["measured"][role]["speed_path"]]
+    names = ", ".join(f"{r['role'].removeprefix('sdpa_')} {_tflops(r['tflops'])}" for r in point["ranking"])
+    left_out = f" ({', '.join(cpu_build)}: CPU-build figures, not ranked)" if cpu_build else ""
+    return _wrapped(f"fastest first: {names or 'nothing timed on a speed path'}{left_out}", "  ")
 
 
 def _why_missing(points: list[dict]) -> list[str]:

@@ -77,14 +77,16 @@ def row_sample(qkv: QKV, mask: MaskSpec, scaled: bool, output: np.ndarray, n: in
 
 
 def run_fused_attention(qkv: QKV, backend, mask: MaskSpec, scaled: bool, n_sample: int = 0,
-                        notices: list[str] | None = None, precision: str = "fp32", check=None) -> FusedReport:
+                        notices: list[str] | None = None, precision: str = "fp32", check=None,
+                        variant: int | None = None) -> FusedReport:
     """One head's (T, d) inputs, or H heads' (H, T, d) in one launch; a row sample on one head.
+    variant: the fused kernel of the precision to run (None: the launcher's pick for the device).
     check(q, k, v, output, mask, scaled): whether the FP32 kernel's output is the equation on
     sampled rows (verification's fused_spot_check); the bf16 kernels' rounding is verify's to judge."""
     if n_sample > 0 and (qkv.H is not None or qkv.on_device):
         raise AndreaError("sample_rows recomputes rows from one head's Q and K on the host: pass (T, d) NumPy arrays")
     out = backend.attention_fused(heads(qkv.q), heads(qkv.k), heads(qkv.v), mask=mask, scaled=scaled,
-                                  precision=precision)
+                                  precision=precision, variant=variant)
     one = qkv.H is None
     output = out.output[0] if one else out.output
     T, d_k, d_v = qkv.T, qkv.d_k, qkv.d_v

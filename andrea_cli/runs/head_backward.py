@@ -74,8 +74,9 @@ def backward_kernel_name(kernels: dict[str, str], fused: bool) -> str | None:
 def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: bool, fused: bool,
                  notices: list[str] | None = None, precision: str = "fp32") -> GradReport:
     """qkv: (L, d_k), (S, d_k), (S, d_v), L = S = T for one sequence; d_out: (L, d_v), dL/dO. Or,
-    from the Python API, H heads' (H, L or S, d) each, run in one launch per stage. precision
-    bf16 (fused only): the tensor-core forward and backward."""
+    from the Python API, H heads' (H, L or S, d) each, run in one launch per stage (K and V may
+    have H_kv heads, grouped: dK, dV then (H_kv, S, d)). precision bf16 (fused only): the
+    tensor-core forward and backward."""
     notices = list(notices or [])
     one = qkv.H is None
     q, k, v, do = (a[None] if one else a for a in (qkv.q, qkv.k, qkv.v, d_out))  # one head: H = 1
@@ -108,8 +109,9 @@ def run_backward(qkv: QKV, d_out: np.ndarray, backend, mask: MaskSpec, scaled: b
                        f"({'T×T' if S == T else 'L×S'} matrices in float64) was skipped")
     return GradReport(
         **header_fields(backend, source=qkv.source, T=T, S=S, d_k=d_k, d_v=d_v, mask=mask, scaled=scaled,
-                        shapes={name: ([] if one else [qkv.H]) + shape for name, shape in
-                                (("dq", [T, d_k]), ("dk", [S, d_k]), ("dv", [S, d_v]), ("d_scores", [T, S]))},
+                        shapes={name: ([] if one else [heads]) + shape for name, shape, heads in
+                                (("dq", [T, d_k], qkv.H), ("dk", [S, d_k], qkv.H_kv), ("dv", [S, d_v], qkv.H_kv),
+                                 ("d_scores", [T, S], qkv.H))},
                         kernels=out.kernels),
         fused=fused, precision=precision, kernel=backward_kernel_name(out.kernels, fused),
         grad_norms=norms, score_share=share, quiet_rows=quiet, max_rel_error=errors,

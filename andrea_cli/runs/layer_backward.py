@@ -5,6 +5,10 @@ every head in one launch per stage; the projections' gradients are host matmuls 
     d_concat = dOut · W_O^T,  dW_O = concat^T · dOut          (T, d_model), (d_model, d_model)
     dQ_h, dK_h, dV_h = attention backward of head h           (H, T, d_k) each
     dW_Q = x^T · dQ (likewise K, V),  dx = dQ·W_Q^T + dK·W_K^T + dV·W_V^T
+
+With n_kv_head K/V heads (grouped, as layer.py's forward): dK and dV are (H_kv, T, d_k), each
+summed over the query heads that read it (in the kernels), so dW_K and dW_V are (d_model,
+n_kv_head·d_k), W_K's and W_V's own shape.
 """
 
 from __future__ import annotations
@@ -14,12 +18,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from andrea_cli import reference_backward, stats
+from andrea_cli import reference, reference_backward, stats
 from andrea_cli.layer_inputs import LayerInputs
 from andrea_cli.masks import MaskSpec
 from andrea_cli.runs.head_backward import CHECK_MAX_T, relative_errors
 from andrea_cli.runs.header import RunHeader, header_fields
-from andrea_cli.runs.layer import concat_heads, split_heads
+from andrea_cli.runs.layer import concat_heads, kv_heads, split_heads
 
 PARAMETERS = ("w_q", "w_k", "w_v")
 
@@ -37,10 +41,12 @@ def layer_backward_reference(x, weights, n_head: int, d_out, mask: MaskSpec, sca
     """The layer's gradients in float64, the yardstick for tests and the report's check."""
     x64, do64 = x.astype(np.float64), d_out.astype(np.float64)
     w = {name: a.astype(np.float64) for name, a in weights.items()}
-    q, k, v = (split_heads(x64 @ w[name], n_head) for name in PARAMETERS)  # (H, T, d_k)
+    n_kv_head = kv_heads(weights, n_head)
+    q = split_heads(x64 @ w["w_q"], n_head)  # (H, T, d_k)
+    k, v = (split_heads(x64 @ w[name], n_kv_head) for name in ("w_k", "w_v"))  # (H_kv, T, d_k)
     d_heads = split_heads(do64 @ w["w_o"].T, n_head)  # (H, T, d_k)
     g = reference_backward.backward(q, k, v, d_heads, mask, scaled)
-    concat = concat_heads(np.matmul(g.weights, v))
+    concat = concat_heads(reference.weighted_sum(g.weights, v))  # query head h reads V head h // group
     d_qkv = {"w_q": concat_heads(g.dq), "w_k": concat_heads(g.dk), "w_v": concat_heads(g.dv)}
     return input_gradients(x64, w, d_qkv, do64, concat)
 
@@ -49,6 +55,7 @@ def layer_backward_reference(x, weights, n_head: int, d_out, mask: MaskSpec, sca
 class LayerGradReport(RunHeader):  # d_v = d_k: the layer's heads are square
     d_model: int
     n_head: int
+    n_kv_head: int
     grad_norms: dict[str, float]
     score_share: float
     quiet_rows: float
@@ -63,7 +70,8 @@ class LayerGradReport(RunHeader):  # d_v = d_k: the layer's heads are square
 
     def to_json(self) -> dict:
         return {
-            **self.header_json(after_T={"d_model": self.d_model, "n_head": self.n_head}),
+            **self.header_json(after_T={"d_model": self.d_model, "n_head": self.n_head,
+                                                "n_kv_head": self.n_kv_head}),
             "grad_norms": self.grad_norms, "score_share": self.score_share, "quiet_rows": self.quiet_rows,
             "max_rel_error": self.max_rel_error,
             "timings_ms": self.host_timings_ms,  # the key the JSON has always had for the host work
@@ -79,6 +87,7 @@ def run_layer_backward(inputs: LayerInputs, n_head: int, d_out: np.ndarray, back
     x, w = inputs.x, inputs.weights
     T, d_model = x.shape
     d_k = d_model // n_head
+    n_kv_head = kv_heads(w, n_head)
     host: dict[str, float] = {}
 
     def timed(stage, fn):
@@ -87,7 +96,8 @@ def run_layer_backward(inputs: LayerInputs, n_head: int, d_out: np.ndarray, back
         host[stage] = host.get(stage, 0.0) + (time.perf_counter() - start) * 1e3
         return result
 
-    qh, kh, vh = timed("projections", lambda: [split_heads(x @ w[name], n_head) for name in PARAMETERS])
+    qh, kh, vh = timed("projections", lambda: [split_heads(x @ w[name], heads) for name, heads in
+                                               zip(PARAMETERS, (n_head, n_kv_head, n_kv_head))])
     d_heads = timed("d_concat", lambda: split_heads(d_out @ w["w_o"].T, n_head))  # (H, T, d_k)
     out = backend.attention_backward(qh, kh, vh, d_heads, mask=mask, scaled=scaled)
     host["attention"] = out.timings_ms["total"]
@@ -103,14 +113,14 @@ def run_layer_backward(inputs: LayerInputs, n_head: int, d_out: np.ndarray, back
         errors = relative_errors(grads, layer_backward_reference(x, w, n_head, d_out, mask, scaled))
     else:
         notices.append(f"T > {CHECK_MAX_T}: the float64 check (T×T matrices in float64) was skipped")
-    square = [d_model, d_model]
+    square, kv_shape = [d_model, d_model], [d_model, n_kv_head * d_k]
     return LayerGradReport(
         **header_fields(backend, source=inputs.source, T=T, d_k=d_k, d_v=d_k, mask=mask, scaled=scaled,
-                        shapes={"d_out": [T, d_model], "dx": [T, d_model], "dw_q": square, "dw_k": square,
-                                "dw_v": square, "dw_o": square, "dq": [n_head, T, d_k], "dk": [n_head, T, d_k],
-                                "dv": [n_head, T, d_k], "d_scores": [n_head, T, T]},
+                        shapes={"d_out": [T, d_model], "dx": [T, d_model], "dw_q": square, "dw_k": kv_shape,
+                                "dw_v": kv_shape, "dw_o": square, "dq": [n_head, T, d_k], "dk": [n_kv_head, T, d_k],
+                                "dv": [n_kv_head, T, d_k], "d_scores": [n_head, T, T]},
                         kernels=out.kernels),
-        d_model=d_model, n_head=n_head,
+        d_model=d_model, n_head=n_head, n_kv_head=n_kv_head,
         grad_norms=norms, score_share=stats.score_share(out.d_weights, out.d_scores),
         quiet_rows=stats.quiet_row_share(out.weights, out.d_weights, out.d_scores), max_rel_error=errors,
         host_timings_ms=host, attention_timings_ms=out.timings_ms, notices=notices,

@@ -80,6 +80,7 @@ def fused_spot_check(q, k, v, output, mask: MaskSpec, scaled) -> Verdict:
     against the float64 equation, within verify's bound for the fused kernels (fused_tol).
     q: (H, L, d_k), k: (H, S, d_k), v: (H, S, d_v) float32; output (H, L, d_v)."""
     H, T, d_k = q.shape
+    k, v = reference.kv_heads_for(k, H), reference.kv_heads_for(v, H)  # grouped K/V: each query head's own
     rows = reference.sample_rows(T, SAMPLE_ROWS)
     visible = mask.visible(T, rows, S=k.shape[1])  # (n, S)
     q_rows = q[:, rows]

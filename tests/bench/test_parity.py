@@ -128,7 +128,7 @@ def test_without_torch_every_sdpa_figure_says_torch_is_not_importable():
         for role in ("sdpa_flash", "sdpa_cudnn", "sdpa_default"):
             assert p["measured"][role] == {"tflops": None, "why": "torch is not importable (ModuleNotFoundError)",
                                            "speed_path": True, "chose": None, "max_abs_err": None}
-        assert p["measured"]["kernel4"]["why"] == "no fused4_bf16 row in bench's output"
+        assert p["measured"]["kernel4"]["why"] == "no fused4_bf16 or cpu_build_fused4_bf16 row in bench's output"
     got = ratios(report)
     assert got[64, False, "andrea / SDPA flash"]["verdict"] == "not judged"
     assert got[64, False, "andrea / FA2 published"]["value"] == pytest.approx(350 / 324)  # still judged
@@ -188,8 +188,11 @@ def test_impl_selection_keeps_the_baseline_refuses_an_unknown_name_and_leaves_ou
     assert [i.name for i in select_impls(impls, ["a", "gone"], "numpy", "cpu", unavailable=["gone"])] == ["numpy", "a"]
     with pytest.raises(AndreaError, match=r"--impl nope: no such implementation on the cpu side; choose from numpy, a"):
         select_impls(impls, ["nope"], "numpy", "cpu")
-    assert parity_impls("gpu")[:3] == ["fused_bf16", "fused5_bf16", "fused4_bf16"]
-    assert parity_impls("cpu")[0] == "cpu_build_fused_bf16" and parity_impls("cpu")[-1] == "torch_sdpa_bf16_cudnn"
+    # the default and every tensor-core kernel by name, then SDPA by default and pinned to each backend
+    torch = ["torch_sdpa_bf16", "torch_sdpa_bf16_flash", "torch_sdpa_bf16_cudnn"]
+    assert parity_impls("gpu") == ["fused_bf16", "fused4_bf16", "fused5_bf16", "fused6_bf16", "fused7_bf16", *torch]
+    assert parity_impls("cpu") == ["cpu_build_fused_bf16", "cpu_build_fused4_bf16", "cpu_build_fused5_bf16",
+                                   "cpu_build_fused6_bf16", "cpu_build_fused7_bf16", *torch]
 
 
 def test_a_cpu_bench_asked_for_the_parity_rows_without_torch_records_why(cli, monkeypatch):
@@ -228,8 +231,10 @@ def test_the_bench_screen_says_which_backend_the_default_ran():
 
 def test_the_gpu_sides_parity_rows_on_a_device_that_reports_an_h200(monkeypatch, bench_gpu_as_h200):
     """bench_gpu asked for the parity step's rows, its kernels run by the CPU build and timed by
-    the host clock (no GPU here), torch hidden: the default's, kernel5's and kernel4's rows, the baseline, torch's
-    reason, and a report whose published ratios are not judged at T 64."""
+    the host clock (no GPU here), torch hidden: the default's and every tensor-core kernel's rows
+    (kernel7 through its tensor maps), the baseline, torch's reason, and a report whose published
+    ratios are not judged at T 64."""
+    from andrea_cli.backends.launch.fused_bf16 import BF16_KERNELS
     from andrea_cli.bench.bound import measured
     from andrea_cli.kernel_file import packaged_kernel_path
 
@@ -238,12 +243,76 @@ def test_the_gpu_sides_parity_rows_on_a_device_that_reports_an_h200(monkeypatch,
     monkeypatch.setattr(measured, "attach_bounds", lambda *args, **kwargs: None)  # the static bound: test_bound's
     result = bench_gpu.bench_gpu(packaged_kernel_path(), Ts=(64,), d_ks=(64,), masks=(swept_mask(True),), H=2, warmup=0,
                                  repeats=1, progress=lambda s: None, only=parity_impls("gpu"))
-    assert [m.impl for m in result.measurements] == ["fused", "fused_bf16", "fused5_bf16", "fused4_bf16"]
+    names = ["fused", "fused_bf16", "fused7_bf16", "fused6_bf16", "fused5_bf16", "fused4_bf16"]
+    assert [m.impl for m in result.measurements] == names
     assert all(m.median_ms and m.max_abs_err < 0.05 for m in result.measurements)
+    rows = {m.impl: m for m in result.measurements}
+    for v, k in BF16_KERNELS.items():  # each row ran its own kernel: the one its name says
+        assert rows[k.label].kernels == [k.entry(64)]
     assert result.torch == {"reason": "torch is not importable (ModuleNotFoundError)"}
     report = parity_report(result.to_json())
     point = report["points"][1]  # d 64 causal
-    assert point["measured"]["kernel5"]["tflops"] == result.measurements[2].tflops
-    assert point["measured"]["kernel4"]["tflops"] == result.measurements[3].tflops
+    for v in BF16_KERNELS:
+        assert point["measured"][f"kernel{v}"]["tflops"] == rows[f"fused{v}_bf16"].tflops
     assert point["measured"]["sdpa_flash"]["why"] == "torch is not importable (ModuleNotFoundError)"
+    assert [r["role"] for r in point["ranking"]] == sorted((f"kernel{v}" for v in BF16_KERNELS),
+                                                          key=lambda role: -point["measured"][role]["tflops"])
     assert "T 16384" in point["ratios"][0]["why"] and report["verdict"] == "not judged"
+
+
+# ------------------------------------------------------------------------------------------------
+# The ranking: every kernel and SDPA's pinned backends, fastest first, at each point.
+
+def test_the_ranking_orders_every_kernel_and_backend_by_its_measured_tflops_and_leaves_out_the_cpu_build():
+    figures = {"fused4_bf16": 210.0, "fused5_bf16": 330.0, "fused6_bf16": 450.0, "fused7_bf16": 470.0,
+               "torch_sdpa_bf16_flash": 340.0, "torch_sdpa_bf16_cudnn": 520.0, "torch_sdpa_bf16": 520.0,
+               "fused_bf16": 450.0}
+    measurements = [row(impl, 128, False, ms_for(tflops, 128, False)) for impl, tflops in figures.items()]
+    versions = {"torch": "2.9.0", "cuda": "12.8", "cudnn": 91002}
+    report = parity_report({"side": "gpu", "torch": versions, "measurements": measurements})
+    point = next(p for p in report["points"] if (p["d_k"], p["causal"]) == (128, False))
+    # andrea's default and SDPA's are a kernel and a backend already ranked: not twice
+    assert [r["role"] for r in point["ranking"]] == ["sdpa_cudnn", "kernel7", "kernel6", "sdpa_flash", "kernel5",
+                                                     "kernel4"]
+    assert [r["tflops"] for r in point["ranking"]] == pytest.approx([520.0, 470.0, 450.0, 340.0, 330.0, 210.0])
+    lines = parity_lines(report)
+    unwrapped = " ".join(line.strip() for line in lines)
+    assert "fastest first: cudnn 520.0, kernel7 470.0, kernel6 450.0, flash 340.0, kernel5 330.0, kernel4 210.0" in unwrapped
+    assert max(len(line) for line in lines) <= 80
+    # a point with no figures ranks nothing, and says so
+    empty = next(p for p in report["points"] if (p["d_k"], p["causal"]) == (64, False))
+    assert empty["ranking"] == []
+    # the CPU build's figures are no speed figures: never ranked, named as left out
+    cpu = [row("cpu_build_fused7_bf16", 64, True, 30.0, T=64, speed_path=False),
+           row("cpu_build_fused4_bf16", 64, True, 20.0, T=64, speed_path=False),
+           row("torch_sdpa_bf16_flash", 64, True, 0.5, T=64)]
+    report = parity_report({"side": "cpu", "torch": versions, "measurements": cpu}, T=64)
+    point = next(p for p in report["points"] if (p["d_k"], p["causal"]) == (64, True))
+    assert [r["role"] for r in point["ranking"]] == ["sdpa_flash"]
+    unwrapped = " ".join(line.strip() for line in parity_lines(report))
+    # flash: 4·64²·64·12 / 2 = 6,291,456 FLOPs in 0.5 ms, 0.0126 TFLOP/s
+    assert "fastest first: flash 0.013 (kernel4, kernel7: CPU-build figures, not ranked)" in unwrapped
+
+
+def test_the_parity_steps_dry_run_on_the_cpu_build_times_every_kernel_checked_against_float64(cli):
+    """gpu-check's parity step without a GPU (its arguments, bench/parity.py), cut to one point:
+    every tensor-core kernel's CPU-build row, kernel7's among them, checked against the float64
+    reference before it is timed, named as the kernel it ran, and labelled not a speed path."""
+    import json
+
+    from andrea_cli.backends.launch.fused_bf16 import BF16_KERNELS
+    from andrea_cli.bench.parity import DRY_RUN, parity_bench_args
+
+    args = parity_bench_args(gpu=False)
+    assert args[:4] == ["bench", "--side", "cpu", "--T"] and args[4] == str(DRY_RUN["T"])
+    result = cli(*args, "--d-k", "64", "--mask", "causal")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    rows = {m["impl"]: m for m in doc["measurements"]}
+    for v, k in BF16_KERNELS.items():
+        m = rows[f"cpu_build_{k.label}"]
+        assert m["kernels"] == [k.entry(64)] and m["speed_path"] is False and m["precision"] == "bf16"
+        assert m["median_ms"] is not None and m["max_abs_err"] < 2e-2  # bf16 inputs: about 1e-3
+    point = parity_report(doc)["points"][1]  # d 64 causal
+    assert point["measured"]["kernel7"]["tflops"] == rows["cpu_build_fused7_bf16"]["tflops"]
+    assert all(r["role"].startswith("sdpa") for r in point["ranking"])

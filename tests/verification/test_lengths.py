@@ -40,6 +40,25 @@ def tensor_core_heads(rows: str) -> tuple[str, str]:
                    "    v += head / group * Sk * D;",
             head + "    k += head % (gridDim.z / group) * Sk * D;\n    v += head % (gridDim.z / group) * Sk * D;")
 
+def dkdv_kernel2_interleaved() -> tuple[str, str]:
+    """bf16 dkdv_kernel2's query heads for K/V head kv: kv, kv + H_kv, .. (h % H_kv, torch's
+    repeat) instead of its own block kv·group .. kv·group + group - 1 (h / group)."""
+    walk = ("    // Query rows (in every head of the group) that see any of the block's keys; the tiles\n"
+            "    // outside are never loaded. The walk runs over the group's heads one after the other, tile\n"
+            "    // n of it being tile n % per_head of head n / per_head: one pipeline for the whole group, and\n"
+            "    // dK, dV summed in registers in one fixed order (no atomics, no per-query-head partial).\n"
+            "    const QueryRows qr = mask.query_rows(j0, TC_KEYS, L);\n"
+            "    const int i_begin = qr.i_begin, per_head = max(0, (qr.i_end - i_begin + QT - 1) / QT);\n"
+            "    const int n_tiles = group * per_head;\n"
+            "    // tile n's head, as offsets into q/d_out (rows of D) and lse/delta\n")
+    real = ("    q += kv_head * group * L * D;  // the group's first query head; head h of the group h·L rows on\n"
+            "    d_out += kv_head * group * L * D;\n    lse += kv_head * group * L;\n    delta += kv_head * group * L;\n\n"
+            + walk + "    auto head_rows = [&](int n) { return (long)(n / per_head) * L; };")
+    broken = ("    q += kv_head * L * D;\n    d_out += kv_head * L * D;\n    lse += kv_head * L;\n"
+              "    delta += kv_head * L;\n\n" + walk + "    auto head_rows = [&](int n) { return (long)(n / per_head) * gridDim.z * L; };")
+    return real, broken
+
+
 # bug -> (text in the kernel file, its broken replacement, the exposing case, the stage that fails)
 BROKEN = {
     # torch's repeat vs repeat_interleave: query head h on K/V head h % H_kv instead of h / group
@@ -80,6 +99,7 @@ BROKEN = {
     "bf16 dq_kernel2: K/V head interleaved": (
         "    k += head / group * S * D;  // query head h reads K/V head h / group\n    v += head / group * S * D;",
         "    k += head % (gridDim.z / group) * S * D;\n    v += head % (gridDim.z / group) * S * D;", GROUPED, "bf16_dq"),
+    "bf16 dkdv_kernel2: query heads of a K/V head interleaved": (*dkdv_kernel2_interleaved(), GROUPED, "bf16_dk"),
     # the square rule j_end = last_row + 1: a query sees no key past its row number
     "key range without the offset": ("min(S, last_row + offset + right + 1)", "min(S, last_row + right + 1)",
                                      SHORT_QUERIES, "av"),

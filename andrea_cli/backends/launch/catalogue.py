@@ -163,6 +163,16 @@ def earlier_variants(name: str, stage: str) -> list[int]:
     return sorted(v for v, k in family(name, stage).items() if k.default)[-2::-1]
 
 
+def variant_named(name: str, family_name: str, stage: str) -> int | None:
+    """A variant of a family's stage by any of its names: its stem (attention_fused_kernel7), the
+    stem's tail (kernel7), its number (7) or its label (bench's row, fused7_bf16); None: no such."""
+    name = name.strip().lower()
+    for variant, k in family(family_name, stage).items():
+        if name in (k.stem, k.stem.rsplit("_", 1)[-1], str(variant), k.label):
+            return variant
+    return None
+
+
 def entry_points() -> tuple[str, ...]:
     """Every kernel the launchers call, by its name in the kernel file."""
     return tuple(name for k in KERNELS for name in k.entries())
@@ -182,19 +192,28 @@ def _cc_text(cc: tuple[int, int]) -> str:
     return f"{cc[0]}.{cc[1]}"
 
 
+def why_it_cannot_run(k: Kernel, cc: tuple[int, int] | None, entry: str | None = None) -> str:
+    """Why a GPU of compute capability cc cannot run kernel k, in one line ("" when it can; the
+    CPU build, cc None, runs every kernel). entry: the name to give it (default: its stem)."""
+    if k.runs_on(cc):
+        return ""
+    entry = entry or k.stem
+    if k.cc_exact:
+        fallback = family(k.family, k.stage)[default_variant(k.family, k.stage, None)]
+        return (f"{entry} uses Hopper's wgmma, which only compute capability {_cc_text(k.cc)} "
+                f"(sm_90a: H100, H200) has; this GPU has {_cc_text(cc)}: run {fallback.stem} "
+                f"(mma.sync, any GPU from sm_{fallback.cc[0]}{fallback.cc[1]}) on it")
+    return (f"{entry} uses Ampere instructions (bf16, mma.sync) that need compute capability "
+            f"{_cc_text(k.cc)} (sm_{k.cc[0]}{k.cc[1]}); this GPU has {_cc_text(cc)}: "
+            "use the fp32 kernels on it")
+
+
 def check_kernel_runs(entry: str, cc: tuple[int, int]) -> None:
     """Refuse, in one line, a kernel the GPU cannot run, before the driver is asked to launch it."""
     k = row_of(entry)
-    if k is None or k.runs_on(cc):
-        return
-    if k.cc_exact:
-        fallback = family(k.family, k.stage)[default_variant(k.family, k.stage, None)]
-        raise AndreaError(f"{entry} uses Hopper's wgmma, which only compute capability {_cc_text(k.cc)} "
-                          f"(sm_90a: H100, H200) has; this GPU has {_cc_text(cc)}: run {fallback.stem} "
-                          f"(mma.sync, any GPU from sm_{fallback.cc[0]}{fallback.cc[1]}) on it")
-    raise AndreaError(f"{entry} uses Ampere instructions (bf16, mma.sync) that need compute capability "
-                      f"{_cc_text(k.cc)} (sm_{k.cc[0]}{k.cc[1]}); this GPU has {_cc_text(cc)}: "
-                      "use the fp32 kernels on it")
+    why = "" if k is None else why_it_cannot_run(k, cc, entry)
+    if why:
+        raise AndreaError(why)
 
 
 def default_variant(name: str, stage: str, cc: tuple[int, int] | None) -> int:

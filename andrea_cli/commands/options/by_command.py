@@ -10,7 +10,7 @@ from andrea_cli.commands.options.declare import option
 from andrea_cli.commands.options.keyword import convert
 from andrea_cli.commands.options.shared import (BACKEND, D_K, D_MODEL, D_V, FUSED, JSON, KERNEL, KEYS, LAYER_WEIGHTS,
                                                 MASK, N_HEAD, N_KV_HEAD, PLAN, PLOT, PRECISION, PRESET, PROGRESS, QKV, QUERIES,
-                                                RACECHECK, SCALE, SEED, SEQ_LEN, THREADS, TIMEOUT, K, Q, V, X,
+                                                RACECHECK, SCALE, SEED, SEQ_LEN, THREADS, TIMEOUT, VARIANT, K, Q, V, X,
                                                 check_scale)
 from andrea_cli.defaults import DEFAULT_BLAS_THREADS, DEFAULT_D_K, DEFAULT_T
 from andrea_cli.errors import AndreaError
@@ -35,7 +35,7 @@ class RunOptions(HeadOptions):
     @property
     def wants_layer(self) -> bool:
         return any(o is not None for o in (self.d_model, self.n_head, self.preset, self.x, self.layer_weights,
-                                           getattr(self, "n_kv_head", None)))  # attend's alone
+                                           self.n_kv_head))
 
 
 @dataclass
@@ -79,6 +79,7 @@ class AttendOptions(RunOptions):
     head: int | None = option("--head", help="With the layer's --plot: draw head N (from 0) alone.", metavar="N",
                               kind=("a whole number", "0"))
     precision: str = PRECISION.field()
+    variant: str | None = VARIANT.field()
     racecheck: bool = RACECHECK.field()
     timeout: float | None = TIMEOUT.field()
     threads: int | None = THREADS.field()
@@ -110,6 +111,7 @@ class GradOptions(RunOptions):
     out: Path | None = option("--out", help="Save dq, dk, dv (the layer: dx, dw_q...) to one .npz.")
     d_model: int | None = D_MODEL.but(help="The whole layer's backward, from x (T, d_model).").field()
     n_head: int | None = N_HEAD.field()
+    n_kv_head: int | None = N_KV_HEAD.field()
     preset: str | None = PRESET.field()
     x: Path | None = X.field()
     layer_weights: Path | None = LAYER_WEIGHTS.field()

@@ -25,6 +25,17 @@ def check_scale(scale) -> float | bool | None:
                       "used as given, e.g. scale=0.125")
 
 
+def check_variant(value) -> str | None:
+    """Python's variant=: a fused kernel's name, or its number (variant=7)."""
+    import numpy as np  # here, not at the top: the command line starts without NumPy
+
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    raise AndreaError(f"variant={value!r}: pass a fused kernel's name or number, e.g. variant='kernel7' or 7")
+
+
 # The head's inputs: sizes, or files, and how the equation runs
 SEQ_LEN = Option(("--T", "-T", "--seq-len"), f"Sequence length [default: {DEFAULT_T}].")
 QUERIES = Option(("--T-q",), "Queries L, against --T-k keys [default: --T]; with causal, the last L positions.",
@@ -47,6 +58,11 @@ PLAN = Option(("--plan",), "The staged kernels: fast (register-tiled), or textbo
 FUSED = Option(("--fused",), "One fused kernel; no T×T matrix (cuda, cpu).", default=False)
 PRECISION = Option(("--precision",), "With --fused: fp32, or bf16 (tensor cores; d_k = d_v = 64 or 128).",
                    default="fp32")
+# the names are the kernel table's (catalogue.py); tests/commands/test_attend_variant.py holds them to it
+VARIANT = Option(("--variant",), "With --fused: one fused kernel by name, e.g. kernel7 (or attention_fused_kernel7, "
+                                 "or 7): kernel1-3 in fp32, kernel4-7 with --precision bf16; kernel6 and 7 need "
+                                 "sm_90a (H100, H200), or the CPU build, which emulates them [default: the "
+                                 "device's fastest].", metavar="NAME", check=check_variant)
 
 # The CPU build
 RACECHECK = Option(("--racecheck",), "CPU build under ThreadSanitizer told CUDA's memory model: a data race "

@@ -148,6 +148,8 @@ def test_bench_gpu_on_a_device_that_reports_an_h200_joins_timings_and_bounds(mon
                                  repeats=1, progress=lambda s: None)
     rows = {m.impl: m for m in result.measurements if m.median_ms is not None}
     assert {"fused", "fused1", "staged", "fused_backward"} <= {n for n, m in rows.items() if m.bound_tflops}
+    # every tensor-core kernel's own row too, kernel7's launch (with its tensor maps) recorded like the rest
+    assert {"fused_bf16", "fused7_bf16", "fused6_bf16", "fused4_bf16"} <= {n for n, m in rows.items() if m.bound_tflops}
     assert rows["cupy"].bound_tflops is None
     bounds = RowBounds.compile(packaged_kernel_path(), GPUS["h200"])
     impls = {impl.name: impl for impl in (bench_gpu.fused_gpu_impl(_RecordingBackend()),
