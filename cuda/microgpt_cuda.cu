@@ -1351,9 +1351,9 @@ extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q, 
 //     only in tiles that straddle its edge (the diagonal, the window's far end, T)
 //   a mask array comes in through shared memory: its (64 rows, 64 keys) slice for the block and
 //     tile, loaded beside the K tile (a row's 64 biases one coalesced 256-byte read), each thread
-//     then reading its 8 x 4 from there in the element pass. Kernels 1 and 2 read theirs from
-//     global memory per score; here that read, with its address, held a row pointer per row: 242
-//     registers at d = 128 against 232, a spill at d = 64
+//     then reading its 8 x 4 from there in the element pass. Read from global memory per score
+//     there, as kernels 1 and 2 read theirs, it took d = 128 to 242 registers (budget 232) and
+//     spilled at d = 64; from the tile, 188 and 154 (NVRTC, sm_80)
 // The K/V tiles are copied with plain loads, one tile at a time (no cp.async: it needs sm_80, and
 // kernel3 runs on any GPU; with it, the next K tile would load into a buffer of its own while P·V
 // runs, as in kernel4).
