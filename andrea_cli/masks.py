@@ -10,8 +10,6 @@ import numpy as np
 
 from andrea_cli.errors import AndreaError
 
-BACKWARD_FIX = "the gradient has no kernel for them yet: use causal, none or window:W"
-
 # What --mask takes, for --help and the errors: terms joined by commas.
 GRAMMAR = ("none, causal, window:W (W keys wide: p-W+1..p), window:L,R (two-sided: p-L..p+R), "
            "sinks:N with a window (keys 0..N-1 always seen), alibi (causal + ALiBi's per-head bias "
@@ -74,8 +72,9 @@ class MaskSpec:
             + ([f"sinks:{self.sinks}"] if self.sinks else []) + (["alibi"] if self.alibi else [])
 
     def refuse_flavours(self, kernels: str,
-                        fix: str = "run the fp32 kernels (staged, or --fused without --precision bf16)") -> None:
-        """One line naming the flavour, for kernels that take only the two bounds."""
+                        fix: str = "run a forward kernel (staged, or --fused, fp32 or bf16)") -> None:
+        """One line naming the flavour, for kernels that take only the two bounds (the bf16
+        backward's forward, attention_fused_lse_kernel4)."""
         if self.flavours:
             raise AndreaError(f"--mask {self}: {kernels} take causal, none and window:W only, not "
                               f"{', '.join(self.flavours)}: {fix}")
@@ -94,12 +93,6 @@ class MaskSpec:
             self.refuse_flavours("these kernels")
             return bounds
         return bounds + (np.int32(self.right), np.int32(self.sinks), np.int32(heads if self.alibi else 0))
-
-    def square_args(self) -> tuple[np.int32, np.int32]:
-        """(causal, window) for the kernels that take one sequence only, L = S (the backward, for
-        now): their Mask's offset is 0, and they take neither right, sinks nor ALiBi."""
-        self.refuse_flavours("the backward kernels", BACKWARD_FIX)
-        return self.kernel_args()[:2]
 
     def decode_keys(self, length: int) -> int:
         """How many of `length` cached keys the newest query (position length - 1) sees: its

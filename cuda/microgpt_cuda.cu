@@ -36,15 +36,14 @@
 // across the heads: causal_block_order). All data is float32, row-major, contiguous.
 //
 // Every kernel that masks takes its Mask's fields as int arguments, (causal, window, offset,
-// right, sinks, alibi), or the first three where it takes only the two bounds (the tensor-core
-// forward) or the first two (the backward, L = S), and asks one Mask (BUILDING BLOCKS) for every
-// test of a (query, key) pair and every range of tiles it visits. The masks: none, causal (key j
-// visible from query i when j <= p + right, p = i + offset; right 0), a sliding window
-// (p - j < window as well), two-sided (right > 0: window:L,R sees p-L .. p+R), with attention
-// sinks (keys j < sinks pass the window's left bound), and ALiBi (alibi = H: -m_h · (p - j)
-// added to head h's scaled scores). offset is the key position of query row 0: 0 when queries
-// and keys are one sequence; S - L for L queries against S keys, the queries being the last L
-// positions (bottom-right, as FlashAttention >= 2.1).
+// right, sinks, alibi), or the first three where it takes only the two bounds (the bf16
+// backward's forward, attention_fused_lse_kernel4), and asks one Mask (BUILDING BLOCKS) for every
+// test of a (query, key) pair and every range of tiles it visits. The masks: none, causal (key j visible from query i when j <= p + right, p = i +
+// offset; right 0), a sliding window (p - j < window as well), two-sided (right > 0: window:L,R
+// sees p-L .. p+R), with attention sinks (keys j < sinks pass the window's left bound), and ALiBi
+// (alibi = H: -m_h · (p - j) added to head h's scaled scores). offset is the key position of
+// query row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
+// queries being the last L positions (bottom-right, as FlashAttention >= 2.1).
 // A mask given as an array (--mask-file, an attn_mask) is no Mask: mask_kernel2 adds it to the
 // scaled scores, and the fused fp32 kernels 1, 2 and 3 add it beside each K tile (their Mask is
 // then none; kernel3 through a tile of it in shared memory); the tensor-core and the backward
@@ -140,7 +139,8 @@
 //                    (H,T,d) bf16 x3 -> (H,T,d) f32, d_k = d_v = d. 4 warps x 16 query rows;
 //                    64-key tiles, double-buffered with cp.async; S and O by mma.sync.m16n8k16
 //                    (K by ldmatrix, V by ldmatrix.trans), P reused from S's registers; online
-//                    softmax in exp2; masked tiles skipped whole. grid (ceil(T/64), 1, H),
+//                    softmax in exp2; masked tiles skipped whole; every mask flavour (ALiBi's bias
+//                    in base 2, every tile then taking the element pass). grid (ceil(T/64), 1, H),
 //                    block (128), shared_mem = 640 * (d + 8) bytes (46,080 at d = 64; 87,040 at
 //                    d = 128, an opt-in above 48 KiB); registers <= 144, <= 192
 //   attention_fused_kernel5_d64, attention_fused_kernel5_d128   kernel4's output, FlashAttention-2's
@@ -149,10 +149,14 @@
 //                    LDSM in the hot loop, kernel4 1.78); Q's fragments held in registers; the
 //                    softmax steps 64 keys at d = 64, 16 at d = 128 (the registers: O 128, Q 64);
 //                    cp.async offsets computed once per thread; ex2.approx.ftz; mask-edge tiles
-//                    in loops of their own, the hot loop without mask code. grid (ceil(T/128), 1, H),
-//                    block (128), shared_mem = 768 * (d + 8) bytes (55,296 at d = 64; 104,448 at
-//                    d = 128: opt-ins); registers <= 255, <= 255 (all a block of 128 may use: two
-//                    blocks, 8 warps, per SM)
+//                    in loops of their own, the hot loop without mask code. right, sinks or ALiBi
+//                    run a second instantiation (the entry point picks it), so the plain copy's code
+//                    is as without them; at d = 128 the flavoured copy re-reads Q's fragments from
+//                    q_s each k16 step and runs its softmax steps one at a time (holding Q, or
+//                    unrolled, the flavours' tests spill at the 255-register edge).
+//                    grid (ceil(T/128), 1, H), block (128), shared_mem = 768 * (d + 8) bytes
+//                    (55,296 at d = 64; 104,448 at d = 128: opt-ins); registers <= 255, <= 255
+//                    (all a block of 128 may use: two blocks, 8 warps, per SM)
 //   attention_fused_kernel6_d64, attention_fused_kernel6_d128   kernel5's output on Hopper's wgmma
 //                    (sm_90a only; andrea's default for --precision bf16 on an H100 / H200):
 //                    2 warpgroups x 64 query rows; S = Q·K^T and O += P·V by wgmma.m64nNk16, Q and
@@ -160,10 +164,11 @@
 //                    matrix descriptors (no ldmatrix: the shared-memory bound kernel5 hits is
 //                    gone, bench --bound puts it on the tensor pipe); K and V tiles unpadded in
 //                    the descriptors' canonical layout; the softmax steps 64 keys at both d.
-//                    Descriptors built once per block and walked by one add. grid (ceil(T/128),
-//                    1, H), block (256), shared_mem = 2 * (128 * (d + 8) + 256 * d) bytes (51,200
-//                    at d = 64; 100,352 at d = 128: opt-ins); registers <= 128 (two blocks, 16
-//                    warps, per SM), <= 184
+//                    Descriptors built once per block and walked by one add. Every mask flavour:
+//                    the mask pass and online softmax are wgmma_mask_tile and wgmma_softmax_tile,
+//                    shared with kernel7. grid (ceil(T/128), 1, H), block (256), shared_mem =
+//                    2 * (128 * (d + 8) + 256 * d) bytes (51,200 at d = 64; 100,352 at d = 128:
+//                    opt-ins); registers <= 128 (two blocks, 16 warps, per SM), <= 184
 //   attention_fused_kernel7_d64, attention_fused_kernel7_d128   kernel6's output and tiles,
 //                    FlashAttention-3's structure (sm_90a only; chosen by name, --kernel 7):
 //                    warp-specialised, a producer warp (its warpgroup at setmaxnreg 40) streams K
@@ -173,6 +178,7 @@
 //                    take turns at the tensor cores on named barriers (bar.sync / bar.arrive), so
 //                    one's softmax runs under the other's wgmmas; P·V one turn late, beside the
 //                    next S. No consumer instruction loads K or V, no __syncthreads in the loop.
+//                    kernel6's mask pass and online softmax (the same two functions), every flavour.
 //                    grid (ceil(T/128), 1, H), block (384), shared_mem = 2 * (128 * (d + 8) +
 //                    2 * K7_STAGES * 64 * d) + 16 * K7_STAGES + 128 bytes (51,360 at d = 64;
 //                    100,512 at d = 128); takes k_map, v_map (K, V as (H_kv * S, d)) last;
@@ -206,7 +212,10 @@
 //
 // Backward, given dO = dL/dO (H, L, d_v); staged, one launch per stage like the forward. L
 // queries against S keys (the Mask's offset, as the forward), H query heads over H_kv K/V heads:
-// dK, dV (H_kv, S, d) summed over each K/V head's group inside the kernel (no atomics):
+// dK, dV (H_kv, S, d) summed over each K/V head's group inside the kernel (no atomics). Every
+// backward kernel that masks takes the whole Mask: its ranges hold a right reach and the rows
+// that see a sink; ALiBi's bias is in the staged P already, and the fused kernels add it to
+// each P they recompute:
 //
 //   dv_kernel1       dV = sum over the group of P^T · dO      (H,L,S),(H,L,d_v) -> (H_kv,S,d_v)
 //                    16x16 output tile per block; only the query tiles that see its keys (the
@@ -273,7 +282,8 @@
 //                    queries per block walking their key tiles as kernel4 does; S, dP by mma, dS
 //                    rounded to bf16 as dQ += dS·K's A operand. A pass of its own, not atomics: the
 //                    same bits on every run. grid (ceil(L/64), 1, H), block (128),
-//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 232
+//                    shared_mem = 768 * (d + 8) bytes (55,296; 104,448); registers <= 176, <= 236
+//                    (232 before ALiBi's bias, on sm_90: still two blocks per SM, as its shared memory allows)
 //
 // Every kernel is correct for any T >= 1 (the FP32 ones for any d >= 1): partial tiles are padded
 // with zeros on load and threads outside the matrix skip the store but still reach every
@@ -367,11 +377,12 @@ __device__ __forceinline__ BlockWork causal_block_order(int causal, bool longest
 // right = R. ALiBi hides nothing: alibi = H gives head h its slope (slope), whose bias
 // -m_h · (p - j) the kernels add to the visible scores (bias_at).
 //
-// The kernels build their Mask with from_args: the staged mask and av kernels, the fused fp32
-// kernels and decode from all six fields; the tensor-core forward from (causal, window, offset)
-// and the backward from (causal, window), right, sinks and alibi then the constant 0, whose
-// terms fold away, so those kernels compile as before the fields were runtime. The offset is added to a row once, by the methods, before a rule
-// sees it (so a rule reads positions p, not rows i). How the rules are written is measured, not taste (NVVM,
+// The kernels build their Mask with from_args: the staged kernels, the fused fp32 and
+// tensor-core forward kernels, the backward and decode from all six fields; kernel5's plain copy
+// and the bf16 backward's forward (lse_kernel4) from (causal, window, offset), right, sinks and
+// alibi then the constant 0, whose terms fold away, so that code compiles as before the fields
+// were runtime. The offset is added to a row once, by the methods, before a rule sees it (so a
+// rule reads positions p, not rows i). How the rules are written is measured, not taste (NVVM,
 // kernel4's masked key tiles, 976 instructions a trip): a rule that adds a 0, a method that reads
 // its fields through `this` before it is inlined, or a bound test (j < T) left outside the call
 // compiles them to 8-28% more. So every method hands its fields as values to one of the rules of
@@ -421,8 +432,8 @@ struct Mask {
     int alibi;   // > 0: ALiBi over this many query heads (slope(h)); 0: no bias
 
     // The kernels' arguments, (causal, window, offset), as the kernels that take only the two
-    // bounds receive them (MaskSpec.kernel_args(L, S)): right, sinks and ALiBi are 0, constants,
-    // so those kernels compile as before the fields existed.
+    // bounds receive them (MaskSpec.kernel_args(L, S)), and kernel5's copy without the flavours:
+    // right, sinks and ALiBi are 0, constants, so that code compiles as before the fields existed.
     static __device__ __forceinline__ Mask from_args(int causal, int window, int offset) {
         return {causal, window, offset, 0, 0, 0};
     }
@@ -2004,7 +2015,7 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
                                                         const unsigned short* __restrict__ v,  // (H_kv, S, D)
                                                         float* __restrict__ out,               // (H, L, D)
                                                         int L, int Sk, int group, int causal, int window, int offset,
-                                                        unsigned short* smem,
+                                                        int right, int sinks, int alibi, unsigned short* smem,
                                                         float* __restrict__ lse = nullptr) {   // (H, L)
     constexpr int S = D + TC_PAD;  // row stride of every shared tile, in bf16
     unsigned short* q_s = smem;                   // (TC_ROWS, S)
@@ -2013,7 +2024,7 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
     // Causal: the last query tiles have the most key tiles; they go out first.
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * TC_ROWS;
     const long head = work.head;
@@ -2021,6 +2032,10 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     k += head / group * Sk * D;  // query head h reads K/V head h / group, in place
     v += head / group * Sk * D;
     out += head * L * D;
+    // ALiBi's slope in base 2, as Q's pre-scaled scores; with it every tile takes the element
+    // pass below (its bias per pair), not only those a mask edge crosses (kernel3's way)
+    const float slope_h = mask.slope(head) * TC_LOG2E;
+    const bool every_tile = mask.alibi > 0;
 
     // Key tiles any row of the block can see; the others are never loaded.
     const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, TC_ROWS, L, Sk);
@@ -2081,14 +2096,15 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
                     mma_bf16_m16n8k16(s[nt], qf[kk], kf, s[nt]);
                     mma_bf16_m16n8k16(s[nt + 1], qf[kk], kf + 2, s[nt + 1]);
                 }
-            if (edge) {  // -inf, not -1e9: exp2 gives exactly 0
+            if (edge || every_tile) {  // -inf, not -1e9: exp2 gives exactly 0
 #pragma unroll
                 for (int nt = 0; nt < TC_KEYS / 8; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
                         const bool visible = mask.visible(i, j, j < Sk);
-                        if (!visible) s[nt][e] = -INFINITY;
+                        const float bias = every_tile ? Mask::bias_at(slope_h, i + mask.offset - j) : 0.0f;
+                        s[nt][e] = visible ? s[nt][e] + bias : -INFINITY;
                     }
             }
             // Online softmax, per row: the 4 lanes of a quad share a row (xor 1, 2).
@@ -2161,17 +2177,19 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel4_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int L, int S, int group, int causal, int window, int offset) {
+                            int L, int S, int group, int causal, int window, int offset, int right,
+                            int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int L, int S, int group, int causal, int window, int offset) {
+                             int L, int S, int group, int causal, int window, int offset, int right,
+                             int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2234,7 +2252,8 @@ struct StaticFlag {
 // loaded.) Kernel5 and kernel6 run their tiles through it.
 template <bool HOT, typename Tile>
 __device__ __forceinline__ void for_each_key_tile(const Mask& mask, const KeyTiles& kt, int T, Tile&& tile) {
-    const EdgeTiles et = mask.edge_tiles<TC_KEYS>(kt, T);
+    // ALiBi biases every pair: every tile takes the masked copy, whose element pass adds the bias
+    const EdgeTiles et = mask.alibi > 0 ? EdgeTiles{kt.n_tiles, kt.n_tiles} : mask.edge_tiles<TC_KEYS>(kt, T);
     const int n_first = et.n_first, n_last = et.n_last;
     const int n_hot = HOT ? min(n_last, (T - kt.j_begin) / TC_KEYS - 1) : n_first;
     int n = 0;
@@ -2244,13 +2263,17 @@ __device__ __forceinline__ void for_each_key_tile(const Mask& mask, const KeyTil
     for (; n < kt.n_tiles; ++n) tile(StaticFlag<true>(), StaticFlag<false>(), n);
 }
 
-template <int D>
+// FLAVOURS: the instantiation for right, sinks or ALiBi (the entry points pick it at run time);
+// without, they are the constant 0 and the code is what it was before they existed. At d = 128 the
+// flavoured copy re-reads Q's fragments from q_s at every k16 step (FlashAttention-2's way) where
+// the plain one holds them: the flavours' tests, one register or two, spill at the 255-register edge.
+template <int D, bool FLAVOURS>
 __device__ __forceinline__ void attention_fused5(const unsigned short* __restrict__ q,  // (H, L, D), scaled
                                                  const unsigned short* __restrict__ k,  // (H_kv, S, D)
                                                  const unsigned short* __restrict__ v,  // (H_kv, S, D)
                                                  float* __restrict__ out,               // (H, L, D)
                                                  int L, int Sk, int group, int causal, int window, int offset,
-                                                 unsigned short* smem) {
+                                                 int right, int sinks, int alibi, unsigned short* smem) {
     constexpr int S = D + TC_PAD;                     // row stride of every shared tile, in bf16
     constexpr int STEP = D == 64 ? 64 : 16;           // keys per softmax step (S's registers)
     constexpr int CHUNKS = D / 8;                     // 16-byte pieces per row
@@ -2260,7 +2283,8 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     unsigned short* v_s = k_s + 2 * TC_KEYS * S;  // (2, TC_KEYS, S)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = FLAVOURS ? Mask::from_args(causal, window, offset, right, sinks, alibi)
+                               : Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K5_ROWS;
     const long head = work.head;
@@ -2272,6 +2296,7 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     // Key tiles any row of the block can see; the others are never loaded.
     const KeyTiles kt = mask.key_tiles<TC_KEYS>(row0, K5_ROWS, L, Sk);
     const int j_begin = kt.j_begin, n_tiles = kt.n_tiles;
+    const float slope_h = mask.slope(head) * TC_LOG2E;  // ALiBi's, in base 2 as the scores (0 without)
 
     // This thread's 16-byte pieces of every copy: rows cp_row + p·ROW_STEP, columns cp_col..+7.
     const int cp_row = threadIdx.x / CHUNKS, cp_col = 8 * (threadIdx.x % CHUNKS);
@@ -2309,11 +2334,13 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
     const int w_row0 = row0 + K5_WARP_ROWS * warp;  // this warp's first query row
     // Q's A fragments, m16 tile mt (rows w_row0 + 16mt ..), k16 step kk: read once, kept
     const int q_ld = (K5_WARP_ROWS * warp + (lane / 8 % 2) * 8 + lane % 8) * S + (lane / 16) * 8;
-    u32 qf[2][D / 16][4];
+    constexpr bool Q_HELD = !(FLAVOURS && D == 128);  // else re-read each k16 step (FLAVOURS above)
+    u32 qf[2][Q_HELD ? D / 16 : 1][4];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) ldmatrix<4, false>(qf[mt][kk], q_s + q_ld + 16 * mt * S + 16 * kk);
+        for (int kk = 0; kk < D / 16; ++kk)
+            if (Q_HELD) ldmatrix<4, false>(qf[mt][kk], q_s + q_ld + 16 * mt * S + 16 * kk);
     // The same lane offsets into every K and V tile, for ldmatrix (K) and ldmatrix.trans (V)
     const int k_ld = ((lane / 16) * 8 + lane % 8) * S + (lane / 8 % 2) * 8;
     const int v_ld = ((lane / 8 % 2) * 8 + lane % 8) * S + (lane / 16) * 8;
@@ -2340,21 +2367,27 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
 #pragma unroll
             for (int nt = 0; nt < STEP / 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const int qk = Q_HELD ? kk : 0;
+            if (!Q_HELD)
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) ldmatrix<4, false>(qf[mt][0], q_s + q_ld + 16 * mt * S + 16 * kk);
 #pragma unroll
             for (int nt = 0; nt < STEP / 8; nt += 2) {  // one ldmatrix.x4: two n8 tiles of K, for both m16 tiles
                 u32 kf[4];
                 ldmatrix<4, false>(kf, ks + k_ld + 8 * nt * S + 16 * kk);
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
-                    mma_bf16_m16n8k16(s[mt][nt], qf[mt][kk], kf, s[mt][nt]);
-                    mma_bf16_m16n8k16(s[mt][nt + 1], qf[mt][kk], kf + 2, s[mt][nt + 1]);
+                    mma_bf16_m16n8k16(s[mt][nt], qf[mt][qk], kf, s[mt][nt]);
+                    mma_bf16_m16n8k16(s[mt][nt + 1], qf[mt][qk], kf + 2, s[mt][nt + 1]);
                 }
             }
+        }
         if (MASKED) {  // -inf, not -1e9: exp2 gives exactly 0
             // element e of tile (mt, nt): query i = w_row0 + 16mt + 8(e/2) + g, key j = js + 8nt + 2t + e%2;
-            // p - j (p = i + offset) and T - j from two registers and constants
+            // p - j (p = i + offset), S - j and sinks - j from three registers and constants
             const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
+            const int sinks_left = mask.sinks - js - 2 * t;
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -2365,9 +2398,10 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
                         // mask.visible_at(diff, j, 8 * nt + e % 2 < keys_left) written out, the one
                         // place outside the Mask: called, it spills 412 bytes at d = 128 on sm_90 (444
                         // on sm_80), NVVM keeping more of the step's 64 tests live at the 255-register edge
-                        const bool visible = 8 * nt + e % 2 < keys_left && (!mask.causal || diff >= 0)
-                                             && (mask.window <= 0 || diff < mask.window);
-                        if (!visible) s[mt][nt][e] = -INFINITY;
+                        const bool visible = 8 * nt + e % 2 < keys_left && (!mask.causal || diff + mask.right >= 0)
+                                             && (mask.window <= 0 || diff < mask.window || 8 * nt + e % 2 < sinks_left);
+                        const float bias = mask.alibi > 0 ? Mask::bias_at(slope_h, diff) : 0.0f;
+                        s[mt][nt][e] = visible ? s[mt][nt][e] + bias : -INFINITY;
                     }
         }
         // Online softmax, per row: the 4 lanes of a quad share a row (xor 1, 2).
@@ -2437,9 +2471,15 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
         __syncthreads();  // every thread's copies of this tile are visible
         const unsigned short* ks = k_s + (n & 1) * TC_KEYS * S;
         const unsigned short* vs = v_s + (n & 1) * TC_KEYS * S;
+        if (FLAVOURS) {  // the steps one at a time: unrolled, the copy spills (FLAVOURS above)
+#pragma unroll 1
+            for (int h = 0; h < TC_KEYS / STEP; ++h)
+                step(masked, ks + h * STEP * S, vs + h * STEP * S, j_begin + n * TC_KEYS + h * STEP);
+        } else {
 #pragma unroll
-        for (int h = 0; h < TC_KEYS / STEP; ++h)
-            step(masked, ks + h * STEP * S, vs + h * STEP * S, j_begin + n * TC_KEYS + h * STEP);
+            for (int h = 0; h < TC_KEYS / STEP; ++h)
+                step(masked, ks + h * STEP * S, vs + h * STEP * S, j_begin + n * TC_KEYS + h * STEP);
+        }
         __syncthreads();  // every warp is done with this stage before it is refilled
     };
 
@@ -2469,17 +2509,25 @@ __device__ __forceinline__ void attention_fused5(const unsigned short* __restric
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel5_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int L, int S, int group, int causal, int window, int offset) {
+                            int L, int S, int group, int causal, int window, int offset, int right,
+                            int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused5<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    if (right != 0 || sinks != 0 || alibi != 0)
+        attention_fused5<64, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
+    else
+        attention_fused5<64, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
 attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int L, int S, int group, int causal, int window, int offset) {
+                             int L, int S, int group, int causal, int window, int offset, int right,
+                             int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused5<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    if (right != 0 || sinks != 0 || alibi != 0)
+        attention_fused5<128, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
+    else
+        attention_fused5<128, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2518,13 +2566,61 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
 #define K6_THREADS 256  // two warpgroups
 #define K6_ROWS 128     // query rows per block: 16 per warp
 
+// The mask pass of a wgmma warp's S over one 64-key tile (kernel6 and kernel7): element (c, e) of
+// s, s[4c + e], is query w_row0 + g + 8(e/2) against key js + 8c + 2t + e%2. diff0 = p - j of
+// element (0, 0) (p = w_row0 + g + offset), j0 its key, keys_left = S - j0; slope_h ALiBi's slope
+// in base 2 (the scores' units), its bias added to every pair the Mask shows.
+__device__ __forceinline__ void wgmma_mask_tile(const Mask& mask, float (&s)[32], int diff0, int j0, int keys_left,
+                                                float slope_h) {
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int diff = diff0 + 8 * (e / 2) - 8 * c - e % 2;
+            const bool visible = mask.visible_at(diff, j0 + 8 * c + e % 2, 8 * c + e % 2 < keys_left);
+            const float bias = mask.alibi > 0 ? Mask::bias_at(slope_h, diff) : 0.0f;
+            s[4 * c + e] = visible ? s[4 * c + e] + bias : -INFINITY;  // -inf: exp2 gives exactly 0
+        }
+}
+
+// The online softmax of that tile, per row (h = 0: row g, 1: row g + 8; the quad's 4 lanes share
+// a row): s becomes the tile's weights exp2(s - m), m and l (this lane's share of the sum) move
+// to the new max and O so far (acc: n8 tile c in acc[4c .. 4c+3]) is rescaled to it.
+template <int D>
+__device__ __forceinline__ void wgmma_softmax_tile(float (&s)[32], float (&m)[2], float (&l)[2], float (&acc)[D / 2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float mx = m[h];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+        const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
+        const float alpha = exp2_approx_ftz(m[h] - m_use);
+        m[h] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            s[4 * c + 2 * h] = exp2_approx_ftz(s[4 * c + 2 * h] - m_use);
+            s[4 * c + 2 * h + 1] = exp2_approx_ftz(s[4 * c + 2 * h + 1] - m_use);
+            sum += s[4 * c + 2 * h] + s[4 * c + 2 * h + 1];
+        }
+        l[h] = l[h] * alpha + sum;
+#pragma unroll
+        for (int c = 0; c < D / 8; ++c) {
+            acc[4 * c + 2 * h] *= alpha;
+            acc[4 * c + 2 * h + 1] *= alpha;
+        }
+    }
+}
+
 template <int D>
 __device__ __forceinline__ void attention_fused6(const unsigned short* __restrict__ q,  // (H, L, D), scaled
                                                  const unsigned short* __restrict__ k,  // (H_kv, S, D)
                                                  const unsigned short* __restrict__ v,  // (H_kv, S, D)
                                                  float* __restrict__ out,               // (H, L, D)
                                                  int L, int Sk, int group, int causal, int window, int offset,
-                                                 unsigned short* smem) {
+                                                 int right, int sinks, int alibi, unsigned short* smem) {
     constexpr int QS = D + TC_PAD;                  // q_s's row stride, in bf16
     constexpr int KV_TILE = TC_KEYS * D;               // one K or V tile, in bf16
     constexpr int CHUNKS = D / 8;                   // 16-byte pieces per row
@@ -2535,7 +2631,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     unsigned short* v_s = k_s + 2 * KV_TILE;           // (2, KV_TILE)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K6_ROWS;
     const long head = work.head;
@@ -2634,42 +2730,10 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 #pragma unroll
         for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
 
-        if (MASKED) {  // element (c, e): query w_row0 + g + 8(e/2), key js + 8c + 2t + e%2
-            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
-#pragma unroll
-            for (int c = 0; c < 8; ++c)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int diff = diff0 + 8 * (e / 2) - 8 * c - e % 2;
-                    const bool visible = mask.visible_at(diff, js + 8 * c + 2 * t + e % 2, 8 * c + e % 2 < keys_left);
-                    if (!visible) s[4 * c + e] = -INFINITY;
-                }
-        }
-        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float mx = m[h];
-#pragma unroll
-            for (int c = 0; c < 8; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-            const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
-            const float alpha = exp2_approx_ftz(m[h] - m_use);
-            m[h] = mx;
-            float sum = 0.0f;
-#pragma unroll
-            for (int c = 0; c < 8; ++c) {
-                s[4 * c + 2 * h] = exp2_approx_ftz(s[4 * c + 2 * h] - m_use);
-                s[4 * c + 2 * h + 1] = exp2_approx_ftz(s[4 * c + 2 * h + 1] - m_use);
-                sum += s[4 * c + 2 * h] + s[4 * c + 2 * h + 1];
-            }
-            l[h] = l[h] * alpha + sum;
-#pragma unroll
-            for (int c = 0; c < D / 8; ++c) {
-                acc[4 * c + 2 * h] *= alpha;
-                acc[4 * c + 2 * h + 1] *= alpha;
-            }
-        }
+        if (MASKED)
+            wgmma_mask_tile(mask, s, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t,
+                            mask.slope(head) * TC_LOG2E);
+        wgmma_softmax_tile<D>(s, m, l, acc);
         // O += P·V: P's A fragment for keys 16kk.. is S's n8 tiles 2kk and 2kk + 1, as bf16
         u32 pf[4][4];
 #pragma unroll
@@ -2716,17 +2780,19 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
 extern "C" __global__ void __launch_bounds__(K6_THREADS, 2)
 attention_fused_kernel6_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int L, int S, int group, int causal, int window, int offset) {
+                            int L, int S, int group, int causal, int window, int offset, int right,
+                            int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused6<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    attention_fused6<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(K6_THREADS)
 attention_fused_kernel6_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int L, int S, int group, int causal, int window, int offset) {
+                             int L, int S, int group, int causal, int window, int offset, int right,
+                             int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused6<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem);
+    attention_fused6<128>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -2883,6 +2949,7 @@ __device__ __forceinline__ void attention_fused7(const unsigned short* __restric
                                                  const unsigned short* __restrict__ v,  // (H_kv, S, D)
                                                  float* __restrict__ out,               // (H, L, D)
                                                  int L, int Sk, int group, int causal, int window, int offset,
+                                                 int right, int sinks, int alibi,
                                                  const unsigned char* k_map, const unsigned char* v_map,
                                                  unsigned char* raw_smem) {
     constexpr int QS = D + TC_PAD;               // q_s's row stride, in bf16
@@ -2897,7 +2964,7 @@ __device__ __forceinline__ void attention_fused7(const unsigned short* __restric
     unsigned long long* full = (unsigned long long*)(v_s + K7_STAGES * KV_TILE);  // (K7_STAGES)
     unsigned long long* empty = full + K7_STAGES;                                 // (K7_STAGES)
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * K7_ROWS;
     const long head = work.head;
@@ -3034,42 +3101,10 @@ __device__ __forceinline__ void attention_fused7(const unsigned short* __restric
         for (int i = 0; i < D / 2; ++i) wgmma_hold(acc[i]);
         if (n > 0) mbar_arrive(&empty[(n - 1) % K7_STAGES]);  // the tile before is read: its stage may refill
 
-        if (MASKED) {  // element (c8, e): query w_row0 + g + 8(e/2), key js + 8c8 + 2t + e%2
-            const int diff0 = w_row0 + mask.offset + g - js - 2 * t, keys_left = Sk - js - 2 * t;
-#pragma unroll
-            for (int c8 = 0; c8 < 8; ++c8)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int diff = diff0 + 8 * (e / 2) - 8 * c8 - e % 2;
-                    const bool visible = mask.visible_at(diff, js + 8 * c8 + 2 * t + e % 2, 8 * c8 + e % 2 < keys_left);
-                    if (!visible) sc[4 * c8 + e] = -INFINITY;
-                }
-        }
-        // Online softmax per row (h = 0: row g, 1: row g + 8); the quad's 4 lanes share a row
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float mx = m[h];
-#pragma unroll
-            for (int c8 = 0; c8 < 8; ++c8) mx = fmaxf(mx, fmaxf(sc[4 * c8 + 2 * h], sc[4 * c8 + 2 * h + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-            const float m_use = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet: exp2(-inf) = 0
-            const float alpha = exp2_approx_ftz(m[h] - m_use);
-            m[h] = mx;
-            float sum = 0.0f;
-#pragma unroll
-            for (int c8 = 0; c8 < 8; ++c8) {
-                sc[4 * c8 + 2 * h] = exp2_approx_ftz(sc[4 * c8 + 2 * h] - m_use);
-                sc[4 * c8 + 2 * h + 1] = exp2_approx_ftz(sc[4 * c8 + 2 * h + 1] - m_use);
-                sum += sc[4 * c8 + 2 * h] + sc[4 * c8 + 2 * h + 1];
-            }
-            l[h] = l[h] * alpha + sum;
-#pragma unroll
-            for (int c8 = 0; c8 < D / 8; ++c8) {  // O so far (through the tile before) to the new max
-                acc[4 * c8 + 2 * h] *= alpha;
-                acc[4 * c8 + 2 * h + 1] *= alpha;
-            }
-        }
+        if (MASKED)
+            wgmma_mask_tile(mask, sc, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t,
+                            mask.slope(head) * TC_LOG2E);
+        wgmma_softmax_tile<D>(sc, m, l, acc);  // acc: O through the tile before, to the new max
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {  // P's A fragment for keys 16kk..: S's n8 tiles 2kk, 2kk + 1
             pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
@@ -3116,19 +3151,21 @@ __device__ __forceinline__ void attention_fused7(const unsigned short* __restric
 extern "C" __global__ void __launch_bounds__(K7_THREADS, 1)
 attention_fused_kernel7_d64(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                             const unsigned short* __restrict__ v, float* __restrict__ out,
-                            int L, int S, int group, int causal, int window, int offset,
-                            const unsigned char* k_map, const unsigned char* v_map) {
+                            int L, int S, int group, int causal, int window, int offset, int right,
+                            int sinks, int alibi, const unsigned char* k_map, const unsigned char* v_map) {
     extern __shared__ __align__(16) unsigned char k7_smem[];
-    attention_fused7<64>(q, k, v, out, L, S, group, causal, window, offset, k_map, v_map, k7_smem);
+    attention_fused7<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, k_map, v_map,
+                          k7_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(K7_THREADS, 1)
 attention_fused_kernel7_d128(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                              const unsigned short* __restrict__ v, float* __restrict__ out,
-                             int L, int S, int group, int causal, int window, int offset,
-                             const unsigned char* k_map, const unsigned char* v_map) {
+                             int L, int S, int group, int causal, int window, int offset, int right,
+                             int sinks, int alibi, const unsigned char* k_map, const unsigned char* v_map) {
     extern __shared__ __align__(16) unsigned char k7_smem[];
-    attention_fused7<128>(q, k, v, out, L, S, group, causal, window, offset, k_map, v_map, k7_smem);
+    attention_fused7<128>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, k_map, v_map,
+                          k7_smem);
 }
 
 // ================================================================================================
@@ -3468,10 +3505,11 @@ __device__ __forceinline__ void transposed_product(const float* __restrict__ a, 
 extern "C" __global__ void dv_kernel1(const float* __restrict__ weights,  // (H, L, S)
                                       const float* __restrict__ d_out,    // (H, L, d_v)
                                       float* __restrict__ dv,             // (H / group, S, d_v)
-                                      int L, int S, int d_v, int group, int causal, int window, int offset) {
+                                      int L, int S, int d_v, int group, int causal, int window, int offset,
+                                      int right, int sinks, int alibi) {
     const long kv_head = blockIdx.z;  // its query heads: kv_head·group .. + group - 1
     transposed_product(weights + kv_head * group * L * S, d_out + kv_head * group * L * d_v, dv + kv_head * S * d_v,
-                       L, S, d_v, group, 1.0f, Mask::from_args(causal, window, offset));
+                       L, S, d_v, group, 1.0f, Mask::from_args(causal, window, offset, right, sinks, alibi));
 }
 
 extern "C" __global__ void dp_kernel1(const float* __restrict__ d_out,  // (H, L, d_v)
@@ -3526,7 +3564,7 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, L, S
                                       const float* __restrict__ k,   // (H / group, S, d_k)
                                       float* __restrict__ dq,        // (H, L, d_k)
                                       int L, int S, int d_k, int group, float scale, int causal, int window,
-                                      int offset) {
+                                      int offset, int right, int sinks, int alibi) {
     // dQ = scale · dS · K: av_kernel1's product P·V with dS and K, and the scale on the store.
     __shared__ float s_tile[TILE][TILE + 1];  // s_tile[r][c] = dS[row0 + r][j0 + c]
     __shared__ float k_tile[TILE][TILE + 1];  // k_tile[r][c] = K[j0 + r][col0 + c]
@@ -3538,7 +3576,8 @@ extern "C" __global__ void dq_kernel1(const float* __restrict__ ds,  // (H, L, S
     dq += head * L * d_k;
 
     // dS[i][j] = 0 wherever the Mask hides key j: only the key tiles the block's rows see (as av_kernel1)
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<TILE>(row0, TILE, L, S);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const KeyTiles kt = mask.key_tiles<TILE>(row0, TILE, L, S);
     const int i = row0 + ty, c = col0 + tx;
     float acc = 0.0f;
     for (int j0 = kt.j_begin; j0 < kt.j_end; j0 += TILE) {
@@ -3556,10 +3595,10 @@ extern "C" __global__ void dk_kernel1(const float* __restrict__ ds,  // (H, L, S
                                       const float* __restrict__ q,   // (H, L, d_k)
                                       float* __restrict__ dk,        // (H / group, S, d_k)
                                       int L, int S, int d_k, int group, float scale, int causal, int window,
-                                      int offset) {
+                                      int offset, int right, int sinks, int alibi) {
     const long kv_head = blockIdx.z;
     transposed_product(ds + kv_head * group * L * S, q + kv_head * group * L * d_k, dk + kv_head * S * d_k, L, S, d_k,
-                       group, scale, Mask::from_args(causal, window, offset));
+                       group, scale, Mask::from_args(causal, window, offset, right, sinks, alibi));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -3584,10 +3623,11 @@ extern "C" __global__ void __launch_bounds__(64, 8) dv_kernel2(const float* __re
                                                                const float* __restrict__ d_out,    // (H, L, d_v)
                                                                float* __restrict__ dv,             // (H / group, S, d_v)
                                                                int L, int S, int d_v, int group, int causal, int window,
-                                                               int offset) {
+                                                               int offset, int right, int sinks, int alibi) {
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;  // key rows row0 .. row0 + 63 of dV
-    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const QueryRows qr = mask.query_rows(row0, 64, L);
     gemm_tile_8x8<64, 64, false, true>(weights + kv_head * group * L * S, S, d_out + kv_head * group * L * d_v, d_v,
                                        dv + kv_head * S * d_v, d_v, S, d_v,
                                        float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
@@ -3598,14 +3638,16 @@ extern "C" __global__ void __launch_bounds__(64, 8) dq_kernel2(const float* __re
                                                                const float* __restrict__ k,   // (H / group, S, d_k)
                                                                float* __restrict__ dq,        // (H, L, d_k)
                                                                int L, int S, int d_k, int group, float scale,
-                                                               int causal, int window, int offset) {
+                                                               int causal, int window, int offset, int right, int sinks,
+                                                               int alibi) {
     // av_kernel2's stacking: grid (ceil(d_k/64), ceil(group·L/64), H / group); a block's rows run
     // over positions row0 % L .. (into the next head's first rows, which see fewer keys).
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
     // dS = 0 past the keys the block's rows see; from key 0 as av_kernel2 (k_begin = kt.j_begin: 3
     // more instructions a k-slice on sm_90)
-    const KeyTiles kt = Mask::from_args(causal, window, offset).key_tiles<GEMM_BK>(row0 % L, 64, L, S);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const KeyTiles kt = mask.key_tiles<GEMM_BK>(row0 % L, 64, L, S);
     gemm_tile_8x8<64, 64, false>(ds + kv_head * group * L * S, S, k + kv_head * S * d_k, d_k,
                                  dq + kv_head * group * L * d_k, d_k, group * L, d_k, kt.j_end, row0, blockIdx.x * 64,
                                  0, scale);
@@ -3615,10 +3657,12 @@ extern "C" __global__ void __launch_bounds__(64, 8) dk_kernel2(const float* __re
                                                                const float* __restrict__ q,   // (H, L, d_k)
                                                                float* __restrict__ dk,        // (H / group, S, d_k)
                                                                int L, int S, int d_k, int group, float scale,
-                                                               int causal, int window, int offset) {
+                                                               int causal, int window, int offset, int right, int sinks,
+                                                               int alibi) {
     const long kv_head = blockIdx.z;
     const int row0 = blockIdx.y * 64;
-    const QueryRows qr = Mask::from_args(causal, window, offset).query_rows(row0, 64, L);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const QueryRows qr = mask.query_rows(row0, 64, L);
     gemm_tile_8x8<64, 64, false, true>(ds + kv_head * group * L * S, S, q + kv_head * group * L * d_k, d_k,
                                        dk + kv_head * S * d_k, d_k, S, d_k,
                                        float4_end((group - 1) * L + qr.i_end, group * L), row0, blockIdx.x * 64,
@@ -3676,7 +3720,8 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
                                                            float* __restrict__ dk,           // (H / group, S, d_k)
                                                            float* __restrict__ dv,           // (H / group, S, d_v)
                                                            int L, int S, int d_k, int d_v, int group, float scale,
-                                                           int causal, int window, int offset) {
+                                                           int causal, int window, int offset, int right, int sinks,
+                                                           int alibi) {
     // grid (ceil(S / 32), 1, H / group), block (32, FUSED_BWD_ROWS). A block owns 32 keys of one
     // K/V head and walks the query rows that see them in each of the group's query heads in
     // turn, so dK and dV are summed over the group in its registers, in one fixed order: no
@@ -3697,7 +3742,7 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     float* p_s = o_s + rows * d_v;
     float* g_s = p_s + rows * FUSED_KEYS;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, false);  // causal: the first keys see the most rows
     const int j0 = work.tile * FUSED_KEYS;
     const long kv_head = work.head;
@@ -3730,6 +3775,7 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
     const float* oh = d_out + head * L * d_v;
     const float* lse_h = lse + head * L;
     const float* delta_h = delta + head * L;
+    const float slope_h = mask.slope(head);  // ALiBi's, of this query head (0 without)
     for (int i0 = qr.i_begin; i0 < qr.i_end; i0 += rows) {
         __syncthreads();  // the previous rows are fully read (and, first time, k_s, v_s written)
         for (int idx = tid; idx < rows * d_k; idx += n_threads) {
@@ -3750,7 +3796,9 @@ extern "C" __global__ void attention_backward_dkdv_kernel1(const float* __restri
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
             for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
-            p = expf(s * scale - lse_h[i]);
+            // the forward's score, ALiBi's bias included (the lse is of the biased scores)
+            s = s * scale + (mask.alibi > 0 ? Mask::bias_at(slope_h, i + mask.offset - j) : 0.0f);
+            p = expf(s - lse_h[i]);
             const float* oi = o_s + r * d_v;
             const float* vj = v_s + lane * vs;
             float dp = 0.0f;
@@ -3797,7 +3845,8 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
                                                          const float* __restrict__ delta,  // (H, L)
                                                          float* __restrict__ dq,           // (H, L, d_k)
                                                          int L, int S, int d_k, int d_v, int group, float scale,
-                                                         int causal, int window, int offset) {
+                                                         int causal, int window, int offset, int right, int sinks,
+                                                         int alibi) {
     // The forward's layout: one warp per query row, `rows` rows per block sharing each tile of
     // 32 keys. grid (ceil(L / rows), 1, H), block (32, rows). Dynamic shared memory, in floats:
     //   q_s (rows, d_k), o_s (rows, d_v), k_s (32, d_k | 1), v_s (32, d_v | 1)
@@ -3811,7 +3860,7 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
     float* k_s = o_s + rows * d_v;
     float* v_s = k_s + FUSED_KEYS * ks;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const BlockWork work = causal_block_order(mask.causal, true);  // longest rows first
     const int row0 = work.tile * rows;
     const int i = row0 + r;
@@ -3861,7 +3910,10 @@ extern "C" __global__ void attention_backward_dq_kernel1(const float* __restrict
             const float* kj = k_s + lane * ks;
             float s = 0.0f;
             for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
-            const float p = expf(s * scale - lse_i);
+            // the forward's score, ALiBi's bias included; the slope worked out here, as in
+            // attention_fused_kernel1, rather than held across the loop (the register budget)
+            s = s * scale + (mask.alibi > 0 ? Mask::bias_at(mask.slope(head), i + mask.offset - j) : 0.0f);
+            const float p = expf(s - lse_i);
             const float* oi = o_s + r * d_v;
             const float* vj = v_s + lane * vs;
             float dp = 0.0f;
@@ -3926,7 +3978,7 @@ attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsi
                                 float* __restrict__ lse, int L, int S, int group, int causal, int window,
                                 int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, tc_smem, lse);
+    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem, lse);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -3935,7 +3987,7 @@ attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const uns
                                  float* __restrict__ lse, int L, int S, int group, int causal, int window,
                                  int offset) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, tc_smem, lse);
+    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem, lse);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -4013,7 +4065,8 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
     const float* __restrict__ lse,             // (H, L) natural log
     const float* __restrict__ delta,           // (H, L)
     float* __restrict__ dk, float* __restrict__ dv,  // (H / group, S, D)
-    int L, int S, int group, int causal, int window, int offset, unsigned short* smem) {
+    int L, int S, int group, int causal, int window, int offset, int right, int sinks, int alibi,
+    unsigned short* smem) {
     constexpr int SP = D + TC_PAD;
     unsigned short* k_s = smem;                // (TC_KEYS, SP)
     unsigned short* v_s = k_s + TC_KEYS * SP;   // (TC_KEYS, SP)
@@ -4023,7 +4076,7 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
     float* delta_s = lse_s + 2 * QT;            // (2, QT)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const int j0 = blockIdx.x * TC_KEYS;  // causal: the first key blocks have the most query tiles
     const long kv_head = blockIdx.z;  // its query heads kv_head·group .. + group - 1: their dK, dV summed here
     k += kv_head * S * D;
@@ -4078,6 +4131,8 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
         const unsigned short* os = o_s + stage * QT * SP;
         const float* ls = lse_s + stage * QT;
         const float* dl = delta_s + stage * QT;
+        // ALiBi's slope of the tile's query head, in the scores' log2 units (0 without ALiBi)
+        const float slope2 = mask.slope(kv_head * group + n / per_head) * TC_LOG2E;
 
         // Whole-warp decisions: does a query of the tile see a key of this warp, and does the
         // mask (or T) cut through the tile, so that pairs must be tested one by one?
@@ -4097,7 +4152,9 @@ __device__ __forceinline__ void attention_backward_dkdv_kernel2(
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int x = 8 * nt + 2 * t + e % 2;  // the query, within the tile
-                    float pe = exp2f(p[nt][e] - ls[x]);
+                    // the forward's score, ALiBi's bias included (the lse is of the biased scores)
+                    const float bias = mask.alibi > 0 ? Mask::bias_at(slope2, i0 + x + mask.offset - keys[e / 2]) : 0.0f;
+                    float pe = exp2f(p[nt][e] + bias - ls[x]);
                     if (edge) {
                         const int i = i0 + x, j = keys[e / 2];
                         const bool visible = mask.visible(i, j, i < L && j < S);
@@ -4137,7 +4194,8 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     const float* __restrict__ lse,             // (H, L) natural log
     const float* __restrict__ delta,           // (H, L)
     float* __restrict__ dq,                    // (H, L, D)
-    int L, int S, int group, float scale, int causal, int window, int offset, unsigned short* smem) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi,
+    unsigned short* smem) {
     constexpr int SP = D + TC_PAD;
     unsigned short* q_s = smem;                   // (TC_ROWS, SP)
     unsigned short* o_s = q_s + TC_ROWS * SP;      // (TC_ROWS, SP)
@@ -4145,7 +4203,7 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     unsigned short* v_s = k_s + 2 * TC_KEYS * SP;  // (2, TC_KEYS, SP)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    const Mask mask = Mask::from_args(causal, window, offset);
+    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
     const int tile = mask.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // longest rows first
     const int row0 = tile * TC_ROWS;
     const long head = blockIdx.z;
@@ -4170,10 +4228,15 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
     const int w_row0 = row0 + 16 * warp;
     const int w_last = min(w_row0 + 15, L - 1);
     const int rows[2] = {w_row0 + g, w_row0 + g + 8};
-    float lse2[2], dl[2];  // the rows' lse in log2 units, and delta
+    // ALiBi's slope in the scores' log2 units (0 without). Its bias -m·(p - j) is split as
+    // m·j - m·p, the row's part folded into its lse once: an FMA per score, and no more live
+    // registers than the lse's (adding -m·(p - j) whole cost dq_kernel2_d128 8 on sm_90, past its budget)
+    const float slope2 = mask.slope(head) * TC_LOG2E;
+    float lse2[2], dl[2];  // the rows' lse in log2 units (ALiBi's m·p added), and delta
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         lse2[r] = rows[r] < L ? lse[rows[r]] * TC_LOG2E : 0.0f;
+        if (mask.alibi > 0) lse2[r] += slope2 * (float)(rows[r] + mask.offset);
         dl[r] = rows[r] < L ? delta[rows[r]] : 0.0f;
     }
 
@@ -4210,9 +4273,12 @@ __device__ __forceinline__ void attention_backward_dq_kernel2(
             for (int nt = 0; nt < TC_KEYS / 8; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    float pe = exp2f(s[nt][e] - lse2[e / 2]);
+                    const int j = j0 + 8 * nt + 2 * t + e % 2;
+                    // the forward's score, ALiBi's bias included (the lse is of the biased scores)
+                    const float sb = mask.alibi > 0 ? fmaf(slope2, (float)j, s[nt][e]) : s[nt][e];
+                    float pe = exp2f(sb - lse2[e / 2]);
                     if (edge) {
-                        const int i = rows[e / 2], j = j0 + 8 * nt + 2 * t + e % 2;
+                        const int i = rows[e / 2];
                         const bool visible = mask.visible(i, j, i < L && j < S);
                         if (!visible) pe = 0.0f;
                     }
@@ -4243,10 +4309,10 @@ attention_backward_dkdv_kernel2_d64(const unsigned short* __restrict__ q, const 
                                     const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                     const float* __restrict__ lse, const float* __restrict__ delta,
                                     float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
-                                    int window, int offset) {
+                                    int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_backward_dkdv_kernel2<64, TC_BWD_QUERIES_D64>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
-                                                             tc_smem);
+                                                             right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4254,10 +4320,10 @@ attention_backward_dkdv_kernel2_d128(const unsigned short* __restrict__ q, const
                                      const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                      const float* __restrict__ lse, const float* __restrict__ delta,
                                      float* __restrict__ dk, float* __restrict__ dv, int L, int S, int group, int causal,
-                                    int window, int offset) {
+                                    int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
     attention_backward_dkdv_kernel2<128, TC_BWD_QUERIES_D128>(q, k, v, d_out, lse, delta, dk, dv, L, S, group, causal, window, offset,
-                                                             tc_smem);
+                                                             right, sinks, alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4265,9 +4331,10 @@ attention_backward_dq_kernel2_d64(const unsigned short* __restrict__ q, const un
                                   const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                   const float* __restrict__ lse, const float* __restrict__ delta,
                                   float* __restrict__ dq, int L, int S, int group, float scale, int causal,
-                                  int window, int offset) {
+                                  int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
+    attention_backward_dq_kernel2<64>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, right, sinks,
+                                      alibi, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4275,7 +4342,8 @@ attention_backward_dq_kernel2_d128(const unsigned short* __restrict__ q, const u
                                    const unsigned short* __restrict__ v, const unsigned short* __restrict__ d_out,
                                    const float* __restrict__ lse, const float* __restrict__ delta,
                                    float* __restrict__ dq, int L, int S, int group, float scale, int causal,
-                                  int window, int offset) {
+                                  int window, int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, tc_smem);
+    attention_backward_dq_kernel2<128>(q, k, v, d_out, lse, delta, dq, L, S, group, scale, causal, window, offset, right, sinks,
+                                      alibi, tc_smem);
 }

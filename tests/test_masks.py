@@ -77,8 +77,8 @@ def test_the_reference_agrees_with_its_loops(text):
 def test_the_kernels_that_take_only_the_bounds_refuse_a_flavour_in_one_line():
     from andrea_cli.errors import AndreaError
 
-    with pytest.raises(AndreaError, match="^--mask sinks:4,window:8: the backward kernels take causal, none and "
+    with pytest.raises(AndreaError, match="^--mask sinks:4,window:8: these kernels take causal, none and "
                                           "window:W only, not sinks:4"):
-        parse_mask("sinks:4,window:8").square_args()
+        parse_mask("sinks:4,window:8").kernel_args(4, 4)
     assert len(parse_mask("window:8").kernel_args(4, 4)) == 3 and len(parse_mask("alibi").kernel_args(4, 4, heads=2)) == 6
     assert parse_mask("alibi").kernel_args(4, 4, heads=2)[5] == 2  # alibi: the query heads

@@ -15,15 +15,17 @@ from andrea_cli.backends.launch.fused import FusedOutputs, run_fused
 from andrea_cli.backends.launch.fused_bf16 import run_fused_bf16
 from andrea_cli.backends.launch.staged import DEFAULT_PLAN, LaunchPlan, run_staged
 from andrea_cli.errors import AndreaError
-from andrea_cli.masks import BACKWARD_FIX, MaskSpec
+from andrea_cli.masks import MaskSpec
 from andrea_cli.scale import resolve_scale
 
 ARRAY_STAGED_ONLY = "a mask array runs the fp32 kernels (staged, or fused kernels 1-3): drop --precision bf16"
+NO_ARRAY_BACKWARD = ("a mask array has no backward kernel yet: the backward takes --mask (causal, none, "
+                     "window:W, window:L,R, sinks:N,window:W, alibi)")
 
 
 def staged_only(mask: MaskSpec, what: str = ARRAY_STAGED_ONLY) -> None:
     """The staged forward (mask_kernel2) and the fused fp32 kernels read a mask array; the bf16
-    and backward kernels take the Mask's (causal, window, offset) alone and refuse one, in one line."""
+    and backward kernels take the Mask's fields alone and refuse one, in one line."""
     if mask.is_array:
         raise AndreaError(what)
 
@@ -71,8 +73,7 @@ class KernelFileBackend:
                            plan: LaunchPlan | None = None) -> BackwardOutputs:
         """The staged forward, then dv, dp, ds, dq, dk (plan: the forward's kernels and geometry, and
         the backward products' GEMM variant): every intermediate comes back."""
-        staged_only(mask, "a mask array has no backward kernel yet: the backward takes --mask causal, none or window:W")
-        mask.refuse_flavours("the backward kernels", BACKWARD_FIX)
+        staged_only(mask, NO_ARRAY_BACKWARD)
         result = run_staged_backward(self.device(), q, k, v, d_out, mask=mask, scale=resolve_scale(q.shape[-1], scaled),
                                      plan=plan or self.plan)
         result.load_ms = self._load_ms
@@ -82,8 +83,7 @@ class KernelFileBackend:
                                  variant: int | None = None, precision: str = "fp32") -> BackwardOutputs:
         """The fused forward with its logsumexp, then the fused backward (variant: the forward's);
         precision bf16: the tensor-core forward and backward instead."""
-        staged_only(mask, "a mask array has no backward kernel yet: the backward takes --mask causal, none or window:W")
-        mask.refuse_flavours("the backward kernels", BACKWARD_FIX)
+        staged_only(mask, NO_ARRAY_BACKWARD)
         scale = resolve_scale(q.shape[-1], scaled)
         if precision == "bf16":
             result = run_backward_bf16(self.device(), q, k, v, d_out, mask=mask, scale=scale)

@@ -68,8 +68,6 @@ def check_precision(o) -> None:
         raise AndreaError(f"--precision {o.precision!r} is not one of {', '.join(PRECISIONS)}: e.g. --precision bf16")
     if o.precision != "fp32" and not o.fused:
         raise AndreaError(f"--precision {o.precision} runs the tensor-core fused kernels: add --fused")
-    if o.precision != "fp32":
-        parse_mask(o.mask).refuse_flavours("the bf16 tensor-core kernels (4-7)")
 
 
 def lengths(o) -> tuple[int | None, int | None, tuple[str, str]]:

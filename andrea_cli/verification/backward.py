@@ -51,6 +51,7 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
     H_kv = case.H_kv
     exact = reference_backward.backward(q, k, v, d_out, case.mask, case.scaled)
     factor = scale_for(case.d_k, case.scaled)
+    bias = case.mask.score_bias(q.shape[0], case.T, S=case.S)  # ALiBi's (H, L, S); None without
     try:
         got = backend.attention_backward(q, k, v, d_out, mask=case.mask, scaled=case.scaled, plan=case.plan)
     except (DeviceFault, SetupError):  # the machine, not the case: stop the run
@@ -67,15 +68,15 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
     stages["dq"] = compare(got.dq, reference_backward.query_gradient(ds64, k, factor), tb.dq_tol(got.d_scores, k, factor))
     stages["dk"] = compare(got.dk, reference_backward.key_gradient(ds64, q, factor, H_kv),
                            tb.dk_tol(got.d_scores, q, factor, H_kv=H_kv))
-    end = tb.staged_end_to_end_tol(exact, q, k, v, d_out, visible, case.d_k, case.scaled)
+    end = tb.staged_end_to_end_tol(exact, q, k, v, d_out, visible, case.d_k, case.scaled, bias)
     for name in ("dq", "dk", "dv"):
         stages[f"backward_{name}"] = compare(getattr(got, name), getattr(exact, name), end[name])
     invariants["masked_gradient_exactly_zero"] = bool((got.d_scores[:, ~visible] == 0).all())
 
     if not fused_variants:
         return stages, invariants, None
-    out_tol = tolerances.fused_tol(q, k, v, exact.weights, visible, case.d_k, case.scaled)
-    fused_end = tb.fused_end_to_end_tol(exact, q, k, v, d_out, visible, case.d_k, case.scaled, out_tol)
+    out_tol = tolerances.fused_tol(q, k, v, exact.weights, visible, case.d_k, case.scaled, bias)
+    fused_end = tb.fused_end_to_end_tol(exact, q, k, v, d_out, visible, case.d_k, case.scaled, out_tol, bias)
     lse_exact = _logsumexp(q, k, case)
     for variant in fused_variants:
         try:
@@ -84,7 +85,8 @@ def check_backward(backend, case, q, k, v, d_out, fused_variants) -> tuple[dict,
             raise
         except AndreaError as exc:
             return stages, invariants, f"fused backward {variant}: {str(exc).splitlines()[0]}"
-        stages[LSE[variant].label] = compare(fused.lse, lse_exact, tb.lse_tol(q, k, visible, case.d_k, case.scaled))
+        stages[LSE[variant].label] = compare(fused.lse, lse_exact,
+                                             tb.lse_tol(q, k, visible, case.d_k, case.scaled, bias))
         for name in ("dq", "dk", "dv"):
             stages[_fused_stage(variant, name)] = compare(getattr(fused, name), getattr(exact, name), fused_end[name])
     return stages, invariants, None

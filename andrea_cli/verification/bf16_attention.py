@@ -1,13 +1,13 @@
 """The bf16 tensor-core kernels' arithmetic in float64, and how far a kernel may stray from it.
 
-attention_fused_kernel4 and kernel5 round Q (pre-scaled by scale·log2 e), K and V to bf16, and P
-to bf16 before P·V; everything else is fp32. The reference here applies exactly those roundings,
-with the running max of the kernel's own softmax steps (64 keys; kernel5 at d 128: 16), so what
-is left between kernel and reference is fp32 accumulation order, exp2's last bits (exp2f, or
-ex2.approx.ftz with its flush of weights below 2^-126 to zero), and the rare
-P element whose fp32 value lies so close to a bf16 rounding boundary that those last bits decide
-which way it rounds: each bound below is derived for the element it guards (u = 2^-24, gamma as
-in tolerances.py), not a loose constant.
+attention_fused_kernel4 to kernel7 round Q (pre-scaled by scale·log2 e), K and V to bf16, and P
+to bf16 before P·V; everything else is fp32 (ALiBi's bias too, added in base 2). The reference
+here applies exactly those roundings, with the running max of the kernel's own softmax steps
+(64 keys; kernel5 at d 128: 16), so what is left between kernel and reference is fp32
+accumulation order, exp2's last bits (exp2f, or ex2.approx.ftz with its flush of weights below
+2^-126 to zero), and the rare P element whose fp32 value lies so close to a bf16 rounding
+boundary that those last bits decide which way it rounds: each bound below is derived for the
+element it guards (u = 2^-24, gamma as in tolerances.py), not a loose constant.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from andrea_cli.backends.launch.fused_bf16 import bf16_kernel, q_multiplier
+from andrea_cli.backends.launch.fused_bf16 import LOG2E, bf16_kernel, q_multiplier
 from andrea_cli.masks import MaskSpec
 from andrea_cli.reference import kv_heads_for
 from andrea_cli.scale import resolve_scale
@@ -80,7 +80,13 @@ def reference_and_tol(q, k, v, mask: MaskSpec, scaled: bool, variant: int | None
     step = numerics.softmax_keys[d_k]
     exp2_err = numerics.exp2_error_u * U
     visible = mask.visible(L, S=kb.shape[1])
-    s = np.where(visible, qb @ kb.transpose(0, 2, 1), -np.inf)  # log2 units; products exact
+    qk = qb @ kb.transpose(0, 2, 1)  # log2 units; products exact
+    # ALiBi's bias in the scores' base 2: -m_h·log2 e·(p - j), worked out in fp32 (exp2f of the
+    # slope, the product with log2 e and with p - j, the sum with the score: 8u covers all four)
+    bias = mask.score_bias(H, L, S=kb.shape[1])
+    bias = 0.0 if bias is None else np.where(visible, bias * LOG2E, 0.0)
+    bias_err = 8 * U * (np.abs(qk) + np.abs(bias)) if mask.alibi else 0.0
+    s = np.where(visible, qk + bias, -np.inf)
     m_final = s.max(axis=-1, keepdims=True)
     m_tile = _tile_running_max(s, step)
     with np.errstate(invalid="ignore"):
@@ -95,7 +101,7 @@ def reference_and_tol(q, k, v, mask: MaskSpec, scaled: bool, variant: int | None
 
     # S = Q·K^T accumulated in fp32 by the mma chain: tensor cores may truncate rather than
     # round their partial sums, so 2u per addition (gamma(2d) for d additions)
-    delta_s = gamma(2 * d_k) * (np.abs(qb) @ np.abs(kb).transpose(0, 2, 1))
+    delta_s = gamma(2 * d_k) * (np.abs(qb) @ np.abs(kb).transpose(0, 2, 1)) + bias_err
     delta_m = np.where(visible, delta_s, 0.0).max(axis=-1, keepdims=True)  # a max is one of the s
     span = np.where(visible, np.abs(s - np.where(np.isfinite(m_tile), m_tile, 0.0)), 0.0)
     # x = exp2(s - m_t): the argument is off by both scores' errors and the subtraction's

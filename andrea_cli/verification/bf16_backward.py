@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from andrea_cli.backends.launch.backward_bf16 import LSE_FORWARD
-from andrea_cli.masks import MaskSpec
+from andrea_cli.masks import MaskSpec, alibi_slopes
 from andrea_cli.reference import kv_heads_for, scale_for
 from andrea_cli.reference_backward import group_sum
 from andrea_cli.verification.bf16_attention import bf16_inputs, round_bf16
@@ -70,7 +70,11 @@ def reference_and_tol(q, k, v, d_out, out, lse, mask: MaskSpec, scaled: bool, un
     d_out float32 (H, T, d); out (H, T, d) and lse (H, T) the bf16 forward's, as the kernels get
     them), and each gradient's element-wise bound. unrounded "p" or "ds" leaves that operand
     unrounded: the tests show the bound is tight enough to tell. q, d_out (H, L, d); k, v
-    (H_kv, S, d): dK and dV are the sums over each group, group·L terms in fp32."""
+    (H_kv, S, d): dK and dV are the sums over each group, group·L terms in fp32. ALiBi's bias
+    (mask.score_bias) joins each score in log2 units: the slope m' = m_h·log2 e off by its exp2f
+    and product (3u of |bias|); dkdv adds -m'·(p - j) (a product and a sum: u·|bias| + u·|s|),
+    dq m'·j to the score and m'·p to the row's lse (u·|m'|·(p + j) and u·(|s| + |lse'|)), so
+    4u·|bias| + 2u·|m'|·(p + j) + u·(|s| + |lse| + |m'·p|) covers both."""
     qs, kb, vb = bf16_inputs(q, k, v, scaled)
     H_kv, S = kb.shape[0], kb.shape[1]
     dob = round64(d_out)
@@ -80,6 +84,17 @@ def reference_and_tol(q, k, v, d_out, out, lse, mask: MaskSpec, scaled: bool, un
     scale = float(np.float32(scale_for(d, scaled)))
     lse2 = (np.asarray(lse, np.float32) * np.float32(LOG2E)).astype(np.float64)[..., None]  # an fp32 product
     s = qs @ _t(kb)  # log2 units, exact
+    bias = mask.score_bias(H, L, S=S)
+    bias2 = 0.0 if bias is None else np.where(visible, bias * LOG2E, 0.0)
+    s = s + bias2
+    err_bias = 0.0
+    if bias is not None:
+        slope2 = alibi_slopes(H)[:, None, None] * LOG2E
+        p_pos = (np.arange(L) + mask.offset(L, S))[:, None].astype(np.float64)
+        j = np.arange(S)[None, :].astype(np.float64)
+        lse_abs = np.abs(np.where(np.isfinite(lse2), lse2, 0.0))
+        err_bias = (4 * U * np.abs(bias2) + 2 * U * slope2 * (np.abs(p_pos) + j)
+                    + U * (lse_abs + slope2 * np.abs(p_pos)))
     p = np.where(visible, np.exp2(np.where(visible, s, 0.0) - lse2), 0.0)
     dp = dob @ _t(vb)
     d_out64, out64 = np.asarray(d_out, np.float64), np.asarray(out, np.float64)
@@ -92,7 +107,7 @@ def reference_and_tol(q, k, v, d_out, out, lse, mask: MaskSpec, scaled: bool, un
 
     # The kernel's fp32 values before their bf16 rounding, against these:
     # S: an mma chain over d (tensor cores may truncate partial sums: 2u per addition)
-    err_s = gamma(2 * d) * (np.abs(qs) @ _t(np.abs(kb)))
+    err_s = gamma(2 * d) * (np.abs(qs) @ _t(np.abs(kb))) + (err_bias + U * np.abs(s) if bias is not None else 0.0)
     # P = exp2f(s - lse2): the argument off by S's error and the subtraction's rounding; exp2f and
     # the rounding of its result 2 ulp (4u)
     # (a row that sees no key has lse = +inf and P = 0: its bound stays 0, not inf · 0)

@@ -12,7 +12,7 @@ from andrea_cli.verification.case import Case, CaseResult, Family, VerifyReport,
 from andrea_cli.verification.families import FAMILIES
 from andrea_cli.verification.lengths import length_cases
 from andrea_cli.verification.mask_arrays import array_cases
-from andrea_cli.verification.mask_flavours import flavour_cases
+from andrea_cli.verification.mask_flavours import bf16_flavour_cases, flavour_cases
 
 # (T, d_k, d_v): every T and d_k of the sweep appears; d_v differs from d_k in half of them.
 SHAPES = [(1, 1, 1), (2, 3, 5), (7, 16, 16), (31, 64, 3), (32, 80, 80), (33, 128, 64), (64, 128, 128),
@@ -66,7 +66,7 @@ def edge_cases(quick: bool) -> list[Case]:
 def sweep(quick: bool = False) -> list[Case]:
     """The shared shapes, then the cases each family adds (e.g. launch geometries), then the edges."""
     return (shape_cases(quick) + [c for family in FAMILIES for c in family.cases(quick)] + edge_cases(quick)
-            + length_cases(quick) + array_cases(quick) + flavour_cases(quick))
+            + length_cases(quick) + array_cases(quick) + flavour_cases(quick) + bf16_flavour_cases(quick))
 
 
 def families_for(backend, case: Case) -> list[Family]:

@@ -95,57 +95,76 @@ def _propagate(g: Gradients, q, k, v, d_out, p_err: np.ndarray, r_err: np.ndarra
     }
 
 
-def staged_end_to_end_tol(g: Gradients, q, k, v, d_out, visible, d_k: int, scaled: bool) -> dict[str, np.ndarray]:
+def staged_end_to_end_tol(g: Gradients, q, k, v, d_out, visible, d_k: int, scaled: bool,
+                          bias: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The staged backward from Q, K, V, dO: P carries the forward's error (output_tol's weight
-    bound), r = sum_j P·dP carries P's and dP's errors and its own T roundings."""
+    bound), r = sum_j P·dP carries P's and dP's errors and its own T roundings. bias: ALiBi's
+    (H, L, S), added to the scaled scores (tolerances.output_tol's three roundings)."""
     factor = scale_for(d_k, scaled)
-    p_err = _weight_err(g.weights, q, k, visible, d_k, scaled, extra_roundings=0)
+    p_err = _weight_err(g.weights, q, k, visible, d_k, scaled, extra_roundings=0, bias=bias)
     dp_err = dp_tol(d_out, v) - TINY
     abs_dp = np.abs(g.d_weights)
     r_err = (p_err * abs_dp + g.weights * dp_err + gamma(g.weights.shape[-1]) * g.weights * abs_dp).sum(axis=-1, keepdims=True)
     return _propagate(g, q, k, v, d_out, p_err, r_err, factor, extra=0)
 
 
-def _weight_err(p, q, k, visible, d_k, scaled, extra_roundings):
+def _weight_err(p, q, k, visible, d_k, scaled, extra_roundings, bias=None):
     """The bound on a float32 softmax weight computed from Q and K: the scores' error through the
-    softmax (at most p·2·max|delta|) plus the softmax's own roundings (tolerances.output_tol's)."""
+    softmax (at most p·2·max|delta|) plus the softmax's own roundings (tolerances.output_tol's,
+    ALiBi's bias among them)."""
     factor = scale_for(d_k, scaled)
     s_exact = np.matmul(q.astype(np.float64), _t(kv_heads_for(k, q.shape[0]).astype(np.float64))) * factor
     delta = scores_tol(q, k, extra_roundings) * factor + (scale_tol(s_exact) if scaled else 0.0)
+    if bias is not None:
+        finite = np.where(visible, bias, 0.0)
+        delta = delta + gamma(3) * (np.abs(s_exact) + np.abs(finite))
+        s_exact = s_exact + finite
     worst = np.where(visible, delta, 0).max(axis=-1, keepdims=True)
     return SAFETY * p * 2 * worst + softmax_tol(np.where(visible, s_exact, -np.inf), p)
 
 
 def fused_end_to_end_tol(g: Gradients, q, k, v, d_out, visible, d_k: int, scaled: bool,
-                         out_tol: np.ndarray) -> dict[str, np.ndarray]:
+                         out_tol: np.ndarray, bias: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The fused backward: P = exp(s − lse) recomputed from float32 scores (their error, as in the
     forward, enters s and lse: 2·max|delta|), lse = m + log(l) with l off by the forward's online
     rescaling (2·(5·tiles + 4.64·max|s|)·u relative) and by the roundings of m + log(l) and of
     s − lse (u·(|lse| + |s − lse|) each, absolute in the exponent); the rowsum term is
     delta = dO·O with O within `out_tol` (tolerances.fused_tol): sum|dO|·out_tol + gamma(d_v)·|dO|·|O|.
-    dK and dV sum in groups of 8 rows before adding in: 8 more roundings."""
+    dK and dV sum in groups of 8 rows before adding in: 8 more roundings. bias: ALiBi's, in s
+    (the recomputed P adds it as the forward did) and in P's error (_weight_err)."""
     factor = scale_for(d_k, scaled)
     p = g.weights
-    s = np.matmul(q.astype(np.float64), _t(kv_heads_for(k, q.shape[0]).astype(np.float64))) * factor
+    s = _biased_scores(q, k, factor, visible, bias)
     lse = row_logsumexp(s, visible)
     max_s = np.where(visible, np.abs(s), 0).max(axis=-1, keepdims=True)
     tiles = np.ceil(visible.sum(axis=-1, keepdims=True) / FUSED_KEYS) + 1
     exponent = np.where(visible, np.abs(s - lse), 0)
     rho = 2 * (5 * tiles + 4.64 * max_s) * U + U * (2 * np.abs(lse) + 3.4 * exponent + 8)
-    p_err = _weight_err(p, q, k, visible, d_k, scaled, extra_roundings=4) + SAFETY * p * rho
+    p_err = _weight_err(p, q, k, visible, d_k, scaled, extra_roundings=4, bias=bias) + SAFETY * p * rho
     ado = np.abs(d_out.astype(np.float64))
     out = np.matmul(p, kv_heads_for(v, q.shape[0]).astype(np.float64))
     r_err = ((ado * out_tol).sum(axis=-1) + gamma(v.shape[-1]) * (ado * np.abs(out)).sum(axis=-1))[..., None]
     return _propagate(g, q, k, v, d_out, p_err, r_err, factor, extra=8)
 
 
-def lse_tol(q, k, visible, d_k: int, scaled: bool) -> np.ndarray:
+def _biased_scores(q, k, factor, visible, bias) -> np.ndarray:
+    """Q·K^T·scale in float64, ALiBi's bias added where a key is visible (H, L, S)."""
+    s = np.matmul(q.astype(np.float64), _t(kv_heads_for(k, q.shape[0]).astype(np.float64))) * factor
+    return s if bias is None else s + np.where(visible, bias, 0.0)
+
+
+def lse_tol(q, k, visible, d_k: int, scaled: bool, bias: np.ndarray | None = None) -> np.ndarray:
     """The fused forward's row logsumexp m + log(l): the scores' worst error (lse moves by at most
     the largest change of a score in its row), l's relative error (the forward's online rescaling, its n additions and expf's
-    (4 + 2.32·|s − m|) ulp per term), and the rounding of the sum: u·|lse|.       (H, T)"""
+    (4 + 2.32·|s − m|) ulp per term), and the rounding of the sum: u·|lse|. bias: ALiBi's, in s
+    and its three roundings in each score's error (tolerances.output_tol).       (H, T)"""
     factor = scale_for(d_k, scaled)
-    s = np.matmul(q.astype(np.float64), _t(kv_heads_for(k, q.shape[0]).astype(np.float64))) * factor
+    s = _biased_scores(q, k, factor, visible, None)
     delta = scores_tol(q, k, 4) * factor + (scale_tol(s) if scaled else 0.0)
+    if bias is not None:
+        finite = np.where(visible, bias, 0.0)
+        delta = delta + gamma(3) * (np.abs(s) + np.abs(finite))
+        s = s + finite
     worst = np.where(visible, delta, 0).max(axis=-1)
     m = np.where(visible, s, -np.inf).max(axis=-1, keepdims=True)
     lse = row_logsumexp(s, visible)[..., 0]

@@ -141,3 +141,27 @@ def test_plot_draws_L_rows_against_S_keys(cli, tmp_path):
             result = cli("attend", "--T-q", L, "--T-k", S, "--d-k", 4, "--plot", path, *NUMPY)
         assert result.exit_code == 0, result.output
         assert path.stat().st_size > 10_000
+
+
+def flavoured(q, k, v, left: int, right: int, sinks: int, slope: float) -> np.ndarray:
+    """The definition with a mask flavour, written here: query i (position p = i + S - L) sees
+    keys p - left .. p + right and keys 0..sinks-1 (never past p + right), ALiBi's -slope·(p - j)
+    added to its scaled scores."""
+    L, S = q.shape[0], k.shape[0]
+    s = q.astype(np.float64) @ k.astype(np.float64).T / np.sqrt(q.shape[1])
+    p, j = np.arange(L)[:, None] + (S - L), np.arange(S)[None, :]
+    s = np.where((j <= p + right) & ((p - j <= left) | (j < sinks)), s - slope * (p - j), -np.inf)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True) @ v.astype(np.float64)
+
+
+@pytest.mark.parametrize("mask, terms", [("window:5,70", (5, 70, 0, 0.0)), ("sinks:65,window:10", (9, 0, 65, 0.0)),
+                                         ("alibi", (10**6, 0, 0, 2.0 ** -8))])
+def test_bf16_kernels_take_every_mask_flavour(cli, tmp_path, mask, terms):
+    """--precision bf16 with a two-sided window, sinks and ALiBi (one head: m = 2^-8), L < S:
+    within bf16's rounding of the definition."""
+    out, (L, S) = tmp_path / "o.npy", (70, 150)
+    x = random_qkv(L, 64, 64, 5, S=S)
+    cli.json("attend", "--T-q", L, "--T-k", S, "--d-k", 64, "--seed", 5, "--fused", "--precision", "bf16",
+             "--mask", mask, "--out", out, *CPU)
+    np.testing.assert_allclose(np.load(out), flavoured(x.q, x.k, x.v, *terms), atol=2e-2)

@@ -82,7 +82,7 @@ def launch_staged_backward(dev: KernelDevice, weights, q, k, v, d_out, dp, ds, d
     L, S = T, T if S is None else S
     H_kv = H if H_kv is None else H_kv
     group = H // H_kv
-    mask_args = mask.kernel_args(L, S)
+    mask_args = mask.kernel_args(L, S, heads=H)  # the whole Mask: right and sinks move the ranges
     rows = DS_ROWS_PER_BLOCK
     ran = {stage: STAGED[stage][1 if stage == "ds" else gemm_variant].entry() for stage in BACKWARD_STAGES}
 
@@ -127,7 +127,7 @@ def run_staged_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sc
     variant."""
     check_shapes(q, k, v)
     if mask.is_array:
-        raise AndreaError("the staged backward takes the masks none, causal and window:N, not a mask "
+        raise AndreaError("the staged backward takes --mask (causal, windows, sinks, alibi), not a mask "
                           "array: drop --mask-file")
     H, T, d_k = q.shape
     H_kv, S, d_v = v.shape
@@ -180,7 +180,7 @@ def launch_fused_backward(dev: KernelDevice, q, k, v, out, d_out, lse, delta, dq
     L, S = T, T if S is None else S
     H_kv = H if H_kv is None else H_kv
     group = i32(H // H_kv)
-    mask_args = mask.kernel_args(L, S)
+    mask_args = mask.kernel_args(L, S, heads=H)  # the whole Mask: ALiBi's bias in each recomputed P
     ran = launch_delta(dev, d_out, out, delta, T=L, d_v=d_v, H=H, clock=clock)
     name = ran["dkdv"] = DKDV.entry()
     clock.start("dkdv")
@@ -219,7 +219,7 @@ def run_fused_backward(dev: KernelDevice, q, k, v, d_out, *, mask: MaskSpec, sca
     q, d_out (H, L, d); k, v (H_kv, S, d), H a multiple of H_kv."""
     check_shapes(q, k, v)
     if mask.is_array:
-        raise AndreaError("the fused backward takes the masks none, causal and window:N, not a mask "
+        raise AndreaError("the fused backward takes --mask (causal, windows, sinks, alibi), not a mask "
                           "array: drop --mask-file")
     H, T, d_k = q.shape
     H_kv, S, d_v = v.shape

@@ -85,15 +85,14 @@ def launch_fused_bf16(dev: KernelDevice, qb, kb, vb, out, H: int, T: int, d: int
                       variant: int | None = None, S: int | None = None, group: int = 1) -> dict[str, str]:
     """One launch on bf16 arrays already on the device (bench times exactly this); {"fused": the kernel}.
     T (= L) query rows per head against S keys (S = T unless given); `group` query heads per K/V
-    head (query head h reads K/V head h // group)."""
+    head (query head h reads K/V head h // group). The whole Mask: two-sided windows, sinks, ALiBi."""
     S = T if S is None else S
-    mask.refuse_flavours("the bf16 tensor-core kernels (4-7)")
     kernel = bf16_kernel(variant, device_cc(dev))
     name = kernel.entry(d)
     maps = kv_tensor_maps(dev, kb, vb, H // group * S, d) if kernel.tensor_maps else ()
     dev.get_function(name)(
         (cdiv(T, kernel.block_rows(d)), 1, H), (kernel.block_threads(d), 1, 1),
-        (qb, kb, vb, out, np.int32(T), np.int32(S), np.int32(group), *mask.kernel_args(T, S), *maps),
+        (qb, kb, vb, out, np.int32(T), np.int32(S), np.int32(group), *mask.kernel_args(T, S, heads=H), *maps),
         shared_mem=kernel.shared_bytes(d),
     )
     return {"fused": name}

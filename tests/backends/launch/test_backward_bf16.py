@@ -119,3 +119,91 @@ def test_the_autograd_emulation_is_a_real_bf16_error():
     for name in GRADS:
         size = np.abs(getattr(exact, name)).max()
         assert 2**-12 * size < errors[name] < 2**-4 * size, (name, errors[name], size)
+
+
+def backward_on_exact_forward(device, q, k, v, d_out, mask: MaskSpec, scaled: bool):
+    """dkdv_kernel2 and dq_kernel2 alone, on the float64 forward's output and logsumexp (the
+    forward they follow, kernel4's lse twin, takes the two bounds only): the backward's own terms
+    for a flavour, ALiBi's bias in its recomputed P and the ranges of sinks and a right reach."""
+    from andrea_cli import reference
+    from andrea_cli.backends.launch.backward_bf16 import launch_backward_bf16
+    from andrea_cli.backends.launch.device import Transfers
+    from andrea_cli.backends.launch.fused_bf16 import convert_inputs, launch_to_bf16
+
+    (H, L, d), (H_kv, S) = q.shape, k.shape[:2]
+    s = reference.mask(reference.scale(reference.scores(q, k), d) if scaled else reference.scores(q, k), mask)
+    m = s.max(axis=-1, keepdims=True)
+    lse = (m + np.log(np.exp(s - m).sum(axis=-1, keepdims=True)))[..., 0].astype(np.float32)
+    out = reference.attention(q, k, v, mask, scaled).astype(np.float32)
+    scale = resolve_scale(d, scaled)
+    transfers = Transfers(device)
+    gq, gk, gv, gdo, gout, glse = transfers.upload(q, k, v, d_out, out, lse)
+    qb, kb, vb = convert_inputs(device, gq, gk, gv, (H, L, d), scale, kv_shape=(H_kv, S, d))
+    dob = device.empty((H, L, d), dtype=np.uint16)
+    launch_to_bf16(device, gdo, dob, H * L * d, 1.0)
+    delta, dq, dk, dv = device.empty((H, L)), device.empty((H, L, d)), device.empty((H_kv, S, d)), device.empty((H_kv, S, d))
+    launch_backward_bf16(device, qb, kb, vb, dob, gout, gdo, glse, delta, dq, dk, dv, H=H, T=L, d=d, mask=mask,
+                         scale=scale, S=S, H_kv=H_kv)
+    return dict(zip(GRADS, transfers.download(dq, dk, dv))), out, lse
+
+
+# The flavours at the bf16 kernels' edges: a right reach one past a 64-key block (dq) and 16 past
+# a warp's keys; sinks spanning a 64-key block and one key of the next, with a 16-key window that
+# hides a warp's keys from whole query tiles; ALiBi over three heads (no power of two), L != S
+# and two query heads a K/V head; ALiBi beside a window at d = 128 (query tiles of 32).
+FLAVOURS = [(70, 70, 2, 2, 64, MaskSpec("window", 5, right=65)), (130, 130, 2, 2, 64, MaskSpec("window", 16, sinks=65)),
+            (70, 100, 3, 3, 64, MaskSpec("causal", alibi=True)), (97, 97, 4, 2, 128, MaskSpec("window", 40, alibi=True))]
+FLAVOUR_IDS = [f"{L}:{S}-h{H}/{H_kv}-d{d}-{mask}" for L, S, H, H_kv, d, mask in FLAVOURS]
+
+
+@pytest.mark.parametrize("L, S, H, H_kv, d, mask", FLAVOURS, ids=FLAVOUR_IDS)
+def test_bf16_backward_kernels_take_every_flavour(device, L, S, H, H_kv, d, mask):
+    rng = np.random.default_rng(L + S + d)
+    q, d_out = (rng.standard_normal((H, L, d), dtype=np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((H_kv, S, d), dtype=np.float32) for _ in range(2))
+    got, out, lse = backward_on_exact_forward(device, q, k, v, d_out, mask, True)
+    want, tol = bf16_backward.reference_and_tol(q, k, v, d_out, out, lse, mask, True)
+    for name in GRADS:
+        err = np.abs(got[name] - getattr(want, name))
+        bound = getattr(tol, name)
+        assert (err <= bound).all(), f"{name}: worst error {err.max():.3g}, {(err / bound).max():.3g} of its bound"
+
+
+def test_the_bf16_backward_forward_refuses_a_flavour_in_one_line(device):
+    from andrea_cli.errors import AndreaError
+
+    q = np.zeros((1, 8, 64), np.float32)
+    with pytest.raises(AndreaError, match="^--mask alibi: the bf16 forward .* not alibi: run the fp32 backward"):
+        run_backward_bf16(device, q, q, q, q, mask=MaskSpec("causal", alibi=True), scale=course_scale(64))
+
+
+# bug -> (the kernel file's text, its broken copy, the case (FLAVOURS' index), a gradient that must fail)
+BROKEN_BF16 = {
+    "ALiBi's bias left out of dkdv_kernel2's P^T": (
+        "float pe = exp2f(p[nt][e] + bias - ls[x]);", "float pe = exp2f(p[nt][e] - ls[x]);", 2, "dk"),
+    "ALiBi's bias left out of dq_kernel2's P": (
+        "const float sb = mask.alibi > 0 ? fmaf(slope2, (float)j, s[nt][e]) : s[nt][e];",
+        "const float sb = s[nt][e];", 2, "dq"),
+    "ALiBi's row part left out of dq_kernel2's lse": (
+        "if (mask.alibi > 0) lse2[r] += slope2 * (float)(rows[r] + mask.offset);", "", 3, "dq"),
+    # the rows that see a sink key dropped from a dK/dV block's query tiles (every row for j < sinks)
+    "sinks' rows missed in dkdv_kernel2's query tiles": (
+        "const bool far_end = window > 0 && j0 >= sinks;", "const bool far_end = window > 0;", 1, "dk"),
+}
+
+
+@pytest.mark.slow  # a CPU build of the broken copy each
+@pytest.mark.parametrize("bug", BROKEN_BF16)
+def test_a_broken_bf16_backward_flavour_is_caught(tmp_path, quick_builds, bug):
+    old, new, n, culprit = BROKEN_BF16[bug]
+    real = packaged_kernel_path().read_text()
+    assert real.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
+    broken = tmp_path / "broken.cu"
+    broken.write_text(real.replace(old, new))
+    L, S, H, H_kv, d, mask = FLAVOURS[n]
+    rng = np.random.default_rng(L + S + d)
+    q, d_out = (rng.standard_normal((H, L, d), dtype=np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((H_kv, S, d), dtype=np.float32) for _ in range(2))
+    got, out, lse = backward_on_exact_forward(CpuBackend(broken).device(), q, k, v, d_out, mask, True)
+    want, tol = bf16_backward.reference_and_tol(q, k, v, d_out, out, lse, mask, True)
+    assert (np.abs(got[culprit] - getattr(want, culprit)) > getattr(tol, culprit)).any()

@@ -81,17 +81,22 @@ def test_reference_backward_groups_are_the_repeated_heads_gradients():
     np.testing.assert_allclose(grouped.dq, full.dq, rtol=1e-12)
 
 
-def test_reference_backward_matches_torch_autograd():
+@pytest.mark.parametrize("text", ["causal", "window:2,3", "sinks:2,window:3", "alibi", "alibi,window:4"])
+def test_reference_backward_matches_torch_autograd(text):
     """Against torch autograd of scaled_dot_product_attention with enable_gqa and the
-    bottom-right causal mask given explicitly (torch's is_causal is top-left when L != S)."""
+    bottom-right mask given explicitly (torch's is_causal is top-left when L != S): every
+    flavour, ALiBi as a float attn_mask (its bias where visible, -inf elsewhere)."""
+    from andrea_cli.masks import parse_mask
+
     torch = pytest.importorskip("torch")
     H, H_kv, L, S = 4, 2, 5, 12
     q, k, v, d_out = inputs(H, H_kv, L, S, 8, 6, seed=7)
-    mask = MaskSpec("causal")
+    mask = parse_mask(text)
     exact = reference_backward.backward(q, k, v, d_out, mask)
     tq, tk, tv = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, k, v))
-    visible = torch.tensor(mask.visible(L, S=S))
-    out = torch.nn.functional.scaled_dot_product_attention(tq[None], tk[None], tv[None], attn_mask=visible,
+    seen, bias = mask.visible(L, S=S), mask.score_bias(H, L, S=S)
+    attn_mask = torch.tensor(seen if bias is None else np.where(seen, bias, -np.inf))
+    out = torch.nn.functional.scaled_dot_product_attention(tq[None], tk[None], tv[None], attn_mask=attn_mask,
                                                            enable_gqa=True)[0]
     out.backward(torch.tensor(d_out, dtype=torch.float64))
     for name, t in (("dq", tq), ("dk", tk), ("dv", tv)):

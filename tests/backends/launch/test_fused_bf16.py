@@ -35,7 +35,7 @@ def run_bf16_kernel(module, variant: int, q, k, v, mask: MaskSpec, scaled: bool)
     out = np.full((H, T, d), np.nan, np.float32)
     module.get_function(kernel.entry(d))(
         (-(-T // kernel.block_rows(d)), 1, H), (kernel.block_threads(d),),
-        (qb, kb, vb, out, np.int32(T), np.int32(T), np.int32(1), *mask.kernel_args(T, T)),  # L = S, a K/V head each
+        (qb, kb, vb, out, np.int32(T), np.int32(T), np.int32(1), *mask.kernel_args(T, T, heads=H)),  # L = S, a K/V head each
         shared_mem=shared_bytes_bf16(d, variant))
     return out
 
