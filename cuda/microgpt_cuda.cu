@@ -44,8 +44,9 @@
 // of query row 0: 0 when queries and keys are one sequence; S - L for L queries against S keys, the
 // queries being the last L positions (bottom-right, as FlashAttention >= 2.1).
 // A mask given as an array (--mask-file, an attn_mask) is no Mask: mask_kernel2 adds it to the
-// scaled scores, and the fused fp32 kernels 1 and 2 add it beside each K tile (their Mask is then
-// none); kernel3, the tensor-core and the backward kernels refuse one in one line.
+// scaled scores, and the fused fp32 kernels 1, 2 and 3 add it beside each K tile (their Mask is
+// then none; kernel3 through a tile of it in shared memory); the tensor-core and the backward
+// kernels refuse one in one line.
 //
 // Kernels, in the order of the equation (launch geometry as the launcher chooses it). Each entry
 // ends with its kernels' register budgets per thread, in the order it names them, for sm_80 and
@@ -101,7 +102,8 @@
 //                    One warp per query row, `rows` rows per block sharing K/V tiles of 32 keys
 //                    in shared memory; online softmax; key tiles the mask removes are skipped.
 //                    ALiBi and a mask array (bias, bias_heads: nullptr, 0 without) added per
-//                    score, the array's row read from global memory beside the K tile.
+//                    score, the array's row read from global memory beside the K tile. Q·K^T
+//                    summed in fours, Kahan-compensated (huge scores: see "Q·K^T in fours").
 //                    d_k, d_v <= 128. grid (ceil(T/rows), 1, H), block (32, rows),
 //                    shared_mem = 4 * (rows * d_k + 32 * (d_k | 1) + 32 * d_v) bytes; registers <= 64
 //                    (56 before L != S and grouped heads: 60 on sm_80, still 4 blocks of 8 rows per SM)
@@ -113,9 +115,11 @@
 //                    8 rows x d/16 columns of O, so a shared load feeds 8-11 FMAs instead of 1-4;
 //                    the head size is a compile-time constant (d_k = d_v = 64 or 128); Q times
 //                    scale·log2 e on load, so the online softmax runs in exp2; row max by
-//                    xor-shuffles. ALiBi: every tile takes the element pass the mask's edge
-//                    tiles take; no mask array (kernel2 runs one). grid (ceil(T/64), 1, H), block (128),
-//                    shared_mem = 4 * (192 * d + 256) bytes (over 48 KiB: the launcher opts in)
+//                    xor-shuffles. ALiBi and a mask array: every tile takes the element pass the
+//                    mask's edge tiles take, the array's 64x64 slice loaded into shared memory
+//                    beside the K tile. Q·K^T summed in fours. grid (ceil(T/64), 1, H), block (128),
+//                    shared_mem = 4 * (192 * d + 256) bytes (over 48 KiB: the launcher opts in),
+//                    16,384 more with a mask array
 //                    registers <= 168, <= 232 (_d64 has __launch_bounds__(128, 3): 3 blocks/SM)
 //   attention_fused_lse_kernel1, attention_fused_lse_kernel2   kernel1 and kernel2, also writing
 //                    each row's logsumexp lse_i = m_i + log(l_i), (H, T), for the fused backward.
@@ -1052,6 +1056,24 @@ extern "C" __global__ void __launch_bounds__(64, 8) av_kernel2(const float* __re
 #define FUSED_KEYS 32   // keys per tile: one per lane of a warp
 #define FUSED_MAX_D 128 // d_k and d_v limit: each lane owns d_v / 32 <= 4 output columns in registers
 
+// Q·K^T in fours. The fused fp32 kernels add each score's products four at a time (the four of a
+// float4) and then add that to the running sum, rather than all d_k of them into one chain. On
+// huge scores (Q, K of 100, d 128: scores near 1e4) a score's float32 error is its running sum's
+// roundings, each up to half an ulp of a sum ~|s|: one chain makes d_k of them, fours d_k / 4 at
+// the running sum and three at a sum four times smaller. RMS score errors over torch's, whose
+// CPU matmul is one FMA chain (scripts/extreme_scores.py --orders, T 400, d 128, 3 seeds): one
+// chain 1.02 (kernels 1 and 3 before), fours 0.58 (kernel3), rounded once from the exact score
+// 0.12; Q times scale·log2 e before the sum or the scale after it changes nothing (1.01). Kernel3
+// stops at fours: one more instruction per four products (an add), no register. Kernels 1 and 2,
+// one score per lane, also keep what each addition to s rounds away and give it back on the next
+// (Kahan: one register, three more adds per four products): 0.32, the products' own roundings left.
+__device__ __forceinline__ void kahan_add(float& s, float& lost, float x) {
+    const float y = x - lost;  // what the last addition rounded away, given back
+    const float t = s + y;
+    lost = (t - s) - y;  // t's rounding (exact while |s| >= |y|): no fast-math, so no reassociation
+    s = t;
+}
+
 // The row's logsumexp, log(sum_j exp(s_j)) = m + log(l), saved by the _lse kernels for the fused
 // backward, which recomputes P[i][j] = exp(s_ij - lse_i) from it. A row that saw no key (l = 0)
 // gets +inf, so the recomputed P is exp(s - inf) = 0 there, as in the forward.
@@ -1146,8 +1168,11 @@ __device__ __forceinline__ void attention_fused1(const float* __restrict__ q,  /
         const int j = j0 + lane;
         const float* qi = q_s + r * d_k;
         const float* kj = k_s + lane * ks;
-        float s = 0.0f;
-        for (int c = 0; c < d_k; ++c) s += qi[c] * kj[c];
+        float s = 0.0f, lost = 0.0f;  // Q·K^T in fours, compensated: see "Q·K^T in fours" above
+        int c = 0;
+        for (; c + 4 <= d_k; c += 4)
+            kahan_add(s, lost, qi[c] * kj[c] + qi[c + 1] * kj[c + 1] + qi[c + 2] * kj[c + 2] + qi[c + 3] * kj[c + 3]);
+        for (; c < d_k; ++c) kahan_add(s, lost, qi[c] * kj[c]);
         s *= scale;
         const bool visible = mask.visible(i, j, j < S);
         // ALiBi's slope and the row of a mask array, worked out here from the kernel's arguments
@@ -1271,10 +1296,10 @@ __device__ __forceinline__ void attention_fused2(const float* __restrict__ q,  /
         const int j = j0 + lane;
         const float4* qi = (const float4*)(q_s + r * d_k);
         const float4* kj = (const float4*)(k_s + lane * ks);
-        float s = 0.0f;
+        float s = 0.0f, lost = 0.0f;  // in fours, compensated (as kernel1)
         for (int c4 = 0; c4 < dk4; ++c4) {
             const float4 a = qi[c4], b = kj[c4];
-            s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+            kahan_add(s, lost, a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w);
         }
         s *= scale;
         const bool visible = mask.visible(i, j, j < S);
@@ -1334,6 +1359,11 @@ extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q, 
 //     8 rows of P for one key as two float4s and the key's V columns as d/64 float4s
 //   key tiles the mask hides from the whole block are skipped; the mask is tested per element
 //     only in tiles that straddle its edge (the diagonal, the window's far end, T)
+//   a mask array comes in through shared memory: its (64 rows, 64 keys) slice for the block and
+//     tile, loaded beside the K tile (a row's 64 biases one coalesced 256-byte read), each thread
+//     then reading its 8 x 4 from there in the element pass. Read from global memory per score
+//     there, as kernels 1 and 2 read theirs, it took d = 128 to 242 registers (budget 232) and
+//     spilled at d = 64; from the tile, 188 and 154 (NVRTC, sm_80)
 // The K/V tiles are copied with plain loads, one tile at a time (no cp.async: it needs sm_80, and
 // kernel3 runs on any GPU; with it, the next K tile would load into a buffer of its own while P·V
 // runs, as in kernel4).
@@ -1344,26 +1374,40 @@ extern "C" __global__ void attention_fused_kernel2(const float* __restrict__ q, 
 #define FUSED3_THREADS 128
 #define FUSED3_P_STRIDE (FUSED3_ROWS + 4)  // p_s row stride: lane cg's stores land 4 banks apart
 
+// The bias tile b_s (64 rows, 64 keys), row-major, unpadded (64 · 64 floats: at d = 128 two
+// blocks still fit in an H100's 228 KiB, 2 · (99,328 + 16,384 + 1,024 reserved) bytes exactly).
+// A warp's two half warps read rows 8 apart at the same keys: with 64-float rows, the same 16
+// banks. So a row of an odd group of 8 keeps its keys with bit 4 flipped (key ^ 16), the other
+// 16 banks; a warp's store of 32 adjacent keys of one row stays on 32 banks.
+__device__ __forceinline__ int fused3_bias_at(int row, int key) {
+    return row * FUSED3_KEYS + (key ^ (16 * ((row >> 3) & 1)));
+}
+
 template <int D>
 __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  // (H, L, D)
                                                  const float* __restrict__ k,  // (H / group, S, D)
                                                  const float* __restrict__ v,  // (H / group, S, D)
                                                  float* __restrict__ out,      // (H, L, D)
                                                  int L, int S, int group, float scale, int causal, int window, int offset,
-                                                 int right, int sinks, int alibi, float* smem) {
+                                                 int right, int sinks, int alibi,
+                                                 const float* __restrict__ bias,  // (1 or H, L, S) or nullptr
+                                                 int bias_heads, float* smem) {
     // Dynamic shared memory (the entry point's extern array), in floats; shared_mem =
     // 4 · (192 D + 256) bytes: 50,176 at d = 64, 99,328 at d = 128, over the 48 KiB a block gets
-    // without opting in, so the launcher opts in:
+    // without opting in, so the launcher opts in; with a mask array 16,384 more:
     //   q_s (64, D)       the block's query rows, times scale · log2 e
     //   k_s (64, D + 4)   the key tile; the +4 puts lane cg's float4 of row cg on banks 4cg..4cg+3
     //   v_s (64, D)       the value tile
     //   p_s (64, 68)      P of the tile, transposed (p_s[key][row]), in k_s's place once S is
     //                     done: at d = 128 two blocks then fit in an H100's shared memory
+    //   b_s (64, 64)      the mask array's tile times log2 e, swizzled (fused3_bias_at); only
+    //                     with one: it is read before P is written, but loaded while k_s is live
     constexpr int KS = D + 4, D4 = D / 4, COLS = D / 16;
     float* q_s = smem;
     float* k_s = q_s + FUSED3_ROWS * D;
     float* v_s = k_s + FUSED3_KEYS * KS;
     float* p_s = k_s;
+    float* b_s = v_s + FUSED3_KEYS * D;
 
     const int tid = threadIdx.x, rg = tid / 16, cg = tid % 16;
     const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
@@ -1374,12 +1418,10 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     const float4* k4 = (const float4*)(k + head / group * S * D);  // query head h reads K/V head h / group
     const float4* v4 = (const float4*)(v + head / group * S * D);
     out += head * L * D;
-    // ALiBi's slope, in base 2 as the scores (times log2 e); with it every tile takes the element
-    // pass below, not only those a mask edge crosses. No mask array here: read in that pass it
-    // costs 32 more registers at d = 128 and spills at d = 64 (NVRTC, sm_80 and sm_90), so the
-    // launcher runs kernel2 for one.
+    // ALiBi's slope, in base 2 as the scores (times log2 e); with it, or a mask array (whose
+    // Mask is none), every tile takes the element pass below, not only those a mask edge crosses.
     const float slope_h = mask.slope(head) * LOG2E;
-    const bool every_tile = mask.alibi > 0;
+    const bool every_tile = mask.alibi > 0 || bias != nullptr;
 
     const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float q_factor = scale * LOG2E;  // scores come out in base 2: s·log2 e
@@ -1412,6 +1454,15 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
             *(float4*)(k_s + jj * KS + 4 * c4) = in ? k4[(long)j0 * D4 + idx] : zero4;
             ((float4*)v_s)[idx] = in ? v4[(long)j0 * D4 + idx] : zero4;
         }
+        if (bias != nullptr) {  // the array's (64, 64) slice: a warp reads 32 adjacent keys of a row
+            const float* b = bias + ((bias_heads == 1 ? 0 : head) * L + row0) * (long)S + j0;
+#pragma unroll 4
+            for (int n = 0; n < FUSED3_ROWS * FUSED3_KEYS / FUSED3_THREADS; ++n) {
+                const int idx = tid + n * FUSED3_THREADS, rr = idx / FUSED3_KEYS, jj = idx % FUSED3_KEYS;
+                // 0 outside the array: rows past L are never written, keys past S are masked
+                b_s[fused3_bias_at(rr, jj)] = row0 + rr < L && j0 + jj < S ? b[(long)rr * S + jj] * LOG2E : 0.0f;
+            }
+        }
         __syncthreads();
 
         // S = Q · K^T for this thread's 8 rows x 4 keys, four steps of k per float4.
@@ -1429,12 +1480,8 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
             for (int r = 0; r < 8; ++r) {
                 const float4 qv = *(const float4*)(q_s + (8 * rg + r) * D + c);  // a broadcast
 #pragma unroll
-                for (int n = 0; n < 4; ++n) {
-                    s[r][n] += qv.x * kv[n].x;
-                    s[r][n] += qv.y * kv[n].y;
-                    s[r][n] += qv.z * kv[n].z;
-                    s[r][n] += qv.w * kv[n].w;
-                }
+                for (int n = 0; n < 4; ++n)  // a float4's products summed, then added: see "Q·K^T in fours"
+                    s[r][n] += qv.x * kv[n].x + qv.y * kv[n].y + qv.z * kv[n].z + qv.w * kv[n].w;
             }
         }
 
@@ -1448,7 +1495,9 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
                 for (int n = 0; n < 4; ++n) {
                     const int j = j0 + cg + 16 * n;
                     const bool visible = mask.visible(i, j, j < S);
-                    s[r][n] = visible ? s[r][n] + (every_tile ? Mask::bias_at(slope_h, i + offset - j) : 0.0f) : -INFINITY;
+                    const float add = (mask.alibi > 0 ? Mask::bias_at(slope_h, i + offset - j) : 0.0f) +
+                                      (bias != nullptr ? b_s[fused3_bias_at(8 * rg + r, cg + 16 * n)] : 0.0f);
+                    s[r][n] = visible ? s[r][n] + add : -INFINITY;
                 }
             }
         }
@@ -1520,20 +1569,23 @@ __device__ __forceinline__ void attention_fused3(const float* __restrict__ q,  /
     }
 }
 
-// grid (ceil(L / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes; d_k = d_v = d.
+// grid (ceil(L / 64), 1, H), block (128), shared_mem = 4 · (192 d + 256) bytes (+ 16,384 with a mask
+// array: bias, bias_heads as kernels 1 and 2 take them; nullptr, 0 without); d_k = d_v = d.
 extern "C" __global__ void __launch_bounds__(128, 3) attention_fused_kernel3_d64(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi,
+    const float* __restrict__ bias, int bias_heads) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<64>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi,
+    attention_fused3<64>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi, bias, bias_heads,
                          (float*)fused3_smem4);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 2) attention_fused_kernel3_d128(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi) {
+    int L, int S, int group, float scale, int causal, int window, int offset, int right, int sinks, int alibi,
+    const float* __restrict__ bias, int bias_heads) {
     extern __shared__ float4 fused3_smem4[];  // float4: 16-byte aligned
-    attention_fused3<128>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi,
+    attention_fused3<128>(q, k, v, out, L, S, group, scale, causal, window, offset, right, sinks, alibi, bias, bias_heads,
                          (float*)fused3_smem4);
 }
 

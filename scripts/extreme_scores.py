@@ -6,15 +6,20 @@ the same inputs.
 Per kernel (the CPU build) and seed: its largest error over the output over torch's. Beside each
 kernel, the same ratio for its dot product alone ("dot only"): the kernel's order of float32
 roundings in Q·K^T emulated in NumPy (products and sums rounded as the CPU build rounds them: no
-FMA contraction; kernel3's Q times scale·log2 e first), everything after it (scale, softmax,
-P·V) in float64. Where "dot only" equals the kernel's figure, the dot product is where the error
+FMA contraction; the products summed in fours, kernels 1 and 2 Kahan-compensating the running
+sum, kernel3's Q times scale·log2 e first), everything after it (softmax, P·V) in float64. Where "dot only" equals the kernel's figure, the dot product is where the error
 comes from and the softmax arithmetic adds nothing. The last column is the floor: scores rounded
 once to float32 from their exact value, what any float32 kernel at best starts from; when it too
 is over 2x torch, torch was lucky on that seed (its own error is one draw of the same rounding
 noise), and no float32 kernel can meet the rule on it.
 
+--orders: where the error comes from, without the noise of a maximum over a few rows: each
+summation order's RMS error of the scaled scores against float64, over torch's (its CPU matmul is
+one FMA chain per score). No kernel runs.
+
     python scripts/extreme_scores.py                         # T 1000, d 128, uniform +-100, seeds 0-4
     python scripts/extreme_scores.py --T 256 --seeds 10 --mask causal
+    python scripts/extreme_scores.py --orders --T 400 --seeds 3
 """
 
 from __future__ import annotations
@@ -77,15 +82,71 @@ def sequential_dot(q: np.ndarray, k: np.ndarray, block: int = 1) -> np.ndarray:
     return s
 
 
+def fma_dot(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """(T, T) float32, one FMA chain per score: s = fma(q_c, k_c, s), rounded once a step (a
+    float32 product is exact in float64)."""
+    s = np.zeros((q.shape[0], k.shape[0]), np.float32)
+    for c in range(q.shape[1]):
+        s = (np.outer(q[:, c].astype(np.float64), k[:, c]) + s).astype(np.float32)
+    return s
+
+
+def fours_dot(q: np.ndarray, k: np.ndarray, compensated: bool) -> np.ndarray:
+    """(T, T) float32 as the kernel file's fused kernels sum Q·K^T: each four products summed
+    (left to right), then added to s; compensated: Kahan's, as kahan_add (kernels 1 and 2)."""
+    s = np.zeros((q.shape[0], k.shape[0]), np.float32)
+    lost = np.zeros_like(s)
+    for c0 in range(0, q.shape[1], 4):
+        x = sequential_dot(q[:, c0:c0 + 4], k[:, c0:c0 + 4], block=4)
+        if not compensated:
+            s = s + x
+            continue
+        y = x - lost
+        total = s + y
+        lost = (total - s) - y
+        s = total
+    return s
+
+
 def dot_only(name: str, q, k, v, causal: bool) -> np.ndarray:
     """The kernel's Q·K^T in float32 as it rounds it, everything after in float64."""
     d = q.shape[-1]
     scale = np.float32(course_scale(d).factor)
     if "kernel3" in name:  # Q times scale·log2 e on load, scores in base 2
-        s = sequential_dot((q[0] * (scale * LOG2E)).astype(np.float32), k[0]).astype(np.float64) / np.log2(np.e)
+        s = fours_dot((q[0] * (scale * LOG2E)).astype(np.float32), k[0], False).astype(np.float64) / np.log2(np.e)
     else:
-        s = sequential_dot(q[0], k[0], block=4 if "kernel2" in name else 1) * scale
+        s = fours_dot(q[0], k[0], True) * scale
     return softmax_output(s, v[0], causal)
+
+
+def order_errors(T: int, d: int, amplitude: float, seeds) -> dict[str, float]:
+    """{summation order: RMS error of its scaled scores against float64, over torch's}, the mean
+    over seeds; base-2 scores (Q times scale·log2 e first) converted back to natural units."""
+    import torch
+
+    scale = np.float32(course_scale(d).factor)
+    q_factor = np.float32(scale * LOG2E)
+    found: dict[str, list[float]] = {}
+    for seed in seeds:
+        q, k, _ = extreme_inputs(T, d, amplitude, seed)
+        Q, K = q[0], k[0]
+        Qb = (Q * q_factor).astype(np.float32)
+        exact_s = Q.astype(np.float64) @ K.astype(np.float64).T / np.sqrt(d)
+        base2 = lambda s: s.astype(np.float64) / np.log2(np.e)  # noqa: E731
+        orders = {
+            "torch's CPU matmul": (torch.from_numpy(Q) @ torch.from_numpy(K).T * float(scale)).numpy(),
+            "one chain (kernel1, kernel3 before)": sequential_dot(Q, K) * scale,
+            "one FMA chain": fma_dot(Q, K) * scale,
+            "one chain, Q prescaled (base 2)": base2(sequential_dot(Qb, K)),
+            "fours (kernel2 before)": fours_dot(Q, K, False) * scale,
+            "fours, Q prescaled (kernel3)": base2(fours_dot(Qb, K, False)),
+            "fours + Kahan (kernels 1, 2)": fours_dot(Q, K, True) * scale,
+            "rounded once": exact_s.astype(np.float32),
+        }
+        for name, s in orders.items():
+            found.setdefault(name, []).append(float(np.sqrt(((s.astype(np.float64) - exact_s) ** 2).mean())))
+    torch_rms = np.mean(found["torch's CPU matmul"])
+    return {name: float(np.mean(rms) / torch_rms) for name, rms in found.items()}
 
 
 def rounded_once(q, k, v, causal: bool) -> np.ndarray:
@@ -140,7 +201,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--mask", choices=("none", "causal"), default="none")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1")
     ap.add_argument("--kernel", default=None, help="an edited copy of the kernel file")
+    ap.add_argument("--orders", action="store_true", help="RMS score error per summation order (no kernel runs)")
     a = ap.parse_args(argv)
+    if a.orders:
+        print(f"T {a.T}, d {a.d}, Q and K uniform in +-{a.amplitude:g}, seeds 0-{a.seeds - 1}: RMS error of the "
+              "scaled scores / torch's")
+        for name, ratio in order_errors(a.T, a.d, a.amplitude, range(a.seeds)).items():
+            print(f"  {name:<38} {ratio:5.2f}")
+        return 0
     dev = CpuBackend(a.kernel or packaged_kernel_path()).device()
     rows = measure(a.T, a.d, a.amplitude, a.mask == "causal", range(a.seeds), dev)
     names = list(rows[0].kernels)

@@ -18,7 +18,7 @@ def applies(backend, case: Case) -> bool:
 
 def check_fused(backend, case: Case, x: Inputs, exact: Exact, result: CaseResult) -> None:
     tol = tolerances.fused_tol(x.q, x.k, x.v, exact.weights, exact.visible, case.d_k, case.scaled, exact.bias)
-    for variant in fused_variants(case.d_k, case.d_v, case.mask):
+    for variant in fused_variants(case.d_k, case.d_v):
         try:
             fused = backend.attention_fused(x.q, x.k, x.v, mask=case.mask, scaled=case.scaled, variant=variant)
         except (DeviceFault, SetupError):  # the machine, not the case: stop the run

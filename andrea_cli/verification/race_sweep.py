@@ -8,6 +8,8 @@ only (the reverse one is there to make a missing barrier change the numbers)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from andrea_cli.backends.launch.catalogue import KERNELS
 from andrea_cli.backends.launch.kernel_spec import Kernel
 from andrea_cli.backends.launch.staged import ALL_PLANS, DEFAULT_PLAN, KERNEL1_PLAN
@@ -45,7 +47,13 @@ def race_cases() -> list[Case]:
     return ([Case(FP32_T, FP32_D_K, FP32_D_V, causal, True, plan) for plan in (DEFAULT_PLAN, KERNEL1_PLAN)]
             + [Case(SOFTMAX_T, 3, 3, causal, True, plan, families=("staged",)) for plan in plans]
             + [Case(T, d, d, MaskSpec("none"), True, families=TC_FAMILIES) for d in head_sizes()]
-            + array_cases(True)[1:2])  # mask_kernel2: an ALiBi-shaped bias, the staged family
+            + array_cases(True)[1:2]  # mask_kernel2: an ALiBi-shaped bias, the staged family
+            + [replace(bias_tile_case(), families=("fused",))])
+
+
+def bias_tile_case() -> Case:
+    """Kernel3's bias tile, reloaded beside the K tile: d 64, 70 keys (two 64-key tiles)."""
+    return next(c for c in array_cases(True) if c.d_k == c.d_v == 64 and c.S > 64)
 
 
 def head_sizes() -> list[int]:

@@ -54,8 +54,11 @@ def edge_cases(quick: bool) -> list[Case]:
     cases.append(Case(33, 256, 16, MaskSpec("none"), False, input_std=4.0))
     # huge scores (~1e4: Q and K uniform in +-100, d 128) through the fused fp32 kernels, held to
     # the same float32 bound (tolerances.fused_tol, which grows with |Q|·|K|); kernel3_d128 over
-    # two 64-row blocks, causal and not
-    cases += [Case(T, 128, 128, mask, True, input_uniform=100.0, families=("fused",))
+    # two 64-row blocks, causal and not. 16 heads: at 1e4 nearly every row's softmax is one key,
+    # and the error lives in the few rows whose top two scores lie within a few units (~5 of
+    # 1,600 rows here, ~1 of 200 at 2 heads), so FlashAttention's rule (within 2x torch's error,
+    # tests/verification/test_extreme_inputs.py) measures an order, not one row's draw
+    cases += [Case(T, 128, 128, mask, True, input_uniform=100.0, heads=16, families=("fused",))
               for T, mask in ((100, MaskSpec("none")), (70, MaskSpec("causal")))][:1 if quick else 2]
     return cases
 

@@ -241,6 +241,27 @@ def test_mask_file_bool_and_bias_match_the_reference(cli, tmp_path, backend):
     assert any("2 of 24 rows see no key" in n for n in doc["notices"])
 
 
+def test_mask_file_fused_runs_kernel3_and_names_it(cli, run_main, tmp_path):
+    """d 64: the register-tiled kernel3 reads the array (its bias tile), the screen and JSON say so."""
+    from andrea_cli.masks import mask_array
+
+    rng = np.random.default_rng(7)
+    bias = np.where(rng.random((70, 70)) < 0.3, -np.inf, rng.standard_normal((70, 70))).astype(np.float32)
+    np.save(tmp_path / "bias.npy", bias)
+    q, k, v = (rng.standard_normal((70, 64)).astype(np.float32) for _ in range(3))
+    for name, array in (("q", q), ("k", k), ("v", v)):
+        np.save(tmp_path / f"{name}.npy", array)
+    files = ("--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy", "--v", tmp_path / "v.npy",
+             "--mask-file", tmp_path / "bias.npy", "--fused", "--backend", "cpu")
+    out = tmp_path / "out.npy"
+    doc = cli.json("attend", *files, "--out", out)
+    assert doc["kernel"] == "attention_fused_kernel3_d64"
+    exact = reference.attention(q[None], k[None], v[None], mask_array(bias, 70, 70))[0]
+    assert np.abs(np.load(out) - exact).max() < 1e-5
+    code, screen, _ = run_main("attend", *files)
+    assert code == 0 and "ran: attention_fused_kernel3_d64" in screen
+
+
 def test_mask_file_bad_inputs_are_one_line_and_exit_2(run_main, tmp_path):
     _mask_files(tmp_path)
     cases = {

@@ -31,3 +31,27 @@ def test_emulated_dot_products_round_as_float32():
     q = np.array([[1.0, 2.0 ** -24]], np.float32)
     k = np.array([[1.0, 1.0]], np.float32)
     assert extreme_scores.sequential_dot(q, k)[0, 0] == np.float32(1.0)  # 1 + 2^-24 rounds to 1 (ties to even)
+
+
+def test_the_emulated_fused_dot_is_fours_and_kahan():
+    q = np.array([[1.0, 0.0, 0.0, 0.0, 2.0 ** -24, 2.0 ** -24, 0.0, 0.0]], np.float32)
+    k = np.ones((1, 8), np.float32)
+    assert extreme_scores.sequential_dot(q, k)[0, 0] == np.float32(1.0)  # one chain: each 2^-24 lost
+    # in fours the second four's 2^-24 + 2^-24 = 2^-23 is summed apart, and survives the addition to 1
+    assert extreme_scores.fours_dot(q, k, False)[0, 0] == np.float32(1.0 + 2.0 ** -23)
+    q = np.array([[1.0, 0.0, 0.0, 0.0, 2.0 ** -24, 0.0, 0.0, 0.0, 2.0 ** -24, 0, 0, 0]], np.float32)
+    k = np.ones((1, 12), np.float32)
+    assert extreme_scores.fours_dot(q, k, False)[0, 0] == np.float32(1.0)  # each 2^-24 rounded away
+    assert extreme_scores.fours_dot(q, k, True)[0, 0] == np.float32(1.0 + 2.0 ** -23)  # Kahan gives it back
+
+
+def test_summing_in_fours_and_compensating_cut_the_score_error():
+    """The RMS error of the scores, the measure without a maximum's noise: fours below one chain,
+    Kahan below fours, the rounded-once floor below all; folding scale·log2 e into Q moves none."""
+    pytest.importorskip("torch", reason="torch is an optional test dependency: pip install torch")
+    e = extreme_scores.order_errors(96, 128, 100.0, range(2))
+    chain, fours = e["one chain (kernel1, kernel3 before)"], e["fours, Q prescaled (kernel3)"]
+    assert e["rounded once"] < e["fours + Kahan (kernels 1, 2)"] < 0.75 * fours
+    assert fours < 0.75 * chain
+    assert e["one chain, Q prescaled (base 2)"] == pytest.approx(chain, rel=0.1)
+    assert e["fours (kernel2 before)"] == pytest.approx(fours, rel=0.1)

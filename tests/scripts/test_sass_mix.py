@@ -69,9 +69,11 @@ def test_register_tiling_shows_in_the_instruction_mix():
         assert hot.counts["FFMA"] == 512 and hot.counts["LDS.128"] == 32 and hot.shared_loads == 32, name
     for name in ("dv_kernel1", "dp_kernel1", "dq_kernel1", "dk_kernel1"):
         assert _hot(loops[name]).loads_per_ffma() == 2.0, name
-    # the fused kernel's Q·K^T loop: 12 float4 loads per 128 FMAs (4 keys + 8 rows, 4 steps of k)
+    # the fused kernel's Q·K^T loop: 12 float4 loads per 128 products (4 keys + 8 rows, 4 steps of
+    # k), summed in fours: an FMUL, 3 FFMA and an FADD (into the score) per four
     s_loop = _hot(loops["attention_fused_kernel3_d64"])
-    assert s_loop.loads_per_ffma() == pytest.approx(12 / 128) and s_loop.counts.get("SHFL", 0) == 0
+    assert s_loop.loads_per_ffma() == pytest.approx(12 / 96) and s_loop.counts.get("SHFL", 0) == 0
+    assert s_loop.counts["FMUL"] == s_loop.counts["FADD"] == s_loop.counts["FFMA"] // 3
 
 
 TC_LISTING = """

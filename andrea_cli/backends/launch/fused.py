@@ -47,12 +47,11 @@ def check_fused_shape(d_k: int, d_v: int) -> None:
             )
 
 
-def fused_variants(d_k: int, d_v: int, mask: MaskSpec | None = None) -> list[int]:
+def fused_variants(d_k: int, d_v: int) -> list[int]:
     """The fused kernels that take these widths: kernel1 any width; kernel2 (float4 loads) widths
-    divisible by 4; kernel3 (register-tiled, the head size compiled in) d_k = d_v = 64 or 128,
-    and no mask array (kernels 1 and 2 read one)."""
-    array = mask is not None and mask.is_array
-    return [variant for variant, k in FUSED.items() if k.takes(d_k, d_v) and not (array and k.head_sizes)]
+    divisible by 4; kernel3 (register-tiled, the head size compiled in) d_k = d_v = 64 or 128.
+    Every one takes every mask, a mask array included."""
+    return [variant for variant, k in FUSED.items() if k.takes(d_k, d_v)]
 
 
 def why_not(k, d_k: int, d_v: int) -> str:
@@ -60,9 +59,9 @@ def why_not(k, d_k: int, d_v: int) -> str:
     return f"{k.stem} needs {k.needs()} (got d_k {d_k}, d_v {d_v})"
 
 
-def default_variant(d_k: int, d_v: int, mask: MaskSpec | None = None) -> int:
-    """The fastest fused kernel that takes these widths (and the mask)."""
-    return max(fused_variants(d_k, d_v, mask))
+def default_variant(d_k: int, d_v: int) -> int:
+    """The fastest fused kernel that takes these widths."""
+    return max(fused_variants(d_k, d_v))
 
 
 def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 1) -> int:
@@ -74,6 +73,11 @@ def shared_bytes(d_k: int, d_v: int, rows: int = ROWS_PER_BLOCK, variant: int = 
     return k.shared_bytes(d_k, d_v, rows=None if k.head_sizes else rows)
 
 
+def bias_tile_bytes(k, d: int) -> int:
+    """Kernel3's mask-array tile b_s (its rows, its keys), float32, beside its other tiles."""
+    return 4 * k.block_rows(d) * k.tile_size(d)
+
+
 def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d_v: int, *,
                  mask: MaskSpec, scale: Scale, rows: int = ROWS_PER_BLOCK, variant: int | None = None,
                  S: int | None = None, H_kv: int | None = None, dbias=None) -> dict[str, str]:
@@ -81,7 +85,7 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
     T: the query rows (L), S: the keys (T unless given); H query heads over H_kv K/V heads.
     dbias: a mask array's bias on the device, (1 or H, L, S), for mask.kind "array"."""
     check_fused_shape(d_k, d_v)
-    variant = default_variant(d_k, d_v, mask) if variant is None else variant
+    variant = default_variant(d_k, d_v) if variant is None else variant
     if variant not in FUSED:
         raise AndreaError(f"the fused kernels are attention_fused_kernel{', '.join(map(str, FUSED))} (got {variant})")
     k = FUSED[variant]
@@ -94,21 +98,19 @@ def launch_fused(dev: KernelDevice, dq, dk, dv, out, H: int, T: int, d_k: int, d
         raise ValueError("a mask array needs its bias on the device (dbias)")
     # the whole Mask, then the mask array (None, 0 without one) with its heads: 1 broadcasts
     mask_args = mask.kernel_args(L, S, heads=H)
+    bias_args = (dbias, np.int32(mask.bias.size // (L * S))) if mask.is_array else (None, np.int32(0))
     name = k.entry(d_k if k.head_sizes else None)
     if k.head_sizes:  # register-tiled: its own rows and threads per block; the head size is in the name
-        if mask.is_array:
-            raise AndreaError(f"{k.stem} takes no mask array (read in its element pass it would spill): "
-                              "run attention_fused_kernel2 or 1")
         dev.get_function(name)(
             (cdiv(L, k.block_rows(d_k)), 1, H), (k.block_threads(d_k), 1, 1),
-            (dq, dk, dv, out, *lengths, group, np.float32(scale.factor), *mask_args),
-            shared_mem=k.shared_bytes(d_k, d_v),
+            (dq, dk, dv, out, *lengths, group, np.float32(scale.factor), *mask_args, *bias_args),
+            shared_mem=k.shared_bytes(d_k, d_v) + (bias_tile_bytes(k, d_k) if mask.is_array else 0),
         )
         return {"fused": name}
     dev.get_function(name)(
         (cdiv(L, rows), 1, H), (32, rows, 1),
         (dq, dk, dv, out, *lengths, np.int32(d_k), np.int32(d_v), group, np.float32(scale.factor), *mask_args,
-         *((dbias, np.int32(mask.bias.size // (L * S))) if mask.is_array else (None, np.int32(0)))),
+         *bias_args),
         shared_mem=k.shared_bytes(d_k, d_v, rows=rows),
     )
     return {"fused": name}

@@ -236,3 +236,36 @@ def test_kernel6_without_its_proxy_fence_is_named(tmp_path, run_main):
     assert re.search(r"attention_fused_kernel6_d64: data race a GPU could expose: read after write on extern "
                      r"__shared__ memory byte \d+: thread \(\d+\) of block \(\d+\)'s tensor cores reads", text), out
     assert "a barrier alone orders nothing for them: the fence is missing" in text
+
+
+def test_kernel3s_bias_tile_read_before_a_barrier_is_named(tmp_path):
+    """kernel3's mask-array tile b_s stored after the barrier that publishes the K tile, not
+    before it: the element pass reads biases other threads may not have stored yet (read after
+    write on b_s, which lies past q_s, k_s and v_s); K and V keep their barrier, so b_s alone races."""
+    from andrea_cli.backends.launch.catalogue import kernel
+    from andrea_cli.commands.verify import verify_backends
+    from andrea_cli.verification import run_verify
+    from andrea_cli.verification.race_sweep import bias_tile_case
+
+    source = packaged_kernel_path().read_text()
+    load = "        if (bias != nullptr) {  // the array's (64, 64) slice"
+    barrier = "            }\n        }\n        __syncthreads();\n\n        // S = Q · K^T"
+    assert source.count(load) == 1 and source.count(barrier) == 1
+    broken = tmp_path / "microgpt_cuda.cu"
+    broken.write_text(source.replace(load, "        __syncthreads();\n" + load)
+                      .replace(barrier, barrier.replace("        __syncthreads();\n", "")))
+    case = bias_tile_case()
+    report = run_verify(verify_backends("cpu", broken, racecheck=True, schedules=("forward",)), [case],
+                        kernel_file=str(broken))
+    (result,) = report.results
+    assert not report.passed and result.error is not None
+    # whichever thread ThreadSanitizer sees first: one stores, another reads the same bias
+    found = re.search(r"attention_fused_kernel3_d64: data race a GPU could expose: (?:read after write|write after "
+                      r"read) on extern __shared__ memory byte (\d+): .* at microgpt_cuda.cu:(\d+), .* at "
+                      r"microgpt_cuda.cu:(\d+)", result.error)
+    assert found, result.error
+    assert int(found.group(1)) >= kernel("fused", "fused", 3).shared_bytes(64, 64)  # in b_s, past v_s
+    lines = broken.read_text().splitlines()
+    sides = {lines[int(found.group(n)) - 1].strip() for n in (2, 3)}
+    assert any(s.startswith("b_s[fused3_bias_at(rr, jj)] =") for s in sides), sides  # the store
+    assert any("b_s[fused3_bias_at(8 * rg + r, cg + 16 * n)]" in s for s in sides), sides  # the element pass
