@@ -81,7 +81,8 @@ def _table(title: str, caption: str, columns, rows, **table_options) -> Table:
 
 
 CASE = "case T×d_k×d_v mask"
-NO_WRAP = ("", "mask", "geom", CASE)
+COMPACT_CASE = "case T×d_k(×d_v) mask"
+NO_WRAP = ("", "mask", "geom", CASE, COMPACT_CASE)
 
 
 def _case_cells(r) -> list[str]:
@@ -131,7 +132,9 @@ def compact_table(report: VerifyReport) -> Table:
     rows = []
     for r in report.results:
         c = r.case
-        case = f"{c.shape_text()}×{c.d_k}×{c.d_v} {c.mask}{'' if c.scaled else ' unscaled'}"
+        # d_v only where it differs from d_k: the longest cases (38 wide) left their worst stage no room
+        widths = f"{c.d_k}" if c.d_v == c.d_k else f"{c.d_k}×{c.d_v}"
+        case = f"{c.shape_text()}×{widths} {c.mask}{'' if c.scaled else ' unscaled'}"
         run = f"{c.plan.short()} {_schedule(r)}"
         if r.error:
             worst = "[red]error: stopped early[/red]"
@@ -145,10 +148,13 @@ def compact_table(report: VerifyReport) -> Table:
     # No invariants column: "hold" on every passing row cost the worst stage the width it needs
     # to stay on one line ("weighted sum (av) 0.09" wrapped to three); a broken invariant is
     # named in the cell, after the stage.
-    columns = [("", "left"), (CASE, "left"), ("geom sched", "left"), ("worst stage", "left")]
+    columns = [("", "left"), (COMPACT_CASE, "left"), ("geom sched", "left"), ("worst stage", "left")]
     return _table("Cases, failures first: the worst stage's error as a share of its tolerance",
-                  f"{CAPTION_GEOMETRY}. A broken invariant is named after the worst stage. "
-                  "A wider terminal shows each stage.", columns, rows, box=box.SIMPLE_HEAD)
+                  f"Case: T×d_k, ×d_v where it differs. {CAPTION_GEOMETRY}. A broken invariant is named after "
+                  "the worst stage. "
+                  "A wider terminal shows each stage.", columns, rows, box=box.SIMPLE_HEAD,
+                  pad_edge=False, collapse_padding=True)  # one space between columns, none at the edges:
+    # the longest case (34 wide), the widest geometry (12) and "weighted sum (av) 0.09" fit 80
 
 
 def fits(console: Console, table: Table) -> bool:
