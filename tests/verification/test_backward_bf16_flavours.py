@@ -10,6 +10,7 @@ from andrea_cli.commands.verify import verify_backends
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.verification import run_verify
 from andrea_cli.verification.backward_bf16 import STAGES, bf16_backward_cases, flavour_cases
+from tests.verification.broken_copies import failed_stages, verify_broken_copy
 
 REAL = packaged_kernel_path().read_text()
 TWO_SIDED_ALIBI, SINKS, ALIBI_D128 = flavour_cases()
@@ -33,12 +34,8 @@ def test_the_flavour_cases_pass_on_the_real_kernels():
 def test_verify_catches_the_lse_forward_dropping_alibi(tmp_path, quick_builds):
     old = ("attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, "
            "tc_smem,\n                                lse);")
-    assert REAL.count(old) == 1, "the kernel file changed: update the mutation"
-    broken = tmp_path / "broken.cu"
-    broken.write_text(REAL.replace(old, old.replace("sinks, alibi,", "sinks, 0,")))
-    report = run_verify(verify_backends("cpu", broken), [TWO_SIDED_ALIBI], kernel_file=str(broken))
-    assert not report.passed and len(report.results) == 2
+    report = verify_broken_copy(tmp_path, "lse forward drops ALiBi", old, old.replace("sinks, alibi,", "sinks, 0,"),
+                                [TWO_SIDED_ALIBI])
     for result in report.results:
-        assert result.error is None, result.error
-        failed = {name for name, stage in result.stages.items() if not stage.passed}
+        failed = failed_stages(result)
         assert {"bf16_fwd", "bf16_lse"} <= failed, (result.schedule, sorted(failed))

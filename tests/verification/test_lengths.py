@@ -12,6 +12,7 @@ from andrea_cli.commands.verify import verify_backends
 from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.masks import MaskSpec
 from andrea_cli.verification import Case, run_verify, sweep
+from tests.verification.broken_copies import verify_broken_copy
 
 REAL = packaged_kernel_path().read_text()
 CAUSAL = MaskSpec("causal")
@@ -155,7 +156,7 @@ def test_the_group_sum_bound_holds_float32_and_not_a_head_short():
     assert (np.abs(short - exact) > tol).mean() > 0.9
 
 
-def failed_stages(report) -> set[str]:
+def report_failed_stages(report) -> set[str]:
     return {name for r in report.results for name, check in r.stages.items() if not check.passed}
 
 
@@ -163,12 +164,8 @@ def failed_stages(report) -> set[str]:
 @pytest.mark.parametrize("bug", BROKEN)
 def test_verify_catches_a_broken_kernel(tmp_path, quick_builds, bug):
     old, new, case, culprit = BROKEN[bug]
-    assert REAL.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
-    broken = tmp_path / "broken.cu"
-    broken.write_text(REAL.replace(old, new))
-    report = run_verify(verify_backends("cpu", broken), [case], kernel_file=str(broken))
-    assert not report.passed and len(report.results) == 2
-    assert culprit in failed_stages(report) or any(culprit in (r.error or "") for r in report.results)
+    report = verify_broken_copy(tmp_path, bug, old, new, [case])
+    assert culprit in report_failed_stages(report) or any(culprit in (r.error or "") for r in report.results)
 
 
 @pytest.mark.slow
@@ -182,6 +179,6 @@ def test_verify_catches_the_diagonal_offset_off_by_one(monkeypatch):
 
     monkeypatch.setattr(MaskSpec, "kernel_args", off_by_one)
     report = run_verify(verify_backends("cpu", packaged_kernel_path()), [SHORT_QUERIES], kernel_file="microgpt_cuda.cu")
-    assert not report.passed and {"mask", "fused1", "fused2"} <= failed_stages(report)
+    assert not report.passed and {"mask", "fused1", "fused2"} <= report_failed_stages(report)
     square = dataclasses.replace(SHORT_QUERIES, T_k=None)  # offset 0: untouched, still passes
     assert run_verify(verify_backends("cpu", packaged_kernel_path()), [square], kernel_file="x").passed

@@ -12,6 +12,7 @@ from andrea_cli.kernel_file import packaged_kernel_path
 from andrea_cli.verification import run_verify
 from andrea_cli.verification.fused_bf16 import STAGES
 from andrea_cli.verification.mask_flavours import bf16_flavour_cases
+from tests.verification.broken_copies import failed_stages, verify_broken_copy
 
 REAL = packaged_kernel_path().read_text()
 TWO_SIDED, SINKS, ALIBI = bf16_flavour_cases(quick=True)
@@ -55,13 +56,8 @@ DEFAULT_TIER = ("kernel6: ALiBi's slope of the next head",)
                                  for bug in BROKEN])
 def test_verify_catches_a_broken_bf16_flavour(tmp_path, bug, quick_builds):
     old, new, case, variants = BROKEN[bug]
-    assert REAL.count(old) == 1, f"the kernel file changed: update the '{bug}' mutation"
-    broken = tmp_path / "broken.cu"
-    broken.write_text(REAL.replace(old, new))
-    report = run_verify(verify_backends("cpu", broken), [case], kernel_file=str(broken))
-    assert not report.passed and len(report.results) == 2
+    report = verify_broken_copy(tmp_path, bug, old, new, [case])
     broken_stages = {STAGES[v] for v in variants}
     for result in report.results:
-        assert result.error is None, result.error
-        failed = {name for name, stage in result.stages.items() if not stage.passed}
+        failed = failed_stages(result)
         assert failed == broken_stages, (result.schedule, sorted(failed))  # the others share none of it
