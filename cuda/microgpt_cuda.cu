@@ -2776,6 +2776,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
     // this tile's one barrier every warp has retired tile n - 2's wgmmas (K(n-2) in its tile, V(n-2)
     // in the next), so tile n + 1 can refill that stage while V(n-1) and K(n) are read: no
     // end-of-tile barrier.
+    const float slope_h = mask.slope(head) * TC_LOG2E;  // once a block: its exp2 not in the tile loop
     auto tile = [&](auto masked, auto hot, int n) {
         constexpr bool MASKED = decltype(masked)::value;
         cp_async_wait<0>();   // tile n, this thread's copies (the only group in flight)
@@ -2802,8 +2803,7 @@ __device__ __forceinline__ void attention_fused6(const unsigned short* __restric
         for (int i = 0; i < 32; ++i) wgmma_hold(s[i]);
 
         if (MASKED)
-            wgmma_mask_tile(mask, s, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t,
-                            mask.slope(head) * TC_LOG2E);
+            wgmma_mask_tile(mask, s, w_row0 + mask.offset + g - js - 2 * t, js + 2 * t, Sk - js - 2 * t, slope_h);
         // O is in flight: its factor to the new max waits in alpha for the next P·V (issue_pv)
         wgmma_softmax_tile(s, m, l, alpha);
         if (n + 1 < n_tiles) {
