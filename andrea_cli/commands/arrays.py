@@ -70,18 +70,33 @@ def unfold(a, dims: tuple):
 def heads_of(arrays: tuple) -> tuple[QKV, tuple]:
     """q, k, v as one run's heads, and the leading dims to shape its results back with (the
     output's: q's). K and V may have fewer heads than Q in dim -3 (grouped, as grad takes them)."""
-    named = {name: as_array(a, name) for name, a in zip("qkv", arrays)}
+    named, shapes = shaped_arrays(dict(zip("qkv", arrays)))
+    if not kv_grouping(shapes):
+        folded, dims = fold_heads(named)
+        return qkv_from_arrays(folded["q"], folded["k"], folded["v"]), dims
+    folded = fold_each(named)
+    return qkv_from_arrays(folded["q"], folded["k"], folded["v"], grouped=True), folded_dims(shapes["q"])
+
+
+def shaped_arrays(arrays: dict) -> tuple[dict, dict]:
+    """The arrays (as_array) and their shapes, each (..., T, d) or a one-line error naming it."""
+    named = {name: as_array(a, name) for name, a in arrays.items()}
     shapes = {name: tuple(a.shape) for name, a in named.items()}
     if any(len(shape) < 2 for shape in shapes.values()):
         bad = next(name for name, shape in shapes.items() if len(shape) < 2)
         raise AndreaError(f"{bad}: expected (..., T, d) with T and d last, got shape {shapes[bad]}")
-    if not kv_grouping(shapes):
-        folded, dims = fold_heads(named)
-        return qkv_from_arrays(folded["q"], folded["k"], folded["v"]), dims
-    # q folds to (B·H_q, L, d) and k, v to (B·H_kv, S, d): flat query head h still reads h // group
-    dims = shapes["q"][:-2] if len(shapes["q"]) > 3 else ()
-    folded = {name: a.reshape((-1, *a.shape[-2:])) if len(a.shape) > 3 else a for name, a in named.items()}
-    return qkv_from_arrays(folded["q"], folded["k"], folded["v"], grouped=True), dims
+    return named, shapes
+
+
+def fold_each(named: dict) -> dict:
+    """Grouped K/V heads: each array's leading dims folded on its own, q (and d_out) to
+    (B·H_q, L, d), k and v to (B·H_kv, S, d), so flat query head h still reads h // group."""
+    return {name: a.reshape((-1, *a.shape[-2:])) if len(a.shape) > 3 else a for name, a in named.items()}
+
+
+def folded_dims(shape: tuple) -> tuple:
+    """The leading dims fold_each folded away (none where there was one or none)."""
+    return shape[:-2] if len(shape) > 3 else ()
 
 
 def kv_grouping(shapes: dict) -> bool:
@@ -106,13 +121,7 @@ def kv_grouping(shapes: dict) -> bool:
 def backward_inputs(arrays: tuple, d_out) -> tuple[QKV, np.ndarray | None, tuple[tuple, tuple]]:
     """grad's q, k, v and (when given as an array) d_out as one run's heads, on the host; the
     leading dims to shape dQ back with, and dK's and dV's (K/V may have fewer heads: grouped)."""
-    named = {name: as_array(a, name) for name, a in zip("qkv", arrays)}
-    if d_out is not None:
-        named["d_out"] = as_array(d_out, "d_out")
-    shapes = {name: tuple(a.shape) for name, a in named.items()}
-    if any(len(shape) < 2 for shape in shapes.values()):
-        bad = next(name for name, shape in shapes.items() if len(shape) < 2)
-        raise AndreaError(f"{bad}: expected (..., T, d) with T and d last, got shape {shapes[bad]}")
+    named, shapes = shaped_arrays({**dict(zip("qkv", arrays)), **({} if d_out is None else {"d_out": d_out})})
     grouped = kv_grouping(shapes)
     if not grouped:
         folded, dims = fold_heads(named)
@@ -122,8 +131,8 @@ def backward_inputs(arrays: tuple, d_out) -> tuple[QKV, np.ndarray | None, tuple
         if "d_out" in lead and lead["d_out"] != lead["q"]:
             raise AndreaError(f"d_out is {shapes['d_out']} but the output is {shapes['q'][:-1] + shapes['v'][-1:]}: "
                               "dO must have the output's shape")
-        folded = {name: a.reshape((-1, *a.shape[-2:])) if len(lead[name]) > 1 else a for name, a in named.items()}
-        dims = tuple(lead[name] if len(lead[name]) > 1 else () for name in "qk")
+        folded = fold_each(named)
+        dims = tuple(folded_dims(shapes[name]) for name in "qk")
     data = qkv_from_arrays(folded["q"], folded["k"], folded["v"], grouped=grouped)
     if data.on_device:
         raise AndreaError("grad takes NumPy arrays: copy GPU arrays to the host first")
