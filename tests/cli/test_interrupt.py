@@ -21,9 +21,18 @@ def _env() -> dict:
     return {**os.environ, "COLUMNS": "80", "PYTHONPATH": os.getcwd()}
 
 
+def _take_ctrl_c() -> None:
+    """In the child before exec: SIGINT back to its default and unblocked. A shell without job
+    control starts background commands with SIGINT ignored (as CI's runner may), an ignored
+    signal stays ignored across exec, and Python then installs no KeyboardInterrupt handler:
+    andrea would run to its end and exit 0, as a user's Ctrl-C never would."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
 def test_ctrl_c_on_a_pipe_says_interrupted_and_exits_130():
     run = subprocess.Popen([sys.executable, "-m", "andrea_cli", *LONG_RUN], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, env=_env())
+                           stderr=subprocess.PIPE, env=_env(), preexec_fn=_take_ctrl_c)
     first = run.stderr.readline()  # the progress line: the run has started
     run.send_signal(signal.SIGINT)
     out, err = run.communicate(timeout=60)
@@ -39,6 +48,7 @@ def test_ctrl_c_on_a_terminal_erases_the_progress_line():
 
     pid, fd = pty.fork()
     if pid == 0:  # the child: andrea on the terminal's both ends
+        _take_ctrl_c()
         os.execve(sys.executable, [sys.executable, "-m", "andrea_cli", *LONG_RUN], _env())
     seen, sent, deadline = b"", False, time.monotonic() + 60
     while time.monotonic() < deadline:
