@@ -139,7 +139,8 @@
 //                    64-key tiles, double-buffered with cp.async; S and O by mma.sync.m16n8k16
 //                    (K by ldmatrix, V by ldmatrix.trans), P reused from S's registers; online
 //                    softmax in exp2; masked tiles skipped whole; every mask flavour (ALiBi's bias
-//                    in base 2, every tile then taking the element pass). grid (ceil(T/64), 1, H),
+//                    in base 2, every tile then taking the element pass) in a second instantiation
+//                    picked at launch, as kernel5's, so the plain loop has none. grid (ceil(T/64), 1, H),
 //                    block (128), shared_mem = 640 * (d + 8) bytes (46,080 at d = 64; 87,040 at
 //                    d = 128, an opt-in above 48 KiB); registers <= 144, <= 192
 //   attention_fused_kernel5_d64, attention_fused_kernel5_d128   kernel4's output, FlashAttention-2's
@@ -269,8 +270,9 @@
 // and grouped heads as above (dkdv: a block walks its group's query heads' tiles as one pipeline):
 //
 //   attention_fused_lse_kernel4_d64, attention_fused_lse_kernel4_d128   kernel4, also writing
-//                    each row's logsumexp (H, T) for the backward; kernel4's geometry.
-//                    registers <= 144, <= 192
+//                    each row's logsumexp (H, T) for the backward; kernel4's geometry; at d = 128
+//                    the flavoured copy holds 209 registers (kernel4's: 182), still 2 blocks an
+//                    SM, as its 87,040 bytes of shared memory allow. registers <= 144, <= 216
 //   attention_backward_dkdv_kernel2_d64, attention_backward_dkdv_kernel2_d128   dK, dV from the
 //                    forward's bf16 Q (pre-scaled), K, V, a bf16 dO, lse and delta. 4 warps x 16
 //                    keys per block, walking the query tiles that see them (QT = 64 queries at
@@ -2016,7 +2018,10 @@ __device__ __forceinline__ void tc_load_rows(unsigned short* dst, const unsigned
     }
 }
 
-template <int D>
+// FLAVOURS: the instantiation for right, sinks or ALiBi, picked at run time by the entry points, as
+// kernel5's: without them they are the constant 0, so the plain copy's element pass is the mask
+// edge's test alone and ALiBi's bias (an FFMA per score, on every tile) is not in its loop.
+template <int D, bool FLAVOURS>
 __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __restrict__ q,  // (H, L, D), scaled
                                                         const unsigned short* __restrict__ k,  // (H_kv, S, D)
                                                         const unsigned short* __restrict__ v,  // (H_kv, S, D)
@@ -2031,7 +2036,8 @@ __device__ __forceinline__ void attention_fused_kernel4(const unsigned short* __
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
     // Causal: the last query tiles have the most key tiles; they go out first.
-    const Mask mask = Mask::from_args(causal, window, offset, right, sinks, alibi);
+    const Mask mask = FLAVOURS ? Mask::from_args(causal, window, offset, right, sinks, alibi)
+                               : Mask::from_args(causal, window, offset);
     const BlockWork work = causal_block_order(mask.causal, true);
     const int row0 = work.tile * TC_ROWS;
     const long head = work.head;
@@ -2187,7 +2193,10 @@ attention_fused_kernel4_d64(const unsigned short* __restrict__ q, const unsigned
                             int L, int S, int group, int causal, int window, int offset, int right,
                             int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
+    if (right != 0 || sinks != 0 || alibi != 0)
+        attention_fused_kernel4<64, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
+    else
+        attention_fused_kernel4<64, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -2196,7 +2205,10 @@ attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigne
                              int L, int S, int group, int causal, int window, int offset, int right,
                              int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
+    if (right != 0 || sinks != 0 || alibi != 0)
+        attention_fused_kernel4<128, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
+    else
+        attention_fused_kernel4<128, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -4046,8 +4058,11 @@ attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsi
                                 float* __restrict__ lse, int L, int S, int group, int causal, int window,
                                 int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem,
-                                lse);
+    if (right != 0 || sinks != 0 || alibi != 0)
+        attention_fused_kernel4<64, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi,
+                                        tc_smem, lse);
+    else
+        attention_fused_kernel4<64, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem, lse);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * TC_WARPS)
@@ -4056,8 +4071,11 @@ attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const uns
                                  float* __restrict__ lse, int L, int S, int group, int causal, int window,
                                  int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    attention_fused_kernel4<128>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem,
-                                 lse);
+    if (right != 0 || sinks != 0 || alibi != 0)
+        attention_fused_kernel4<128, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi,
+                                        tc_smem, lse);
+    else
+        attention_fused_kernel4<128, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem, lse);
 }
 
 // ------------------------------------------------------------------------------------------------

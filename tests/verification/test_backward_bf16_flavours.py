@@ -32,8 +32,8 @@ def test_the_flavour_cases_pass_on_the_real_kernels():
 
 @pytest.mark.slow
 def test_verify_catches_the_lse_forward_dropping_alibi(tmp_path, quick_builds):
-    old = ("attention_fused_kernel4<64>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, "
-           "tc_smem,\n                                lse);")
+    old = ("attention_fused_kernel4<64, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi,\n"
+           "                                        tc_smem, lse);")
     report = verify_broken_copy(tmp_path, "lse forward drops ALiBi", old, old.replace("sinks, alibi,", "sinks, 0,"),
                                 [TWO_SIDED_ALIBI])
     for result in report.results:

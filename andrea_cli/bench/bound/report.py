@@ -17,7 +17,7 @@ from andrea_cli.bench.bound.gpus import GpuSpec, gpu_spec
 from andrea_cli.bench.bound.lanes import with_wavefronts
 from andrea_cli.bench.bound.model import Bound, Work, attention_matmul_flops, bound, occupancy
 from andrea_cli.bench.bound.sass import INSTALL_HINT, Instruction, Mix, disassemble, find_cuobjdump, find_nvdisasm, \
-    hot_loop, mix_of, parse_kernels, steady_state
+    hot_loop, mix_of, parse_kernels, steady_state, straight_line
 from andrea_cli.errors import AndreaError
 from andrea_cli.kernel_file import kernel_parameters
 
@@ -143,7 +143,7 @@ def _work(name: str, launch: ReferenceLaunch, causal: bool, T: int, H: int) -> W
 def kernel_bound(name: str, code: list[Instruction], res: KernelResources | None, launch: ReferenceLaunch | None,
                  gpu: GpuSpec, T: int = REFERENCE_T, H: int = REFERENCE_HEADS) -> KernelBound:
     loop = hot_loop(code)
-    trip = steady_state(loop) if loop else code
+    trip = steady_state(loop) if loop else straight_line(code)
     mix = mix_of(trip)
     registers = res.registers if res else 0
     spills = (res.spill_stores + res.spill_loads) if res else 0

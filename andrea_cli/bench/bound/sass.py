@@ -2,10 +2,11 @@
 from the package index: pip install ".[bound]"), split into kernels, loops, and one
 instruction mix per trip of a kernel's hot loop.
 
-A loop is a backward branch (a BRA to an earlier address). The hot loop is the loop whose own
-body (nested loops left out) holds the most arithmetic: the tensor-core or FP32 work of a
-tiled kernel; where no loop holds any, the loop with the most instructions of its own. One trip
-counts every instruction between its first address and its branch, nested loops once.
+A loop is a backward branch (a BRA to an earlier address) whose target dominates it. The hot loop
+is the loop whose own body (nested loops left out) holds the most tensor-core work, or FP32 work
+where none has any, and of those the shortest; where no loop holds any, the loop with the most
+instructions of its own. One trip counts every instruction between its first address and its
+branch, nested loops once; a kernel without a loop counts the path one block takes.
 
 Hopper's warpgroup MMA (PTX wgmma.mma_async, sm_90a only) is HGMMA in the SASS:
 `HGMMA.64x128x16.F32.BF16 R24, R88, gdesc[UR8], R24` (A from registers, B from shared memory
@@ -355,12 +356,98 @@ def steady_state(loop: Loop, loops: list[Loop] | None = None) -> list[Instructio
     return [i for i in loop.body if not any(lo < i.address < hi for lo, hi in gone)]
 
 
+@dataclass
+class FlowGraph:
+    """The kernel's basic blocks, each named by its first address, and their dominator tree."""
+    block_of: dict[int, int]  # instruction address -> the first address of its block
+    idom: dict[int, int]  # block -> its immediate dominator (the entry: itself); reachable blocks only
+
+    def dominates(self, a: int, b: int) -> bool:
+        """Every path from the entry to the instruction at b passes the one at a's block."""
+        block, top = self.block_of.get(b), self.block_of.get(a)
+        if block not in self.idom or top not in self.idom:
+            return False
+        while block != top:
+            if self.idom[block] == block:
+                return False
+            block = self.idom[block]
+        return True
+
+
+def flow_graph(instructions: list[Instruction]) -> FlowGraph:
+    """Blocks end at a branch, EXIT or RET, or before a branch target; a guarded one also falls
+    through. Dominators by Cooper, Harvey and Kennedy's iterative algorithm, in reverse post-order."""
+    addresses = [i.address for i in instructions]
+    if not addresses:
+        return FlowGraph({}, {})
+    starts, present = {addresses[0]}, set(addresses)  # a branch out of the code given leads nowhere
+    for n, ins in enumerate(instructions):
+        target = _branch_target(ins)
+        if target in present:
+            starts.add(target)
+        if (target is not None or ins.opcode.startswith(("EXIT", "RET"))) and n + 1 < len(addresses):
+            starts.add(addresses[n + 1])
+    block_of, successors, first = {}, {}, addresses[0]
+    for n, ins in enumerate(instructions):
+        first = ins.address if ins.address in starts else first
+        block_of[ins.address] = first
+        if n + 1 == len(addresses) or addresses[n + 1] in starts:  # the block's last instruction
+            target = _branch_target(ins)
+            ends = ins.opcode.startswith(("BRA", "EXIT", "RET")) and ins.predicate in ("", "@PT")
+            successors[first] = ([target] if target in present else []) + (
+                [addresses[n + 1]] if n + 1 < len(addresses) and not ends else [])
+    entry = addresses[0]
+    post, seen, stack = [], {entry}, [(entry, iter(successors[entry]))]
+    while stack:  # depth first without recursion: a kernel holds thousands of blocks
+        block, rest = stack[-1]
+        step = next((b for b in rest if b not in seen), None)
+        if step is None:
+            post.append(block)
+            stack.pop()
+        else:
+            seen.add(step)
+            stack.append((step, iter(successors.get(step, []))))
+    rank = {b: n for n, b in enumerate(reversed(post))}
+    predecessors: dict[int, list[int]] = {b: [] for b in rank}
+    for b in rank:
+        for succ in successors.get(b, []):
+            if succ in rank:
+                predecessors[succ].append(b)
+    idom = {entry: entry}
+
+    def meet(a: int, b: int) -> int:
+        while a != b:
+            while rank[a] > rank[b]:
+                a = idom[a]
+            while rank[b] > rank[a]:
+                b = idom[b]
+        return a
+
+    changed = True
+    while changed:
+        changed = False
+        for b in sorted(rank, key=rank.get)[1:]:
+            done = [p for p in predecessors[b] if p in idom]
+            new = done[0]
+            for p in done[1:]:
+                new = meet(p, new)
+            if idom.get(b) != new:
+                idom[b], changed = new, True
+    return FlowGraph(block_of, idom)
+
+
 def find_loops(instructions: list[Instruction]) -> list[Loop]:
+    """Backward branches whose target dominates them (a natural loop's back edge), each as the
+    address range from the target to the branch. A backward branch whose target does not dominate
+    it is no loop of its own: ptxas puts a wait's retry (an mbarrier's try_wait) out of line after
+    the kernel's end and branches back into the loop that waits, which the range from the target
+    to that branch would take for a loop over half the kernel."""
+    graph = flow_graph(instructions)
     loops = []
     for ins in instructions:
         start = _branch_target(ins)
         # a backward branch; `BRA` to itself is the idle loop after EXIT, not a loop body
-        if start is not None and start < ins.address:
+        if start is not None and start < ins.address and graph.dominates(start, ins.address):
             body = [i for i in instructions if start <= i.address <= ins.address]
             loops.append(Loop(start, ins.address, body, []))
     for loop in loops:
@@ -369,17 +456,42 @@ def find_loops(instructions: list[Instruction]) -> list[Loop]:
     return loops
 
 
+def straight_line(instructions: list[Instruction]) -> list[Instruction]:
+    """A kernel without a loop, as one block runs it: from the entry, falling through every guarded
+    branch (BRA.DIV too: its warp converged) and following the unconditional ones, to an EXIT.
+    The code laid out of line after the kernel's end (the divergent warps' shuffles, a division's
+    slow path reached by CALL) and the other side of each if stay off it: counting every
+    instruction once, as for a loop's trip, would charge a block both sides of every if."""
+    index = {ins.address: n for n, ins in enumerate(instructions)}
+    path, seen, n = [], set(), 0
+    while n is not None and n < len(instructions) and n not in seen:
+        seen.add(n)
+        ins = instructions[n]
+        path.append(ins)
+        always = ins.predicate in ("", "@PT")
+        if always and ins.opcode.startswith(("EXIT", "RET")):
+            break
+        target = _branch_target(ins)
+        n = index.get(target) if always and ins.opcode == "BRA" and target is not None else n + 1
+    return path
+
+
 def hot_loop(instructions: list[Instruction]) -> Loop | None:
-    """The loop with the most arithmetic of its own; of loops with as much, the one with the
-    fewest instructions (a kernel that runs the tiles a mask edge crosses in loops of their own
-    spends its steady state in the one without mask code); with no arithmetic anywhere, the most
-    instructions of its own; None for straight-line code."""
+    """The loop with the most arithmetic of its own: tensor-core flops first, and FP32 FFMA only
+    between loops with none; of loops with as much, the one with the fewest instructions; with no
+    arithmetic anywhere, the most instructions of its own; None for straight-line code.
+
+    Tensor work ranks alone because a kernel's copies of one tile loop differ by FFMA that is not
+    the tile's: the tiles a mask edge crosses run in loops of their own, and a mask flavour (ALiBi's
+    bias, an FFMA a score) in a second instantiation; every copy does the same products, and the
+    steady state of the plain case is the copy without the extra code: the shortest."""
     loops = find_loops(instructions)
     if not loops:
         return None
 
     def rank(lp: Loop) -> tuple:
-        arithmetic = lp.own_arithmetic()
-        return arithmetic, -len(lp.own) if arithmetic else len(lp.own), -lp.start
+        mix = mix_of(lp.own)
+        arithmetic = mix.tensor_flops or 64 * mix.ffma
+        return mix.tensor_flops, arithmetic, -len(lp.own) if arithmetic else len(lp.own), -lp.start
 
     return max(loops, key=rank)

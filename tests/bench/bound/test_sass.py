@@ -94,3 +94,74 @@ def test_hgmma_is_a_warp_s_quarter_of_the_warpgroup_s_work():
     assert (mix.alu, mix.fp32, mix.mufu, mix.bar, mix.shared_load_bytes) == (0, 0, 0, 0, 0)
     b = bound(mix, Work(warps=1 << 16, array_bytes=1 << 20, executed_flops=1e12, useful_flops=1e12), H200, 8, looped=True)
     assert b.bottleneck == "tensor" and b.peak_tflops == H200.bf16_peak_tflops
+
+
+# Two copies of one tile loop, as a kernel with a flavoured instantiation compiles: the same mma,
+# the second with ALiBi's FFMA a score. The first waits on an mbarrier whose retry ptxas put out of
+# line after EXIT, branching back into the loop: a backward branch, but no loop of its own (its
+# target does not dominate it), and its address range would hold both copies' mma.
+COPIES_LISTING = """
+        Function : toy_copies
+        /*0000*/               @P3 BRA 0x80 ;
+        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [R2], R3 ;
+        /*0020*/              @!P1 BRA 0xf0 ;
+        /*0030*/                   HMMA.16816.F32.BF16 R8, R4, R6, R8 ;
+        /*0040*/                   MUFU.EX2 R9, R9 ;
+        /*0050*/               @P0 BRA 0x10 ;
+        /*0060*/                   EXIT ;
+        /*0070*/                   NOP ;
+        /*0080*/                   HMMA.16816.F32.BF16 R8, R4, R6, R8 ;
+        /*0090*/                   FFMA R9, R4, R5, R9 ;
+        /*00a0*/                   FFMA R10, R4, R5, R10 ;
+        /*00b0*/                   FSEL R9, R9, -INF , P2 ;
+        /*00c0*/                   MUFU.EX2 R9, R9 ;
+        /*00d0*/               @P0 BRA 0x80 ;
+        /*00e0*/                   EXIT ;
+        /*00f0*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [R2], R3 ;
+        /*0100*/              @!P1 BRA 0xf0 ;
+        /*0110*/                   BRA 0x30 ;
+"""
+
+
+def test_the_hot_loop_is_the_plain_copy_and_a_retry_is_no_loop():
+    from andrea_cli.bench.bound.sass import find_loops, flow_graph
+
+    code = parse_kernels(COPIES_LISTING)["toy_copies"]
+    loops = {(lp.start, lp.end) for lp in find_loops(code)}
+    # the retry's self-loop and the two tile loops; not the range 0x30 .. 0x110 the retry returns over
+    assert loops == {(0x10, 0x50), (0x80, 0xd0), (0xf0, 0x100)}, sorted(loops)
+    graph = flow_graph(code)
+    assert graph.dominates(0x10, 0x110) and not graph.dominates(0x30, 0x110) and not graph.dominates(0x80, 0x50)
+    # equal tensor work: the copy without the flavour's FFMA, the shorter, is the steady state
+    loop = hot_loop(code)
+    assert (loop.start, loop.end) == (0x10, 0x50)
+
+
+# A kernel without a loop: an if whose sides both end in EXIT, a shuffle whose divergent fallback
+# (BRA.DIV) and a division's slow path (CALL) ptxas lays out after the end.
+STRAIGHT_LISTING = """
+        Function : toy_straight
+        /*0000*/                   LDG.E.128 R4, [R2.64] ;
+        /*0010*/                   BRA.DIV UR4, 0xa0 ;
+        /*0020*/                   SHFL.BFLY PT, R8, R4, 0x1, 0x1f ;
+        /*0030*/              @!P3 BRA 0x70 ;
+        /*0040*/                   CALL.REL.NOINC 0xc0 ;
+        /*0050*/                   STG.E.128 [R2.64], R4 ;
+        /*0060*/                   EXIT ;
+        /*0070*/                   STG.E [R2.64], R4 ;
+        /*0080*/                   STG.E [R2.64+0x4], R5 ;
+        /*0090*/                   EXIT ;
+        /*00a0*/                   WARPSYNC.COLLECTIVE R9, 0xb0 ;
+        /*00b0*/                   BRA 0x30 ;
+        /*00c0*/                   MUFU.RCP R6, R5 ;
+        /*00d0*/                   RET.REL.NODEC R10 0x0 ;
+"""
+
+
+def test_a_kernel_without_a_loop_counts_one_blocks_path():
+    from andrea_cli.bench.bound.sass import find_loops, straight_line
+
+    code = parse_kernels(STRAIGHT_LISTING)["toy_straight"]
+    # the fallback's branch back to 0x30 is no loop: 0x30 does not dominate it
+    assert find_loops(code) == [] and hot_loop(code) is None
+    assert [i.address for i in straight_line(code)] == [0x0, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60]
