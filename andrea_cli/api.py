@@ -96,6 +96,7 @@ class GradResult(Result):
 
 @dataclass(repr=False)
 class BenchResult(Result):
+    passed: bool = True  # False: a row's output was over its tolerance (the CLI's exit 1)
     _renderer = "render_bench_result"
 
 
@@ -428,7 +429,8 @@ def benchmark(**keywords) -> BenchResult | BoundResult:
         save_bench_plot(result, o.plot)
     if o.json:
         _print_json(result)
-    return BenchResult(_document(result), result)
+    return BenchResult(_document(result), result,
+                       passed=not any(m.within_tolerance is False for m in result.measurements))
 
 
 def bench_bound(*, gpu: str = "h200", kernel=None) -> BoundResult:

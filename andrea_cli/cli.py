@@ -326,6 +326,9 @@ def bench(o: BenchOptions) -> None:
 
         render_bench(console(), result)
         print_plot_saved(o.plot)
+    # a row over its tolerance is a wrong kernel: reported above (or in the JSON), and the exit
+    # status says so to a script, as verify's does
+    raise typer.Exit(1 if any(m.within_tolerance is False for m in result.measurements) else 0)
 
 
 def bench_bound(o: BenchOptions) -> None:

@@ -91,6 +91,9 @@ def figure(doc: dict, role: str, d_k: int, causal: bool, T: int) -> Figure:
         return Figure(None, f"no {' or '.join(ROLES[role])} row in bench's output")
     if m.get("tflops") is None:
         return Figure(None, m.get("skipped") or "not timed", m.get("speed_path", True))
+    if m.get("within_tolerance") is False:  # a fast wrong kernel is no figure to judge or rank
+        return Figure(None, f"a wrong output: max err {m['max_abs_err']:.1e} over its tolerance "
+                            f"{m['tolerance']:.1e}", m.get("speed_path", True), m.get("chose"), m.get("max_abs_err"))
     return Figure(m["tflops"], "", m.get("speed_path", True), m.get("chose"), m.get("max_abs_err"))
 
 

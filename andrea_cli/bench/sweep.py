@@ -16,6 +16,7 @@ import numpy as np
 from andrea_cli import reference, reference_backward
 from andrea_cli.backends.base import DeviceFault
 from andrea_cli.errors import AndreaError
+from andrea_cli.bench import yardstick
 from andrea_cli.bench.roofline import DevicePeak, attention_bytes, attention_flops, backward_bytes, backward_flops
 from andrea_cli.masks import MaskSpec
 
@@ -52,6 +53,10 @@ class Measurement:
     bound: str | None = None  # "compute" or "memory": which roof the roofline time comes from
     ratio: float | None = None  # median_ms / the baseline implementation's median_ms at this point
     max_abs_err: float | None = None  # sampled rows against the float64 reference
+    # the most a right implementation at its precision is off there (yardstick.py), and whether
+    # max_abs_err keeps to it: False is a wrong output, its timing no figure to rank
+    tolerance: float | None = None
+    within_tolerance: bool | None = None
     speed_path: bool = True  # False: the CPU build of the kernels, a correctness tool
     skipped: str = ""
     direction: str = "forward"  # or "backward": dQ, dK, dV from dO, with the backward's FLOPs
@@ -222,10 +227,22 @@ def select_impls(impls: list[Impl], only, baseline: str, side: str, unavailable=
     return [impl for impl in impls if impl.name in only or impl.name == baseline]
 
 
+def exact_rows(q, k, v, mask: MaskSpec, direction: str) -> tuple[np.ndarray, np.ndarray]:
+    """VALIDATE_ROWS rows of head 0 and their float64 answer: the output, or dQ. A row of dQ needs
+    only its own row of P and dP (dS_i = P_i ∘ (dP_i − P_i·dP_i), dQ_i = scale · dS_i · K), so it
+    is cheap."""
+    rows = reference.sample_rows(q.shape[1], VALIDATE_ROWS)
+    _, p, out = reference.attention_rows(q[0], k[0], v[0], mask, True, rows)  # (n, T) float64
+    if direction != "backward":
+        return rows, out
+    dp = upstream_gradient(q)[0, rows].astype(np.float64) @ v[0].astype(np.float64).T
+    ds = reference_backward.softmax_backward(p, dp)
+    return rows, ds @ k[0].astype(np.float64) / math.sqrt(q.shape[2])
+
+
 def sample_error(q, k, v, out, mask: MaskSpec) -> float:
     """Max |out - reference| over VALIDATE_ROWS rows of head 0, the reference in float64."""
-    rows = reference.sample_rows(q.shape[1], VALIDATE_ROWS)
-    _, _, want = reference.attention_rows(q[0], k[0], v[0], mask, True, rows)
+    rows, want = exact_rows(q, k, v, mask, "forward")
     return float(np.abs(out[0, rows] - want).max())
 
 
@@ -235,13 +252,20 @@ def upstream_gradient(q: np.ndarray) -> np.ndarray:
 
 
 def sample_dq_error(q, k, v, dq, mask: MaskSpec) -> float:
-    """Max |dQ - reference| over VALIDATE_ROWS rows of head 0: a row of dQ needs only its own row
-    of P and dP (dS_i = P_i ∘ (dP_i − P_i·dP_i), dQ_i = scale · dS_i · K), so it is cheap."""
-    rows = reference.sample_rows(q.shape[1], VALIDATE_ROWS)
-    _, p, _ = reference.attention_rows(q[0], k[0], v[0], mask, True, rows)  # (n, T) float64
-    dp = upstream_gradient(q)[0, rows].astype(np.float64) @ v[0].astype(np.float64).T
-    ds = reference_backward.softmax_backward(p, dp)
-    return float(np.abs(dq[0, rows] - ds @ k[0].astype(np.float64) / math.sqrt(q.shape[2])).max())
+    """Max |dQ - reference| over VALIDATE_ROWS rows of head 0, the reference in float64."""
+    rows, want = exact_rows(q, k, v, mask, "backward")
+    return float(np.abs(dq[0, rows] - want).max())
+
+
+def sample_tolerance(q, k, v, mask: MaskSpec, direction: str, precision: str) -> float:
+    """The most a right implementation at this precision may be off on those rows (yardstick.py):
+    a multiple of a plain float32 (or bf16) path's own error there."""
+    rows, want = exact_rows(q, k, v, mask, direction)
+    if direction == "backward":
+        plain = yardstick.plain_dq_rows(q[0], k[0], v[0], upstream_gradient(q)[0], mask, rows, precision)
+    else:
+        plain = yardstick.plain_output_rows(q[0], k[0], v[0], mask, rows, precision)
+    return yardstick.tolerance(plain, want, precision)
 
 
 def measure(impl: Impl, timer, q, k, v, mask: MaskSpec, warmup: int,
@@ -305,6 +329,8 @@ def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, r
     progress(f"bench: {impl.name} {p.describe()}")
     try:
         times, m.max_abs_err, m.chose, m.kernels = measure(impl, side.timer, p.q, p.k, p.v, p.mask, warmup, repeats)
+        m.tolerance = sample_tolerance(p.q, p.k, p.v, p.mask, impl.direction, impl.precision)
+        m.within_tolerance = m.max_abs_err <= m.tolerance
     except side.out_of_memory as exc:
         m.skipped = f"ran out of {side.memory}: {type(exc).__name__}"
         return m

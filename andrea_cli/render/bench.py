@@ -31,6 +31,27 @@ def _spread(m) -> str:
     return f"{_ms(m.min_ms)}–{_ms(m.max_ms)}"
 
 
+def _error_cell(m) -> str:
+    """The row's error, red where it is over its tolerance (the width stays: layouts are measured)."""
+    cell = _num(m.max_abs_err, ".1e")
+    return f"[bold red]{cell}[/bold red]" if m.within_tolerance is False else cell
+
+
+def wrong_rows(r: BenchResult) -> list[str]:
+    """One line per implementation whose output was over its tolerance, naming the sizes."""
+    wrong: dict[str, list] = {}
+    for m in r.measurements:
+        if m.within_tolerance is False:
+            wrong.setdefault(m.impl, []).append(m)
+    lines = []
+    for impl, rows in wrong.items():
+        worst = max(rows, key=lambda m: m.max_abs_err / m.tolerance if m.tolerance else float("inf"))
+        where = ", ".join(f"T={m.T} d_k={m.d_k}{' causal' if m.causal else ''}" for m in rows)
+        lines.append(f"WRONG: {impl} ({where}): max err {worst.max_abs_err:.1e} over the {worst.tolerance:.1e} "
+                     f"a right {worst.precision} path keeps to; its times are of a wrong output")
+    return lines
+
+
 def _columns(r: BenchResult, layout: int) -> list[str]:
     """layout 0: every column; 1: a table per (d_k, mask), no GB/s; 2: that without "÷ bound"
     (measured / static bound, there only on a modelled GPU); 3 (80 columns): time, spread, ratio
@@ -53,7 +74,7 @@ def _cells(r: BenchResult, m, columns: list[str]) -> list[str]:
         "mask": "causal" if m.causal else "none", "ms": _ms(m.median_ms), "min–max": _spread(m),
         "TFLOP/s": _num(m.tflops, ".3f"), "GB/s": _num(m.gbs, ".1f"), "% peak": _num(m.pct_peak, ".1f"),
         "roofline ms": "-" if m.roofline_ms is None else f"{m.roofline_ms:.3f} {m.bound[:3]}",
-        f"× {r.baseline}": "-" if m.ratio is None else _ms(m.ratio), "max err": _num(m.max_abs_err, ".1e"), "vs peer": _num(m.vs_peer, ".2f"),
+        f"× {r.baseline}": "-" if m.ratio is None else _ms(m.ratio), "max err": _error_cell(m), "vs peer": _num(m.vs_peer, ".2f"),
         "÷ bound": _num(m.measured_over_bound, ".2f"),
     }
     return [values[name] for name in columns]
@@ -136,6 +157,8 @@ def render_bench(console: Console, r: BenchResult) -> None:
     dropped = [name for name in _columns(r, 0) if tables and name not in shown and name not in ("d_k", "mask")]
     if dropped:
         console.print(f"[dim]{', '.join(dropped)}: in a wider terminal, or with --json[/dim]")
+    for line in wrong_rows(r):
+        console.print(f"[bold red]{escape(line)}[/bold red]")
     if any(not m.speed_path for m in r.measurements):
         console.print("* not a speed path: the kernel file on the CPU, for correctness")
     for (impl, why), Ts in skipped.items():

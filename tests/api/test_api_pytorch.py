@@ -157,6 +157,7 @@ def test_bench_and_info_are_functions_too():
     r = andrea_cli.benchmark(side="cpu", T=16, d_k=8, mask="none", repeats=2, warmup=0, no_cpu_build=True)
     assert {m["impl"] for m in r.report["measurements"]} >= {"numpy", "numpy_backward"}
     assert r.report["threads"]["limit"] == 1
+    assert r.passed and all(m["within_tolerance"] for m in r.report["measurements"])
     assert "numpy" in andrea_cli.info().report["backends"]
 
 
