@@ -436,10 +436,14 @@ struct Mask {
     int sinks;   // the first keys the left bound never hides (0: none)
     int alibi;   // > 0: ALiBi over this many query heads (slope(h)); 0: no bias
 
-    // The two bounds and the offset alone, for kernel5's copy without the flavours: right, sinks
-    // and ALiBi are 0, constants, so that code compiles as before the fields existed.
+    // The two bounds and the offset alone, for kernel4's and kernel5's copies without the flavours:
+    // right, sinks and ALiBi are 0, constants, so that code compiles as before the fields existed.
     static __device__ __forceinline__ Mask from_args(int causal, int window, int offset) {
         return {causal, window, offset, 0, 0, 0};
+    }
+    // Whether a launch needs the flavoured copy: the entry points of kernel4 and kernel5 pick it.
+    static __device__ __forceinline__ bool flavoured(int right, int sinks, int alibi) {
+        return right != 0 || sinks != 0 || alibi != 0;
     }
     // Every field, for the kernels that take the whole Mask (MaskSpec.kernel_args(L, S, heads=H)):
     // (causal, window, offset, right, sinks, alibi).
@@ -2193,7 +2197,7 @@ attention_fused_kernel4_d64(const unsigned short* __restrict__ q, const unsigned
                             int L, int S, int group, int causal, int window, int offset, int right,
                             int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    if (right != 0 || sinks != 0 || alibi != 0)
+    if (Mask::flavoured(right, sinks, alibi))
         attention_fused_kernel4<64, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
     else
         attention_fused_kernel4<64, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
@@ -2205,7 +2209,7 @@ attention_fused_kernel4_d128(const unsigned short* __restrict__ q, const unsigne
                              int L, int S, int group, int causal, int window, int offset, int right,
                              int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    if (right != 0 || sinks != 0 || alibi != 0)
+    if (Mask::flavoured(right, sinks, alibi))
         attention_fused_kernel4<128, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
     else
         attention_fused_kernel4<128, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
@@ -2531,7 +2535,7 @@ attention_fused_kernel5_d64(const unsigned short* __restrict__ q, const unsigned
                             int L, int S, int group, int causal, int window, int offset, int right,
                             int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    if (right != 0 || sinks != 0 || alibi != 0)
+    if (Mask::flavoured(right, sinks, alibi))
         attention_fused5<64, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
     else
         attention_fused5<64, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
@@ -2543,7 +2547,7 @@ attention_fused_kernel5_d128(const unsigned short* __restrict__ q, const unsigne
                              int L, int S, int group, int causal, int window, int offset, int right,
                              int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    if (right != 0 || sinks != 0 || alibi != 0)
+    if (Mask::flavoured(right, sinks, alibi))
         attention_fused5<128, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi, tc_smem);
     else
         attention_fused5<128, false>(q, k, v, out, L, S, group, causal, window, offset, 0, 0, 0, tc_smem);
@@ -4058,7 +4062,7 @@ attention_fused_lse_kernel4_d64(const unsigned short* __restrict__ q, const unsi
                                 float* __restrict__ lse, int L, int S, int group, int causal, int window,
                                 int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    if (right != 0 || sinks != 0 || alibi != 0)
+    if (Mask::flavoured(right, sinks, alibi))
         attention_fused_kernel4<64, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi,
                                         tc_smem, lse);
     else
@@ -4071,7 +4075,7 @@ attention_fused_lse_kernel4_d128(const unsigned short* __restrict__ q, const uns
                                  float* __restrict__ lse, int L, int S, int group, int causal, int window,
                                  int offset, int right, int sinks, int alibi) {
     extern __shared__ __align__(16) unsigned short tc_smem[];
-    if (right != 0 || sinks != 0 || alibi != 0)
+    if (Mask::flavoured(right, sinks, alibi))
         attention_fused_kernel4<128, true>(q, k, v, out, L, S, group, causal, window, offset, right, sinks, alibi,
                                         tc_smem, lse);
     else

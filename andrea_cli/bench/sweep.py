@@ -240,12 +240,6 @@ def exact_rows(q, k, v, mask: MaskSpec, direction: str) -> tuple[np.ndarray, np.
     return rows, ds @ k[0].astype(np.float64) / math.sqrt(q.shape[2])
 
 
-def sample_error(q, k, v, out, mask: MaskSpec) -> float:
-    """Max |out - reference| over VALIDATE_ROWS rows of head 0, the reference in float64."""
-    rows, want = exact_rows(q, k, v, mask, "forward")
-    return float(np.abs(out[0, rows] - want).max())
-
-
 def upstream_gradient(q: np.ndarray) -> np.ndarray:
     """The dO every backward implementation gets: N(0, 1), the output's shape (d_v = d_k here)."""
     return np.random.default_rng(1).standard_normal(q.shape, dtype=np.float32)
@@ -257,28 +251,37 @@ def sample_dq_error(q, k, v, dq, mask: MaskSpec) -> float:
     return float(np.abs(dq[0, rows] - want).max())
 
 
-def sample_tolerance(q, k, v, mask: MaskSpec, direction: str, precision: str) -> float:
+def tolerance_on(q, k, v, mask: MaskSpec, rows: np.ndarray, exact: np.ndarray, direction: str,
+                 precision: str) -> float:
     """The most a right implementation at this precision may be off on those rows (yardstick.py):
     a multiple of a plain float32 (or bf16) path's own error there."""
-    rows, want = exact_rows(q, k, v, mask, direction)
     if direction == "backward":
         plain = yardstick.plain_dq_rows(q[0], k[0], v[0], upstream_gradient(q)[0], mask, rows, precision)
     else:
         plain = yardstick.plain_output_rows(q[0], k[0], v[0], mask, rows, precision)
-    return yardstick.tolerance(plain, want, precision)
+    return yardstick.tolerance(plain, exact, precision)
+
+
+def sample_tolerance(q, k, v, mask: MaskSpec, direction: str, precision: str) -> float:
+    """tolerance_on the VALIDATE_ROWS rows bench checks (exact_rows)."""
+    rows, exact = exact_rows(q, k, v, mask, direction)
+    return tolerance_on(q, k, v, mask, rows, exact, direction, precision)
 
 
 def measure(impl: Impl, timer, q, k, v, mask: MaskSpec, warmup: int,
-            repeats: int) -> tuple[list[float], float, str | None, list[str] | None]:
-    """Validate, time, then ask what ran (impl.chooser; a kernel-file run keeps the launcher's
-    {stage: kernel} on itself, run.kernels). `run` and the buffers it holds die with this frame,
-    so the next implementation never shares memory with this one."""
+            repeats: int) -> tuple[list[float], float, float, str | None, list[str] | None]:
+    """Validate (the error on the sampled rows, and its tolerance), time, then ask what ran
+    (impl.chooser; a kernel-file run keeps the launcher's {stage: kernel} on itself, run.kernels).
+    `run` and the buffers it holds die with this frame, so the next implementation never shares
+    memory with this one."""
     run = impl.prepare(q, k, v, mask)
-    check = sample_dq_error if impl.direction == "backward" else sample_error
-    err = check(q, k, v, impl.to_host(run()), mask)
+    rows, exact = exact_rows(q, k, v, mask, impl.direction)  # the output's rows, or dQ's
+    err = float(np.abs(impl.to_host(run())[0, rows] - exact).max())
+    tol = tolerance_on(q, k, v, mask, rows, exact, impl.direction, impl.precision)
     times = timer(run, warmup, repeats) if impl.repeats is None else timer(run, 0, impl.repeats)
     kernels = getattr(run, "kernels", None)
-    return times, err, impl.chooser(run) if impl.chooser else None, list(kernels.values()) if kernels else None
+    return (times, err, tol, impl.chooser(run) if impl.chooser else None,
+            list(kernels.values()) if kernels else None)
 
 
 @dataclass
@@ -328,8 +331,8 @@ def measure_impl(side: Side, impl: Impl, p: Point, budget: float, warmup: int, r
         return m
     progress(f"bench: {impl.name} {p.describe()}")
     try:
-        times, m.max_abs_err, m.chose, m.kernels = measure(impl, side.timer, p.q, p.k, p.v, p.mask, warmup, repeats)
-        m.tolerance = sample_tolerance(p.q, p.k, p.v, p.mask, impl.direction, impl.precision)
+        times, m.max_abs_err, m.tolerance, m.chose, m.kernels = measure(impl, side.timer, p.q, p.k, p.v, p.mask,
+                                                                        warmup, repeats)
         m.within_tolerance = m.max_abs_err <= m.tolerance
     except side.out_of_memory as exc:
         m.skipped = f"ran out of {side.memory}: {type(exc).__name__}"

@@ -94,7 +94,7 @@ def test_bench_exits_1_on_a_wrong_row_and_0_on_right_ones(cli, monkeypatch):
     right = cli(*args)
     assert right.exit_code == 0, right.output
     assert "WRONG" not in right.output
-    monkeypatch.setattr(sweep, "sample_tolerance", lambda *a: 0.0)  # nothing keeps to no error at all
+    monkeypatch.setattr(sweep, "tolerance_on", lambda *a: 0.0)  # nothing keeps to no error at all
     wrong = cli(*args)
     assert wrong.exit_code == 1 and "WRONG: numpy (T=32 d_k=16 causal)" in " ".join(wrong.output.split())
     as_json = cli(*args, "--json")

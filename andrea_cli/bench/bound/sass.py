@@ -305,11 +305,6 @@ class Loop:
     def contains(self, other: "Loop") -> bool:
         return other is not self and self.start <= other.start and other.end <= self.end
 
-    def own_arithmetic(self) -> int:
-        """Flops of the body's own tensor-core and FFMA instructions, per warp."""
-        mix = mix_of(self.own)
-        return mix.tensor_flops + 64 * mix.ffma
-
 
 def _branch_target(ins: Instruction) -> int | None:
     if not ins.opcode.startswith("BRA"):
